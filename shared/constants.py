@@ -1,0 +1,42 @@
+"""Names and limits that more than one module needs, kept in one place."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# Header that API Management sets from the caller's subscription. A value sent
+# by the client is stripped by the gateway policy (infra/apim/policy.xml).
+TENANT_HEADER: Final = "x-thematiq-tenant"
+IDEMPOTENCY_HEADER: Final = "idempotency-key"
+
+# Job ids are 28 lowercase hex digits: 12 of inverted milliseconds (so a
+# partition lists newest first) and 16 random. The pattern is checked before an
+# id gets anywhere near a storage call, which also rules out OData injection.
+JOB_ID_RE: Final = re.compile(r"^[0-9a-f]{28}$")
+# Tenants become PartitionKeys, which may not contain / \ # ? or control chars.
+TENANT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+IDEMPOTENCY_KEY_RE: Final = re.compile(r"^[\x21-\x7e]{1,200}$")
+PIPELINE_NAME_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+
+# Table entity layout. Jobs and their idempotency rows share the tenant's
+# partition so that both are written in one entity-group transaction.
+KIND_JOB: Final = "job"
+KIND_IDEMPOTENCY: Final = "idem"
+IDEMPOTENCY_ROW_PREFIX: Final = "~idem-"
+
+# An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
+# the entity. Inputs whose gzip is larger go to Blob Storage (claim check).
+INLINE_INPUT_MAX_BYTES: Final = 48 * 1024
+# A string property holds at most 64 KiB (32 K UTF-16 code units).
+MAX_STRING_PROPERTY_CHARS: Final = 30_000
+ERROR_MESSAGE_MAX_CHARS: Final = 2_000
+
+# Queue messages carry ids only; the job itself is in Table Storage.
+POISON_SUFFIX: Final = "-poison"
+
+LIST_DEFAULT_LIMIT: Final = 50
+LIST_MAX_LIMIT: Final = 200
+
+PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
+PROBLEM_TYPE_BASE: Final = "https://thematiq.dev/problems/"
