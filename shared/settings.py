@@ -53,6 +53,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("LLM_API_KEY", "", "API key for an OpenAI-compatible endpoint. Not needed for Azure OpenAI with managed identity.", "secret"),
     Setting("LLM_DEPLOYMENT", "", "Azure OpenAI deployment name, or the model name for an OpenAI-compatible endpoint."),
     Setting("LLM_API_VERSION", "2024-10-21", "Azure OpenAI REST API version."),
+    Setting("LLM_EMBEDDINGS_DEPLOYMENT", "", "Embeddings deployment/model on the LLM endpoint; empty uses the embedded ONNX model."),
+    Setting("LLM_CACHE_TABLE", "llmcache", "Table that caches LLM responses by hash of model + prompt, so a retried job does not pay twice."),
     Setting("LLM_TIMEOUT_SECONDS", "60", "Timeout of one LLM call."),
     Setting("LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."),
     Setting("APPLICATIONINSIGHTS_CONNECTION_STRING", "", "Sends logs, traces and metrics to Application Insights when set.", "platform"),
