@@ -74,8 +74,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     jobs_table: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]{2,62}$")
-    jobs_queue: str = Field(pattern=r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,55}$")
-    results_container: str = Field(pattern=r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}$")
+    jobs_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    results_container: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     default_tenant: str
     max_input_bytes: int = Field(gt=0)
     heartbeat_seconds: float = Field(gt=0)

@@ -1,0 +1,1 @@
+"""One Functions blueprint per trigger kind; ``function_app.py`` registers them."""

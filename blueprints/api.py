@@ -1,0 +1,94 @@
+"""HTTP trigger functions: the jobs API. Handlers parse the request and call ``shared.service``."""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from shared.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
+from shared.errors import BadRequest
+from shared.http import api_handler, json_response, tenant_of
+from shared.service import JobService
+
+bp = func.Blueprint()
+_service: JobService | None = None
+API = "/api"
+
+
+def service() -> JobService:
+    global _service
+    if _service is None:
+        _service = JobService()
+    return _service
+
+
+def _idempotency_key(req: func.HttpRequest) -> str | None:
+    key = req.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY_RE.match(key):
+        raise BadRequest("Idempotency-Key must be 1-200 visible ASCII characters", field="Idempotency-Key")
+    return key
+
+
+@bp.function_name("submit_job")
+@bp.route(route="jobs", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@api_handler
+def submit_job(req: func.HttpRequest) -> func.HttpResponse:
+    tenant = tenant_of(req)
+    submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), req.headers.get("traceparent"))
+    body = submitted.job.to_public(API)
+    location = body["links"]["self"]
+    return json_response(202 if submitted.created else 200, body, {"Location": location})
+
+
+@bp.function_name("list_jobs")
+@bp.route(route="jobs", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@api_handler
+def list_jobs(req: func.HttpRequest) -> func.HttpResponse:
+    jobs, cursor = service().list(tenant_of(req), dict(req.params))
+    body = {"items": [j.to_public(API) for j in jobs], "next_cursor": cursor}
+    return json_response(200, body)
+
+
+@bp.function_name("get_job")
+@bp.route(route="jobs/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@api_handler
+def get_job(req: func.HttpRequest) -> func.HttpResponse:
+    job = service().get(tenant_of(req), req.route_params["id"])
+    return json_response(200, job.to_public(API))
+
+
+@bp.function_name("cancel_job")
+@bp.route(route="jobs/{id}/cancel", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@api_handler
+def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
+    job = service().cancel(tenant_of(req), req.route_params["id"])
+    return json_response(200 if job.status.terminal else 202, job.to_public(API))
+
+
+@bp.function_name("get_job_result")
+@bp.route(route="jobs/{id}/result", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@api_handler
+def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
+    fmt = req.params.get("format", "json")
+    result = service().result(tenant_of(req), req.route_params["id"], fmt)
+    headers = {"Content-Disposition": f'inline; filename="{result.filename}"'}
+    return func.HttpResponse(result.body, status_code=200, headers={**headers, "Content-Type": result.content_type})
+
+
+@bp.function_name("health")
+@bp.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+@api_handler
+def health(req: func.HttpRequest) -> func.HttpResponse:
+    # One queue call proves Storage is reachable and reports the backlog; anonymous
+    # so probes need no key, and it reveals nothing about any tenant.
+    depth = queue_depth()
+    return json_response(200, {"status": "ok", "storage": "ok", "queue_depth": depth})
+
+
+def queue_depth() -> int:
+    from shared.connections import get_queue_client
+    from shared.storage_errors import storage_call
+
+    with storage_call("health check"):
+        return int(get_queue_client().get_queue_properties().approximate_message_count or 0)

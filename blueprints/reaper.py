@@ -1,0 +1,19 @@
+"""Timer trigger: recover stale and lost jobs, and delete expired ones (see ``shared.reaper``)."""
+
+from __future__ import annotations
+
+import logging
+
+import azure.functions as func
+
+from shared.reaper import Reaper
+
+bp = func.Blueprint()
+log = logging.getLogger("thematiq.reaper")
+
+
+@bp.function_name("reaper")
+@bp.timer_trigger(arg_name="timer", schedule="%REAPER_SCHEDULE%", run_on_startup=False, use_monitor=True)
+def reaper(timer: func.TimerRequest) -> None:
+    report = Reaper().run()
+    log.info("reaper%s: %s", " (past due)" if timer.past_due else "", report.summary())

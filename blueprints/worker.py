@@ -1,0 +1,27 @@
+"""Queue trigger: one delivery of a job message runs one attempt (see ``shared.worker``)."""
+
+from __future__ import annotations
+
+import logging
+
+import azure.functions as func
+
+from shared.worker import Worker
+
+bp = func.Blueprint()
+log = logging.getLogger("thematiq.worker")
+_worker: Worker | None = None
+
+
+def worker() -> Worker:
+    global _worker
+    if _worker is None:
+        _worker = Worker()
+    return _worker
+
+
+@bp.function_name("job_worker")
+@bp.queue_trigger(arg_name="msg", queue_name="%JOBS_QUEUE%", connection="AzureWebJobsStorage")
+def job_worker(msg: func.QueueMessage) -> None:
+    outcome = worker().handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
+    log.info("message %s (delivery %s): %s", msg.id, msg.dequeue_count, outcome)

@@ -1,0 +1,12 @@
+"""Composition root: builds the Functions app and registers one blueprint per trigger module."""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from blueprints import api, reaper, worker
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+app.register_functions(api.bp)
+app.register_functions(worker.bp)
+app.register_functions(reaper.bp)

@@ -1,0 +1,154 @@
+"""The process a pipeline attempt runs in: ``python -m shared.child SPEC EVENT_FD``.
+
+Running each attempt in its own OS process means a crash, an out-of-memory
+kill or a segfault in pipeline code fails that attempt only; the Functions
+host and its other invocations carry on. The parent (``shared.runner``) talks
+to this process over two pipes:
+
+* events, child → parent, one JSON object per line on ``EVENT_FD``:
+  ``progress``, ``usage``, ``log``, ``meter``, then exactly one of ``done``,
+  ``error`` or ``cancelled``;
+* control, parent → child, on stdin: the line ``cancel``. End of file on stdin
+  means the parent is gone, and the child exits rather than run on unowned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from shared.blobs import BlobStore, checkpoint_blob_name
+from shared.connections import METER
+from shared.errors import Cancelled, PipelineError
+from shared.registry import load_ref
+
+# The parent throttles table writes; this only keeps the pipe from flooding.
+_PROGRESS_EVERY = 0.2
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_ORPHANED = 70
+
+
+class _Events:
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, **fields}, separators=(",", ":"), default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+
+class _EventLogHandler(logging.Handler):
+    """Sends the pipeline's log records to the parent, which logs them with the job's context."""
+
+    def __init__(self, events: _Events) -> None:
+        super().__init__(logging.INFO)
+        self._events = events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._events.emit("log", level=record.levelname, logger=record.name, message=record.getMessage()[:1000])
+        except Exception:  # noqa: BLE001 - logging must never kill the pipeline
+            self.handleError(record)
+
+
+class ChildContext:
+    """The :class:`shared.pipeline.PipelineContext` given to pipeline code."""
+
+    def __init__(self, spec: dict[str, Any], events: _Events) -> None:
+        self.job_id: str = spec["job_id"]
+        self.tenant: str = spec["tenant"]
+        self.attempt: int = spec["attempt"]
+        self.logger = logging.getLogger(f"thematiq.pipeline.{spec['pipeline']}")
+        self._events = events
+        self._cancel = threading.Event()
+        self._last_progress = 0.0
+        self._blobs = BlobStore()
+
+    def progress(self, stage: str, processed: int = 0, total: int | None = None, message: str = "") -> None:
+        now = time.monotonic()
+        final = total is not None and processed >= total
+        if final or now - self._last_progress >= _PROGRESS_EVERY:
+            self._last_progress = now
+            self._events.emit("progress", stage=stage, processed=processed, total=total, message=message)
+
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled("cancelled by request")
+
+    def checkpoint(self, name: str, data: bytes) -> None:
+        self._blobs.put(checkpoint_blob_name(self.tenant, self.job_id, name), data)
+
+    def restore(self, name: str) -> bytes | None:
+        return self._blobs.get_optional(checkpoint_blob_name(self.tenant, self.job_id, name))
+
+    def usage(self, **counters: float) -> None:
+        self._events.emit("usage", counters=counters)
+
+    def _watch_control(self, stream: IO[str]) -> None:
+        for line in stream:
+            if line.strip() == "cancel":
+                self._cancel.set()
+        # stdin closed: the parent died (or was SIGKILLed with its host). Nobody
+        # owns this attempt any more; the reaper will hand the job to a new one.
+        os._exit(EXIT_ORPHANED)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    events = _Events(os.fdopen(int(argv[2]), "w", buffering=1, encoding="utf-8"))
+    root = logging.getLogger()
+    root.handlers[:] = [_EventLogHandler(events)]
+    root.setLevel(logging.INFO)
+    # Storage SDK request logs are noisy and may carry URLs with job ids only; keep them out.
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    ctx = ChildContext(spec, events)
+    threading.Thread(target=ctx._watch_control, args=(sys.stdin,), daemon=True).start()
+    code = EXIT_ERROR
+    try:
+        pipeline = load_ref(spec["pipeline_ref"])
+        params = pipeline.params_model.model_validate(spec["params"])
+        data = json.loads(Path(spec["input_path"]).read_text(encoding="utf-8"))
+        result = pipeline.run(ctx, params, data)
+        Path(spec["result_path"]).write_text(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
+        events.emit("done")
+        code = EXIT_OK
+    except Cancelled:
+        events.emit("cancelled")
+        code = EXIT_OK
+    except PipelineError as err:
+        events.emit("error", type=type(err).__name__, message=str(err), retryable=err.retryable)
+    except (ValidationError, TypeError, ValueError) as err:
+        # Input or params the pipeline cannot use, or a result that is not
+        # JSON-serialisable: another attempt would fail the same way.
+        retryable = not isinstance(err, ValidationError) and not _is_json_error(err)
+        events.emit("error", type=type(err).__name__, message=str(err), retryable=retryable)
+    except MemoryError:
+        events.emit("error", type="MemoryError", message="the pipeline ran out of memory", retryable=True)
+    except Exception as err:  # noqa: BLE001 - every other failure is reported, then retried
+        events.emit("error", type=type(err).__name__, message=str(err), retryable=True)
+    finally:
+        events.emit("meter", counts=dict(METER.snapshot()))
+    return code
+
+
+def _is_json_error(err: Exception) -> bool:
+    return "JSON serializable" in str(err)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

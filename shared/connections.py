@@ -1,0 +1,244 @@
+"""Storage clients, created once per process and reused, plus a transaction meter.
+
+Locally ``AzureWebJobsStorage`` holds a connection string (Azurite). In Azure
+the app uses identity-based access: ``AzureWebJobsStorage__accountName`` (or
+the per-service ``__blobServiceUri`` etc.) with ``__credential=managedidentity``
+and ``__clientId``; no key ever appears in settings or code.
+
+Every client carries a response hook that counts HTTP requests by service and
+operation. Each request to Storage is a billed transaction, so the meter is how
+``bench/platform.py`` and the tests put a number on "transactions per job".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from azure.core.credentials import TokenCredential
+from azure.core.pipeline import PipelineResponse
+from azure.data.tables import TableClient, TableServiceClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
+from azure.storage.queue import QueueClient, QueueServiceClient, TextBase64EncodePolicy
+from azure.storage.queue import ExponentialRetry as QueueRetry
+from azure.storage.blob import ExponentialRetry as BlobRetry
+
+from shared.settings import get_settings, raw
+
+# Fail fast enough for the API to answer 503 while Storage is down, but ride
+# out a blip. Storage's default backoff starts at 15 s, far too slow for an API.
+_CONNECT_TIMEOUT = 5
+_READ_TIMEOUT = 30
+_RETRIES = 2
+
+
+class TransactionMeter:
+    """Thread-safe count of Storage requests, keyed ``service:operation``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def hook(self, service: str, response: PipelineResponse[Any, Any]) -> None:
+        request = response.http_request
+        op = _operation(service, request.method, request.url)
+        if op == "queue:receive":
+            try:
+                body = response.http_response.body()
+            except Exception:  # noqa: BLE001 - a streamed body is not a receive
+                body = b""
+            if b"<QueueMessage>" not in body:
+                op = "queue:receive-empty"
+        with self._lock:
+            self._counts[op] += 1
+
+    def add(self, op: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[op] += n
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self._counts)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    @staticmethod
+    def billable(counts: Counter[str]) -> int:
+        """Transactions excluding empty polls (which depend on idle time, not on jobs)."""
+        return sum(v for k, v in counts.items() if k != "queue:receive-empty")
+
+
+METER = TransactionMeter()
+
+
+def _operation(service: str, method: str, url: str) -> str:
+    path, _, query = url.partition("?")
+    path = path.split("//", 1)[-1]
+    if service == "queue":
+        if path.endswith("/messages"):
+            return {"GET": "queue:receive", "POST": "queue:send", "DELETE": "queue:clear"}.get(method, f"queue:{method}")
+        if "/messages/" in path:
+            return {"DELETE": "queue:delete", "PUT": "queue:update"}.get(method, f"queue:{method}")
+        return f"queue:{method.lower()}-{'metadata' if 'comp=metadata' in query else 'queue'}"
+    if service == "table":
+        if path.endswith("$batch"):
+            return "table:batch"
+        if method == "GET":
+            return "table:get" if "(PartitionKey=" in path else "table:query"
+        return f"table:{ {'POST': 'insert', 'PUT': 'update', 'MERGE': 'merge', 'PATCH': 'merge', 'DELETE': 'delete'}.get(method, method)}"
+    return f"blob:{method.lower()}"
+
+
+class _Clients:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.table_service: TableServiceClient | None = None
+        self.queue_service: QueueServiceClient | None = None
+        self.blob_service: BlobServiceClient | None = None
+        self.tables: dict[str, TableClient] = {}
+        self.queues: dict[str, QueueClient] = {}
+        self.containers: dict[str, ContainerClient] = {}
+        self.created: set[str] = set()
+
+
+_clients = _Clients()
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests change settings between cases)."""
+    global _clients
+    _clients = _Clients()
+
+
+def _credential() -> TokenCredential:
+    # Imported lazily: azure.identity costs ~0.3 s of cold start and local runs never need it.
+    from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
+
+    client_id = raw("AzureWebJobsStorage__clientId") or None
+    if raw("AzureWebJobsStorage__credential").lower() == "managedidentity":
+        return ManagedIdentityCredential(client_id=client_id)
+    return DefaultAzureCredential(managed_identity_client_id=client_id)
+
+
+def _endpoint(service: str) -> str:
+    uri = raw(f"AzureWebJobsStorage__{service}ServiceUri")  # type: ignore[arg-type]
+    if uri:
+        return uri
+    account = raw("AzureWebJobsStorage__accountName")
+    if not account:
+        raise RuntimeError("Storage is not configured: set AzureWebJobsStorage or AzureWebJobsStorage__accountName")
+    return f"https://{account}.{service}.core.windows.net"
+
+
+def _common(service: str) -> dict[str, Any]:
+    hook: Callable[[PipelineResponse[Any, Any]], None] = partial(METER.hook, service)
+    return {"raw_response_hook": hook, "connection_timeout": _CONNECT_TIMEOUT, "read_timeout": _READ_TIMEOUT}
+
+
+def table_service() -> TableServiceClient:
+    with _clients.lock:
+        if _clients.table_service is None:
+            kw = {**_common("table"), "retry_total": _RETRIES, "retry_backoff_factor": 0.5}
+            conn = raw("AzureWebJobsStorage")
+            _clients.table_service = (
+                TableServiceClient.from_connection_string(conn, **kw)
+                if conn
+                else TableServiceClient(_endpoint("table"), credential=_credential(), **kw)
+            )
+        return _clients.table_service
+
+
+def queue_service() -> QueueServiceClient:
+    with _clients.lock:
+        if _clients.queue_service is None:
+            kw = {
+                **_common("queue"),
+                "retry_policy": QueueRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES),
+                # The Functions queue trigger expects base64 text.
+                "message_encode_policy": TextBase64EncodePolicy(),
+            }
+            conn = raw("AzureWebJobsStorage")
+            _clients.queue_service = (
+                QueueServiceClient.from_connection_string(conn, **kw)
+                if conn
+                else QueueServiceClient(_endpoint("queue"), credential=_credential(), **kw)
+            )
+        return _clients.queue_service
+
+
+def blob_service() -> BlobServiceClient:
+    with _clients.lock:
+        if _clients.blob_service is None:
+            kw = {**_common("blob"), "retry_policy": BlobRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES)}
+            conn = raw("AzureWebJobsStorage")
+            _clients.blob_service = (
+                BlobServiceClient.from_connection_string(conn, **kw)
+                if conn
+                else BlobServiceClient(_endpoint("blob"), credential=_credential(), **kw)
+            )
+        return _clients.blob_service
+
+
+def get_table_client(name: str | None = None) -> TableClient:
+    """The jobs table (or ``name``); created in Storage on first use in this process."""
+    name = name or get_settings().jobs_table
+    client = _clients.tables.get(name)
+    if client is None:
+        client = table_service().get_table_client(name)
+        _ensure(f"table:{name}", lambda: table_service().create_table_if_not_exists(name))
+        _clients.tables[name] = client
+    return client
+
+
+def get_queue_client(name: str | None = None) -> QueueClient:
+    """The jobs queue (or ``name``), sending base64 text as the queue trigger expects."""
+    name = name or get_settings().jobs_queue
+    client = _clients.queues.get(name)
+    if client is None:
+        client = queue_service().get_queue_client(name, message_encode_policy=TextBase64EncodePolicy())
+        _ensure(f"queue:{name}", lambda: _create_queue(client))
+        _clients.queues[name] = client
+    return client
+
+
+def get_container_client(name: str | None = None) -> ContainerClient:
+    name = name or get_settings().results_container
+    client = _clients.containers.get(name)
+    if client is None:
+        client = blob_service().get_container_client(name)
+        _ensure(f"container:{name}", lambda: _create_container(client))
+        _clients.containers[name] = client
+    return client
+
+
+def _create_queue(client: QueueClient) -> None:
+    from azure.core.exceptions import ResourceExistsError
+
+    try:
+        client.create_queue()
+    except ResourceExistsError:
+        pass
+
+
+def _create_container(client: ContainerClient) -> None:
+    from azure.core.exceptions import ResourceExistsError
+
+    try:
+        client.create_container()
+    except ResourceExistsError:
+        pass
+
+
+def _ensure(key: str, create: Callable[[], object]) -> None:
+    # Creating resources lazily keeps the API usable on a fresh Azurite; in
+    # Azure the Bicep template has created them already and this is one
+    # idempotent call per process.
+    if key in _clients.created:
+        return
+    create()
+    _clients.created.add(key)

@@ -1,0 +1,25 @@
+"""Sending job messages: to the jobs queue (optionally delayed) and to its poison queue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from shared.connections import get_queue_client
+from shared.messages import JobMessage
+from shared.settings import get_settings
+from shared.storage_errors import storage_call
+
+# A message may stay invisible for at most 7 days.
+_MAX_DELAY = timedelta(days=7)
+
+
+def send(message: JobMessage, delay: timedelta | None = None) -> None:
+    seconds = 0 if delay is None else int(min(delay, _MAX_DELAY).total_seconds())
+    with storage_call("enqueue job"):
+        get_queue_client().send_message(message.encode(), visibility_timeout=seconds or None)
+
+
+def send_poison(text: str) -> None:
+    """Park a message in ``<queue>-poison`` for an operator, as the Functions host does."""
+    with storage_call("enqueue poison"):
+        get_queue_client(get_settings().poison_queue).send_message(text)

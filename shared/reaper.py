@@ -1,0 +1,117 @@
+"""The reaper: recover jobs whose worker vanished or whose message was lost, and apply retention.
+
+Runs on a timer (``REAPER_SCHEDULE``). Every change it makes is conditional on
+the ETag it read, so two reapers running at once (two instances, or a timer
+that fired twice) cannot both re-enqueue the same attempt: the loser's write
+fails with 412 and it moves on.
+
+The queries filter on non-key properties across all tenants' partitions. That
+is a server-side scan, bounded by retention; at very large scale an index
+partition of active jobs would be the next step (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from shared import job_queue
+from shared.blobs import BlobStore, job_prefix
+from shared.errors import ThematiqError
+from shared.job_store import JobStore
+from shared.jobs import Job, JobError, Status, utcnow
+from shared.messages import JobMessage
+from shared.settings import get_settings
+from shared.storage_errors import EtagMismatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReapReport:
+    requeued_stale: list[str] = field(default_factory=list)
+    failed_stale: list[str] = field(default_factory=list)
+    cancelled_stale: list[str] = field(default_factory=list)
+    requeued_lost: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    conflicts: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"requeued {len(self.requeued_stale)} stale, failed {len(self.failed_stale)}, "
+            f"cancelled {len(self.cancelled_stale)}, re-enqueued {len(self.requeued_lost)} lost, "
+            f"deleted {len(self.deleted)}, {self.conflicts} conflicts"
+        )
+
+
+class Reaper:
+    def __init__(self, store: JobStore | None = None, blobs: BlobStore | None = None) -> None:
+        self.store = store or JobStore()
+        self.blobs = blobs or BlobStore()
+        self.settings = get_settings()
+
+    def run(self) -> ReapReport:
+        report = ReapReport()
+        self._stale_running(report)
+        self._lost_messages(report)
+        if self.settings.retention_days > 0:
+            self._retention(report)
+        return report
+
+    def _stale_running(self, report: ReapReport) -> None:
+        cutoff = utcnow() - timedelta(seconds=self.settings.heartbeat_stale_seconds)
+        for job in self.store.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": cutoff}):
+            try:
+                self._recover(job, report)
+            except EtagMismatch:
+                report.conflicts += 1  # another reaper, or the worker woke up: theirs wins
+            except ThematiqError:
+                log.exception("reaper: could not recover job %s", job.id)
+
+    def _recover(self, job: Job, report: ReapReport) -> None:
+        now = utcnow()
+        if job.cancel_requested:
+            self.store.update(job, status=Status.CANCELLED, owner=None, finished_at=now)
+            report.cancelled_stale.append(job.id)
+            return
+        lost = JobError.of("WorkerLost", f"attempt {job.attempts} stopped sending heartbeats (worker {job.owner} presumed dead)")
+        if job.attempts >= job.max_attempts:
+            self.store.update(job, status=Status.FAILED, owner=None, finished_at=now,
+                              error=JobError.of(lost.type, f"{lost.message}; attempts exhausted ({job.attempts}/{job.max_attempts})"))
+            report.failed_stale.append(job.id)
+            log.warning("reaper: job %s failed, its worker vanished on the last attempt", job.id)
+            return
+        # The conditional write is the lock: only the reaper whose write wins enqueues.
+        updated = self.store.update(job, status=Status.RETRYING, owner=None, available_at=now, error=lost,
+                                    requeues=job.requeues + 1)
+        job_queue.send(JobMessage(updated.tenant, updated.id, updated.attempts + 1, updated.traceparent))
+        report.requeued_stale.append(job.id)
+        log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, updated.attempts + 1)
+
+    def _lost_messages(self, report: ReapReport) -> None:
+        # A queued or retrying job that should have started long ago: its
+        # message was lost (e.g. a crash between the row commit and the send).
+        cutoff = utcnow() - timedelta(seconds=self.settings.queued_stale_seconds)
+        query = "(status eq 'queued' or status eq 'retrying') and available_at lt @cutoff"
+        for job in self.store.scan(query, {"cutoff": cutoff}):
+            try:
+                updated = self.store.update(job, available_at=utcnow(), requeues=job.requeues + 1)
+                job_queue.send(JobMessage(updated.tenant, updated.id, updated.attempts + 1, updated.traceparent))
+                report.requeued_lost.append(job.id)
+                log.warning("reaper: job %s had no live message; re-enqueued", job.id)
+            except EtagMismatch:
+                report.conflicts += 1
+            except ThematiqError:
+                log.exception("reaper: could not re-enqueue job %s", job.id)
+
+    def _retention(self, report: ReapReport) -> None:
+        cutoff = utcnow() - timedelta(days=self.settings.retention_days)
+        query = "(status eq 'succeeded' or status eq 'failed' or status eq 'cancelled') and finished_at lt @cutoff"
+        for job in self.store.scan(query, {"cutoff": cutoff}):
+            try:
+                self.blobs.delete_prefix(job_prefix(job.tenant, job.id))
+                self.store.delete(job)
+                report.deleted.append(job.id)
+            except ThematiqError:
+                log.exception("reaper: could not delete expired job %s", job.id)

@@ -1,0 +1,250 @@
+"""Supervise one pipeline attempt in a child process.
+
+While the child runs, the parent (the queue-triggered function):
+
+* renews the job's heartbeat every ``HEARTBEAT_SECONDS``;
+* relays progress, at most one table write per ``PROGRESS_MIN_INTERVAL_SECONDS``;
+* notices a cancellation request (every write is conditional on the ETag, so a
+  cancel from the API makes the next write fail with 412; the re-read shows
+  ``cancel_requested``), asks the child to stop, and kills it after
+  ``CANCEL_GRACE_SECONDS``;
+* notices that it lost the job (the reaper gave it to another attempt) and
+  kills the child without writing anything more;
+* enforces the pipeline's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from shared.connections import METER
+from shared.errors import LostClaim, StorageUnavailable
+from shared.jobs import Job, JobError, Progress, Status, utcnow
+from shared.job_store import JobStore
+from shared.settings import Settings
+from shared.storage_errors import EtagMismatch
+
+APP_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger(__name__)
+
+OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost"]
+
+
+@dataclass
+class Outcome:
+    kind: OutcomeKind
+    job: Job
+    result: bytes | None = None
+    error: JobError | None = None
+    retryable: bool = False
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (likely the out-of-memory killer)" if -code == signal.SIGKILL else ""
+        return f"the pipeline process was killed by {name}{hint}"
+    return f"the pipeline process exited with code {code}"
+
+
+class AttemptRunner:
+    """Runs one claimed attempt of ``job`` and reports how it ended."""
+
+    def __init__(self, store: JobStore, job: Job, pipeline_ref: str, timeout: float, settings: Settings) -> None:
+        self.store = store
+        self.job = job
+        self.pipeline_ref = pipeline_ref
+        self.timeout = timeout
+        self.settings = settings
+        self._progress: Progress | None = None
+        self._progress_dirty = False
+        self._last_write = time.monotonic()
+        self._usage: Counter[str] = Counter()
+        self._terminal_event: dict[str, Any] | None = None
+        self._cancel_deadline: float | None = None
+        self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # -- job writes ------------------------------------------------------------
+    def _write(self, **changes: Any) -> None:
+        """Conditional heartbeat/progress write; on 412 re-read and react."""
+        for _ in range(5):
+            try:
+                self.job = self.store.update(self.job, heartbeat_at=utcnow(), **changes)
+                self._last_write = time.monotonic()
+                return
+            except EtagMismatch:
+                current = self.store.get(self.job.tenant, self.job.id)
+                if current.status != Status.RUNNING or current.owner != self.job.owner:
+                    raise LostClaim(f"job is now {current.status} owned by {current.owner}") from None
+                self.job = current
+                if current.cancel_requested and self._cancel_deadline is None:
+                    self._request_cancel()
+            except StorageUnavailable:
+                # The child keeps working; the next heartbeat tries again. If
+                # Storage stays away past the stale threshold the reaper takes
+                # the job and our next write learns that with a 412.
+                log.warning("heartbeat for job %s failed: storage unavailable", self.job.id)
+                self._last_write = time.monotonic()
+                return
+        raise LostClaim("could not renew the heartbeat after repeated conflicts")
+
+    def _request_cancel(self) -> None:
+        log.info("job %s: cancellation requested, asking the pipeline to stop", self.job.id)
+        self._cancel_deadline = time.monotonic() + self.settings.cancel_grace_seconds
+        try:
+            assert self._proc is not None and self._proc.stdin is not None
+            self._proc.stdin.write(b"cancel\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    # -- the attempt -----------------------------------------------------------
+    def run(self, input_value: Any) -> Outcome:
+        with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.job.id}-") as tmp:
+            return self._run_in(Path(tmp), input_value)
+
+    def _run_in(self, tmp: Path, input_value: Any) -> Outcome:
+        input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
+        input_path.write_text(json.dumps(input_value, ensure_ascii=False), encoding="utf-8")
+        spec_path.write_text(json.dumps({
+            "job_id": self.job.id, "tenant": self.job.tenant, "attempt": self.job.attempts,
+            "pipeline": self.job.pipeline, "pipeline_ref": self.pipeline_ref, "params": self.job.params,
+            "input_path": str(input_path), "result_path": str(result_path),
+        }))
+        read_fd, write_fd = os.pipe()
+        stderr_path = tmp / "stderr.txt"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
+        with open(stderr_path, "wb") as stderr:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "shared.child", str(spec_path), str(write_fd)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                pass_fds=(write_fd,), cwd=str(APP_ROOT), env=env, start_new_session=True,
+            )
+        os.close(write_fd)
+        started = time.monotonic()
+        try:
+            self._supervise(read_fd, started)
+        except LostClaim as lost:
+            self._kill()
+            log.warning("job %s: lost the claim (%s); attempt abandoned", self.job.id, lost)
+            return Outcome("lost", self.job)
+        finally:
+            os.close(read_fd)
+            self._kill()
+        return self._outcome(result_path, stderr_path)
+
+    def _supervise(self, read_fd: int, started: float) -> None:
+        assert self._proc is not None
+        sel = selectors.DefaultSelector()
+        sel.register(read_fd, selectors.EVENT_READ)
+        buffer = b""
+        eof = False
+        while not eof or self._proc.poll() is None:
+            now = time.monotonic()
+            if not eof:
+                for _key, _ in sel.select(timeout=0.25):
+                    chunk = os.read(read_fd, 65536)
+                    if not chunk:
+                        eof = True
+                        break
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        self._on_event(line)
+            else:
+                time.sleep(0.05)
+            now = time.monotonic()
+            if self._kill_reason is None:
+                if now - started > self.timeout:
+                    self._kill_reason = ("failed", JobError.of("Timeout", f"the attempt exceeded its {self.timeout:.0f} s timeout"))
+                    self._kill()
+                elif self._cancel_deadline is not None and now > self._cancel_deadline:
+                    self._kill_reason = ("cancelled", None)
+                    log.warning("job %s: pipeline ignored cancellation for %.0f s; killed", self.job.id, self.settings.cancel_grace_seconds)
+                    self._kill()
+            since = now - self._last_write
+            if self._progress_dirty and since >= self.settings.progress_min_interval_seconds:
+                self._progress_dirty = False
+                self._write(progress=self._progress)
+            elif since >= self.settings.heartbeat_seconds:
+                self._write()
+        sel.close()
+        self._proc.wait()
+
+    def _on_event(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        kind = event.get("event")
+        if kind == "progress":
+            self._progress = Progress(
+                stage=str(event.get("stage", ""))[:200], processed=int(event.get("processed") or 0),
+                total=event.get("total"), message=str(event.get("message", ""))[:500],
+            )
+            self._progress_dirty = True
+        elif kind == "usage":
+            self._usage.update({k: float(v) for k, v in (event.get("counters") or {}).items()})
+        elif kind == "meter":
+            # Count the child's storage transactions with the parent's.
+            for op, n in (event.get("counts") or {}).items():
+                METER.add(op, int(n))
+        elif kind == "log":
+            level = getattr(logging, str(event.get("level", "INFO")), logging.INFO)
+            log.log(level, "job %s: %s", self.job.id, event.get("message", ""))
+        elif kind in ("done", "error", "cancelled"):
+            self._terminal_event = event
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+    def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
+        assert self._proc is not None
+        usage = dict(self._usage)
+        if self._kill_reason is not None:
+            kind, error = self._kill_reason
+            return Outcome(kind, self.job, error=error, retryable=False, usage=usage)
+        event = self._terminal_event or {}
+        kind = event.get("event")
+        if kind == "done" and self._proc.returncode == 0 and result_path.exists():
+            return Outcome("succeeded", self.job, result=result_path.read_bytes(), usage=usage)
+        if kind == "cancelled":
+            return Outcome("cancelled", self.job, usage=usage)
+        if kind == "error":
+            err = JobError.of(str(event.get("type", "Error")), str(event.get("message", "")))
+            return Outcome("failed", self.job, error=err, retryable=bool(event.get("retryable", True)), usage=usage)
+        reason = describe_exit(self._proc.returncode)
+        tail = _tail(stderr_path)
+        log.error("job %s: %s%s", self.job.id, reason, f"; stderr ends: {tail}" if tail else "")
+        return Outcome("failed", self.job, error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
+
+
+def _tail(path: Path, limit: int = 300) -> str:
+    try:
+        data = path.read_bytes()[-limit:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace").strip().splitlines()[-1] if data.strip() else ""

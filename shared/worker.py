@@ -1,0 +1,201 @@
+"""The queue worker: claim a job, run one attempt, record how it ended.
+
+Called by the queue-triggered function with the message text and its
+``dequeue_count``. A duplicate delivery, a stale message or a job that is
+already terminal is a logged no-op. Failures are sorted by the pipeline's
+:class:`shared.retry.RetryPolicy`: a retry is a new message, delayed by the
+backoff, and a job whose attempts are used up ends ``failed`` with its message
+copied to the poison queue. If the worker itself fails on the last delivery
+the host allows (host.json ``maxDequeueCount``), the job is marked ``failed``
+before the exception lets the host move the message to ``<queue>-poison``, so
+nothing stays ``running`` for ever.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from shared import job_queue
+from shared.blobs import BlobStore, decode_input, result_blob_name
+from shared.errors import PermanentError, ThematiqError
+from shared.hostconfig import host_config
+from shared.job_store import JobStore
+from shared.jobs import Job, JobError, Status, utcnow
+from shared.messages import BadMessage, JobMessage
+from shared.registry import Registry, default_registry
+from shared.runner import AttemptRunner, Outcome
+from shared.settings import get_settings
+from shared.storage_errors import EtagMismatch
+
+log = logging.getLogger(__name__)
+
+
+def new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    def __init__(
+        self, store: JobStore | None = None, blobs: BlobStore | None = None, registry: Registry | None = None
+    ) -> None:
+        self.store = store or JobStore()
+        self.blobs = blobs or BlobStore()
+        self.registry = registry or default_registry()
+        self.settings = get_settings()
+
+    def handle(self, text: str, dequeue_count: int) -> str:
+        """Process one delivery; returns a short outcome for the invocation log."""
+        try:
+            msg = JobMessage.decode(text)
+        except BadMessage:
+            log.error("dropping a message that is not a job message; copied to the poison queue")
+            job_queue.send_poison(text)
+            return "bad-message"
+        try:
+            return self._handle(msg, text)
+        except Exception as err:
+            if dequeue_count >= host_config().max_dequeue_count:
+                self._fail_on_last_delivery(msg, err)
+            raise
+
+    def _fail_on_last_delivery(self, msg: JobMessage, err: Exception) -> None:
+        reason = f"the worker failed on the last allowed delivery ({type(err).__name__}); the message went to the poison queue"
+        for _ in range(3):
+            try:
+                job = self.store.get(msg.tenant, msg.job_id)
+                if job.status.terminal:
+                    return
+                self.store.update(job, status=Status.FAILED, finished_at=utcnow(), owner=None,
+                                  error=JobError.of("PoisonMessage", reason))
+                return
+            except EtagMismatch:
+                continue
+            except ThematiqError:
+                log.exception("job %s: could not mark failed on the last delivery", msg.job_id)
+                return
+
+    # -- claim -------------------------------------------------------------------
+    def _handle(self, msg: JobMessage, text: str) -> str:
+        try:
+            job = self.store.get(msg.tenant, msg.job_id, with_input=True)
+        except ThematiqError as err:
+            if err.status == 404:
+                log.warning("job %s: not found (deleted?); message dropped", msg.job_id)
+                return "missing"
+            raise
+        if job.status.terminal:
+            log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
+            return "noop-terminal"
+        if not job.status.claimable:
+            log.info("job %s: already %s (attempt %d); duplicate delivery ignored", job.id, job.status, job.attempts)
+            return "noop-running"
+        if msg.attempt != job.attempts + 1:
+            log.info("job %s: message for attempt %d but next is %d; ignored", job.id, msg.attempt, job.attempts + 1)
+            return "noop-stale"
+        if job.cancel_requested:
+            self._finish(job, Status.CANCELLED)
+            return "cancelled"
+        claimed = self._claim(job)
+        if claimed is None:
+            return "noop-lost-race"
+        return self._run(claimed, text)
+
+    def _claim(self, job: Job) -> Job | None:
+        owner = new_owner()
+        now = utcnow()
+        try:
+            return self.store.update(
+                job, status=Status.RUNNING, attempts=job.attempts + 1, owner=owner,
+                started_at=job.started_at or now, heartbeat_at=now,
+            )
+        except EtagMismatch:
+            # The SDK may have retried our own successful write: re-read before giving up.
+            current = self.store.get(job.tenant, job.id, with_input=True)
+            if current.status == Status.RUNNING and current.owner == owner:
+                return current
+            log.info("job %s: another worker claimed it first", job.id)
+            return None
+
+    # -- run ---------------------------------------------------------------------
+    def _run(self, job: Job, text: str) -> str:
+        pipeline = self.registry.get(job.pipeline)
+        if pipeline is None:
+            self._finish(job, Status.FAILED, error=JobError.of("UnknownPipeline", f"pipeline {job.pipeline!r} is not installed"))
+            return "failed"
+        timeout = min(pipeline.timeout_seconds or self.settings.pipeline_timeout_seconds, self.settings.pipeline_timeout_seconds)
+        try:
+            input_value = self._load_input(job)
+        except PermanentError as err:
+            self._finish(job, Status.FAILED, error=JobError.of("BadInput", str(err)))
+            return "failed"
+        log.info("job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline)
+        outcome = AttemptRunner(self.store, job, self.registry.ref(job.pipeline), timeout, self.settings).run(input_value)
+        return self._record(outcome, pipeline.retry.decide, text)
+
+    def _load_input(self, job: Job) -> Any:
+        if job.input_inline:
+            return decode_input(job.input_inline)
+        if job.input_blob:
+            return decode_input(self.blobs.get(job.input_blob))
+        raise PermanentError("the job has no input")
+
+    def _record(self, outcome: Outcome, decide: Any, text: str) -> str:
+        job = outcome.job
+        usage = _merge_usage(job.usage, outcome.usage)
+        if outcome.kind == "lost":
+            return "lost"
+        if outcome.kind == "succeeded":
+            assert outcome.result is not None
+            name = result_blob_name(job.tenant, job.id, job.attempts)
+            self.blobs.put(name, outcome.result, "application/json")
+            self._finish(job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage)
+            return "succeeded"
+        if outcome.kind == "cancelled":
+            self._finish(job, Status.CANCELLED, usage=usage)
+            return "cancelled"
+        error = outcome.error or JobError.of("Error", "the attempt failed")
+        decision = decide(job.attempts, outcome.retryable)
+        if decision.retry and job.attempts < job.max_attempts:
+            due = utcnow() + decision.delay
+            updated = self._finish(job, Status.RETRYING, error=error, available_at=due, usage=usage)
+            if updated is not None:
+                job_queue.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), decision.delay)
+            log.warning("job %s: attempt %d failed (%s); %s in %.1f s", job.id, job.attempts, error.type, decision.reason, decision.delay.total_seconds())
+            return "retrying"
+        why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
+        final = JobError.of(error.type, f"{error.message} [{why}]")
+        if self._finish(job, Status.FAILED, error=final, usage=usage) is not None:
+            job_queue.send_poison(text)
+        log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
+        return "failed"
+
+    def _finish(self, job: Job, status: Status, **changes: Any) -> Job | None:
+        """Write the attempt's end state, unless the job was taken away from us meanwhile."""
+        fields: dict[str, Any] = {"status": status, "owner": None, **changes}
+        if status.terminal:
+            fields["finished_at"] = utcnow()
+        for _ in range(5):
+            try:
+                return self.store.update(job, **fields)
+            except EtagMismatch:
+                current = self.store.get(job.tenant, job.id)
+                if current.status.terminal or (current.status == Status.RUNNING and current.owner != job.owner):
+                    log.warning("job %s: changed under us (%s); our outcome %s is discarded", job.id, current.status, status)
+                    return None
+                # Only a cancel request (or our own retried write) changed it: apply ours on top.
+                if current.status == Status.RUNNING and current.cancel_requested and status == Status.RETRYING:
+                    fields = {"status": Status.CANCELLED, "owner": None, "finished_at": utcnow()}
+                job = current
+        log.error("job %s: could not record outcome %s after repeated conflicts", job.id, status)
+        return None
+
+
+def _merge_usage(old: dict[str, float], new: dict[str, float]) -> dict[str, float]:
+    merged = dict(old)
+    for k, v in new.items():
+        merged[k] = merged.get(k, 0.0) + v
+    return merged

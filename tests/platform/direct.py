@@ -1,0 +1,72 @@
+"""Call the app's functions directly with real ``azure.functions`` objects, against real Azurite.
+
+``app.get_functions()`` may be called only once per app, so the functions are
+indexed once per test session here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import azure.functions as func
+from azure.functions.queue import QueueMessage
+from azure.functions.timer import TimerRequest
+
+from shared.connections import get_queue_client
+
+
+@lru_cache(maxsize=1)
+def functions() -> dict[str, Callable[..., Any]]:
+    import function_app
+
+    return {f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}
+
+
+def http(name: str, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
+         headers: dict[str, str] | None = None, params: dict[str, str] | None = None,
+         route_params: dict[str, str] | None = None) -> func.HttpResponse:
+    data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+    req = func.HttpRequest(
+        method=method, url=f"http://localhost:7071/api/{path}", headers=headers or {},
+        params=params or {}, route_params=route_params or {}, body=data,
+    )
+    resp: func.HttpResponse = functions()[name](req)
+    return resp
+
+
+def body_of(resp: func.HttpResponse) -> Any:
+    return json.loads(resp.get_body())
+
+
+def receive(queue: str | None = None, visibility: int = 30) -> QueueMessage | None:
+    """Receive one message from Azurite and wrap it the way the Functions host does."""
+    client = get_queue_client(queue)
+    for m in client.receive_messages(max_messages=1, visibility_timeout=visibility):
+        return QueueMessage(
+            id=m.id, body=base64.b64decode(m.content), dequeue_count=m.dequeue_count,
+            pop_receipt=m.pop_receipt, insertion_time=m.inserted_on, expiration_time=m.expires_on,
+            time_next_visible=m.next_visible_on,
+        )
+    return None
+
+
+def complete(msg: QueueMessage, queue: str | None = None) -> None:
+    get_queue_client(queue).delete_message(msg.id, msg.pop_receipt)
+
+
+def run_worker_once(queue: str | None = None) -> QueueMessage | None:
+    """Deliver one message to the worker function; delete it on success as the host would."""
+    msg = receive(queue)
+    if msg is None:
+        return None
+    functions()["job_worker"](msg)
+    complete(msg, queue)
+    return msg
+
+
+def run_reaper(past_due: bool = False) -> None:
+    functions()["reaper"](TimerRequest(past_due=past_due))
