@@ -339,6 +339,8 @@ class LLMClient:
         self._token: tuple[str, float] | None = None  # (token, expires_on epoch seconds)
         self._sleep = sleep
         self._lock = threading.Lock()
+        # A separate lock: fetching a token is network I/O and must not block usage reads.
+        self._token_lock = threading.Lock()
         self._usage = Usage()
         # An opener of our own: honours HTTP(S)_PROXY/NO_PROXY like urlopen, but
         # without a global install_opener that other code could change.
@@ -584,7 +586,7 @@ class LLMClient:
         return headers
 
     def _azure_token(self) -> str:
-        with self._lock:
+        with self._token_lock:
             # Refresh five minutes early so a token never expires mid-request.
             if self._token is not None and self._token[1] - 300 > time.time():
                 return self._token[0]
