@@ -1,0 +1,52 @@
+"""Thematic analysis: discover themes in free-text responses (and code them against a codebook).
+
+Stages: clean → embed (embedded all-MiniLM-L6-v2, offline) → cluster (automatic
+theme count, explained) → describe (keywords, quotes, labels; LLM optional) →
+assign. See docs/thematic.md. Importing this package is cheap: onnxruntime
+and the tokenizer load on first use.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from shared.errors import ValidationFailed
+from shared.pipeline import Pipeline
+from shared.retry import RetryPolicy
+
+from .params import ThematicParams
+from .render import render_csv, render_md
+from .run import run
+from .validate import validate_input
+
+__all__ = ["PIPELINE", "ThematicParams", "run", "validate_input"]
+
+
+def check_params(params: ThematicParams) -> None:
+    """Submission-time check that needs the settings: llm=required without a provider → 422."""
+    from .llm_port import llm_available
+
+    if params.llm == "required" and not llm_available():
+        raise ValidationFailed(
+            "llm=required but no LLM provider is configured",
+            [{"field": "params.llm", "message": "no LLM provider is configured (LLM_PROVIDER=none); use auto or off"}],
+        )
+
+
+def _run(ctx: Any, params: Any, data: Any) -> Any:
+    return run(ctx, params, data)
+
+
+PIPELINE = Pipeline(
+    name="thematic",
+    params_model=ThematicParams,
+    run=_run,
+    validate_input=validate_input,
+    # Failures worth retrying are LLM/storage blips; checkpoints make a retry cheap.
+    retry=RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=2)),
+    # 100k responses embed in ~15 min on 2 cores; leave room for the rest.
+    timeout_seconds=1500,
+    renderers={"csv": render_csv, "md": render_md},
+    description="Discover themes in free-text responses: labels, keywords, quotes, per-response assignments.",
+)

@@ -1,0 +1,100 @@
+"""Keywords per theme by class-based TF-IDF (c-TF-IDF), and readable labels built from them.
+
+c-TF-IDF treats each theme as one document: a term scores high when it is
+frequent in the theme and rare across themes, which names what *distinguishes*
+a theme rather than what every response says. Bigrams are scored with the
+unigrams so labels can use phrases ("customer service") not single words.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final
+
+from .stopwords import EN
+
+TOKEN_RE: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
+
+
+def tokens(text: str) -> list[str]:
+    return [t.strip("'-") for t in TOKEN_RE.findall(text.lower())]
+
+
+def terms(text: str, stopwords: frozenset[str] = EN) -> set[str]:
+    """Distinct unigrams and bigrams of content words (presence per response, so one rant cannot dominate)."""
+    toks = tokens(text)
+    out: set[str] = set()
+    prev: str | None = None
+    for t in toks:
+        if len(t) < 2 or t in stopwords or t.isdigit():
+            prev = None
+            continue
+        out.add(t)
+        if prev is not None:
+            out.add(f"{prev} {t}")
+        prev = t
+    return out
+
+
+def ctfidf(groups: Sequence[Sequence[str]], *, top: int = 10, stopwords: frozenset[str] = EN) -> list[list[tuple[str, float]]]:
+    """Top ``top`` (term, score) per group of texts."""
+    per_group: list[Counter[str]] = []
+    for texts in groups:
+        c: Counter[str] = Counter()
+        for t in texts:
+            c.update(terms(t, stopwords))
+        per_group.append(c)
+    total: Counter[str] = Counter()
+    for c in per_group:
+        total.update(c)
+    sizes = [max(1, sum(c.values())) for c in per_group]
+    avg = sum(sizes) / max(1, len(sizes))
+    out: list[list[tuple[str, float]]] = []
+    for texts, c, size in zip(groups, per_group, sizes, strict=True):
+        # A term used by a single response says nothing about a theme of many.
+        min_df = 2 if len(texts) >= 6 else 1
+        scored = []
+        for term, f in c.items():
+            if f < min_df:
+                continue
+            score = (f / size) * math.log(1 + avg / total[term])
+            # Phrases carry more meaning per slot; a mild boost breaks ties their way.
+            if " " in term:
+                score *= 1.2
+            scored.append((term, score))
+        scored.sort(key=lambda p: (-p[1], p[0]))
+        # Drop a unigram when a higher-ranked bigram already contains it.
+        chosen: list[tuple[str, float]] = []
+        for term, score in scored:
+            if " " not in term and any(term in b.split() for b, _ in chosen if " " in b):
+                continue
+            chosen.append((term, round(score, 5)))
+            if len(chosen) >= top:
+                break
+        out.append(chosen)
+    return out
+
+
+def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -> str:
+    """A short readable label: top phrase + next distinct keyword, e.g. "Customer service & refund".
+
+    ``used`` holds labels already given, so two themes do not share one.
+    """
+    used = used if used is not None else set()
+    if not keywords:
+        base = "Miscellaneous"
+    else:
+        first = keywords[0]
+        second = next((k for k in keywords[1:] if not set(k.split()) & set(first.split())), None)
+        base = first if second is None else f"{first} & {second}"
+        base = base[:1].upper() + base[1:]
+    label, n = base, 2
+    while label.lower() in used:
+        extra = keywords[n] if n < len(keywords) else str(n)
+        label = f"{base} ({extra})"
+        n += 1
+    used.add(label.lower())
+    return label

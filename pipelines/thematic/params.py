@@ -1,0 +1,56 @@
+"""Job parameters of the thematic pipeline and the input limits, validated at submission."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Largest number of responses in one job. 100k embeds in ~15 min on 2 cores
+#: and clusters within a few GiB; more should be split into several jobs.
+MAX_RESPONSES: Final = 100_000
+#: Longest accepted text, in characters. The model reads 256 word pieces
+#: (~1,000 characters), so longer texts are embedded from their beginning.
+MAX_TEXT_CHARS: Final = 20_000
+#: Languages with stopword lists for keywords. The embedding model is English;
+#: other languages are refused rather than silently producing poor themes.
+SUPPORTED_LANGUAGES: Final = ("en",)
+
+
+class SeedTheme(BaseModel):
+    """One entry of a user-supplied codebook."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120)
+    description: str = Field(default="", max_length=1000)
+
+
+class ThematicParams(BaseModel):
+    """Parameters of a thematic-analysis job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Themes smaller than this are folded into their nearest theme or `other`.
+    min_theme_size: int = Field(default=5, ge=1, le=10_000)
+    #: "auto" chooses the count (see cluster.py); an int fixes it.
+    num_themes: Literal["auto"] | int = "auto"
+    max_themes: int = Field(default=40, ge=1, le=200)
+    language: Literal["en"] = "en"
+    llm: Literal["off", "auto", "required"] = "auto"
+    seed_themes: list[SeedTheme] | None = Field(default=None, max_length=100)
+    multi_label: bool = False
+    #: Redact emails, phone and card numbers before text is sent to an LLM.
+    #: None means "on whenever an LLM is used".
+    redact_pii: bool | None = None
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @model_validator(mode="after")
+    def _check(self) -> ThematicParams:
+        if isinstance(self.num_themes, int) and not 1 <= self.num_themes <= self.max_themes:
+            raise ValueError("num_themes must be 'auto' or between 1 and max_themes")
+        if self.seed_themes is not None:
+            names = [s.name.strip().lower() for s in self.seed_themes]
+            if len(set(names)) != len(names):
+                raise ValueError("seed_themes names must be unique")
+        return self

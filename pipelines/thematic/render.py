@@ -1,0 +1,67 @@
+"""Renderers of a stored result document: CSV of assignments and a Markdown report."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+CSV_COLUMNS = ("response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes")
+
+
+def _cell(value: Any) -> str:
+    # Spreadsheet formula injection: a cell starting with = + - @ is executed by Excel.
+    s = "" if value is None else str(value)
+    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
+    """One row per (response, theme); a response in ``other``/``unusable`` gets one row with an empty theme."""
+    labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(CSV_COLUMNS)
+    for a in doc.get("assignments", []):
+        codes = ";".join(c["name"] for c in (a.get("seed_codes") or []))
+        refs = a.get("themes") or [None]
+        for ref in refs:
+            tid = ref["theme_id"] if ref else ""
+            conf = f"{ref['confidence']:.3f}" if ref else ""
+            w.writerow([_cell(a["response_id"]), tid, _cell(labels.get(tid, "")), conf, a["bucket"], a.get("reason") or "", _cell(codes)])
+    return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
+    run = doc.get("run", {})
+    counts = run.get("counts", {})
+    lines = ["# Thematic analysis", ""]
+    lines.append(
+        f"{counts.get('responses', 0)} responses, {counts.get('usable', 0)} usable, "
+        f"{len(doc.get('themes', []))} themes, {counts.get('other', 0)} in *other*."
+    )
+    choice = run.get("theme_count", {})
+    if choice:
+        lines += ["", f"**Why this many themes:** {_md(choice.get('explanation', ''))}"]
+    lines += ["", "| Theme | Responses | Share | Keywords |", "|---|---:|---:|---|"]
+    for t in doc.get("themes", []):
+        lines.append(f"| {_md(t['label'])} | {t['count']} | {t['share']:.1%} | {_md(', '.join(t['keywords'][:6]))} |")
+    for t in doc.get("themes", []):
+        lines += ["", f"## {_md(t['label'])} ({t['count']}, {t['share']:.1%})", "", _md(t["description"]), ""]
+        for q in t["quotes"]:
+            lines.append(f"> {_md(q['text'])}")
+            lines.append("")
+    if doc.get("seed_themes"):
+        lines += ["", "## Codebook", "", "| Code | Responses | Share |", "|---|---:|---:|"]
+        for s in doc["seed_themes"]:
+            lines.append(f"| {_md(s['name'])} | {s['count']} | {s['share']:.1%} |")
+    unusable = counts.get("unusable", {})
+    if any(unusable.values()):
+        lines += ["", "## Not analysed", ""] + [f"- {k.replace('_', ' ')}: {v}" for k, v in unusable.items() if v]
+    llm = run.get("llm", {})
+    lines += ["", "---", f"Embedding model: {run.get('embedding_model', {}).get('name', '')}; "
+              f"LLM: {llm.get('model') if llm.get('used') else 'not used'}."]
+    return "text/markdown; charset=utf-8", ("\n".join(lines) + "\n").encode("utf-8")

@@ -1,0 +1,356 @@
+"""The stage runner: clean → embed → cluster → describe → assign, each stage checkpointed.
+
+A retry after a crash restores every finished stage from its checkpoint and
+resumes at the first unfinished one; in particular the embeddings are never
+computed twice. Checkpoints are keyed by a fingerprint of params + input, so a
+checkpoint of different data is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shared.errors import PermanentError
+from shared.pipeline import PipelineContext
+
+from . import assign as A
+from . import clean as C
+from . import cluster as K
+from . import describe as D
+from .embed import MODEL_INFO, get_embedder
+from .keywords import ctfidf, label_from_keywords
+from .llm_port import ChatClient, resolve_client
+from .params import ThematicParams
+from .pii import redact
+from .result import SCHEMA_VERSION, ThematicResult
+
+PIPELINE_VERSION = "1.0.0"
+EMBED_CHUNK = 256
+
+
+def _fingerprint(params: ThematicParams, items: list[dict[str, Any]]) -> str:
+    h = hashlib.sha256(PIPELINE_VERSION.encode())
+    h.update(params.model_dump_json().encode())
+    for it in items:
+        h.update(str(it["id"]).encode() + b"\x00" + str(it.get("text", "")).encode() + b"\x01")
+    return h.hexdigest()[:16]
+
+
+def _npy(a: NDArray[Any]) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _from_npy(b: bytes) -> NDArray[Any]:
+    return np.load(io.BytesIO(b), allow_pickle=False)  # type: ignore[no-any-return]
+
+
+class _Stages:
+    """Checkpoint helper: runs a stage unless its checkpoint exists, and times it."""
+
+    def __init__(self, ctx: PipelineContext, fp: str) -> None:
+        self.ctx, self.fp = ctx, fp
+        self.timings: dict[str, float] = {}
+        self.resumed: list[str] = []
+
+    def restore(self, name: str) -> bytes | None:
+        data = self.ctx.restore(f"{name}-{self.fp}")
+        if data is not None:
+            self.resumed.append(name)
+            self.timings[name] = 0.0
+        return data
+
+    def save(self, name: str, data: bytes, started: float) -> None:
+        self.ctx.checkpoint(f"{name}-{self.fp}", data)
+        self.timings[name] = round(time.perf_counter() - started, 3)
+
+
+def run(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]]) -> dict[str, Any]:
+    if not isinstance(params, ThematicParams):
+        params = ThematicParams.model_validate(params)
+    client = resolve_client(params.llm)
+    return run_with(ctx, params, items, client=client)
+
+
+def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None) -> dict[str, Any]:
+    """``run`` with an explicit LLM client (None = no LLM); the seam unit tests use."""
+    if params.llm == "required" and client is None:
+        raise PermanentError("llm=required but no LLM client is available")
+    if params.llm == "off":
+        client = None
+    redact_on = params.redact_pii if params.redact_pii is not None else client is not None
+    st = _Stages(ctx, _fingerprint(params, items))
+    t_all = time.perf_counter()
+
+    # 1 Clean ------------------------------------------------------------------
+    ctx.progress("clean", 0, len(items), "normalising texts")
+    raw = st.restore("clean")
+    t0 = time.perf_counter()
+    if raw is None:
+        rows = C.clean(items)
+        st.save("clean", json.dumps(C.to_json(rows)).encode(), t0)
+    else:
+        rows = C.from_json(json.loads(raw))
+    usable = [r for r in rows if r.status == "ok"]
+    texts = [r.text for r in usable]
+    ctx.progress("clean", len(items), len(items), f"{len(usable)} usable responses")
+    ctx.raise_if_cancelled()
+    if not usable:
+        raise PermanentError("no usable responses: every text is empty, gibberish or a duplicate")
+
+    # 2 Embed ------------------------------------------------------------------
+    raw = st.restore("embed")
+    t0 = time.perf_counter()
+    if raw is None:
+        emb = _embed(ctx, texts)
+        st.save("embed", _npy(emb), t0)
+    else:
+        emb = _from_npy(raw).astype(np.float32)
+        if emb.shape[0] != len(texts):
+            raise PermanentError("embedding checkpoint does not match the input")
+    ctx.raise_if_cancelled()
+
+    # 3 Cluster ----------------------------------------------------------------
+    ctx.progress("cluster", 0, 1, "choosing the number of themes")
+    raw = st.restore("cluster")
+    t0 = time.perf_counter()
+    if raw is None:
+        num = None if params.num_themes == "auto" else int(params.num_themes)
+        cl = K.cluster(emb, num_themes=num, max_themes=params.max_themes, min_theme_size=params.min_theme_size, seed=params.seed)
+        labels, k = A.fold_small(cl.labels, emb, cl.k, min(params.min_theme_size, max(1, len(texts) // 2)))
+        choice = {"criterion": cl.criterion, "explanation": cl.explanation, "scores": cl.scores}
+        if k != cl.k:
+            choice["explanation"] += f"; {cl.k - k} theme(s) smaller than min_theme_size={params.min_theme_size} were folded into their nearest theme"
+        st.save("cluster", json.dumps({"labels": labels.tolist(), "k": k, "choice": choice}).encode(), t0)
+    else:
+        d = json.loads(raw)
+        labels, k, choice = np.array(d["labels"], dtype=np.int64), int(d["k"]), d["choice"]
+    centroids = A.recentre(labels, emb, k)
+    ctx.progress("cluster", 1, 1, f"{k} themes")
+    ctx.raise_if_cancelled()
+
+    # 4 Describe ---------------------------------------------------------------
+    usage = D.LLMUsage()
+    pii_counts = {"email": 0, "card": 0, "phone": 0}
+    redacted: dict[int, str] = {}
+
+    def quote_text(i: int) -> str:
+        # What leaves the process for an LLM: truncated and, when on, redacted.
+        if i not in redacted:
+            t = texts[i][: D.QUOTE_CHARS]
+            if redact_on:
+                t, c = redact(t)
+                for key, v in c.items():
+                    pii_counts[key] += v
+            redacted[i] = t
+        return redacted[i]
+
+    raw = st.restore("describe")
+    t0 = time.perf_counter()
+    if raw is None:
+        themes = D.describe(labels, centroids, emb, texts)
+        if client is not None:
+            ctx.progress("describe", 0, len(themes), "labelling themes with the LLM")
+            D.llm_label(client, themes, quote_text, usage, lambda n: ctx.progress("describe", n, len(themes)))
+            ctx.raise_if_cancelled()
+            if usage.skipped is None:
+                themes, labels, centroids = _merge(client, themes, labels, emb, texts, usage)
+        st.save("describe", json.dumps({"themes": D.to_json(themes), "labels": labels.tolist(),
+                                        "usage": usage.__dict__}).encode(), t0)
+    else:
+        d = json.loads(raw)
+        themes, labels = D.from_json(d["themes"]), np.array(d["labels"], dtype=np.int64)
+        usage = D.LLMUsage(**d["usage"])
+        centroids = A.recentre(labels, emb, len(themes))
+    ctx.raise_if_cancelled()
+
+    # Theme index (cluster label) → ThemeInfo; describe orders themes by size.
+    by_index = {int(labels[th.members[0]]): th for th in themes if th.members}
+    index_of = {th.id: idx for idx, th in by_index.items()}
+    parent_docs = _parents(themes, centroids, index_of, texts, params.seed)
+
+    # 5 Assign -----------------------------------------------------------------
+    t0 = time.perf_counter()
+    ctx.progress("assign", 0, len(texts), "assigning responses")
+    assigned = A.assign(emb, labels, centroids, multi_label=params.multi_label)
+    seed_codes: list[list[dict[str, Any]]] | None = None
+    seed_summary: list[dict[str, Any]] | None = None
+    if params.seed_themes:
+        seed_codes, seed_summary = _code_seed(ctx, params, client, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts))
+    st.timings["assign"] = round(time.perf_counter() - t0, 3)
+
+    # Result -------------------------------------------------------------------
+    usable_pos = {r.index: n for n, r in enumerate(usable)}
+    counts_theme = {th.id: 0 for th in themes}
+    assignments: list[dict[str, Any]] = []
+    other = 0
+    unusable: dict[str, int] = {"empty": 0, "gibberish": 0, "exact_duplicate": 0, "near_duplicate": 0}
+    for r in rows:
+        if r.status != "ok":
+            unusable[r.status] += 1
+            assignments.append({"response_id": r.id, "bucket": "unusable", "themes": [], "reason": r.status, "duplicate_of": r.duplicate_of})
+            continue
+        n = usable_pos[r.index]
+        a = assigned[n]
+        refs = [{"theme_id": by_index[t].id, "confidence": round(c, 4)} for t, c in a.themes if t in by_index]
+        for ref in refs:
+            counts_theme[ref["theme_id"]] += 1
+        if not refs:
+            other += 1
+        doc_a: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
+        if seed_codes is not None:
+            doc_a["seed_codes"] = seed_codes[n]
+        assignments.append(doc_a)
+    n_usable = len(usable)
+    theme_docs = []
+    for th in sorted(themes, key=lambda t: -counts_theme[t.id]):
+        theme_docs.append({
+            "id": th.id, "label": th.label, "description": th.description, "keywords": th.keywords,
+            "count": counts_theme[th.id], "share": round(counts_theme[th.id] / n_usable, 4),
+            "quotes": [{"response_id": usable[i].id, "text": texts[i][: D.QUOTE_CHARS]} for i in th.quotes],
+            "parent": th.parent, "labelled_by": th.labelled_by, "merged_from": th.merged_from,
+        })
+    if usage.calls:
+        ctx.usage(llm_tokens=usage.prompt_tokens + usage.completion_tokens, llm_cost_usd=usage.cost_usd)
+    st.timings["total"] = round(time.perf_counter() - t_all, 3)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "themes": theme_docs,
+        "parents": parent_docs,
+        "seed_themes": seed_summary,
+        "assignments": assignments,
+        "run": {
+            "pipeline": "thematic",
+            "pipeline_version": PIPELINE_VERSION,
+            "embedding_model": {"name": MODEL_INFO.name, "version": MODEL_INFO.version, "sha256": MODEL_INFO.sha256,
+                                "dimensions": MODEL_INFO.dimensions, "max_tokens": MODEL_INFO.max_tokens, "runtime": "onnxruntime int8"},
+            "params": params.model_dump(mode="json"),
+            "timings_seconds": st.timings,
+            "counts": {"responses": len(rows), "usable": n_usable, "themed": n_usable - other, "other": other,
+                       "unusable": unusable, "pii_redacted": pii_counts},
+            "theme_count": choice,
+            "llm": {"mode": params.llm, "used": usage.calls > 0, "model": getattr(client, "model_name", None) if client else None,
+                    "calls": usage.calls, "cached_calls": usage.cached, "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens, "cost_usd": round(usage.cost_usd, 6), "note": usage.skipped},
+            "resumed_stages": st.resumed,
+        },
+    }
+    ctx.progress("done", len(items), len(items), f"{len(theme_docs)} themes")
+    # Validate before returning: a malformed document is our bug, not the caller's.
+    ThematicResult.model_validate(doc)
+    return doc
+
+
+def _embed(ctx: PipelineContext, texts: list[str]) -> NDArray[np.float32]:
+    embedder = get_embedder()
+    out = np.zeros((len(texts), MODEL_INFO.dimensions), dtype=np.float32)
+    ctx.progress("embed", 0, len(texts), "embedding")
+    # Chunks bound the memory of one tokenizer call and let cancellation in
+    # between; within a chunk texts are length-sorted to reduce padding.
+    for start in range(0, len(texts), EMBED_CHUNK * 8):
+        chunk = texts[start : start + EMBED_CHUNK * 8]
+        out[start : start + len(chunk)] = embedder.embed(chunk, on_batch=lambda done, s=start: ctx.progress("embed", s + done, len(texts)))
+        ctx.raise_if_cancelled()
+    return out
+
+
+def _merge(
+    client: ChatClient, themes: list[D.ThemeInfo], labels: NDArray[np.int64], emb: NDArray[np.float32],
+    texts: list[str], usage: D.LLMUsage,
+) -> tuple[list[D.ThemeInfo], NDArray[np.int64], NDArray[np.float32]]:
+    """Apply the LLM merge pass; merged themes keep the larger theme's label and get fresh keywords/quotes."""
+    k = len(themes)
+    centroids = A.recentre(labels, emb, k)
+    idx = {th.id: int(labels[th.members[0]]) for th in themes if th.members}
+    groups = D.llm_merge_groups(client, themes, {tid: centroids[i] for tid, i in idx.items()}, usage)
+    if not groups:
+        return themes, labels, centroids
+    remap = np.arange(k)
+    for g in groups:
+        for tid in g[1:]:
+            remap[idx[tid]] = idx[g[0]]
+    uniq, new = np.unique(remap[labels], return_inverse=True)
+    new = new.astype(np.int64)
+    centroids = A.recentre(new, emb, len(uniq))
+    old_by_id = {th.id: th for th in themes}
+    merged = D.describe(new, centroids, emb, texts)
+    # Carry LLM labels over: a new theme inherits from the old theme holding most of its members.
+    old_of = {i: th for th in themes for i in th.members}
+    for th in merged:
+        votes: dict[str, int] = {}
+        for i in th.members:
+            votes[old_of[i].id] = votes.get(old_of[i].id, 0) + 1
+        src = old_by_id[max(votes, key=lambda v: votes[v])]
+        th.label, th.description, th.labelled_by = src.label, src.description, src.labelled_by
+        th.merged_from = sorted(votes) if len(votes) > 1 else []
+    return merged, new, centroids
+
+
+def _parents(themes: list[D.ThemeInfo], centroids: NDArray[np.float32], index_of: dict[str, int], texts: list[str], seed: int) -> list[dict[str, Any]]:
+    order = [th for th in themes if th.id in index_of]
+    sizes = np.array([len(th.members) for th in order], dtype=np.int64)
+    groups = K.parents(centroids[[index_of[th.id] for th in order]], sizes, seed=seed)
+    if groups is None:
+        return []
+    out: list[dict[str, Any]] = []
+    ids = sorted(set(groups))
+    kws = ctfidf([[texts[i] for th, g in zip(order, groups, strict=True) if g == p for i in th.members] for p in ids])
+    used: set[str] = set()
+    for n, (p, kw) in enumerate(zip(ids, kws, strict=True), start=1):
+        children = [th for th, g in zip(order, groups, strict=True) if g == p]
+        pid = f"p{n}"
+        for th in children:
+            th.parent = pid
+        words = [w for w, _ in kw]
+        out.append({"id": pid, "label": label_from_keywords(words, used), "keywords": words,
+                    "count": sum(len(th.members) for th in children), "children": [th.id for th in children]})
+    return out
+
+
+def _redactor(on: bool, counts: dict[str, int]) -> Callable[[str], str]:
+    def f(text: str) -> str:
+        if not on:
+            return text
+        t, c = redact(text)
+        for key, v in c.items():
+            counts[key] += v
+        return t
+
+    return f
+
+
+def _code_seed(
+    ctx: PipelineContext, params: ThematicParams, client: ChatClient | None, emb: NDArray[np.float32], texts: list[str],
+    usage: D.LLMUsage, *, quote_text_full: Callable[[str], str],
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    assert params.seed_themes is not None
+    book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
+    code_emb = get_embedder().embed([f"{b['name']}: {b['description']}".strip(": ") for b in book])
+    sim_codes = A.code_by_similarity(emb, code_emb, multi_label=params.multi_label)
+    out: list[list[dict[str, Any]]] = [
+        [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes] for codes in sim_codes
+    ]
+    if client is not None:
+        ctx.progress("assign", 0, len(texts), "coding responses against the codebook with the LLM")
+        items = [(str(i), quote_text_full(t[:1000])) for i, t in enumerate(texts)]
+        llm = A.code_by_llm(client, book, items, multi_label=params.multi_label, usage=usage, cancelled=ctx.raise_if_cancelled)
+        sims = emb @ code_emb.T
+        pos = {b["name"]: j for j, b in enumerate(book)}
+        for key, names in llm.items():
+            i = int(key)
+            out[i] = [{"name": nm, "confidence": round(float(sims[i, pos[nm]]), 4), "coded_by": "llm"} for nm in names]
+    n = len(texts)
+    summary = []
+    for b in book:
+        c = sum(1 for codes in out if any(x["name"] == b["name"] for x in codes))
+        summary.append({"name": b["name"], "description": b["description"], "count": c, "share": round(c / n, 4) if n else 0.0})
+    return out, summary
