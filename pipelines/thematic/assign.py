@@ -49,7 +49,9 @@ def recentre(labels: NDArray[np.int64], emb: NDArray[np.float32], k: int) -> NDA
     return normalise(sums)
 
 
-def fold_small(labels: NDArray[np.int64], emb: NDArray[np.float32], k: int, min_size: int) -> tuple[NDArray[np.int64], int]:
+def fold_small(
+    labels: NDArray[np.int64], emb: NDArray[np.float32], k: int, min_size: int
+) -> tuple[NDArray[np.int64], int]:
     """Dissolve themes below ``min_size``; members move to the nearest kept theme. Returns (labels, k)."""
     sizes = np.bincount(labels[labels >= 0], minlength=k)
     keep = np.flatnonzero(sizes >= min_size)
@@ -82,7 +84,9 @@ class Assignment:
     similarity: float
 
 
-def assign(emb: NDArray[np.float32], labels: NDArray[np.int64], centroids: NDArray[np.float32], *, multi_label: bool) -> list[Assignment]:
+def assign(
+    emb: NDArray[np.float32], labels: NDArray[np.int64], centroids: NDArray[np.float32], *, multi_label: bool
+) -> list[Assignment]:
     k = len(centroids)
     sims = emb @ centroids.T
     rows = np.arange(len(emb))
@@ -107,7 +111,9 @@ def assign(emb: NDArray[np.float32], labels: NDArray[np.int64], centroids: NDArr
     return out
 
 
-def code_by_similarity(emb: NDArray[np.float32], code_emb: NDArray[np.float32], *, multi_label: bool) -> list[list[tuple[int, float]]]:
+def code_by_similarity(
+    emb: NDArray[np.float32], code_emb: NDArray[np.float32], *, multi_label: bool
+) -> list[list[tuple[int, float]]]:
     """Seed codes per response by cosine to each code's embedded name + description."""
     sims = emb @ code_emb.T
     out: list[list[tuple[int, float]]] = []
@@ -127,13 +133,18 @@ def code_by_similarity(emb: NDArray[np.float32], code_emb: NDArray[np.float32], 
 SYSTEM_CODE = (
     "You code free-text responses against a fixed codebook. For each response, list the names of the codes "
     "that apply (exact names from the codebook; none if no code applies{multi}). Answer with JSON "
-    "{{\"responses\": [{{\"id\": response id, \"codes\": [code names]}}]}}."
+    '{{"responses": [{{"id": response id, "codes": [code names]}}]}}.'
 )
 
 
 def code_by_llm(
-    client: ChatClient, codebook: list[dict[str, str]], items: list[tuple[str, str]], *, multi_label: bool,
-    usage: LLMUsage, cancelled: Any = None,
+    client: ChatClient,
+    codebook: list[dict[str, str]],
+    items: list[tuple[str, str]],
+    *,
+    multi_label: bool,
+    usage: LLMUsage,
+    cancelled: Any = None,
 ) -> dict[str, list[str]]:
     """LLM codes per response id; responses not coded (budget spent) are absent."""
     names = {c["name"].lower(): c["name"] for c in codebook}
@@ -147,7 +158,9 @@ def code_by_llm(
         try:
             res = client.complete_json(
                 [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                CodingBatch, max_tokens=60 * len(batch) + 100, purpose="thematic.code",
+                CodingBatch,
+                max_tokens=60 * len(batch) + 100,
+                purpose="thematic.code",
             )
         except llm_errors() as err:
             usage.skipped = f"LLM coding stopped after {start} responses: {type(err).__name__}"

@@ -52,7 +52,8 @@ PCA_DIMS = 64
 
 def normalise(x: NDArray[Any]) -> F32:
     n = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.maximum(n, 1e-12)).astype(np.float32)
+    out: F32 = (x / np.maximum(n, 1e-12)).astype(np.float32)
+    return out
 
 
 def pca(x: F32, dims: int, *, seed: int = 0, sample: int = 5000) -> F32:
@@ -142,7 +143,7 @@ def candidate_ks(k_min: int, k_max: int) -> list[int]:
     k = k_min
     while k <= k_max:
         ks.append(k)
-        k = k + 1 if k < 10 else max(k + 1, int(round(k * 1.15)))
+        k = k + 1 if k < 10 else max(k + 1, round(k * 1.15))
     if ks and ks[-1] != k_max:
         ks.append(k_max)
     return ks
@@ -200,7 +201,8 @@ def cluster(x: F32, *, num_themes: int | None, max_themes: int, min_theme_size: 
         return Clustering(labels, 1, cent, "single", why, [])
     if num_themes is not None:
         k = min(num_themes, n)
-        criterion, note, scores = "fixed", f"num_themes={num_themes} was requested", []
+        scores: list[dict[str, float]] = []
+        criterion, note = "fixed", f"num_themes={num_themes} was requested"
     else:
         k, scores, note = choose_k(x, 2, max(2, k_cap), seed=seed)
         criterion = "silhouette"
@@ -213,7 +215,7 @@ def parents(centroids: F32, sizes: NDArray[np.int64], *, seed: int) -> list[int]
     k = len(centroids)
     if k <= 12:
         return None
-    kp = int(round(math.sqrt(k)))
+    kp = round(math.sqrt(k))
     # Weight by size through repetition would be costly; centroids are few, so
     # plain spherical k-means over them with many restarts is enough.
     labels, _ = spherical_kmeans(centroids, kp, seed=seed, n_init=8)

@@ -66,7 +66,9 @@ class LLMUsage:
             self.cost_usd += float(getattr(u, "cost_usd", 0.0))
 
 
-def pick_quotes(members: list[int], emb: NDArray[np.float32], centroid: NDArray[np.float32], texts: list[str]) -> list[int]:
+def pick_quotes(
+    members: list[int], emb: NDArray[np.float32], centroid: NDArray[np.float32], texts: list[str]
+) -> list[int]:
     """Up to QUOTES members closest to the centre, skipping near-identical ones."""
     if not members:
         return []
@@ -98,26 +100,40 @@ def describe(
     for n, (t, kw) in enumerate(zip(order, kws, strict=True), start=1):
         words = [w for w, _ in kw]
         label = label_from_keywords(words, used)
-        desc = "Responses mentioning " + ", ".join(words[:5]) + "." if words else "Responses without distinctive keywords."
-        out.append(ThemeInfo(f"t{n}", label, desc, words, [s for _, s in kw], groups[t],
-                             pick_quotes(groups[t], emb, centroids[t], texts)))
+        desc = (
+            "Responses mentioning " + ", ".join(words[:5]) + "." if words else "Responses without distinctive keywords."
+        )
+        out.append(
+            ThemeInfo(
+                f"t{n}",
+                label,
+                desc,
+                words,
+                [s for _, s in kw],
+                groups[t],
+                pick_quotes(groups[t], emb, centroids[t], texts),
+            )
+        )
     return out
 
 
 SYSTEM_LABEL = (
     "You name themes found in free-text survey or feedback responses. Given a theme's keywords and example "
-    "responses, answer with JSON {\"label\": short label of 2-5 words, \"description\": one sentence saying "
+    'responses, answer with JSON {"label": short label of 2-5 words, "description": one sentence saying '
     "what these responses have in common}. Do not invent details that are not in the examples."
 )
 SYSTEM_MERGE = (
     "You review themes found in free-text responses and find near-duplicates: themes that describe the same "
-    "topic and should be one. Answer with JSON {\"merge\": [[theme ids to merge], ...]}; use an empty list when "
+    'topic and should be one. Answer with JSON {"merge": [[theme ids to merge], ...]}; use an empty list when '
     "all themes are distinct. Only merge themes that a reader would clearly consider the same."
 )
 
 
 def llm_label(
-    client: ChatClient, themes: list[ThemeInfo], quote_text: Callable[[int], str], usage: LLMUsage,
+    client: ChatClient,
+    themes: list[ThemeInfo],
+    quote_text: Callable[[int], str],
+    usage: LLMUsage,
     progress: Callable[[int], None] | None = None,
 ) -> None:
     """Replace keyword labels with LLM labels and descriptions, in place. Stops cleanly on budget exhaustion."""
@@ -131,7 +147,9 @@ def llm_label(
         try:
             res = client.complete_json(
                 [{"role": "system", "content": SYSTEM_LABEL}, {"role": "user", "content": json.dumps(prompt)}],
-                ThemeLabel, max_tokens=200, purpose="thematic.label",
+                ThemeLabel,
+                max_tokens=200,
+                purpose="thematic.label",
             )
         except skip as err:
             usage.skipped = f"labelling stopped: {type(err).__name__}"
@@ -162,7 +180,9 @@ def llm_merge_groups(
     try:
         res = client.complete_json(
             [{"role": "system", "content": SYSTEM_MERGE}, {"role": "user", "content": json.dumps(listing)}],
-            MergeGroups, max_tokens=400, purpose="thematic.merge",
+            MergeGroups,
+            max_tokens=400,
+            purpose="thematic.merge",
         )
     except llm_errors() as err:
         usage.skipped = f"merge pass skipped: {type(err).__name__}"

@@ -39,7 +39,9 @@ def terms(text: str, stopwords: frozenset[str] = EN) -> set[str]:
     return out
 
 
-def ctfidf(groups: Sequence[Sequence[str]], *, top: int = 10, stopwords: frozenset[str] = EN) -> list[list[tuple[str, float]]]:
+def ctfidf(
+    groups: Sequence[Sequence[str]], *, top: int = 10, stopwords: frozenset[str] = EN
+) -> list[list[tuple[str, float]]]:
     """Top ``top`` (term, score) per group of texts."""
     per_group: list[Counter[str]] = []
     for texts in groups:

@@ -27,7 +27,17 @@ def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
         for ref in refs:
             tid = ref["theme_id"] if ref else ""
             conf = f"{ref['confidence']:.3f}" if ref else ""
-            w.writerow([_cell(a["response_id"]), tid, _cell(labels.get(tid, "")), conf, a["bucket"], a.get("reason") or "", _cell(codes)])
+            w.writerow(
+                [
+                    _cell(a["response_id"]),
+                    tid,
+                    _cell(labels.get(tid, "")),
+                    conf,
+                    a["bucket"],
+                    a.get("reason") or "",
+                    _cell(codes),
+                ]
+            )
     return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")
 
 
@@ -62,6 +72,10 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     if any(unusable.values()):
         lines += ["", "## Not analysed", ""] + [f"- {k.replace('_', ' ')}: {v}" for k, v in unusable.items() if v]
     llm = run.get("llm", {})
-    lines += ["", "---", f"Embedding model: {run.get('embedding_model', {}).get('name', '')}; "
-              f"LLM: {llm.get('model') if llm.get('used') else 'not used'}."]
+    lines += [
+        "",
+        "---",
+        f"Embedding model: {run.get('embedding_model', {}).get('name', '')}; "
+        f"LLM: {llm.get('model') if llm.get('used') else 'not used'}.",
+    ]
     return "text/markdown; charset=utf-8", ("\n".join(lines) + "\n").encode("utf-8")

@@ -60,7 +60,9 @@ class AssignmentOut(_Model):
     response_id: str | int
     bucket: Literal["theme", "other", "unusable"]
     themes: list[ThemeRef]
-    reason: str | None = Field(default=None, description="why unusable: empty, gibberish, exact_duplicate, near_duplicate")
+    reason: str | None = Field(
+        default=None, description="why unusable: empty, gibberish, exact_duplicate, near_duplicate"
+    )
     duplicate_of: str | int | None = None
     seed_codes: list[SeedCode] | None = None
 

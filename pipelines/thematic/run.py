@@ -8,6 +8,7 @@ checkpoint of different data is never reused.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -81,7 +82,9 @@ def run(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]
     return run_with(ctx, params, items, client=client)
 
 
-def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None) -> dict[str, Any]:
+def run_with(
+    ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None
+) -> dict[str, Any]:
     """``run`` with an explicit LLM client (None = no LLM); the seam unit tests use."""
     if params.llm == "required" and client is None:
         raise PermanentError("llm=required but no LLM client is available")
@@ -125,11 +128,17 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
     t0 = time.perf_counter()
     if raw is None:
         num = None if params.num_themes == "auto" else int(params.num_themes)
-        cl = K.cluster(emb, num_themes=num, max_themes=params.max_themes, min_theme_size=params.min_theme_size, seed=params.seed)
+        cl = K.cluster(
+            emb, num_themes=num, max_themes=params.max_themes, min_theme_size=params.min_theme_size, seed=params.seed
+        )
         labels, k = A.fold_small(cl.labels, emb, cl.k, min(params.min_theme_size, max(1, len(texts) // 2)))
-        choice = {"criterion": cl.criterion, "explanation": cl.explanation, "scores": cl.scores}
+        explanation = cl.explanation
         if k != cl.k:
-            choice["explanation"] += f"; {cl.k - k} theme(s) smaller than min_theme_size={params.min_theme_size} were folded into their nearest theme"
+            explanation += (
+                f"; {cl.k - k} theme(s) smaller than min_theme_size={params.min_theme_size} "
+                "were folded into their nearest theme"
+            )
+        choice: dict[str, Any] = {"criterion": cl.criterion, "explanation": explanation, "scores": cl.scores}
         st.save("cluster", json.dumps({"labels": labels.tolist(), "k": k, "choice": choice}).encode(), t0)
     else:
         d = json.loads(raw)
@@ -164,8 +173,11 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
             ctx.raise_if_cancelled()
             if usage.skipped is None:
                 themes, labels, centroids = _merge(client, themes, labels, emb, texts, usage)
-        st.save("describe", json.dumps({"themes": D.to_json(themes), "labels": labels.tolist(),
-                                        "usage": usage.__dict__}).encode(), t0)
+        st.save(
+            "describe",
+            json.dumps({"themes": D.to_json(themes), "labels": labels.tolist(), "usage": usage.__dict__}).encode(),
+            t0,
+        )
     else:
         d = json.loads(raw)
         themes, labels = D.from_json(d["themes"]), np.array(d["labels"], dtype=np.int64)
@@ -185,7 +197,9 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
     seed_codes: list[list[dict[str, Any]]] | None = None
     seed_summary: list[dict[str, Any]] | None = None
     if params.seed_themes:
-        seed_codes, seed_summary = _code_seed(ctx, params, client, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts))
+        seed_codes, seed_summary = _code_seed(
+            ctx, params, client, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts)
+        )
     st.timings["assign"] = round(time.perf_counter() - t0, 3)
 
     # Result -------------------------------------------------------------------
@@ -197,13 +211,23 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
     for r in rows:
         if r.status != "ok":
             unusable[r.status] += 1
-            assignments.append({"response_id": r.id, "bucket": "unusable", "themes": [], "reason": r.status, "duplicate_of": r.duplicate_of})
+            assignments.append(
+                {
+                    "response_id": r.id,
+                    "bucket": "unusable",
+                    "themes": [],
+                    "reason": r.status,
+                    "duplicate_of": r.duplicate_of,
+                }
+            )
             continue
         n = usable_pos[r.index]
         a = assigned[n]
-        refs = [{"theme_id": by_index[t].id, "confidence": round(c, 4)} for t, c in a.themes if t in by_index]
-        for ref in refs:
-            counts_theme[ref["theme_id"]] += 1
+        refs: list[dict[str, Any]] = []
+        for t, c in a.themes:
+            if t in by_index:
+                refs.append({"theme_id": by_index[t].id, "confidence": round(c, 4)})
+                counts_theme[by_index[t].id] += 1
         if not refs:
             other += 1
         doc_a: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
@@ -213,12 +237,20 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
     n_usable = len(usable)
     theme_docs = []
     for th in sorted(themes, key=lambda t: -counts_theme[t.id]):
-        theme_docs.append({
-            "id": th.id, "label": th.label, "description": th.description, "keywords": th.keywords,
-            "count": counts_theme[th.id], "share": round(counts_theme[th.id] / n_usable, 4),
-            "quotes": [{"response_id": usable[i].id, "text": texts[i][: D.QUOTE_CHARS]} for i in th.quotes],
-            "parent": th.parent, "labelled_by": th.labelled_by, "merged_from": th.merged_from,
-        })
+        theme_docs.append(
+            {
+                "id": th.id,
+                "label": th.label,
+                "description": th.description,
+                "keywords": th.keywords,
+                "count": counts_theme[th.id],
+                "share": round(counts_theme[th.id] / n_usable, 4),
+                "quotes": [{"response_id": usable[i].id, "text": texts[i][: D.QUOTE_CHARS]} for i in th.quotes],
+                "parent": th.parent,
+                "labelled_by": th.labelled_by,
+                "merged_from": th.merged_from,
+            }
+        )
     if usage.calls:
         ctx.usage(llm_tokens=usage.prompt_tokens + usage.completion_tokens, llm_cost_usd=usage.cost_usd)
     st.timings["total"] = round(time.perf_counter() - t_all, 3)
@@ -231,16 +263,36 @@ def run_with(ctx: PipelineContext, params: ThematicParams, items: list[dict[str,
         "run": {
             "pipeline": "thematic",
             "pipeline_version": PIPELINE_VERSION,
-            "embedding_model": {"name": MODEL_INFO.name, "version": MODEL_INFO.version, "sha256": MODEL_INFO.sha256,
-                                "dimensions": MODEL_INFO.dimensions, "max_tokens": MODEL_INFO.max_tokens, "runtime": "onnxruntime int8"},
+            "embedding_model": {
+                "name": MODEL_INFO.name,
+                "version": MODEL_INFO.version,
+                "sha256": MODEL_INFO.sha256,
+                "dimensions": MODEL_INFO.dimensions,
+                "max_tokens": MODEL_INFO.max_tokens,
+                "runtime": "onnxruntime int8",
+            },
             "params": params.model_dump(mode="json"),
             "timings_seconds": st.timings,
-            "counts": {"responses": len(rows), "usable": n_usable, "themed": n_usable - other, "other": other,
-                       "unusable": unusable, "pii_redacted": pii_counts},
+            "counts": {
+                "responses": len(rows),
+                "usable": n_usable,
+                "themed": n_usable - other,
+                "other": other,
+                "unusable": unusable,
+                "pii_redacted": pii_counts,
+            },
             "theme_count": choice,
-            "llm": {"mode": params.llm, "used": usage.calls > 0, "model": getattr(client, "model_name", None) if client else None,
-                    "calls": usage.calls, "cached_calls": usage.cached, "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens, "cost_usd": round(usage.cost_usd, 6), "note": usage.skipped},
+            "llm": {
+                "mode": params.llm,
+                "used": usage.calls > 0,
+                "model": getattr(client, "model_name", None) if client else None,
+                "calls": usage.calls,
+                "cached_calls": usage.cached,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost_usd": round(usage.cost_usd, 6),
+                "note": usage.skipped,
+            },
             "resumed_stages": st.resumed,
         },
     }
@@ -258,14 +310,24 @@ def _embed(ctx: PipelineContext, texts: list[str]) -> NDArray[np.float32]:
     # between; within a chunk texts are length-sorted to reduce padding.
     for start in range(0, len(texts), EMBED_CHUNK * 8):
         chunk = texts[start : start + EMBED_CHUNK * 8]
-        out[start : start + len(chunk)] = embedder.embed(chunk, on_batch=lambda done, s=start: ctx.progress("embed", s + done, len(texts)))
+        out[start : start + len(chunk)] = embedder.embed(
+            chunk, on_batch=functools.partial(_embed_progress, ctx, start, len(texts))
+        )
         ctx.raise_if_cancelled()
     return out
 
 
+def _embed_progress(ctx: PipelineContext, offset: int, total: int, done: int) -> None:
+    ctx.progress("embed", offset + done, total)
+
+
 def _merge(
-    client: ChatClient, themes: list[D.ThemeInfo], labels: NDArray[np.int64], emb: NDArray[np.float32],
-    texts: list[str], usage: D.LLMUsage,
+    client: ChatClient,
+    themes: list[D.ThemeInfo],
+    labels: NDArray[np.int64],
+    emb: NDArray[np.float32],
+    texts: list[str],
+    usage: D.LLMUsage,
 ) -> tuple[list[D.ThemeInfo], NDArray[np.int64], NDArray[np.float32]]:
     """Apply the LLM merge pass; merged themes keep the larger theme's label and get fresh keywords/quotes."""
     k = len(themes)
@@ -288,14 +350,17 @@ def _merge(
     for th in merged:
         votes: dict[str, int] = {}
         for i in th.members:
-            votes[old_of[i].id] = votes.get(old_of[i].id, 0) + 1
+            oid: str = old_of[i].id
+            votes[oid] = votes.get(oid, 0) + 1
         src = old_by_id[max(votes, key=lambda v: votes[v])]
         th.label, th.description, th.labelled_by = src.label, src.description, src.labelled_by
         th.merged_from = sorted(votes) if len(votes) > 1 else []
     return merged, new, centroids
 
 
-def _parents(themes: list[D.ThemeInfo], centroids: NDArray[np.float32], index_of: dict[str, int], texts: list[str], seed: int) -> list[dict[str, Any]]:
+def _parents(
+    themes: list[D.ThemeInfo], centroids: NDArray[np.float32], index_of: dict[str, int], texts: list[str], seed: int
+) -> list[dict[str, Any]]:
     order = [th for th in themes if th.id in index_of]
     sizes = np.array([len(th.members) for th in order], dtype=np.int64)
     groups = K.parents(centroids[[index_of[th.id] for th in order]], sizes, seed=seed)
@@ -311,8 +376,15 @@ def _parents(themes: list[D.ThemeInfo], centroids: NDArray[np.float32], index_of
         for th in children:
             th.parent = pid
         words = [w for w, _ in kw]
-        out.append({"id": pid, "label": label_from_keywords(words, used), "keywords": words,
-                    "count": sum(len(th.members) for th in children), "children": [th.id for th in children]})
+        out.append(
+            {
+                "id": pid,
+                "label": label_from_keywords(words, used),
+                "keywords": words,
+                "count": sum(len(th.members) for th in children),
+                "children": [th.id for th in children],
+            }
+        )
     return out
 
 
@@ -329,20 +401,29 @@ def _redactor(on: bool, counts: dict[str, int]) -> Callable[[str], str]:
 
 
 def _code_seed(
-    ctx: PipelineContext, params: ThematicParams, client: ChatClient | None, emb: NDArray[np.float32], texts: list[str],
-    usage: D.LLMUsage, *, quote_text_full: Callable[[str], str],
+    ctx: PipelineContext,
+    params: ThematicParams,
+    client: ChatClient | None,
+    emb: NDArray[np.float32],
+    texts: list[str],
+    usage: D.LLMUsage,
+    *,
+    quote_text_full: Callable[[str], str],
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     assert params.seed_themes is not None
     book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
     code_emb = get_embedder().embed([f"{b['name']}: {b['description']}".strip(": ") for b in book])
     sim_codes = A.code_by_similarity(emb, code_emb, multi_label=params.multi_label)
     out: list[list[dict[str, Any]]] = [
-        [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes] for codes in sim_codes
+        [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes]
+        for codes in sim_codes
     ]
     if client is not None:
         ctx.progress("assign", 0, len(texts), "coding responses against the codebook with the LLM")
         items = [(str(i), quote_text_full(t[:1000])) for i, t in enumerate(texts)]
-        llm = A.code_by_llm(client, book, items, multi_label=params.multi_label, usage=usage, cancelled=ctx.raise_if_cancelled)
+        llm = A.code_by_llm(
+            client, book, items, multi_label=params.multi_label, usage=usage, cancelled=ctx.raise_if_cancelled
+        )
         sims = emb @ code_emb.T
         pos = {b["name"]: j for j, b in enumerate(book)}
         for key, names in llm.items():
@@ -352,5 +433,7 @@ def _code_seed(
     summary = []
     for b in book:
         c = sum(1 for codes in out if any(x["name"] == b["name"] for x in codes))
-        summary.append({"name": b["name"], "description": b["description"], "count": c, "share": round(c / n, 4) if n else 0.0})
+        summary.append(
+            {"name": b["name"], "description": b["description"], "count": c, "share": round(c / n, 4) if n else 0.0}
+        )
     return out, summary

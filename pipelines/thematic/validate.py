@@ -20,7 +20,9 @@ def validate_input(data: Any) -> list[dict[str, Any]]:
     if isinstance(data, dict) and set(data) == {"responses"}:
         data = data["responses"]
     if not isinstance(data, list):
-        raise ValidationFailed("input must be a list of {id, text, metadata?}", [{"field": "input", "message": "expected a list"}])
+        raise ValidationFailed(
+            "input must be a list of {id, text, metadata?}", [{"field": "input", "message": "expected a list"}]
+        )
     if not data:
         raise ValidationFailed("input is empty", [{"field": "input", "message": "at least one response is required"}])
     if len(data) > MAX_RESPONSES:
@@ -48,7 +50,9 @@ def validate_input(data: Any) -> list[dict[str, Any]]:
             if len(key) > 200:
                 errors.append({"field": f"{where}.id", "message": "id is longer than 200 characters"})
             elif key in seen:
-                errors.append({"field": f"{where}.id", "message": f"duplicate id {key!r} (first at input[{seen[key]}])"})
+                errors.append(
+                    {"field": f"{where}.id", "message": f"duplicate id {key!r} (first at input[{seen[key]}])"}
+                )
             else:
                 seen[key] = i
         text = item.get("text")
@@ -63,5 +67,7 @@ def validate_input(data: Any) -> list[dict[str, Any]]:
             break
         out.append({"id": rid, "text": text, **({"metadata": meta} if meta is not None else {})})
     if errors:
-        raise ValidationFailed(f"{len(errors)} invalid response(s)" + (" (first 50 shown)" if len(errors) >= MAX_ERRORS else ""), errors)
+        raise ValidationFailed(
+            f"{len(errors)} invalid response(s)" + (" (first 50 shown)" if len(errors) >= MAX_ERRORS else ""), errors
+        )
     return out
