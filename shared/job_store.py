@@ -162,7 +162,8 @@ class JobStore:
         """Jobs of every tenant matching an OData filter (the reaper's query). Values go in ``parameters``."""
         with storage_call("scan jobs"):
             for entity in self.table.query_entities(
-                f"kind eq '{KIND_JOB}' and ({query})", parameters=parameters,
+                # The SDK substitutes @params only where they stand between spaces.
+                f"kind eq '{KIND_JOB}' and ( {query} )", parameters=parameters,
                 select=None if with_input else _PUBLIC_COLUMNS,
             ):
                 yield Job.from_entity(entity)

@@ -93,7 +93,7 @@ class Reaper:
         # A queued or retrying job that should have started long ago: its
         # message was lost (e.g. a crash between the row commit and the send).
         cutoff = utcnow() - timedelta(seconds=self.settings.queued_stale_seconds)
-        query = "(status eq 'queued' or status eq 'retrying') and available_at lt @cutoff"
+        query = "( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff"
         for job in self.store.scan(query, {"cutoff": cutoff}):
             try:
                 updated = self.store.update(job, available_at=utcnow(), requeues=job.requeues + 1)
@@ -107,7 +107,7 @@ class Reaper:
 
     def _retention(self, report: ReapReport) -> None:
         cutoff = utcnow() - timedelta(days=self.settings.retention_days)
-        query = "(status eq 'succeeded' or status eq 'failed' or status eq 'cancelled') and finished_at lt @cutoff"
+        query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
         for job in self.store.scan(query, {"cutoff": cutoff}):
             try:
                 self.blobs.delete_prefix(job_prefix(job.tenant, job.id))

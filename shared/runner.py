@@ -50,6 +50,8 @@ class Outcome:
     error: JobError | None = None
     retryable: bool = False
     usage: dict[str, float] = field(default_factory=dict)
+    #: The latest progress the pipeline reported, written with the final state.
+    progress: Progress | None = None
 
 
 def describe_exit(code: int) -> str:
@@ -224,6 +226,12 @@ class AttemptRunner:
     def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
         assert self._proc is not None
         usage = dict(self._usage)
+        out = self._outcome_kind(result_path, stderr_path, usage)
+        out.progress = self._progress
+        return out
+
+    def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> Outcome:
+        assert self._proc is not None
         if self._kill_reason is not None:
             kind, error = self._kill_reason
             return Outcome(kind, self.job, error=error, retryable=False, usage=usage)

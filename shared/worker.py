@@ -28,7 +28,7 @@ from shared.jobs import Job, JobError, Status, utcnow
 from shared.messages import BadMessage, JobMessage
 from shared.registry import Registry, default_registry
 from shared.runner import AttemptRunner, Outcome
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 from shared.storage_errors import EtagMismatch
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,10 @@ class Worker:
         self.store = store or JobStore()
         self.blobs = blobs or BlobStore()
         self.registry = registry or default_registry()
-        self.settings = get_settings()
+
+    @property
+    def settings(self) -> Settings:
+        return get_settings()
 
     def handle(self, text: str, dequeue_count: int) -> str:
         """Process one delivery; returns a short outcome for the invocation log."""
@@ -146,29 +149,30 @@ class Worker:
     def _record(self, outcome: Outcome, decide: Any, text: str) -> str:
         job = outcome.job
         usage = _merge_usage(job.usage, outcome.usage)
+        progress = {"progress": outcome.progress} if outcome.progress else {}
         if outcome.kind == "lost":
             return "lost"
         if outcome.kind == "succeeded":
             assert outcome.result is not None
             name = result_blob_name(job.tenant, job.id, job.attempts)
             self.blobs.put(name, outcome.result, "application/json")
-            self._finish(job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage)
+            self._finish(job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress)
             return "succeeded"
         if outcome.kind == "cancelled":
-            self._finish(job, Status.CANCELLED, usage=usage)
+            self._finish(job, Status.CANCELLED, usage=usage, **progress)
             return "cancelled"
         error = outcome.error or JobError.of("Error", "the attempt failed")
         decision = decide(job.attempts, outcome.retryable)
         if decision.retry and job.attempts < job.max_attempts:
             due = utcnow() + decision.delay
-            updated = self._finish(job, Status.RETRYING, error=error, available_at=due, usage=usage)
+            updated = self._finish(job, Status.RETRYING, error=error, available_at=due, usage=usage, **progress)
             if updated is not None:
                 job_queue.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), decision.delay)
             log.warning("job %s: attempt %d failed (%s); %s in %.1f s", job.id, job.attempts, error.type, decision.reason, decision.delay.total_seconds())
             return "retrying"
         why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
         final = JobError.of(error.type, f"{error.message} [{why}]")
-        if self._finish(job, Status.FAILED, error=final, usage=usage) is not None:
+        if self._finish(job, Status.FAILED, error=final, usage=usage, **progress) is not None:
             job_queue.send_poison(text)
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
