@@ -68,7 +68,7 @@ class Azurite:
     def running(self) -> bool:
         return all(port_open(p) for p in self.ports)
 
-    def start(self, timeout: float = 30.0) -> "Azurite":
+    def start(self, timeout: float = 30.0) -> Azurite:
         if not AZURITE_BIN.exists():
             raise RuntimeError(f"{AZURITE_BIN} is missing: run scripts/bootstrap (npm install in tools/azurite)")
         if self.location is None:
@@ -118,7 +118,7 @@ class Azurite:
             shutil.rmtree(self.location, ignore_errors=True)
 
     @classmethod
-    def private(cls) -> "Azurite":
+    def private(cls) -> Azurite:
         """A new instance on free ports with a temporary data folder (not started)."""
         return cls(ports=(free_port(), free_port(), free_port()))
 

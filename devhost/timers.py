@@ -1,0 +1,253 @@
+"""The timer trigger: NCRONTAB (or TimeSpan) schedules, runOnStartup, useMonitor and past_due.
+
+As in the Functions host (TimerListener, StorageScheduleMonitor, singleton
+listener locks):
+
+* a timer runs on ONE host at a time: each host tries to take a blob lease on
+  ``azure-webjobs-hosts/locks/<hostId>/Host.Functions.<name>.Listener``; the
+  holder renews it every half ``singleton.listenerLockPeriod`` (15-60 s, default
+  60 s) and the others retry every ``singleton.listenerLockRecoveryPollingInterval``
+  (default 60 s). So runOnStartup and schedules fire once, not once per host;
+* with ``useMonitor`` (default true, except for schedules that recur more often
+  than once a minute) the schedule status ``{"Last","Next","LastUpdated"}`` is kept
+  in ``azure-webjobs-hosts/timers/<hostId>/Host.Functions.<name>/status``. When a
+  host takes the lock and ``Next`` has already passed, the function runs at once
+  with ``past_due=True`` (a missed occurrence, e.g. the host was down);
+* otherwise ``runOnStartup`` runs it once when the listener starts;
+* invocations never overlap: the next occurrence is computed after a run ends;
+* times are UTC (the host's default without WEBSITE_TIME_ZONE).
+
+``hostId`` is ``AzureFunctionsWebHost__hostid`` or the app folder name
+(:attr:`devhost.config.HostConfig.host_id`). Without a storage connection the
+timer runs unlocked and unmonitored, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.functions.timer import TimerRequest
+from azure.storage.blob import BlobClient, BlobLeaseClient, ContainerClient
+
+from devhost import config, invoker, storage
+from devhost.config import HostConfig, parse_timespan
+from devhost.functions import FunctionSpec
+from devhost.ncrontab import CrontabSchedule
+
+log = logging.getLogger("devhost")
+
+HOSTS_CONTAINER = "azure-webjobs-hosts"
+
+
+class Schedule(Protocol):
+    def next(self, after: datetime) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class IntervalSchedule:
+    """A TimeSpan schedule ("hh:mm:ss"): every interval since the previous run."""
+
+    interval: timedelta
+
+    def next(self, after: datetime) -> datetime:
+        return after + self.interval
+
+
+def parse_schedule(text: str) -> Schedule:
+    """NCRONTAB if it has spaces, else a TimeSpan, like the host's TimerSchedule.Create."""
+    if " " in text.strip():
+        return CrontabSchedule.parse(text)
+    return IntervalSchedule(timedelta(seconds=parse_timespan(text, 0.0)))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
+
+
+def _parse(t: Any) -> datetime | None:
+    if not t:
+        return None
+    parsed = datetime.fromisoformat(str(t))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def default_use_monitor(schedule: Schedule) -> bool:
+    """The host turns monitoring off by default for schedules that recur in under a minute."""
+    first = schedule.next(datetime(2001, 1, 1, tzinfo=UTC))
+    return (schedule.next(first) - first) >= timedelta(minutes=1)
+
+
+class _Lock:
+    """The singleton listener lock: a renewed blob lease."""
+
+    def __init__(self, blob: BlobClient, period: float) -> None:
+        self._blob = blob
+        self._period = int(period)
+        self._lease: BlobLeaseClient | None = None
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+
+    def try_acquire(self) -> bool:
+        try:
+            self._blob.upload_blob(b"", overwrite=False)
+        except (ResourceExistsError, HttpResponseError):
+            pass  # Exists already (possibly leased): fine.
+        try:
+            self._lease = self._blob.acquire_lease(lease_duration=self._period)
+        except HttpResponseError as exc:
+            if exc.status_code == 409:
+                return False
+            raise
+        threading.Thread(target=self._renew, name="devhost-lease", daemon=True).start()
+        return True
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._period / 2):
+            try:
+                assert self._lease is not None
+                self._lease.renew()
+            except HttpResponseError as exc:
+                log.warning("lost listener lock %s: %s", self._blob.blob_name, getattr(exc, "error_code", None) or exc)
+                self.lost.set()
+                return
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._lease is not None and not self.lost.is_set():
+            try:
+                self._lease.release()
+            except HttpResponseError:
+                pass
+
+
+class TimerListener:
+    """Runs one timer-triggered function on its schedule while this host holds its lock."""
+
+    def __init__(self, spec: FunctionSpec, cfg: HostConfig, stopping: threading.Event) -> None:
+        self.spec = spec
+        self.cfg = cfg
+        self.stopping = stopping
+        self.schedule_text = config.resolve(str(spec.trigger["schedule"]))
+        self.schedule = parse_schedule(self.schedule_text)
+        self.run_on_startup = bool(spec.trigger.get("runOnStartup", False))
+        use_monitor = spec.trigger.get("useMonitor")
+        self.use_monitor = default_use_monitor(self.schedule) if use_monitor is None else bool(use_monitor)
+        self.timer_name = f"Host.Functions.{spec.name}"
+        self._container: ContainerClient | None = None
+        self._thread = threading.Thread(target=self._run, name=f"devhost-timer-{spec.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # -- storage -----------------------------------------------------------------------
+
+    def _status_blob(self) -> BlobClient:
+        assert self._container is not None
+        return self._container.get_blob_client(f"timers/{self.cfg.host_id}/{self.timer_name}/status")
+
+    def read_status(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self._status_blob().download_blob().readall()))
+        except ResourceNotFoundError:
+            return None
+
+    def write_status(self, last: datetime | None, next_: datetime) -> dict[str, Any]:
+        status = {"Last": _iso(last), "Next": _iso(next_), "LastUpdated": _iso(_utcnow())}
+        self._status_blob().upload_blob(json.dumps(status).encode(), overwrite=True)
+        return status
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def _acquire_lock(self) -> _Lock | None:
+        """Block until this host holds the listener lock (None: storage unavailable or stopping)."""
+        try:
+            self._container = storage.blob_service(None).get_container_client(HOSTS_CONTAINER)
+            try:
+                self._container.create_container()
+            except ResourceExistsError:
+                pass
+        except KeyError:
+            log.warning("timer %s: no AzureWebJobsStorage, running without lock or monitor", self.spec.name)
+            self._container = None
+            return None
+        blob = self._container.get_blob_client(f"locks/{self.cfg.host_id}/{self.timer_name}.Listener")
+        lock = _Lock(blob, self.cfg.singleton.listener_lock_period)
+        while not self.stopping.is_set():
+            try:
+                if lock.try_acquire():
+                    return lock
+            except Exception as exc:  # noqa: BLE001 - storage down: keep trying, like the host's lock manager.
+                log.warning("timer %s: could not take listener lock: %s", self.spec.name, exc)
+            self.stopping.wait(self.cfg.singleton.listener_lock_recovery_polling_interval)
+        return None
+
+    def _invoke(self, past_due: bool, status: dict[str, Any] | None) -> None:
+        with invoker.ACTIVITY.track():
+            request = TimerRequest(past_due=past_due, schedule_status=status, schedule={"AdjustForDST": True})
+            invoker.invoke(self.spec, request, reason=f"Timer fired at {_utcnow().isoformat()}")
+
+    def _run(self) -> None:
+        try:
+            lock = self._acquire_lock()
+            if self.stopping.is_set():
+                if lock:
+                    lock.release()
+                return
+            try:
+                self._schedule_loop(lock)
+            finally:
+                if lock:
+                    lock.release()
+        except Exception:
+            log.exception("timer %s stopped after an error", self.spec.name)
+
+    def _schedule_loop(self, lock: _Lock | None) -> None:
+        monitored = self.use_monitor and self._container is not None
+        status = self.read_status() if monitored else None
+        now = _utcnow()
+        if status is not None:
+            recorded_next = _parse(status.get("Next"))
+            last_updated = _parse(status.get("LastUpdated"))
+            # If the schedule changed since the status was written, judge by the new one.
+            if last_updated is not None and recorded_next is not None:
+                recomputed = self.schedule.next(last_updated)
+                if recomputed != recorded_next and not isinstance(self.schedule, IntervalSchedule):
+                    recorded_next = recomputed
+            if recorded_next is not None and now > recorded_next:
+                log.info("timer %s is past due (missed %s)", self.spec.name, recorded_next.isoformat())
+                self._invoke(True, status)
+                status = self.write_status(now, self.schedule.next(_utcnow()))
+            elif self.run_on_startup:
+                self._invoke(False, status)
+        elif self.run_on_startup:
+            self._invoke(False, None)
+        last = _utcnow()
+        nxt = self.schedule.next(last)
+        if monitored and (status is None or _parse(status.get("Next")) != nxt):
+            status = self.write_status(_parse(status.get("Last")) if status else None, nxt)
+        while not self.stopping.is_set():
+            # Short waits, so a lost lock or a stop is noticed promptly.
+            while (remaining := (nxt - _utcnow()).total_seconds()) > 0:
+                if self.stopping.wait(min(remaining, 0.5)) or (lock and lock.lost.is_set()):
+                    return
+            if lock and lock.lost.is_set():
+                return
+            self._invoke(False, status)
+            # Never fire the same occurrence twice, even if the clock read early.
+            upcoming = self.schedule.next(max(_utcnow(), nxt))
+            if monitored:
+                status = self.write_status(nxt, upcoming)
+            nxt = upcoming
