@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 import azure.functions as func
@@ -19,11 +19,18 @@ from azure.functions.timer import TimerRequest
 from shared.connections import get_queue_client
 
 
-@lru_cache(maxsize=1)
-def functions() -> dict[str, Callable[..., Any]]:
-    import function_app
+_lock = threading.Lock()
+_functions: dict[str, Callable[..., Any]] = {}
 
-    return {f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()}
+
+def functions() -> dict[str, Callable[..., Any]]:
+    # A lock, not lru_cache: concurrent first calls would index the app twice, which raises.
+    with _lock:
+        if not _functions:
+            import function_app
+
+            _functions.update({f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()})
+        return _functions
 
 
 def http(name: str, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
