@@ -9,7 +9,7 @@ from shared.errors import BadRequest
 from shared.http import api_handler, json_response, tenant_of
 from shared.service import JobService
 
-bp = func.Blueprint()
+bp = func.Blueprint()  # type: ignore[no-untyped-call]
 _service: JobService | None = None
 API = "/api"
 
@@ -27,7 +27,7 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
         return None
     if not IDEMPOTENCY_KEY_RE.match(key):
         raise BadRequest("Idempotency-Key must be 1-200 visible ASCII characters", field="Idempotency-Key")
-    return key
+    return str(key)
 
 
 @bp.function_name("submit_job")

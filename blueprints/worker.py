@@ -8,7 +8,7 @@ import azure.functions as func
 
 from shared.worker import Worker
 
-bp = func.Blueprint()
+bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.worker")
 _worker: Worker | None = None
 

@@ -22,9 +22,9 @@ from azure.core.credentials import TokenCredential
 from azure.core.pipeline import PipelineResponse
 from azure.data.tables import TableClient, TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
-from azure.storage.queue import QueueClient, QueueServiceClient, TextBase64EncodePolicy
-from azure.storage.queue import ExponentialRetry as QueueRetry
 from azure.storage.blob import ExponentialRetry as BlobRetry
+from azure.storage.queue import ExponentialRetry as QueueRetry
+from azure.storage.queue import QueueClient, QueueServiceClient, TextBase64EncodePolicy
 
 from shared.settings import get_settings, raw
 
@@ -81,7 +81,9 @@ def _operation(service: str, method: str, url: str) -> str:
     path = path.split("//", 1)[-1]
     if service == "queue":
         if path.endswith("/messages"):
-            return {"GET": "queue:receive", "POST": "queue:send", "DELETE": "queue:clear"}.get(method, f"queue:{method}")
+            return {"GET": "queue:receive", "POST": "queue:send", "DELETE": "queue:clear"}.get(
+                method, f"queue:{method}"
+            )
         if "/messages/" in path:
             return {"DELETE": "queue:delete", "PUT": "queue:update"}.get(method, f"queue:{method}")
         return f"queue:{method.lower()}-{'metadata' if 'comp=metadata' in query else 'queue'}"
@@ -90,7 +92,7 @@ def _operation(service: str, method: str, url: str) -> str:
             return "table:batch"
         if method == "GET":
             return "table:get" if "(PartitionKey=" in path else "table:query"
-        return f"table:{ {'POST': 'insert', 'PUT': 'update', 'MERGE': 'merge', 'PATCH': 'merge', 'DELETE': 'delete'}.get(method, method)}"
+        return f"table:{ {'POST': 'insert', 'PUT': 'update', 'MERGE': 'merge', 'PATCH': 'merge', 'DELETE': 'delete'}.get(method, method) }"
     return f"blob:{method.lower()}"
 
 
@@ -126,7 +128,7 @@ def _credential() -> TokenCredential:
 
 
 def _endpoint(service: str) -> str:
-    uri = raw(f"AzureWebJobsStorage__{service}ServiceUri")  # type: ignore[arg-type]
+    uri = raw(f"AzureWebJobsStorage__{service}ServiceUri")
     if uri:
         return uri
     account = raw("AzureWebJobsStorage__accountName")
@@ -174,7 +176,10 @@ def queue_service() -> QueueServiceClient:
 def blob_service() -> BlobServiceClient:
     with _clients.lock:
         if _clients.blob_service is None:
-            kw = {**_common("blob"), "retry_policy": BlobRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES)}
+            kw = {
+                **_common("blob"),
+                "retry_policy": BlobRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES),
+            }
             conn = raw("AzureWebJobsStorage")
             _clients.blob_service = (
                 BlobServiceClient.from_connection_string(conn, **kw)

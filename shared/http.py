@@ -21,8 +21,11 @@ _JSON = "application/json"
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> func.HttpResponse:
     return func.HttpResponse(
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False), status_code=status,
-        mimetype=_JSON, charset="utf-8", headers=headers,
+        json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        status_code=status,
+        mimetype=_JSON,
+        charset="utf-8",
+        headers=headers,
     )
 
 
@@ -32,8 +35,11 @@ def problem(status: int, slug: str, title: str, detail: str, instance: str, **ex
     body.update({k: v for k, v in extra.items() if v is not None})
     headers = {"Retry-After": str(StorageUnavailable.retry_after_seconds)} if status == 503 else None
     return func.HttpResponse(
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False), status_code=status,
-        mimetype=PROBLEM_CONTENT_TYPE, charset="utf-8", headers=headers,
+        json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        status_code=status,
+        mimetype=PROBLEM_CONTENT_TYPE,
+        charset="utf-8",
+        headers=headers,
     )
 
 
@@ -78,17 +84,26 @@ def api_handler(fn: Handler) -> Handler:
             return fn(req)
         except ThematiqError as err:
             if err.status >= 500:
-                log.warning("%s %s -> %d %s", req.method, instance, err.status, type(err).__name__, exc_info=err.__cause__ is not None)
+                log.warning(
+                    "%s %s -> %d %s",
+                    req.method,
+                    instance,
+                    err.status,
+                    type(err).__name__,
+                    exc_info=err.__cause__ is not None,
+                )
             return problem_from(err, instance)
         except Exception:
             incident = uuid.uuid4().hex[:12]
             log.exception("%s %s failed (incident %s)", req.method, instance, incident)
-            return problem(500, "internal", "Internal error", f"An internal error occurred (incident {incident}).", instance)
+            return problem(
+                500, "internal", "Internal error", f"An internal error occurred (incident {incident}).", instance
+            )
 
     return wrapper
 
 
 def _path(url: str) -> str:
     path = url.split("://", 1)[-1]
-    path = path[path.find("/"):] if "/" in path else "/"
+    path = path[path.find("/") :] if "/" in path else "/"
     return path.split("?", 1)[0]

@@ -26,11 +26,36 @@ from shared.storage_errors import AlreadyExists, EtagMismatch, storage_call
 
 # Columns the API needs; the inline input (up to 48 KiB) stays in Storage.
 _PUBLIC_COLUMNS = [
-    "PartitionKey", "RowKey", "kind", "pipeline", "status", "params", "created_at", "available_at",
-    "max_attempts", "attempts", "input_bytes", "request_hash", "idempotency_row", "owner", "started_at",
-    "heartbeat_at", "finished_at", "progress_stage", "progress_processed", "progress_total",
-    "progress_message", "error_type", "error_message", "cancel_requested", "result_blob", "result_bytes",
-    "usage", "traceparent", "requeues", "input_blob",
+    "PartitionKey",
+    "RowKey",
+    "kind",
+    "pipeline",
+    "status",
+    "params",
+    "created_at",
+    "available_at",
+    "max_attempts",
+    "attempts",
+    "input_bytes",
+    "request_hash",
+    "idempotency_row",
+    "owner",
+    "started_at",
+    "heartbeat_at",
+    "finished_at",
+    "progress_stage",
+    "progress_processed",
+    "progress_total",
+    "progress_message",
+    "error_type",
+    "error_message",
+    "cancel_requested",
+    "result_blob",
+    "result_bytes",
+    "usage",
+    "traceparent",
+    "requeues",
+    "input_blob",
 ]
 
 
@@ -101,7 +126,13 @@ class JobStore:
             return job.with_changes(etag=meta.get("etag")), True
         row = idempotency_row_key(idempotency_key)
         entity["idempotency_row"] = row
-        idem = {"PartitionKey": job.tenant, "RowKey": row, "kind": KIND_IDEMPOTENCY, "job_id": job.id, "request_hash": job.request_hash}
+        idem = {
+            "PartitionKey": job.tenant,
+            "RowKey": row,
+            "kind": KIND_IDEMPOTENCY,
+            "job_id": job.id,
+            "request_hash": job.request_hash,
+        }
         try:
             with storage_call("create job"):
                 try:
@@ -126,7 +157,7 @@ class JobStore:
         if job.idempotency_row:
             ops.append(("delete", {"PartitionKey": job.tenant, "RowKey": job.idempotency_row}))
         with storage_call("delete job"):
-            self.table.submit_transaction(ops)  # type: ignore[arg-type]
+            self.table.submit_transaction(ops)
 
     # -- read ----------------------------------------------------------------
     def get(self, tenant: str, job_id: str, *, with_input: bool = False) -> Job:
@@ -152,8 +183,8 @@ class JobStore:
         with storage_call("list jobs"):
             pages = self.table.query_entities(
                 " and ".join(filters), parameters=params, results_per_page=limit, select=_PUBLIC_COLUMNS
-            ).by_page(continuation_token=token)
-            page = next(pages, [])
+            ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
+            page: list[Any] = list(next(pages, []))
             jobs = [Job.from_entity(e) for e in page]
             next_token = pages.continuation_token  # type: ignore[attr-defined]
         return jobs, encode_cursor(next_token)
@@ -163,7 +194,8 @@ class JobStore:
         with storage_call("scan jobs"):
             for entity in self.table.query_entities(
                 # The SDK substitutes @params only where they stand between spaces.
-                f"kind eq '{KIND_JOB}' and ( {query} )", parameters=parameters,
+                f"kind eq '{KIND_JOB}' and ( {query} )",
+                parameters=parameters,
                 select=None if with_input else _PUBLIC_COLUMNS,
             ):
                 yield Job.from_entity(entity)
@@ -187,7 +219,13 @@ class JobStore:
 
     def delete(self, job: Job) -> None:
         """Delete a finished job and its idempotency row in one transaction, if unchanged."""
-        ops: list[Any] = [("delete", {"PartitionKey": job.tenant, "RowKey": job.id}, {"etag": job.etag, "match_condition": MatchConditions.IfNotModified})]
+        ops: list[Any] = [
+            (
+                "delete",
+                {"PartitionKey": job.tenant, "RowKey": job.id},
+                {"etag": job.etag, "match_condition": MatchConditions.IfNotModified},
+            )
+        ]
         if job.idempotency_row:
             ops.append(("delete", {"PartitionKey": job.tenant, "RowKey": job.idempotency_row}))
         try:

@@ -6,7 +6,7 @@ import json
 import secrets
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -44,7 +44,7 @@ TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def new_job_id(now_ms: int | None = None) -> str:
@@ -76,7 +76,7 @@ def _dt(value: Any) -> datetime | None:
         return None
     if isinstance(value, datetime):
         # The SDK returns its own datetime subclass; normalise to a plain aware UTC datetime.
-        return datetime.fromtimestamp(value.timestamp(), timezone.utc)
+        return datetime.fromtimestamp(value.timestamp(), UTC)
     raise TypeError(f"expected datetime, got {type(value).__name__}")
 
 

@@ -75,16 +75,24 @@ class Reaper:
             self.store.update(job, status=Status.CANCELLED, owner=None, finished_at=now)
             report.cancelled_stale.append(job.id)
             return
-        lost = JobError.of("WorkerLost", f"attempt {job.attempts} stopped sending heartbeats (worker {job.owner} presumed dead)")
+        lost = JobError.of(
+            "WorkerLost", f"attempt {job.attempts} stopped sending heartbeats (worker {job.owner} presumed dead)"
+        )
         if job.attempts >= job.max_attempts:
-            self.store.update(job, status=Status.FAILED, owner=None, finished_at=now,
-                              error=JobError.of(lost.type, f"{lost.message}; attempts exhausted ({job.attempts}/{job.max_attempts})"))
+            self.store.update(
+                job,
+                status=Status.FAILED,
+                owner=None,
+                finished_at=now,
+                error=JobError.of(lost.type, f"{lost.message}; attempts exhausted ({job.attempts}/{job.max_attempts})"),
+            )
             report.failed_stale.append(job.id)
             log.warning("reaper: job %s failed, its worker vanished on the last attempt", job.id)
             return
         # The conditional write is the lock: only the reaper whose write wins enqueues.
-        updated = self.store.update(job, status=Status.RETRYING, owner=None, available_at=now, error=lost,
-                                    requeues=job.requeues + 1)
+        updated = self.store.update(
+            job, status=Status.RETRYING, owner=None, available_at=now, error=lost, requeues=job.requeues + 1
+        )
         job_queue.send(JobMessage(updated.tenant, updated.id, updated.attempts + 1, updated.traceparent))
         report.requeued_stale.append(job.id)
         log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, updated.attempts + 1)

@@ -24,15 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from shared.connections import METER
 from shared.errors import LostClaim, StorageUnavailable
-from shared.jobs import Job, JobError, Progress, Status, utcnow
 from shared.job_store import JobStore
+from shared.jobs import Job, JobError, Progress, Status, utcnow
 from shared.settings import Settings
 from shared.storage_errors import EtagMismatch
 
@@ -77,7 +76,7 @@ class AttemptRunner:
         self._progress: Progress | None = None
         self._progress_dirty = False
         self._last_write = time.monotonic()
-        self._usage: Counter[str] = Counter()
+        self._usage: dict[str, float] = {}
         self._terminal_event: dict[str, Any] | None = None
         self._cancel_deadline: float | None = None
         self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
@@ -125,19 +124,33 @@ class AttemptRunner:
     def _run_in(self, tmp: Path, input_value: Any) -> Outcome:
         input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
         input_path.write_text(json.dumps(input_value, ensure_ascii=False), encoding="utf-8")
-        spec_path.write_text(json.dumps({
-            "job_id": self.job.id, "tenant": self.job.tenant, "attempt": self.job.attempts,
-            "pipeline": self.job.pipeline, "pipeline_ref": self.pipeline_ref, "params": self.job.params,
-            "input_path": str(input_path), "result_path": str(result_path),
-        }))
+        spec_path.write_text(
+            json.dumps(
+                {
+                    "job_id": self.job.id,
+                    "tenant": self.job.tenant,
+                    "attempt": self.job.attempts,
+                    "pipeline": self.job.pipeline,
+                    "pipeline_ref": self.pipeline_ref,
+                    "params": self.job.params,
+                    "input_path": str(input_path),
+                    "result_path": str(result_path),
+                }
+            )
+        )
         read_fd, write_fd = os.pipe()
         stderr_path = tmp / "stderr.txt"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
         with open(stderr_path, "wb") as stderr:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "shared.child", str(spec_path), str(write_fd)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
-                pass_fds=(write_fd,), cwd=str(APP_ROOT), env=env, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                pass_fds=(write_fd,),
+                cwd=str(APP_ROOT),
+                env=env,
+                start_new_session=True,
             )
         os.close(write_fd)
         started = time.monotonic()
@@ -175,11 +188,18 @@ class AttemptRunner:
             now = time.monotonic()
             if self._kill_reason is None:
                 if now - started > self.timeout:
-                    self._kill_reason = ("failed", JobError.of("Timeout", f"the attempt exceeded its {self.timeout:.0f} s timeout"))
+                    self._kill_reason = (
+                        "failed",
+                        JobError.of("Timeout", f"the attempt exceeded its {self.timeout:.0f} s timeout"),
+                    )
                     self._kill()
                 elif self._cancel_deadline is not None and now > self._cancel_deadline:
                     self._kill_reason = ("cancelled", None)
-                    log.warning("job %s: pipeline ignored cancellation for %.0f s; killed", self.job.id, self.settings.cancel_grace_seconds)
+                    log.warning(
+                        "job %s: pipeline ignored cancellation for %.0f s; killed",
+                        self.job.id,
+                        self.settings.cancel_grace_seconds,
+                    )
                     self._kill()
             since = now - self._last_write
             if self._progress_dirty and since >= self.settings.progress_min_interval_seconds:
@@ -198,12 +218,15 @@ class AttemptRunner:
         kind = event.get("event")
         if kind == "progress":
             self._progress = Progress(
-                stage=str(event.get("stage", ""))[:200], processed=int(event.get("processed") or 0),
-                total=event.get("total"), message=str(event.get("message", ""))[:500],
+                stage=str(event.get("stage", ""))[:200],
+                processed=int(event.get("processed") or 0),
+                total=event.get("total"),
+                message=str(event.get("message", ""))[:500],
             )
             self._progress_dirty = True
         elif kind == "usage":
-            self._usage.update({k: float(v) for k, v in (event.get("counters") or {}).items()})
+            for name, value in (event.get("counters") or {}).items():
+                self._usage[name] = self._usage.get(name, 0.0) + float(value)
         elif kind == "meter":
             # Count the child's storage transactions with the parent's.
             for op, n in (event.get("counts") or {}).items():
@@ -236,12 +259,12 @@ class AttemptRunner:
             kind, error = self._kill_reason
             return Outcome(kind, self.job, error=error, retryable=False, usage=usage)
         event = self._terminal_event or {}
-        kind = event.get("event")
-        if kind == "done" and self._proc.returncode == 0 and result_path.exists():
+        ended = event.get("event")
+        if ended == "done" and self._proc.returncode == 0 and result_path.exists():
             return Outcome("succeeded", self.job, result=result_path.read_bytes(), usage=usage)
-        if kind == "cancelled":
+        if ended == "cancelled":
             return Outcome("cancelled", self.job, usage=usage)
-        if kind == "error":
+        if ended == "error":
             err = JobError.of(str(event.get("type", "Error")), str(event.get("message", "")))
             return Outcome("failed", self.job, error=err, retryable=bool(event.get("retryable", True)), usage=usage)
         reason = describe_exit(self._proc.returncode)

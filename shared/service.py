@@ -101,17 +101,23 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
 
 
 class JobService:
-    def __init__(self, store: JobStore | None = None, blobs: BlobStore | None = None, registry: Registry | None = None) -> None:
+    def __init__(
+        self, store: JobStore | None = None, blobs: BlobStore | None = None, registry: Registry | None = None
+    ) -> None:
         self.store = store or JobStore()
         self.blobs = blobs or BlobStore()
         self.registry = registry or default_registry()
 
     # -- submit --------------------------------------------------------------
-    def submit(self, tenant: str, raw_body: bytes, idempotency_key: str | None, traceparent: str | None = None) -> Submitted:
+    def submit(
+        self, tenant: str, raw_body: bytes, idempotency_key: str | None, traceparent: str | None = None
+    ) -> Submitted:
         settings = get_settings()
         value = parse_json_body(raw_body, settings.max_input_bytes)
         if not isinstance(value, dict):
-            raise ValidationFailed("the body must be a JSON object", [{"field": "body", "message": "expected an object"}])
+            raise ValidationFailed(
+                "the body must be a JSON object", [{"field": "body", "message": "expected an object"}]
+            )
         try:
             body = SubmitBody.model_validate(value)
         except ValidationError as err:
@@ -119,7 +125,10 @@ class JobService:
         pipeline = self.registry.get(body.pipeline)
         if pipeline is None:
             known = ", ".join(self.registry.names())
-            raise ValidationFailed(f"unknown pipeline {body.pipeline!r}", [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}])
+            raise ValidationFailed(
+                f"unknown pipeline {body.pipeline!r}",
+                [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}],
+            )
         try:
             params = pipeline.params_model.model_validate(body.params).model_dump(mode="json")
         except ValidationError as err:
@@ -130,7 +139,9 @@ class JobService:
             raise PayloadTooLarge("params are too large to store", field="params")
         # The idempotency fingerprint covers what the client sent, canonicalised.
         request_hash = hashlib.sha256(
-            json.dumps({"p": body.pipeline, "params": body.params, "input": body.input}, sort_keys=True, separators=(",", ":")).encode()
+            json.dumps(
+                {"p": body.pipeline, "params": body.params, "input": body.input}, sort_keys=True, separators=(",", ":")
+            ).encode()
         ).hexdigest()
         now = utcnow()
         job_id = new_job_id()
@@ -141,11 +152,19 @@ class JobService:
             # Claim check: the payload is in Blob Storage before the row that points at it exists.
             self.blobs.put(blob_name, encoded, "application/gzip")
         job = Job(
-            tenant=tenant, id=job_id, pipeline=body.pipeline, status=Status.QUEUED, params=params,
-            created_at=now, available_at=now,
+            tenant=tenant,
+            id=job_id,
+            pipeline=body.pipeline,
+            status=Status.QUEUED,
+            params=params,
+            created_at=now,
+            available_at=now,
             max_attempts=min(pipeline.retry.max_attempts, host_config().max_dequeue_count),
-            input_inline=encoded if inline else None, input_blob=blob_name, input_bytes=len(raw_body),
-            request_hash=request_hash, traceparent=traceparent,
+            input_inline=encoded if inline else None,
+            input_blob=blob_name,
+            input_bytes=len(raw_body),
+            request_hash=request_hash,
+            traceparent=traceparent,
         )
         stored, created = self.store.create(job, idempotency_key)
         if not created:
@@ -184,17 +203,25 @@ class JobService:
         unknown = set(query) - {"status", "pipeline", "limit", "cursor", "code"}
         if unknown:
             name = sorted(unknown)[0]
-            raise ValidationFailed(f"unknown query parameter {name!r}", [{"field": name, "message": "unknown query parameter"}])
+            raise ValidationFailed(
+                f"unknown query parameter {name!r}", [{"field": name, "message": "unknown query parameter"}]
+            )
         status = query.get("status") or None
         if status is not None and status not in {s.value for s in Status}:
-            raise ValidationFailed("invalid status", [{"field": "status", "message": f"one of {', '.join(s.value for s in Status)}"}])
+            raise ValidationFailed(
+                "invalid status", [{"field": "status", "message": f"one of {', '.join(s.value for s in Status)}"}]
+            )
         pipeline = query.get("pipeline") or None
         if pipeline is not None and not PIPELINE_NAME_RE.match(pipeline):
             raise ValidationFailed("invalid pipeline", [{"field": "pipeline", "message": "not a pipeline name"}])
         limit_text = query.get("limit") or "50"
         if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
-            raise ValidationFailed("invalid limit", [{"field": "limit", "message": f"an integer from 1 to {LIST_MAX_LIMIT}"}])
-        return self.store.list(tenant, status=status, pipeline=pipeline, limit=int(limit_text), cursor=query.get("cursor") or None)
+            raise ValidationFailed(
+                "invalid limit", [{"field": "limit", "message": f"an integer from 1 to {LIST_MAX_LIMIT}"}]
+            )
+        return self.store.list(
+            tenant, status=status, pipeline=pipeline, limit=int(limit_text), cursor=query.get("cursor") or None
+        )
 
     # -- cancel --------------------------------------------------------------
     def cancel(self, tenant: str, job_id: str) -> Job:
@@ -207,7 +234,9 @@ class JobService:
                 raise Conflict(f"the job already finished ({job.status})", field="status")
             try:
                 if job.status.claimable:
-                    return self.store.update(job, status=Status.CANCELLED, cancel_requested=True, finished_at=utcnow(), owner=None)
+                    return self.store.update(
+                        job, status=Status.CANCELLED, cancel_requested=True, finished_at=utcnow(), owner=None
+                    )
                 if job.cancel_requested:
                     return job
                 return self.store.update(job, cancel_requested=True)
@@ -228,7 +257,9 @@ class JobService:
         renderer = pipeline.renderers.get(fmt) if pipeline else None
         if renderer is None:
             formats = ["json", *sorted(pipeline.renderers)] if pipeline else ["json"]
-            raise ValidationFailed("unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}])
+            raise ValidationFailed(
+                "unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}]
+            )
         content_type, body = renderer(json.loads(data))
         ext = {"csv": "csv", "md": "md"}.get(fmt, fmt)
         return ResultBody(content_type, body, f"{job.id}.{ext}")

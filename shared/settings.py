@@ -28,36 +28,87 @@ class Setting:
 
 
 SETTINGS: Final[tuple[Setting, ...]] = (
-    Setting("AzureWebJobsStorage", "", "Storage connection string. Local only (`UseDevelopmentStorage=true`); in Azure use the identity-based `AzureWebJobsStorage__*` settings instead.", "secret"),
-    Setting("AzureWebJobsStorage__accountName", "", "Storage account name for identity-based access (managed identity)."),
-    Setting("AzureWebJobsStorage__credential", "", "`managedidentity` to use the app's managed identity; empty for DefaultAzureCredential."),
+    Setting(
+        "AzureWebJobsStorage",
+        "",
+        "Storage connection string. Local only (`UseDevelopmentStorage=true`); in Azure use the identity-based `AzureWebJobsStorage__*` settings instead.",
+        "secret",
+    ),
+    Setting(
+        "AzureWebJobsStorage__accountName", "", "Storage account name for identity-based access (managed identity)."
+    ),
+    Setting(
+        "AzureWebJobsStorage__credential",
+        "",
+        "`managedidentity` to use the app's managed identity; empty for DefaultAzureCredential.",
+    ),
     Setting("AzureWebJobsStorage__clientId", "", "Client id of the user-assigned managed identity."),
     Setting("AzureWebJobsStorage__blobServiceUri", "", "Blob endpoint; derived from the account name when empty."),
     Setting("AzureWebJobsStorage__queueServiceUri", "", "Queue endpoint; derived from the account name when empty."),
     Setting("AzureWebJobsStorage__tableServiceUri", "", "Table endpoint; derived from the account name when empty."),
     Setting("JOBS_TABLE", "jobs", "Table that holds job entities (one partition per tenant)."),
-    Setting("JOBS_QUEUE", "jobs", "Queue the worker listens on; failures past maxDequeueCount go to `<JOBS_QUEUE>-poison`."),
+    Setting(
+        "JOBS_QUEUE", "jobs", "Queue the worker listens on; failures past maxDequeueCount go to `<JOBS_QUEUE>-poison`."
+    ),
     Setting("RESULTS_CONTAINER", "thematiq", "Blob container for large inputs, checkpoints and results."),
-    Setting("DEFAULT_TENANT", "", "Tenant used when the trusted tenant header is absent. Set it locally (`local`); leave it empty behind API Management so that a missing header is refused."),
+    Setting(
+        "DEFAULT_TENANT",
+        "",
+        "Tenant used when the trusted tenant header is absent. Set it locally (`local`); leave it empty behind API Management so that a missing header is refused.",
+    ),
     Setting("MAX_INPUT_BYTES", "26214400", "Largest accepted request body in bytes (413 above it)."),
     Setting("HEARTBEAT_SECONDS", "15", "How often a running job's heartbeat is renewed."),
     Setting("HEARTBEAT_STALE_SECONDS", "120", "A running job whose heartbeat is older than this is reaped."),
-    Setting("QUEUED_STALE_SECONDS", "900", "A queued or retrying job not started this long after it became due is re-enqueued (its message was lost)."),
+    Setting(
+        "QUEUED_STALE_SECONDS",
+        "900",
+        "A queued or retrying job not started this long after it became due is re-enqueued (its message was lost).",
+    ),
     Setting("PROGRESS_MIN_INTERVAL_SECONDS", "3", "Progress is written to the job at most once per this many seconds."),
-    Setting("CANCEL_GRACE_SECONDS", "10", "How long a running pipeline may take to stop cooperatively before it is killed."),
+    Setting(
+        "CANCEL_GRACE_SECONDS", "10", "How long a running pipeline may take to stop cooperatively before it is killed."
+    ),
     Setting("REAPER_SCHEDULE", "0 */1 * * * *", "NCRONTAB schedule of the reaper and retention timer."),
-    Setting("RETENTION_DAYS", "30", "Finished jobs and their blobs are deleted this many days after they finish (0 keeps them)."),
-    Setting("PIPELINE_TIMEOUT_SECONDS", "1500", "Upper bound on one pipeline attempt; a pipeline may declare a shorter one. Keep it below host.json functionTimeout."),
+    Setting(
+        "RETENTION_DAYS",
+        "30",
+        "Finished jobs and their blobs are deleted this many days after they finish (0 keeps them).",
+    ),
+    Setting(
+        "PIPELINE_TIMEOUT_SECONDS",
+        "1500",
+        "Upper bound on one pipeline attempt; a pipeline may declare a shorter one. Keep it below host.json functionTimeout.",
+    ),
     Setting("LLM_PROVIDER", "none", "`none`, `azure` (Azure OpenAI) or `openai` (any OpenAI-compatible endpoint)."),
     Setting("LLM_ENDPOINT", "", "Base URL of the LLM endpoint."),
-    Setting("LLM_API_KEY", "", "API key for an OpenAI-compatible endpoint. Not needed for Azure OpenAI with managed identity.", "secret"),
+    Setting(
+        "LLM_API_KEY",
+        "",
+        "API key for an OpenAI-compatible endpoint. Not needed for Azure OpenAI with managed identity.",
+        "secret",
+    ),
     Setting("LLM_DEPLOYMENT", "", "Azure OpenAI deployment name, or the model name for an OpenAI-compatible endpoint."),
     Setting("LLM_API_VERSION", "2024-10-21", "Azure OpenAI REST API version."),
-    Setting("LLM_EMBEDDINGS_DEPLOYMENT", "", "Embeddings deployment/model on the LLM endpoint; empty uses the embedded ONNX model."),
-    Setting("LLM_CACHE_TABLE", "llmcache", "Table that caches LLM responses by hash of model + prompt, so a retried job does not pay twice."),
+    Setting(
+        "LLM_EMBEDDINGS_DEPLOYMENT",
+        "",
+        "Embeddings deployment/model on the LLM endpoint; empty uses the embedded ONNX model.",
+    ),
+    Setting(
+        "LLM_CACHE_TABLE",
+        "llmcache",
+        "Table that caches LLM responses by hash of model + prompt, so a retried job does not pay twice.",
+    ),
     Setting("LLM_TIMEOUT_SECONDS", "60", "Timeout of one LLM call."),
-    Setting("LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."),
-    Setting("APPLICATIONINSIGHTS_CONNECTION_STRING", "", "Sends logs, traces and metrics to Application Insights when set.", "platform"),
+    Setting(
+        "LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."
+    ),
+    Setting(
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        "",
+        "Sends logs, traces and metrics to Application Insights when set.",
+        "platform",
+    ),
 )
 
 _BY_NAME: Final = {s.name: s for s in SETTINGS}
@@ -108,3 +159,16 @@ def get_settings() -> Settings:
         retention_days=float(raw("RETENTION_DAYS")),
         pipeline_timeout_seconds=float(raw("PIPELINE_TIMEOUT_SECONDS")),
     )
+
+
+def markdown_table() -> str:
+    """The README's settings table (``python -m shared.settings`` prints it)."""
+    rows = ["| name | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS:
+        default = f"`{s.default}`" if s.default else "(empty)"
+        rows.append(f"| `{s.name}` | {default} | {s.meaning} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

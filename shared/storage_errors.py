@@ -51,7 +51,7 @@ def storage_call(what: str) -> Iterator[None]:
             raise AlreadyExists(f"{what}: conflict") from err
         if code in (408, 429) or code >= 500:
             raise StorageUnavailable(f"{what}: storage busy ({code})") from err
-        raise StorageError(f"{what}: storage refused the request ({code} {err.error_code})") from err
+        raise StorageError(f"{what}: storage refused the request ({code} {getattr(err, 'error_code', '')})") from err
     except AzureError as err:
         raise StorageUnavailable(f"{what}: {type(err).__name__}") from err
 

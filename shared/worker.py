@@ -72,8 +72,13 @@ class Worker:
                 job = self.store.get(msg.tenant, msg.job_id)
                 if job.status.terminal:
                     return
-                self.store.update(job, status=Status.FAILED, finished_at=utcnow(), owner=None,
-                                  error=JobError.of("PoisonMessage", reason))
+                self.store.update(
+                    job,
+                    status=Status.FAILED,
+                    finished_at=utcnow(),
+                    owner=None,
+                    error=JobError.of("PoisonMessage", reason),
+                )
                 return
             except EtagMismatch:
                 continue
@@ -112,8 +117,12 @@ class Worker:
         now = utcnow()
         try:
             return self.store.update(
-                job, status=Status.RUNNING, attempts=job.attempts + 1, owner=owner,
-                started_at=job.started_at or now, heartbeat_at=now,
+                job,
+                status=Status.RUNNING,
+                attempts=job.attempts + 1,
+                owner=owner,
+                started_at=job.started_at or now,
+                heartbeat_at=now,
             )
         except EtagMismatch:
             # The SDK may have retried our own successful write: re-read before giving up.
@@ -127,16 +136,22 @@ class Worker:
     def _run(self, job: Job, text: str) -> str:
         pipeline = self.registry.get(job.pipeline)
         if pipeline is None:
-            self._finish(job, Status.FAILED, error=JobError.of("UnknownPipeline", f"pipeline {job.pipeline!r} is not installed"))
+            self._finish(
+                job, Status.FAILED, error=JobError.of("UnknownPipeline", f"pipeline {job.pipeline!r} is not installed")
+            )
             return "failed"
-        timeout = min(pipeline.timeout_seconds or self.settings.pipeline_timeout_seconds, self.settings.pipeline_timeout_seconds)
+        timeout = min(
+            pipeline.timeout_seconds or self.settings.pipeline_timeout_seconds, self.settings.pipeline_timeout_seconds
+        )
         try:
             input_value = self._load_input(job)
         except PermanentError as err:
             self._finish(job, Status.FAILED, error=JobError.of("BadInput", str(err)))
             return "failed"
         log.info("job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline)
-        outcome = AttemptRunner(self.store, job, self.registry.ref(job.pipeline), timeout, self.settings).run(input_value)
+        outcome = AttemptRunner(self.store, job, self.registry.ref(job.pipeline), timeout, self.settings).run(
+            input_value
+        )
         return self._record(outcome, pipeline.retry.decide, text)
 
     def _load_input(self, job: Job) -> Any:
@@ -156,7 +171,9 @@ class Worker:
             assert outcome.result is not None
             name = result_blob_name(job.tenant, job.id, job.attempts)
             self.blobs.put(name, outcome.result, "application/json")
-            self._finish(job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress)
+            self._finish(
+                job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress
+            )
             return "succeeded"
         if outcome.kind == "cancelled":
             self._finish(job, Status.CANCELLED, usage=usage, **progress)
@@ -168,7 +185,14 @@ class Worker:
             updated = self._finish(job, Status.RETRYING, error=error, available_at=due, usage=usage, **progress)
             if updated is not None:
                 job_queue.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), decision.delay)
-            log.warning("job %s: attempt %d failed (%s); %s in %.1f s", job.id, job.attempts, error.type, decision.reason, decision.delay.total_seconds())
+            log.warning(
+                "job %s: attempt %d failed (%s); %s in %.1f s",
+                job.id,
+                job.attempts,
+                error.type,
+                decision.reason,
+                decision.delay.total_seconds(),
+            )
             return "retrying"
         why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
         final = JobError.of(error.type, f"{error.message} [{why}]")
@@ -188,7 +212,9 @@ class Worker:
             except EtagMismatch:
                 current = self.store.get(job.tenant, job.id)
                 if current.status.terminal or (current.status == Status.RUNNING and current.owner != job.owner):
-                    log.warning("job %s: changed under us (%s); our outcome %s is discarded", job.id, current.status, status)
+                    log.warning(
+                        "job %s: changed under us (%s); our outcome %s is discarded", job.id, current.status, status
+                    )
                     return None
                 # Only a cancel request (or our own retried write) changed it: apply ours on top.
                 if current.status == Status.RUNNING and current.cancel_requested and status == Status.RETRYING:

@@ -18,7 +18,6 @@ from azure.functions.timer import TimerRequest
 
 from shared.connections import get_queue_client
 
-
 _lock = threading.Lock()
 _functions: dict[str, Callable[..., Any]] = {}
 
@@ -33,13 +32,25 @@ def functions() -> dict[str, Callable[..., Any]]:
         return _functions
 
 
-def http(name: str, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
-         headers: dict[str, str] | None = None, params: dict[str, str] | None = None,
-         route_params: dict[str, str] | None = None) -> func.HttpResponse:
+def http(
+    name: str,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    route_params: dict[str, str] | None = None,
+) -> func.HttpResponse:
     data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
     req = func.HttpRequest(
-        method=method, url=f"http://localhost:7071/api/{path}", headers=headers or {},
-        params=params or {}, route_params=route_params or {}, body=data,
+        method=method,
+        url=f"http://localhost:7071/api/{path}",
+        headers=headers or {},
+        params=params or {},
+        route_params=route_params or {},
+        body=data,
     )
     resp: func.HttpResponse = functions()[name](req)
     return resp
@@ -54,8 +65,12 @@ def receive(queue: str | None = None, visibility: int = 30) -> QueueMessage | No
     client = get_queue_client(queue)
     for m in client.receive_messages(max_messages=1, visibility_timeout=visibility):
         return QueueMessage(
-            id=m.id, body=base64.b64decode(m.content), dequeue_count=m.dequeue_count,
-            pop_receipt=m.pop_receipt, insertion_time=m.inserted_on, expiration_time=m.expires_on,
+            id=m.id,
+            body=base64.b64decode(m.content),
+            dequeue_count=m.dequeue_count,
+            pop_receipt=m.pop_receipt,
+            insertion_time=m.inserted_on,
+            expiration_time=m.expires_on,
             time_next_visible=m.next_visible_on,
         )
     return None

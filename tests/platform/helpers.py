@@ -28,10 +28,16 @@ def fast_settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> None:
     connections.reset_clients()
 
 
-def submit(pipeline: str, params: dict[str, Any] | None = None, input_: Any = None,
-           headers: dict[str, str] | None = None) -> dict[str, Any]:
-    resp = http("submit_job", "POST", "jobs", body={"pipeline": pipeline, "params": params or {}, "input": input_},
-                headers=headers)
+def submit(
+    pipeline: str, params: dict[str, Any] | None = None, input_: Any = None, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    resp = http(
+        "submit_job",
+        "POST",
+        "jobs",
+        body={"pipeline": pipeline, "params": params or {}, "input": input_},
+        headers=headers,
+    )
     assert resp.status_code == 202, resp.get_body()
     return body_of(resp)
 

@@ -91,8 +91,19 @@ def test_another_tenants_job_is_invisible() -> None:
         (b"[" * 5000 + b"]" * 5000, 400, "body"),
         (json.dumps({"pipeline": "echo", "input": "x" * 300_000}).encode(), 413, "body"),
     ],
-    ids=["unknown-pipeline", "bad-param", "unknown-param", "no-input", "extra-field", "not-object",
-         "malformed", "empty", "invalid-utf8", "deep-json", "too-large"],
+    ids=[
+        "unknown-pipeline",
+        "bad-param",
+        "unknown-param",
+        "no-input",
+        "extra-field",
+        "not-object",
+        "malformed",
+        "empty",
+        "invalid-utf8",
+        "deep-json",
+        "too-large",
+    ],
 )
 def test_bad_submissions_get_problem_json_and_store_nothing(raw: bytes, status: int, field: str) -> None:
     _assert_problem(http("submit_job", "POST", "jobs", raw=raw), status, field)
@@ -145,7 +156,11 @@ def test_result_of_unfinished_job_is_409_and_unknown_format_422() -> None:
     rp = {"id": j["id"]}
     _assert_problem(http("get_job_result", "GET", f"jobs/{j['id']}/result", route_params=rp), 409)
     run_worker_once()
-    _assert_problem(http("get_job_result", "GET", f"jobs/{j['id']}/result", route_params=rp, params={"format": "xml"}), 422, "format")
+    _assert_problem(
+        http("get_job_result", "GET", f"jobs/{j['id']}/result", route_params=rp, params={"format": "xml"}),
+        422,
+        "format",
+    )
 
 
 def test_health() -> None:
