@@ -55,7 +55,7 @@ def is_gibberish(text: str) -> bool:
         return True  # only digits/punctuation/emoji
     if not any(VOWELS & set(w) for w in words):
         return True
-    # A single character repeated ("aaaaaaa", "lolololol" is fine).
+    # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme.
     if len(set(text.lower().replace(" ", ""))) <= 2 and len(text) >= 5:
         return True
     bad = sum(1 for w in words if len(w) >= 4 and (CONSONANT_RUN_RE.search(w) or not VOWELS & set(w)))
