@@ -16,6 +16,7 @@ WS_RE: Final = re.compile(r"\s+")
 # Zero-width and BOM characters survive NFKC and break duplicate detection.
 INVISIBLE_RE: Final = re.compile("[\u200b-\u200f\u2060\ufeff]")
 WORD_RE: Final = re.compile(r"[^\W\d_]+")
+ALNUM_RE: Final = re.compile(r"[^\W_]+")
 CONSONANT_RUN_RE: Final = re.compile(r"[bcdfghjklmnpqrstvwxz]{5,}")
 VOWELS: Final = frozenset("aeiouy")
 
@@ -40,7 +41,9 @@ def normalise(text: str) -> str:
 def near_key(text: str) -> str:
     """Case-, accent- and punctuation-insensitive key: "Great service!!" == "great service"."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return " ".join(w for w in WORD_RE.findall("".join(c for c in decomposed if not unicodedata.combining(c))))
+    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    # Digits count: "late by 3 days" and "late by 9 days" are different answers.
+    return " ".join(ALNUM_RE.findall(stripped))
 
 
 def is_gibberish(text: str) -> bool:
