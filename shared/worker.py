@@ -172,7 +172,7 @@ class Worker:
             name = result_blob_name(job.tenant, job.id, job.attempts)
             self.blobs.put(name, outcome.result, "application/json")
             self._finish(
-                job, Status.SUCCEEDED, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress
+                job, Status.SUCCEEDED, error=None, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress
             )
             return "succeeded"
         if outcome.kind == "cancelled":

@@ -1,0 +1,57 @@
+"""Real processes, really killed: a worker host SIGKILLed mid-job loses nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api, host_env
+
+
+def _pipeline_processes(job_id: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"shared.child" in cmdline and job_id.encode() in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_sigkilled_worker_host_job_is_recovered_by_the_reaper(azurite: str) -> None:
+    env = host_env(azurite)
+    api_host = HostProcess(env=env, args=["--no-queue"]).start()
+    worker_a = HostProcess(env=env, args=["--no-http", "--no-timer"]).start()
+    worker_b = None
+    try:
+        api = Api(api_host.url, env["DEVHOST_FUNCTION_KEY"])
+        job = api.submit("sleep", {"seconds": 4, "steps": 8})
+        api.wait(job["id"], until=lambda j: j["status"] == "running" and j["progress"]["processed"] > 0)
+        assert _pipeline_processes(job["id"]), "the attempt should run in a child process"
+        worker_a.kill()
+        killed_at = time.monotonic()
+        # The orphaned pipeline process notices its parent is gone and exits.
+        deadline = time.monotonic() + 5
+        while _pipeline_processes(job["id"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _pipeline_processes(job["id"]), "orphaned pipeline process kept running"
+        worker_b = HostProcess(env=env, args=["--no-http", "--no-timer"]).start()
+        done = api.wait(job["id"], timeout=60)
+        recovery = time.monotonic() - killed_at
+        assert done["status"] == "succeeded", done
+        assert done["attempts"] == 2
+        assert done["error"] is None
+        status, _, result = api.call("GET", done["links"]["result"])
+        assert status == 200 and result["attempt"] == 2
+        # heartbeat stale (4 s) + reaper period (2 s) + the 4 s job itself, with slack for a busy machine.
+        assert recovery < 25, recovery
+        assert "re-enqueued for attempt 2" in api_host.logs
+    finally:
+        for h in (api_host, worker_a, worker_b):
+            if h is not None:
+                h.stop()
