@@ -17,7 +17,7 @@ def test_submit_progress_result(api: Api) -> None:
     assert seen_progress["heartbeat_at"]
     done = api.wait(job["id"])
     assert done["status"] == "succeeded" and done["attempts"] == 1
-    status, headers, result = api.call("GET", done["links"]["result"])
+    status, _, result = api.call("GET", done["links"]["result"])
     assert status == 200 and result == {"slept_seconds": 3.0, "steps": 6, "attempt": 1}
 
 
