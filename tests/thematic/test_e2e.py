@@ -1,0 +1,33 @@
+"""The thematic pipeline through the real HTTP API in a local host process (Azurite + devhost)."""
+
+from __future__ import annotations
+
+from pipelines.thematic.result import ThematicResult
+from tests.e2e.conftest import Api, api, env, host  # noqa: F401 - pytest fixtures
+
+from .data import feedback
+
+
+def test_thematic_job_over_http(api: Api) -> None:  # noqa: F811 - fixture
+    items, _ = feedback(per_theme=10)
+    job = api.submit("thematic", {"llm": "off", "min_theme_size": 3}, items)
+    done = api.wait(job["id"], timeout=180)
+    assert done["status"] == "succeeded", done
+    status, _, doc = api.call("GET", done["links"]["result"])
+    assert status == 200
+    ThematicResult.model_validate(doc)
+    assert doc["themes"] and len(doc["assignments"]) == len(items)
+    status, headers, csv_body = api.call("GET", done["links"]["result"] + "?format=csv")
+    assert status == 200 and "text/csv" in headers.get("Content-Type", headers.get("content-type", ""))
+    status, _, md = api.call("GET", done["links"]["result"] + "?format=md")
+    assert status == 200
+
+
+def test_thematic_validation_names_field(api: Api) -> None:  # noqa: F811 - fixture
+    status, _, body = api.call("POST", "/api/jobs", {"pipeline": "thematic", "params": {},
+                                                      "input": [{"id": 1, "text": "a"}, {"id": 1, "text": "b"}]})
+    assert status == 422
+    assert any(e["field"].endswith("input[1].id") for e in body["errors"]), body
+    status, _, body = api.call("POST", "/api/jobs", {"pipeline": "thematic", "params": {"bogus": 1},
+                                                      "input": [{"id": 1, "text": "a"}]})
+    assert status == 422
