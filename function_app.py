@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from blueprints import api, reaper, worker
+from blueprints import api, docs, reaper, worker
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api.bp)
 app.register_functions(worker.bp)
 app.register_functions(reaper.bp)
+app.register_functions(docs.bp)
