@@ -1,0 +1,317 @@
+"""The ``thematiq`` command: submit jobs, follow them, and fetch their results.
+
+Run ``thematiq --help`` or ``thematiq COMMAND --help``. Connection settings come
+from ``--url`` / ``--key`` / ``--tenant`` or ``THEMATIQ_URL`` / ``THEMATIQ_KEY``
+/ ``THEMATIQ_TENANT``.
+
+Output convention: data (job ids, JSON, results, tables) goes to stdout so it
+can be piped; progress and hints go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .client import DEFAULT_URL, ApiError, Client, CliError
+from .inputs import load_responses, parse_params
+from .render import elapsed_between, job_details, job_list, themes_table
+from .waiting import Poller, wait_for_job
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1  # the job ended failed or cancelled
+EXIT_USAGE = 2  # bad arguments or input file (argparse uses 2 too)
+EXIT_API = 3  # the service answered with an error
+EXIT_UNREACHABLE = 4  # the service could not be reached
+EXIT_TIMEOUT = 5  # --timeout elapsed while waiting
+EXIT_INTERRUPTED = 130  # Ctrl-C, by shell convention 128 + SIGINT
+
+LIST_PAGE_MAX = 200
+
+EPILOG = f"""\
+environment:
+  THEMATIQ_URL     base URL of the API (default {DEFAULT_URL})
+  THEMATIQ_KEY     function key, sent as x-functions-key
+  THEMATIQ_TENANT  tenant header (locally the host defaults to "local")
+
+exit codes:
+  0 success   1 job failed or cancelled   2 usage or input error
+  3 API error   4 service unreachable   5 wait timed out   130 interrupted
+"""
+
+
+def _connection_flags(default: Any) -> argparse.ArgumentParser:
+    # Used twice: on the main parser (defaults None) and on each subcommand with
+    # SUPPRESS, so flags work before or after the command without clobbering.
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument("--url", default=default, help="API base URL (env THEMATIQ_URL)")
+    g.add_argument("--key", default=default, help="function key (env THEMATIQ_KEY)")
+    g.add_argument("--tenant", default=default, help="tenant header value (env THEMATIQ_TENANT)")
+    return p
+
+
+def _wait_flags() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop waiting after this long (exit 5; the job keeps running)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output while waiting")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _connection_flags(argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(
+        prog="thematiq", description="Client of the Thematiq jobs API.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_connection_flags(None)],
+    )
+    parser.add_argument("--version", action="version", version=f"thematiq {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, help_: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, parents=[common, *parents])
+
+    s = add("submit", "submit a file of responses as a job", _wait_flags())
+    s.add_argument("file", type=Path, help="CSV/TSV, JSONL, JSON array, or text with one response per line")
+    s.add_argument("--pipeline", "-p", default="thematic", help="pipeline name (default: thematic)")
+    s.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a pipeline parameter; VALUE is parsed as JSON when possible (repeatable)")
+    s.add_argument("--params-json", metavar="JSON", help="all parameters as a JSON object (--param wins)")
+    s.add_argument("--column", "-c", help="text column/field (default: text, response, answer, comment, feedback)")
+    s.add_argument("--id-column", help="id column/field (default: a column named id, else the row number)")
+    s.add_argument("--format", choices=["csv", "jsonl", "json", "text"], dest="input_format",
+                   help="input format (default: from the file extension)")
+    s.add_argument("--idempotency-key", metavar="KEY", help="resubmitting with the same key returns the same job")
+    s.add_argument("--wait", "-w", action="store_true", help="wait for the job to finish, showing progress")
+    s.set_defaults(func=cmd_submit)
+
+    s = add("status", "show one job")
+    s.add_argument("job_id", metavar="ID")
+    s.add_argument("--json", action="store_true", help="print the job JSON")
+    s.set_defaults(func=cmd_status)
+
+    s = add("wait", "wait for a job to finish, showing progress", _wait_flags())
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_wait)
+
+    s = add("list", "list jobs, newest first")
+    s.add_argument("--status", choices=["queued", "running", "retrying", "succeeded", "failed", "cancelled"])
+    s.add_argument("--pipeline", "-p")
+    s.add_argument("--limit", "-n", type=int, default=20, help="jobs per page (default 20, max 200)")
+    s.add_argument("--all", action="store_true", help="follow next_cursor through every page")
+    s.add_argument("--json", action="store_true", help="print the items as JSON")
+    s.set_defaults(func=cmd_list)
+
+    s = add("cancel", "cancel a job")
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_cancel)
+
+    s = add("result", "download a job's result")
+    s.add_argument("job_id", metavar="ID")
+    s.add_argument("--format", "-f", choices=["json", "md", "csv"], default="json")
+    s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    s.set_defaults(func=cmd_result)
+
+    s = add("themes", "print the themes of a thematic result as a table")
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_themes)
+
+    s = add("health", "check that the service and its storage answer")
+    s.set_defaults(func=cmd_health)
+    return parser
+
+
+# -- commands -------------------------------------------------------------------
+class Io:
+    """Where commands write; replaced in tests and by the demo."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def note(self, text: str = "") -> None:
+        print(text, file=self.err, flush=True)
+
+
+def client_of(args: argparse.Namespace) -> Client:
+    return Client.from_env(args.url, args.key, args.tenant)
+
+
+def cmd_submit(args: argparse.Namespace, io: Io) -> int:
+    params = parse_params(args.param, args.params_json)
+    items = load_responses(args.file, args.column, args.id_column, args.input_format)
+    client = client_of(args)
+    created, job = client.submit(args.pipeline, params, items, args.idempotency_key)
+    job_id = str(job["id"])
+    how = "submitted" if created else "already submitted (same Idempotency-Key)"
+    io.note(f"{how}: job {job_id} ({args.pipeline}, {len(items)} responses from {args.file.name}, "
+            f"status {job.get('status')})")
+    io.say(job_id)
+    if not args.wait:
+        io.note(f"follow it with: thematiq wait {job_id}")
+        return EXIT_OK
+    return follow(client, job_id, io, args.timeout, args.quiet)
+
+
+def cmd_wait(args: argparse.Namespace, io: Io) -> int:
+    return follow(client_of(args), args.job_id, io, args.timeout, args.quiet)
+
+
+def follow(client: Client, job_id: str, io: Io, timeout: float | None = None, quiet: bool = False,
+           poller: Poller | None = None) -> int:
+    """Wait for ``job_id`` and report how it ended; the exit code reflects the job's outcome."""
+    try:
+        job = wait_for_job(client, job_id, out=io.err, poller=poller, timeout=timeout, show=not quiet)
+    except KeyboardInterrupt:
+        io.note(f"\nstopped waiting; job {job_id} keeps running on the service.")
+        io.note(f"  resume with: thematiq wait {job_id}    (or stop it: thematiq cancel {job_id})")
+        return EXIT_INTERRUPTED
+    except TimeoutError as err:
+        io.note(f"error: {err}; resume with: thematiq wait {job_id}")
+        return EXIT_TIMEOUT
+    return report_outcome(job, io)
+
+
+def report_outcome(job: dict[str, Any], io: Io) -> int:
+    job_id, status = job.get("id"), job.get("status")
+    took = elapsed_between(job)
+    took_text = f" in {took}" if took else ""
+    if status == "succeeded":
+        io.note(f"job {job_id} succeeded{took_text}.")
+        io.note(f"  result: thematiq result {job_id} --format json|md|csv"
+                + (f"   themes: thematiq themes {job_id}" if job.get("pipeline") == "thematic" else ""))
+        return EXIT_OK
+    err = job.get("error") or {}
+    if status == "cancelled":
+        io.note(f"job {job_id} was cancelled{took_text}.")
+    else:
+        reason = f"{err.get('type', 'error')}: {err.get('message', 'no reason given')}" if err else "no reason given"
+        io.note(f"error: job {job_id} failed after {job.get('attempts')} attempt(s){took_text}: {reason}")
+    return EXIT_JOB_FAILED
+
+
+def cmd_status(args: argparse.Namespace, io: Io) -> int:
+    job = client_of(args).get(args.job_id)
+    io.say(json.dumps(job, indent=2, ensure_ascii=False) if args.json else job_details(job))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, io: Io) -> int:
+    if not 1 <= args.limit <= LIST_PAGE_MAX:
+        raise CliError(f"error: --limit must be between 1 and {LIST_PAGE_MAX}")
+    client = client_of(args)
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = client.list(status=args.status, pipeline=args.pipeline, limit=args.limit, cursor=cursor)
+        items.extend(page.get("items") or [])
+        cursor = page.get("next_cursor")
+        if not cursor or not args.all:
+            break
+    if args.json:
+        io.say(json.dumps(items, indent=2, ensure_ascii=False))
+    elif items:
+        io.say(job_list(items))
+    else:
+        io.note("no jobs")
+    if cursor and not args.all:
+        io.note(f"(more jobs: --all, or --limit up to {LIST_PAGE_MAX})")
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace, io: Io) -> int:
+    job = client_of(args).cancel(args.job_id)
+    status = job.get("status")
+    if status == "cancelled":
+        io.note(f"job {job['id']} is cancelled.")
+    elif status in ("succeeded", "failed"):
+        io.note(f"job {job['id']} had already {status}; nothing to cancel.")
+    else:
+        io.note(f"cancel requested: job {job['id']} is {status} and will stop shortly "
+                f"(thematiq wait {job['id']} to follow it).")
+    return EXIT_OK
+
+
+def cmd_result(args: argparse.Namespace, io: Io) -> int:
+    body = client_of(args).result(args.job_id, args.format)
+    if args.output:
+        try:
+            args.output.write_bytes(body)
+        except OSError as err:
+            raise CliError(f"error: cannot write {args.output}: {err.strerror}") from None
+        io.note(f"wrote {len(body)} bytes to {args.output}")
+        return EXIT_OK
+    if args.format == "json" and io.out.isatty():
+        # Pretty for a human; piped output stays byte-for-byte what the API sent.
+        io.say(json.dumps(json.loads(body), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    buffer = getattr(io.out, "buffer", None)
+    if buffer is not None:
+        io.out.flush()
+        buffer.write(body)
+        buffer.flush()
+    else:
+        io.out.write(body.decode("utf-8", "replace"))
+    return EXIT_OK
+
+
+def cmd_themes(args: argparse.Namespace, io: Io) -> int:
+    client = client_of(args)
+    try:
+        result = json.loads(client.result(args.job_id, "json"))
+    except ValueError:
+        raise CliError("error: the result is not JSON") from None
+    if not isinstance(result, dict) or "themes" not in result:
+        raise CliError(f"error: job {args.job_id} has no themes (is it a thematic job?); "
+                       f"see the raw result with: thematiq result {args.job_id}")
+    io.say(themes_table(result))
+    return EXIT_OK
+
+
+def cmd_health(args: argparse.Namespace, io: Io) -> int:
+    client = client_of(args)
+    body = client.health()
+    io.say(f"{client.url}: " + ", ".join(f"{k} {v}" for k, v in body.items()))
+    return EXIT_OK
+
+
+Command = Callable[[argparse.Namespace, Io], int]
+
+
+def run(argv: Sequence[str] | None = None, io: Io | None = None) -> int:
+    """Parse ``argv`` and run the command; returns the exit code (never raises for expected errors)."""
+    io = io or Io()
+    args = build_parser().parse_args(argv)
+    func: Command = args.func
+    try:
+        return func(args, io)
+    except ApiError as err:
+        io.note(err.render())
+        return EXIT_API
+    except CliError as err:
+        io.note(err.render())
+        return err.exit_code
+    except KeyboardInterrupt:
+        io.note("\ninterrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `thematiq result ID | head`: the reader left; that is not an error.
+        return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point (``thematiq = "thematiq_cli.main:main"``)."""
+    code = run(argv)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Plain-text views of jobs, job lists and thematic results, sized to the terminal."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from .waiting import fmt_elapsed
+
+
+def term_width(default: int = 100) -> int:
+    return max(60, shutil.get_terminal_size((default, 20)).columns)
+
+
+def clip(text: str, width: int) -> str:
+    """One line, at most ``width`` characters, with an ellipsis when cut."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= width else one[: max(0, width - 1)] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """A simple aligned table; the last column takes the rest of the line and is clipped."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths[i], len(cell))
+    lead = sum(widths[:-1]) + 2 * (len(headers) - 1)
+    widths[-1] = max(10, term_width() - 1 - lead)
+
+    def fmt(row: Sequence[str]) -> str:
+        cells = []
+        for i, cell in enumerate(row):
+            cell = clip(cell, widths[i]) if i == len(row) - 1 else cell
+            cells.append(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]))
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * min(w, 60) for w in widths)
+    return "\n".join([fmt(headers), rule, *(fmt(r) for r in rows)])
+
+
+def _progress_cell(job: dict[str, Any]) -> str:
+    p = job.get("progress") or {}
+    stage, processed, total = p.get("stage") or "", p.get("processed") or 0, p.get("total")
+    if isinstance(total, int) and total > 0:
+        return f"{stage} {processed}/{total}".strip()
+    return str(stage)
+
+
+def job_list(items: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        [
+            str(j.get("id", "")),
+            str(j.get("pipeline", "")),
+            str(j.get("status", "")),
+            _progress_cell(j),
+            str(j.get("created_at") or ""),
+            (j.get("error") or {}).get("message", "") if j.get("error") else "",
+        ]
+        for j in items
+    ]
+    return table(["ID", "PIPELINE", "STATUS", "PROGRESS", "CREATED", "ERROR"], rows)
+
+
+def job_details(job: dict[str, Any]) -> str:
+    """A readable summary of one job (``--json`` gives the raw document instead)."""
+    p = job.get("progress") or {}
+    lines = [
+        f"job        {job.get('id')}",
+        f"pipeline   {job.get('pipeline')}",
+        f"status     {job.get('status')}" + ("  (cancel requested)" if job.get("cancel_requested") else ""),
+    ]
+    if p.get("stage") or p.get("processed"):
+        total = p.get("total")
+        count = f"{p.get('processed', 0)}/{total}" if total else f"{p.get('processed', 0)}"
+        lines.append(f"progress   {p.get('stage', '')} {count}  {p.get('message') or ''}".rstrip())
+    lines.append(f"attempts   {job.get('attempts')}/{job.get('max_attempts')}")
+    for key in ("created_at", "started_at", "heartbeat_at", "finished_at"):
+        if job.get(key):
+            lines.append(f"{key.replace('_at', ''):<10} {job[key]}")
+    if job.get("params"):
+        params = ", ".join(f"{k}={v}" for k, v in sorted(job["params"].items()) if v is not None)
+        lines.append(f"params     {params}")
+    err = job.get("error")
+    if err:
+        lines.append(f"error      {err.get('type')}: {err.get('message')}")
+    if job.get("usage"):
+        lines.append("usage      " + ", ".join(f"{k}={v}" for k, v in sorted(job["usage"].items())))
+    result = (job.get("links") or {}).get("result")
+    if result:
+        lines.append(f"result     {result}  (thematiq result {job.get('id')} [--format json|md|csv])")
+    return "\n".join(lines)
+
+
+def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
+    """The themes of a thematic result: a numbered table, each row followed by one quote."""
+    themes = result.get("themes") or []
+    width = term_width()
+    out: list[str] = []
+    counts = ((result.get("run") or {}).get("counts")) or {}
+    if counts:
+        unusable = counts.get("unusable") or {}
+        unusable_total = sum(int(v) for v in unusable.values())
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(unusable.items()) if v)
+        out.append(
+            f"{counts.get('responses', '?')} responses: {counts.get('themed', '?')} in {len(themes)} themes, "
+            f"{counts.get('other', 0)} other, {unusable_total} unusable" + (f" ({detail})" if detail else "")
+        )
+        choice = (result.get("run") or {}).get("theme_count") or {}
+        if choice.get("explanation"):
+            out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
+        out.append("")
+    if not themes:
+        out.append("(no themes)")
+        return "\n".join(out)
+    label_w = min(40, max(len("THEME"), *(len(str(t.get("label", ""))) for t in themes)))
+    rows = []
+    quotes = []
+    for i, t in enumerate(themes, start=1):
+        share = t.get("share")
+        rows.append([
+            str(i),
+            clip(str(t.get("label", "")), label_w),
+            str(t.get("count", "")),
+            f"{share:.1%}" if isinstance(share, (int, float)) else "",
+            ", ".join(str(k) for k in (t.get("keywords") or [])[:6]),
+        ])
+        q = (t.get("quotes") or [{}])[0]
+        quotes.append(str(q.get("text", "")) if q else "")
+    rendered = table(["#", "THEME", "COUNT", "SHARE", "KEYWORDS"], rows, right=(0, 2, 3)).split("\n")
+    out.extend(rendered[:2])
+    indent = " " * (len(str(len(themes))) + 2)
+    qw = quote_width or max(20, width - 1 - len(indent) - 2)
+    for row_line, quote in zip(rendered[2:], quotes, strict=True):
+        out.append(row_line)
+        if quote:
+            out.append(f"{indent}“{clip(quote, qw - 2)}”")
+    return "\n".join(out)
+
+
+def elapsed_between(job: dict[str, Any]) -> str | None:
+    """Wall time from creation to finish, for the end-of-wait summary."""
+    from datetime import datetime
+
+    try:
+        start = datetime.fromisoformat(str(job["created_at"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(job["finished_at"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return fmt_elapsed((end - start).total_seconds())
