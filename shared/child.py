@@ -25,8 +25,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from shared.blobs import BlobStore, checkpoint_blob_name
-from shared.connections import METER
+from shared.metering import METER
 from shared.errors import Cancelled, PipelineError
 from shared.registry import load_ref
 
@@ -74,7 +73,16 @@ class ChildContext:
         self._events = events
         self._cancel = threading.Event()
         self._last_progress = 0.0
-        self._blobs = BlobStore()
+        self._blobs: Any = None
+
+    def _store(self) -> Any:
+        # Imported on first use: the storage SDK costs about a second of start-up,
+        # which pipelines that never checkpoint should not pay on every attempt.
+        if self._blobs is None:
+            from shared.blobs import BlobStore
+
+            self._blobs = BlobStore()
+        return self._blobs
 
     def progress(self, stage: str, processed: int = 0, total: int | None = None, message: str = "") -> None:
         now = time.monotonic()
@@ -91,10 +99,14 @@ class ChildContext:
             raise Cancelled("cancelled by request")
 
     def checkpoint(self, name: str, data: bytes) -> None:
-        self._blobs.put(checkpoint_blob_name(self.tenant, self.job_id, name), data)
+        from shared.blobs import checkpoint_blob_name
+
+        self._store().put(checkpoint_blob_name(self.tenant, self.job_id, name), data)
 
     def restore(self, name: str) -> bytes | None:
-        return self._blobs.get_optional(checkpoint_blob_name(self.tenant, self.job_id, name))
+        from shared.blobs import checkpoint_blob_name
+
+        return self._store().get_optional(checkpoint_blob_name(self.tenant, self.job_id, name))
 
     def usage(self, **counters: float) -> None:
         self._events.emit("usage", counters=counters)

@@ -5,15 +5,13 @@ the app uses identity-based access: ``AzureWebJobsStorage__accountName`` (or
 the per-service ``__blobServiceUri`` etc.) with ``__credential=managedidentity``
 and ``__clientId``; no key ever appears in settings or code.
 
-Every client carries a response hook that counts HTTP requests by service and
-operation. Each request to Storage is a billed transaction, so the meter is how
-``bench/platform.py`` and the tests put a number on "transactions per job".
+Every client carries a response hook (``shared.metering``) that counts HTTP
+requests by service and operation: each is a billed Storage transaction.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -26,6 +24,7 @@ from azure.storage.blob import ExponentialRetry as BlobRetry
 from azure.storage.queue import ExponentialRetry as QueueRetry
 from azure.storage.queue import QueueClient, QueueServiceClient, TextBase64EncodePolicy
 
+from shared.metering import METER
 from shared.settings import get_settings, raw
 
 # Fail fast enough for the API to answer 503 while Storage is down, but ride
@@ -33,67 +32,6 @@ from shared.settings import get_settings, raw
 _CONNECT_TIMEOUT = 5
 _READ_TIMEOUT = 30
 _RETRIES = 2
-
-
-class TransactionMeter:
-    """Thread-safe count of Storage requests, keyed ``service:operation``."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def hook(self, service: str, response: PipelineResponse[Any, Any]) -> None:
-        request = response.http_request
-        op = _operation(service, request.method, request.url)
-        if op == "queue:receive":
-            try:
-                body = response.http_response.body()
-            except Exception:  # noqa: BLE001 - a streamed body is not a receive
-                body = b""
-            if b"<QueueMessage>" not in body:
-                op = "queue:receive-empty"
-        with self._lock:
-            self._counts[op] += 1
-
-    def add(self, op: str, n: int = 1) -> None:
-        with self._lock:
-            self._counts[op] += n
-
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self._counts)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-    @staticmethod
-    def billable(counts: Counter[str]) -> int:
-        """Transactions excluding empty polls (which depend on idle time, not on jobs)."""
-        return sum(v for k, v in counts.items() if k != "queue:receive-empty")
-
-
-METER = TransactionMeter()
-
-
-def _operation(service: str, method: str, url: str) -> str:
-    path, _, query = url.partition("?")
-    path = path.split("//", 1)[-1]
-    if service == "queue":
-        if path.endswith("/messages"):
-            return {"GET": "queue:receive", "POST": "queue:send", "DELETE": "queue:clear"}.get(
-                method, f"queue:{method}"
-            )
-        if "/messages/" in path:
-            return {"DELETE": "queue:delete", "PUT": "queue:update"}.get(method, f"queue:{method}")
-        return f"queue:{method.lower()}-{'metadata' if 'comp=metadata' in query else 'queue'}"
-    if service == "table":
-        if path.endswith("$batch"):
-            return "table:batch"
-        if method == "GET":
-            return "table:get" if "(PartitionKey=" in path else "table:query"
-        return f"table:{ {'POST': 'insert', 'PUT': 'update', 'MERGE': 'merge', 'PATCH': 'merge', 'DELETE': 'delete'}.get(method, method) }"
-    return f"blob:{method.lower()}"
 
 
 class _Clients:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from shared.connections import METER
+from shared.metering import METER
 from shared.errors import LostClaim, StorageUnavailable
 from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Progress, Status, utcnow

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.connections import METER, get_queue_client
+from shared.connections import get_queue_client
+from shared.metering import METER
 from tests.platform.direct import body_of, http, run_worker_once
 
 
