@@ -21,11 +21,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from shared.metering import METER
+
+if TYPE_CHECKING:
+    from shared.blobs import BlobStore
 from shared.errors import Cancelled, PipelineError
 from shared.registry import load_ref
 
@@ -73,9 +76,9 @@ class ChildContext:
         self._events = events
         self._cancel = threading.Event()
         self._last_progress = 0.0
-        self._blobs: Any = None
+        self._blobs: BlobStore | None = None
 
-    def _store(self) -> Any:
+    def _store(self) -> BlobStore:
         # Imported on first use: the storage SDK costs about a second of start-up,
         # which pipelines that never checkpoint should not pay on every attempt.
         if self._blobs is None:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from shared.metering import METER
 from shared.errors import LostClaim, StorageUnavailable
 from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Progress, Status, utcnow
+from shared.metering import METER
 from shared.settings import Settings
 from shared.storage_errors import EtagMismatch
 
