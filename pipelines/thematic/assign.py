@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .cluster import normalise
+from .cluster import group_sums, normalise
 from .describe import LLMUsage
 from .llm_port import ChatClient, CodingBatch, llm_errors
 
@@ -43,10 +43,7 @@ CODING_BATCH = 25
 
 
 def recentre(labels: NDArray[np.int64], emb: NDArray[np.float32], k: int) -> NDArray[np.float32]:
-    sums = np.zeros((k, emb.shape[1]), dtype=np.float32)
-    ok = labels >= 0
-    np.add.at(sums, labels[ok], emb[ok])
-    return normalise(sums)
+    return normalise(group_sums(labels, emb, k))
 
 
 def fold_small(

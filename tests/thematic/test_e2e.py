@@ -19,8 +19,10 @@ def test_thematic_job_over_http(api: Api) -> None:  # noqa: F811 - fixture
     assert doc["themes"] and len(doc["assignments"]) == len(items)
     status, headers, csv_body = api.call("GET", done["links"]["result"] + "?format=csv")
     assert status == 200 and "text/csv" in headers.get("Content-Type", headers.get("content-type", ""))
+    text = csv_body.decode() if isinstance(csv_body, bytes) else str(csv_body)
+    assert text.startswith("response_id,theme_id")
     status, _, md = api.call("GET", done["links"]["result"] + "?format=md")
-    assert status == 200
+    assert status == 200 and "# Thematic analysis" in (md.decode() if isinstance(md, bytes) else str(md))
 
 
 def test_thematic_validation_names_field(api: Api) -> None:  # noqa: F811 - fixture
