@@ -32,6 +32,10 @@ from shared.settings import get_settings, raw
 _CONNECT_TIMEOUT = 5
 _READ_TIMEOUT = 30
 _RETRIES = 2
+# Storage SDK backoff is initial + base**n, then ±jitter: here 1-3 s per retry, 6 s at most in all.
+# The earlier 1/2/jitter 3 slept up to 14 s, so while Storage was down an API request (e.g. health)
+# hung for 10 s+ before its 503 (tests/fault/test_faults.py: storage outage).
+_BACKOFF_INITIAL, _BACKOFF_BASE, _BACKOFF_JITTER = 1, 1, 1
 
 
 class _Clients:
@@ -98,7 +102,12 @@ def queue_service() -> QueueServiceClient:
         if _clients.queue_service is None:
             kw = {
                 **_common("queue"),
-                "retry_policy": QueueRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES),
+                "retry_policy": QueueRetry(
+                    initial_backoff=_BACKOFF_INITIAL,
+                    increment_base=_BACKOFF_BASE,
+                    retry_total=_RETRIES,
+                    random_jitter_range=_BACKOFF_JITTER,
+                ),
                 # The Functions queue trigger expects base64 text.
                 "message_encode_policy": TextBase64EncodePolicy(),
             }
@@ -116,7 +125,12 @@ def blob_service() -> BlobServiceClient:
         if _clients.blob_service is None:
             kw = {
                 **_common("blob"),
-                "retry_policy": BlobRetry(initial_backoff=1, increment_base=2, retry_total=_RETRIES),
+                "retry_policy": BlobRetry(
+                    initial_backoff=_BACKOFF_INITIAL,
+                    increment_base=_BACKOFF_BASE,
+                    retry_total=_RETRIES,
+                    random_jitter_range=_BACKOFF_JITTER,
+                ),
             }
             conn = raw("AzureWebJobsStorage")
             _clients.blob_service = (
