@@ -5,7 +5,9 @@ from __future__ import annotations
 import azure.functions as func
 
 from blueprints import api, docs, reaper, worker
+from shared import telemetry
 
+telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api.bp)
 app.register_functions(worker.bp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
+from shared import telemetry
 from shared.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
 from shared.errors import BadRequest
 from shared.http import api_handler, json_response, tenant_of
@@ -35,7 +36,7 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
 @api_handler
 def submit_job(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
-    submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), req.headers.get("traceparent"))
+    submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), telemetry.traceparent())
     body = submitted.job.to_public(API)
     location = body["links"]["self"]
     return json_response(202 if submitted.created else 200, body, {"Location": location})

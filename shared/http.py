@@ -11,6 +11,7 @@ from typing import Any
 
 import azure.functions as func
 
+from shared import telemetry
 from shared.constants import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE, TENANT_HEADER, TENANT_RE
 from shared.errors import BadRequest, StorageUnavailable, ThematiqError, Unauthorized, ValidationFailed
 from shared.settings import get_settings
@@ -79,28 +80,38 @@ def api_handler(fn: Handler) -> Handler:
 
     @functools.wraps(fn)
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
-        instance = _path(req.url)
-        try:
-            return fn(req)
-        except ThematiqError as err:
-            if err.status >= 500:
-                log.warning(
-                    "%s %s -> %d %s",
-                    req.method,
-                    instance,
-                    err.status,
-                    type(err).__name__,
-                    exc_info=err.__cause__ is not None,
-                )
-            return problem_from(err, instance)
-        except Exception:
-            incident = uuid.uuid4().hex[:12]
-            log.exception("%s %s failed (incident %s)", req.method, instance, incident)
-            return problem(
-                500, "internal", "Internal error", f"An internal error occurred (incident {incident}).", instance
-            )
+        with telemetry.request_span(fn.__name__, req.headers) as span:
+            span.set_attribute("http.request.method", req.method)
+            response = _handle(fn, req)
+            span.set_attribute("http.response.status_code", response.status_code)
+            if response.status_code >= 500:
+                telemetry.mark_error(span, str(response.status_code))
+            return response
 
     return wrapper
+
+
+def _handle(fn: Handler, req: func.HttpRequest) -> func.HttpResponse:
+    instance = _path(req.url)
+    try:
+        return fn(req)
+    except ThematiqError as err:
+        if err.status >= 500:
+            log.warning(
+                "%s %s -> %d %s",
+                req.method,
+                instance,
+                err.status,
+                type(err).__name__,
+                exc_info=err.__cause__ is not None,
+            )
+        return problem_from(err, instance)
+    except Exception:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("%s %s failed (incident %s)", req.method, instance, incident)
+        return problem(
+            500, "internal", "Internal error", f"An internal error occurred (incident {incident}).", instance
+        )
 
 
 def _path(url: str) -> str:

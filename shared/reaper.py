@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from shared import job_queue
+from shared import job_queue, telemetry
 from shared.blobs import BlobStore, job_prefix
 from shared.errors import ThematiqError
 from shared.job_store import JobStore
@@ -57,6 +57,7 @@ class Reaper:
         self._lost_messages(report)
         if self.settings.retention_days > 0:
             self._retention(report)
+        self._queue_metrics()
         return report
 
     def _stale_running(self, report: ReapReport) -> None:
@@ -72,20 +73,21 @@ class Reaper:
     def _recover(self, job: Job, report: ReapReport) -> None:
         now = utcnow()
         if job.cancel_requested:
-            self.store.update(job, status=Status.CANCELLED, owner=None, finished_at=now)
+            telemetry.record_transition(self.store.update(job, status=Status.CANCELLED, owner=None, finished_at=now))
             report.cancelled_stale.append(job.id)
             return
         lost = JobError.of(
             "WorkerLost", f"attempt {job.attempts} stopped sending heartbeats (worker {job.owner} presumed dead)"
         )
         if job.attempts >= job.max_attempts:
-            self.store.update(
+            failed = self.store.update(
                 job,
                 status=Status.FAILED,
                 owner=None,
                 finished_at=now,
                 error=JobError.of(lost.type, f"{lost.message}; attempts exhausted ({job.attempts}/{job.max_attempts})"),
             )
+            telemetry.record_transition(failed)
             report.failed_stale.append(job.id)
             log.warning("reaper: job %s failed, its worker vanished on the last attempt", job.id)
             return
@@ -94,6 +96,7 @@ class Reaper:
             job, status=Status.RETRYING, owner=None, available_at=now, error=lost, requeues=job.requeues + 1
         )
         job_queue.send(JobMessage(updated.tenant, updated.id, updated.attempts + 1, updated.traceparent))
+        telemetry.record_transition(updated)
         report.requeued_stale.append(job.id)
         log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, updated.attempts + 1)
 
@@ -123,3 +126,25 @@ class Reaper:
                 report.deleted.append(job.id)
             except ThematiqError:
                 log.exception("reaper: could not delete expired job %s", job.id)
+
+    def _queue_metrics(self) -> None:
+        """Queue depth, the oldest waiting message's age and the poison depth: what the alerts watch."""
+        from shared.connections import get_queue_client
+        from shared.storage_errors import storage_call
+
+        try:
+            with storage_call("queue metrics"):
+                queue = get_queue_client()
+                depth = queue.get_queue_properties().approximate_message_count or 0
+                oldest = 0.0
+                for message in queue.peek_messages(max_messages=1):
+                    if message.inserted_on is not None:
+                        oldest = max(0.0, (utcnow() - message.inserted_on).total_seconds())
+                poison = get_queue_client(self.settings.poison_queue).get_queue_properties().approximate_message_count or 0
+        except ThematiqError:
+            log.warning("reaper: could not read queue metrics")
+            return
+        telemetry.QUEUE_DEPTH.set(depth)
+        telemetry.QUEUE_OLDEST.set(oldest)
+        telemetry.POISON_DEPTH.set(poison)
+        telemetry.event("queue.metrics", depth=depth, oldest_age_seconds=round(oldest, 1), poison_depth=poison)

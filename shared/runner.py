@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from opentelemetry.trace import Span
+
+from shared import telemetry
 from shared.errors import LostClaim, StorageUnavailable
 from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Progress, Status, utcnow
@@ -81,6 +84,9 @@ class AttemptRunner:
         self._cancel_deadline: float | None = None
         self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # The open stage span: stages are traced here, from the progress
+        # events, so the pipeline process needs no telemetry of its own.
+        self._stage: tuple[str, Span, float] | None = None
 
     # -- job writes ------------------------------------------------------------
     def _write(self, **changes: Any) -> None:
@@ -159,6 +165,7 @@ class AttemptRunner:
         except LostClaim as lost:
             self._kill()
             log.warning("job %s: lost the claim (%s); attempt abandoned", self.job.id, lost)
+            self._leave_stage("lost")
             return Outcome("lost", self.job)
         finally:
             os.close(read_fd)
@@ -224,6 +231,7 @@ class AttemptRunner:
                 message=str(event.get("message", ""))[:500],
             )
             self._progress_dirty = True
+            self._enter_stage(self._progress.stage)
         elif kind == "usage":
             for name, value in (event.get("counters") or {}).items():
                 self._usage[name] = self._usage.get(name, 0.0) + float(value)
@@ -246,11 +254,32 @@ class AttemptRunner:
                 pass
             proc.wait()
 
+    def _enter_stage(self, stage: str) -> None:
+        if self._stage is not None and self._stage[0] == stage:
+            return
+        self._leave_stage("ok")
+        if stage:
+            span = telemetry.tracer.start_span(f"stage {stage}", attributes={"thematiq.stage": stage})
+            self._stage = (stage, span, time.monotonic())
+            telemetry.set_stage(stage)
+
+    def _leave_stage(self, status: str) -> None:
+        if self._stage is None:
+            return
+        stage, span, started = self._stage
+        self._stage = None
+        if status != "ok":
+            telemetry.mark_error(span, status)
+        span.end()
+        duration_ms = round((time.monotonic() - started) * 1000)
+        telemetry.event("stage.finished", job_id=self.job.id, stage=stage, duration_ms=duration_ms, status=status)
+
     def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
         assert self._proc is not None
         usage = dict(self._usage)
         out = self._outcome_kind(result_path, stderr_path, usage)
         out.progress = self._progress
+        self._leave_stage({"succeeded": "ok", "cancelled": "cancelled"}.get(out.kind, "error"))
         return out
 
     def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> Outcome:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared import job_queue
+from shared import job_queue, telemetry
 from shared.blobs import BlobStore, encode_input, input_blob_name
 from shared.constants import (
     INLINE_INPUT_MAX_BYTES,
@@ -178,6 +178,7 @@ class JobService:
         except ThematiqError:
             self._undo(stored, blob_name)
             raise
+        telemetry.record_transition(stored)
         return Submitted(stored, True)
 
     def _undo(self, job: Job, blob_name: str | None) -> None:

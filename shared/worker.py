@@ -19,7 +19,7 @@ import socket
 import uuid
 from typing import Any
 
-from shared import job_queue
+from shared import job_queue, telemetry
 from shared.blobs import BlobStore, decode_input, result_blob_name
 from shared.errors import PermanentError, ThematiqError
 from shared.hostconfig import host_config
@@ -59,7 +59,15 @@ class Worker:
             job_queue.send_poison(text)
             return "bad-message"
         try:
-            return self._handle(msg, text)
+            with (
+                telemetry.job_context(job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt),
+                telemetry.attempt_span(msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt) as span,
+            ):
+                outcome = self._handle(msg, text)
+                span.set_attribute("thematiq.outcome", outcome)
+                if outcome in ("failed", "retrying"):
+                    telemetry.mark_error(span, outcome)
+                return outcome
         except Exception as err:
             if dequeue_count >= host_config().max_dequeue_count:
                 self._fail_on_last_delivery(msg, err)
@@ -116,7 +124,7 @@ class Worker:
         owner = new_owner()
         now = utcnow()
         try:
-            return self.store.update(
+            claimed = self.store.update(
                 job,
                 status=Status.RUNNING,
                 attempts=job.attempts + 1,
@@ -124,6 +132,8 @@ class Worker:
                 started_at=job.started_at or now,
                 heartbeat_at=now,
             )
+            telemetry.record_transition(claimed)
+            return claimed
         except EtagMismatch:
             # The SDK may have retried our own successful write: re-read before giving up.
             current = self.store.get(job.tenant, job.id, with_input=True)
@@ -134,6 +144,10 @@ class Worker:
 
     # -- run ---------------------------------------------------------------------
     def _run(self, job: Job, text: str) -> str:
+        with telemetry.job_context(pipeline=job.pipeline, attempt=job.attempts):
+            return self._run_attempt(job, text)
+
+    def _run_attempt(self, job: Job, text: str) -> str:
         pipeline = self.registry.get(job.pipeline)
         if pipeline is None:
             self._finish(
@@ -165,6 +179,7 @@ class Worker:
         job = outcome.job
         usage = _merge_usage(job.usage, outcome.usage)
         progress = {"progress": outcome.progress} if outcome.progress else {}
+        telemetry.record_usage(job.pipeline, outcome.usage)
         if outcome.kind == "lost":
             return "lost"
         if outcome.kind == "succeeded":
@@ -198,6 +213,7 @@ class Worker:
         final = JobError.of(error.type, f"{error.message} [{why}]")
         if self._finish(job, Status.FAILED, error=final, usage=usage, **progress) is not None:
             job_queue.send_poison(text)
+            telemetry.event("job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts)
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
 
@@ -208,7 +224,9 @@ class Worker:
             fields["finished_at"] = utcnow()
         for _ in range(5):
             try:
-                return self.store.update(job, **fields)
+                finished = self.store.update(job, **fields)
+                telemetry.record_transition(finished)
+                return finished
             except EtagMismatch:
                 current = self.store.get(job.tenant, job.id)
                 if current.status.terminal or (current.status == Status.RUNNING and current.owner != job.owner):

@@ -1,0 +1,52 @@
+"""One job's span tree and its log context, captured in-process with an in-memory exporter."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.platform.direct import functions, run_worker_once
+from tests.platform.helpers import fast_settings, submit
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tracing() -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    trace.set_tracer_provider(provider)
+
+
+@pytest.fixture(autouse=True)
+def _env(storage_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_settings(monkeypatch)
+    functions()  # imports function_app, which installs the log-context factory
+
+
+def test_request_attempt_and_stage_spans_share_one_trace(caplog: pytest.LogCaptureFixture) -> None:
+    _EXPORTER.clear()
+    caplog.set_level(logging.INFO)
+    job = submit("sleep", {"seconds": 1.2, "steps": 4})
+    run_worker_once()
+    spans = {s.name: s for s in _EXPORTER.get_finished_spans()}
+    request, attempt, stage = spans["submit_job"], spans["job.attempt"], spans["stage sleep"]
+    assert request.context.trace_id == attempt.context.trace_id == stage.context.trace_id
+    assert attempt.parent is not None and attempt.parent.span_id == request.context.span_id
+    assert stage.parent is not None and stage.parent.span_id == attempt.context.span_id
+    assert attempt.attributes and attempt.attributes["thematiq.job_id"] == job["id"]
+    assert attempt.attributes["thematiq.outcome"] == "succeeded"
+
+    transitions = [r for r in caplog.records if getattr(r, "event", None) == "job.transition"]
+    assert [r.status for r in transitions] == ["queued", "running", "succeeded"]  # type: ignore[attr-defined]
+    finished = [r for r in caplog.records if getattr(r, "event", None) == "stage.finished"]
+    assert finished and finished[0].stage == "sleep" and finished[0].duration_ms > 0  # type: ignore[attr-defined]
+    # Every line the worker logs inside the job carries the job's context.
+    worker_lines = [r for r in caplog.records if r.name.startswith("shared.worker")]
+    assert worker_lines and all(getattr(r, "job_id", None) == job["id"] for r in worker_lines)
+    assert all(getattr(r, "pipeline", None) == "sleep" for r in worker_lines if "attempt" in r.getMessage())
