@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from shared.validation import raise_for
 
 log = logging.getLogger(__name__)
 _MAX_JSON_DEPTH = 64
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class SubmitBody(BaseModel):
@@ -90,14 +92,27 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as err:
         raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
     except json.JSONDecodeError as err:
         raise BadRequest(f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}", field="body") from None
+    except ValueError as err:
+        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits).
+        raise BadRequest(f"invalid JSON value: {str(err)[:100]}", field="body") from None
     if _depth(value) > _MAX_JSON_DEPTH:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body")
+    if _SURROGATE_ESCAPE.search(text):
+        # "\ud800" parses, but a lone surrogate cannot be encoded as UTF-8 when the input is stored (was a 500).
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest("the JSON contains a lone UTF-16 surrogate escape", field="body") from None
     return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 class JobService:
