@@ -28,18 +28,25 @@ Bench-only dependencies are in ``bench/requirements.txt``.
 
 from __future__ import annotations
 
-import argparse
-import importlib.resources
-import logging
-import random
-import re
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+# bench/ also holds platform.py (the platform benchmark), which would shadow
+# the stdlib module of that name (pydantic imports it): drop the script's own
+# folder from the import path before anything else is imported.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
+
+import argparse  # noqa: E402
+import importlib.resources  # noqa: E402
+import logging  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -210,7 +217,7 @@ def scale(n: int) -> None:
     """Run n responses end to end in a fresh process and report stage times and peak RSS."""
     code = f"""
 import sys, json, resource, time, random, re
-sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})
+sys.path.insert(0, {str(ROOT)!r}); sys.path.append({str(ROOT / 'bench')!r})
 import thematic as b
 arts = b.bbc(); texts = []
 for a in arts:
