@@ -264,6 +264,18 @@ def document() -> dict[str, Any]:
                 },
             }
         },
+        "/jobs/{id}/retry": {
+            "post": {
+                "operationId": "retry_job",
+                "summary": "Resubmit a failed or cancelled job as a new job (idempotent per original job)",
+                "parameters": [_JOB_ID, _TENANT],
+                "responses": {
+                    "202": _json("JobView", "The new job.", location),
+                    "200": _json("JobView", "The job an earlier retry of this job created.", location),
+                    **_problems(400, 404, 409, 413, 422, *_COMMON),
+                },
+            }
+        },
         "/health": {
             "get": {
                 "operationId": "health",
