@@ -172,7 +172,11 @@ def worker_killed(conn: str, n_jobs: int = 40, seconds: float = 1.0, timeout: fl
     with cluster(conn, workers=2) as c:
         api = c.api
         t0 = time.monotonic()
-        ids, _, statuses = submit_many(api, [{"pipeline": "sleep", "params": {"seconds": seconds, "steps": 2}, "input": i} for i in range(n_jobs)], 8)
+        ids, _, statuses = submit_many(
+            api,
+            [{"pipeline": "sleep", "params": {"seconds": seconds, "steps": 2}, "input": i} for i in range(n_jobs)],
+            8,
+        )
         assert statuses == Counter({202: n_jobs}), statuses
         victim = c.worker_hosts[0]
         marker = f":{victim.pid}:"
@@ -223,14 +227,18 @@ def worker_killed(conn: str, n_jobs: int = 40, seconds: float = 1.0, timeout: fl
 # -- storage outage -----------------------------------------------------------------
 
 
-def storage_outage(n_jobs: int = 12, outage_s: float = 8.0, bound_s: float = 8.0, timeout: float = 150) -> dict[str, Any]:
+def storage_outage(
+    n_jobs: int = 12, outage_s: float = 8.0, bound_s: float = 8.0, timeout: float = 150
+) -> dict[str, Any]:
     """Stop a private Azurite mid-run, keep calling the API, start it again with the same data."""
     az = Azurite.private().start()
     try:
         with cluster(az.connection_string, workers=1) as c:
             api = c.api
             ids, _, statuses = submit_many(
-                api, [{"pipeline": "sleep", "params": {"seconds": 1.5, "steps": 3}, "input": i} for i in range(n_jobs)], 4
+                api,
+                [{"pipeline": "sleep", "params": {"seconds": 1.5, "steps": 3}, "input": i} for i in range(n_jobs)],
+                4,
             )
             assert statuses == Counter({202: n_jobs}), statuses
             api.wait(ids[0], until=lambda j: j["status"] != "queued")
@@ -270,7 +278,10 @@ def storage_outage(n_jobs: int = 12, outage_s: float = 8.0, bound_s: float = 8.0
             done = time.monotonic() - up
             by_status = Counter(j["status"] for j in final.values())
             assert not bad, bad[:5]
-            assert by_status == Counter({"succeeded": n_jobs}), (by_status, [j for j in final.values() if j["status"] != "succeeded"][:3])
+            assert by_status == Counter({"succeeded": n_jobs}), (
+                by_status,
+                [j for j in final.values() if j["status"] != "succeeded"][:3],
+            )
             counts = check_results_once(c, final)
             return {
                 "jobs": n_jobs,
@@ -292,7 +303,9 @@ def storage_outage(n_jobs: int = 12, outage_s: float = 8.0, bound_s: float = 8.0
 # -- sustained load -----------------------------------------------------------------
 
 
-def sustained_load(conn: str, n_jobs: int = 150, clients: int = 20, workers: int = 1, timeout: float = 240) -> dict[str, Any]:
+def sustained_load(
+    conn: str, n_jobs: int = 150, clients: int = 20, workers: int = 1, timeout: float = 240
+) -> dict[str, Any]:
     """``n_jobs`` echo jobs from ``clients`` threads while other threads read statuses."""
     with cluster(conn, workers=workers) as c:
         api = c.api
@@ -314,6 +327,7 @@ def sustained_load(conn: str, n_jobs: int = 150, clients: int = 20, workers: int
                 with lock:
                     read_lat.append(time.monotonic() - t0)
                     read_status[status] += 1
+                time.sleep(0.05)  # a polling client, not a tight loop
 
         readers = [threading.Thread(target=reader, daemon=True) for _ in range(max(2, clients // 4))]
         for t in readers:
@@ -325,7 +339,9 @@ def sustained_load(conn: str, n_jobs: int = 150, clients: int = 20, workers: int
 
         def submit(i: int) -> None:
             s0 = time.monotonic()
-            status, _, body = api.call("POST", "/api/jobs", {"pipeline": "echo", "params": {}, "input": {"n": i, "text": "x" * 200}})
+            status, _, body = api.call(
+                "POST", "/api/jobs", {"pipeline": "echo", "params": {}, "input": {"n": i, "text": "x" * 200}}
+            )
             dt = time.monotonic() - s0
             with lock:
                 sub_lat.append(dt)
@@ -377,7 +393,12 @@ def run_at_once(code: str, env: dict[str, str], n: int, start_in: float = 3.0) -
     full_env = {**os.environ, **env, "PYTHONPATH": str(REPO_ROOT), "GO": str(go)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", code], cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", code],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(n)
     ]
@@ -447,9 +468,20 @@ def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]
         ids = []
         for i in range(n_jobs):
             job = Job(
-                tenant="local", id=new_job_id(), pipeline="echo", status=Status.RUNNING, params={},
-                created_at=now, available_at=now, max_attempts=3, attempts=1, owner="dead:1:x",
-                started_at=stale, heartbeat_at=stale, input_inline=b"", request_hash=str(i),
+                tenant="local",
+                id=new_job_id(),
+                pipeline="echo",
+                status=Status.RUNNING,
+                params={},
+                created_at=now,
+                available_at=now,
+                max_attempts=3,
+                attempts=1,
+                owner="dead:1:x",
+                started_at=stale,
+                heartbeat_at=stale,
+                input_inline=b"",
+                request_hash=str(i),
             )
             store.create(job)
             ids.append(job.id)
@@ -457,8 +489,15 @@ def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]
         lost = []
         for i in range(n_jobs // 4):
             job = Job(
-                tenant="local", id=new_job_id(), pipeline="echo", status=Status.QUEUED, params={},
-                created_at=stale, available_at=stale, max_attempts=3, request_hash=f"q{i}",
+                tenant="local",
+                id=new_job_id(),
+                pipeline="echo",
+                status=Status.QUEUED,
+                params={},
+                created_at=stale,
+                available_at=stale,
+                max_attempts=3,
+                request_hash=f"q{i}",
             )
             store.create(job)
             lost.append(job.id)
@@ -501,7 +540,11 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
         from shared.job_store import JobStore
         from shared.service import JobService
 
-        submitted = JobService().submit("local", json.dumps({"pipeline": "sleep", "params": {"seconds": 1, "steps": 2}, "input": "dup"}).encode(), None)
+        submitted = JobService().submit(
+            "local",
+            json.dumps({"pipeline": "sleep", "params": {"seconds": 1, "steps": 2}, "input": "dup"}).encode(),
+            None,
+        )
         job_id = submitted.job.id
         msgs = list(get_queue_client().receive_messages(max_messages=1, visibility_timeout=120))
         assert len(msgs) == 1
@@ -509,8 +552,7 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
 
         text = base64.b64decode(msgs[0].content).decode()
         code = WAIT_FOR_GO + (
-            "import json, os\nfrom shared.worker import Worker\n"
-            f"print(json.dumps(Worker().handle({text!r}, 1)))"
+            f"import json, os\nfrom shared.worker import Worker\nprint(json.dumps(Worker().handle({text!r}, 1)))"
         )
         t0 = time.monotonic()
         outcomes = sorted(json.loads(o) for o in run_at_once(code, env, consumers))
@@ -520,8 +562,13 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
         assert all(o.startswith("noop") for o in outcomes if o != "succeeded"), outcomes
         assert stored.status.value == "succeeded" and stored.attempts == 1, stored
         assert blobs == [f"local/{job_id}/result-1.json"], blobs
-        return {"consumers": consumers, "outcomes": outcomes, "attempts": stored.attempts, "result_blobs": len(blobs),
-                "elapsed_s": round(time.monotonic() - t0, 1)}
+        return {
+            "consumers": consumers,
+            "outcomes": outcomes,
+            "attempts": stored.attempts,
+            "result_blobs": len(blobs),
+            "elapsed_s": round(time.monotonic() - t0, 1),
+        }
     finally:
         undo()
 
@@ -536,7 +583,10 @@ def poison(conn: str, good: int = 6) -> dict[str, Any]:
         ok = [api.submit("echo", {}, {"n": i})["id"] for i in range(good)]
         final = wait_all_terminal(api, [bad["id"], raising["id"], *ok], 120)
         elapsed = time.monotonic() - t0
-        poisoned = [json.loads(__import__("base64").b64decode(m.content)) for m in c.queue(poison=True).peek_messages(max_messages=32)]
+        poisoned = [
+            json.loads(__import__("base64").b64decode(m.content))
+            for m in c.queue(poison=True).peek_messages(max_messages=32)
+        ]
         for j in (bad, raising):
             f = final[j["id"]]
             assert f["status"] == "failed", f

@@ -31,7 +31,7 @@ def test_poison_job_fails_with_reason_and_others_succeed(azurite: str) -> None:
 
 
 def test_sustained_load_no_5xx_every_job_terminal(azurite: str) -> None:
-    report = scenarios.sustained_load(azurite, n_jobs=150, clients=20)
+    report = scenarios.sustained_load(azurite, n_jobs=100, clients=20)
     print(report)
 
 

@@ -46,7 +46,14 @@ def problem_json_errors(ctx: Any, response: Any, case: Any) -> bool | None:
     return None
 
 
-CHECKS = [not_a_server_error, problem_json_errors, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    problem_json_errors,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
 
 def test_api_fuzz(fuzz_host: Cluster) -> None:
     assert fuzz_host.api_host is not None

@@ -110,7 +110,12 @@ def test_tenant_isolation_matrix_is_404_never_403(sec_api: Api) -> None:
             if other == owner:
                 continue
             for job_id in mine.values():
-                for method, suffix in (("GET", ""), ("GET", "/result"), ("POST", "/cancel"), ("GET", "/result?format=csv")):
+                for method, suffix in (
+                    ("GET", ""),
+                    ("GET", "/result"),
+                    ("POST", "/cancel"),
+                    ("GET", "/result?format=csv"),
+                ):
                     status, headers, body = _as(api, other, method, f"/api/jobs/{job_id}{suffix}")
                     assert_problem(status, headers, body, 404)
                     checked += 1
@@ -144,7 +149,9 @@ def test_forged_cursor_cannot_reach_another_partition(sec_api: Api) -> None:
 # -- hostile input --------------------------------------------------------------------
 
 
-def _raw(api: Api, method: str, path: str, data: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def _raw(
+    api: Api, method: str, path: str, data: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
     return api.call(method, path, raw=data, headers=headers)
 
 
@@ -231,7 +238,9 @@ def test_hostile_list_filters_are_4xx_problems(sec_api: Api, query: str, expecte
     "tenant", ["a' or PartitionKey ne 'a", "../other", "x" * 200, "tenant/with/slash", "\u00e9t\u00e9"]
 )
 def test_hostile_tenant_header_is_400(sec_api: Api, tenant: str) -> None:
-    status, headers, body = sec_api.call("GET", "/api/jobs", headers={"x-thematiq-tenant": tenant.encode().decode("latin-1")})
+    status, headers, body = sec_api.call(
+        "GET", "/api/jobs", headers={"x-thematiq-tenant": tenant.encode().decode("latin-1")}
+    )
     assert_problem(status, headers, body, 400)
 
 
@@ -315,7 +324,9 @@ def test_logs_never_contain_keys_or_response_texts(sec: Cluster, sec_api: Api) -
     ids = [
         sec_api.submit("thematic", {}, texts)["id"],
         sec_api.submit("echo", {}, {"secret": canary})["id"],
-        sec_api.submit("thematic", {}, [{"id": "x", "text": canary}])["id"],  # too small: fails or succeeds, with a reason
+        sec_api.submit("thematic", {}, [{"id": "x", "text": canary}])[
+            "id"
+        ],  # too small: fails or succeeds, with a reason
     ]
     for job_id in ids:
         sec_api.wait(job_id, timeout=120)
