@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from blueprints import api, docs, reaper, worker
+from blueprints import api, docs, reaper, ui, worker
 from shared import telemetry
 
 telemetry.configure()
@@ -12,4 +12,5 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api.bp)
 app.register_functions(worker.bp)
 app.register_functions(reaper.bp)
+app.register_functions(ui.bp)
 app.register_functions(docs.bp)

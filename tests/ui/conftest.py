@@ -1,0 +1,72 @@
+"""Browser tests of the dashboard: headless Debian Chromium driven by Python Playwright, against the local host on Azurite.
+
+Playwright's own browser download is never used (it cannot be fetched here): the tests launch the system
+``chromium``. Without it they are skipped with the install command, except under CI, where a missing browser
+is a failure (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api, host_env
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def env(azurite: str) -> dict[str, str]:
+    return host_env(azurite)
+
+
+@pytest.fixture(scope="module")
+def host(env: dict[str, str]) -> Iterator[HostProcess]:
+    with HostProcess(env=env) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def api(host: HostProcess, env: dict[str, str]) -> Api:
+    return Api(host.url, env["DEVHOST_FUNCTION_KEY"])
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    exe = shutil.which("chromium")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (apt-get install -y chromium); .ci/run should have installed it")
+        pytest.skip("chromium is not installed: apt-get update && apt-get install -y chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.errors = errors
+    try:
+        yield pg
+    finally:
+        context.close()
+    # A CSP violation or a script error is a bug, even when the test passed.
+    assert not [e for e in errors if "401" not in e], errors

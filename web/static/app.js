@@ -1,0 +1,667 @@
+// Thematiq dashboard: one ES module, no build step, no dependencies. Served inlined into /api/ui (blueprints/ui.py).
+// Views: #/ (jobs), #/new (submit), #/jobs/{id} (a job, its progress and its themes). See docs/dashboard.md.
+
+const API = location.pathname.replace(/\/ui\/?$/, "");   // "/api" under the default routePrefix
+const KEY = "thematiq.key";
+const INPUT = "thematiq.input.";                           // sessionStorage: inputs submitted from this tab
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled"];
+const THEMATIC_STAGES = ["clean", "embed", "cluster", "describe", "assign", "done"];
+//: Polling intervals (ms). Hidden tabs back off from HIDDEN_MS, doubling up to MAX_HIDDEN_MS.
+export const POLL = { jobMs: 1500, listMs: 3000, hiddenMs: 15000, maxHiddenMs: 120000, maxErrorMs: 30000 };
+
+const main = document.getElementById("main");
+const announcer = document.getElementById("announcer");
+
+// ---------------------------------------------------------------- DOM helpers (never innerHTML with data)
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+// replaceChildren/append turn null into the text "null": drop empty slots first.
+const fill = (el, ...children) => el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+const announce = (text) => { announcer.textContent = ""; setTimeout(() => { announcer.textContent = text; }, 50); };
+const pct = (x) => `${(x * 100).toFixed(1)}%`;
+const shortId = (id) => id.slice(-10);
+function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
+function fmtDuration(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms) || ms < 0) return "—";
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+function jobDuration(job) {
+  if (!job.started_at) return null;
+  const end = job.finished_at ? Date.parse(job.finished_at) : Date.now();
+  return end - Date.parse(job.started_at);
+}
+function fraction(job) {
+  if (job.status === "succeeded") return 1;
+  const p = job.progress || {};
+  return p.total ? Math.min(1, p.processed / p.total) : null;
+}
+function meter(job, big = false) {
+  const f = fraction(job);
+  const bar = h("span");
+  if (f !== null) bar.style.width = pct(f);
+  const label = f === null ? `${job.status}, progress unknown` : `${Math.round(f * 100)}% done`;
+  return h("span", { class: `meter${big ? " big" : ""}${f === null && !TERMINAL.has(job.status) ? " indeterminate" : ""}`,
+    role: "progressbar", "aria-label": label, "aria-valuemin": 0, "aria-valuemax": 100,
+    "aria-valuenow": f === null ? null : Math.round(f * 100) }, bar);
+}
+const statusBadge = (s) => h("span", { class: `status status-${s}` }, s);
+
+// ---------------------------------------------------------------- the key: ?code= on first load, then sessionStorage
+function takeKeyFromUrl() {
+  const url = new URL(location.href);
+  const code = url.searchParams.get("code");
+  if (code) {
+    sessionStorage.setItem(KEY, code);
+    url.searchParams.delete("code");
+    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  }
+}
+let keyPrompt = null;
+function askKey(reason) {
+  // One dialog for every request that needs it; they all wait for the same answer.
+  if (keyPrompt) return keyPrompt;
+  const dialog = document.getElementById("key-dialog");
+  const form = document.getElementById("key-form");
+  const input = document.getElementById("key-input");
+  document.getElementById("key-reason").textContent = reason;
+  input.value = "";
+  keyPrompt = new Promise((resolve) => {
+    const done = (ev) => {
+      ev.preventDefault();
+      if (!input.value) return;
+      sessionStorage.setItem(KEY, input.value);
+      form.removeEventListener("submit", done);
+      dialog.close();
+      keyPrompt = null;
+      resolve(input.value);
+    };
+    form.addEventListener("submit", done);
+  });
+  dialog.showModal();
+  input.focus();
+  return keyPrompt;
+}
+
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || problem?.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem || {};
+  }
+}
+
+async function api(path, { method = "GET", body, headers = {}, signal, raw = false } = {}) {
+  for (let attempt = 0; ; attempt++) {
+    let key = sessionStorage.getItem(KEY);
+    if (!key) key = await askKey("Enter the function key to use the API. It is kept in this tab only.");
+    const init = { method, signal, headers: { "x-functions-key": key, ...headers }, cache: "no-store" };
+    if (body !== undefined) { init.body = JSON.stringify(body); init.headers["content-type"] = "application/json"; }
+    const resp = await fetch(API + path, init);
+    if (resp.status === 401 && attempt < 3) {
+      sessionStorage.removeItem(KEY);
+      await askKey("The API refused the key (401). Enter the function key again.");
+      continue;
+    }
+    if (raw && resp.ok) return resp;
+    const type = resp.headers.get("content-type") || "";
+    const data = type.includes("json") ? await resp.json() : await resp.text();
+    if (!resp.ok) throw new ApiError(resp.status, typeof data === "object" ? data : { detail: data || resp.statusText });
+    return { status: resp.status, data, headers: resp.headers };
+  }
+}
+
+function errorBox(err, title = "Something went wrong") {
+  const p = err instanceof ApiError ? err.problem : { detail: String(err?.message || err) };
+  const items = (p.errors || []).map((e) => h("li", {}, h("code", {}, e.field), ": ", e.message));
+  return h("div", { class: "alert", role: "alert" }, h("h2", {}, title),
+    h("p", {}, p.detail || p.title || "Unknown error", err?.status ? ` (HTTP ${err.status})` : ""),
+    items.length ? h("ul", {}, items) : null);
+}
+
+// ---------------------------------------------------------------- polling: one timer per view
+const pollers = new Set();
+document.addEventListener("visibilitychange", () => { for (const p of pollers) p.visibilityChanged(); });
+
+export class Poller {
+  // task(signal) -> true to poll again, false to stop for good.
+  constructor(task, visibleMs) { this.task = task; this.visibleMs = visibleMs; this.timer = null; this.ctrl = null;
+    this.stopped = false; this.hiddenDelay = 0; this.errors = 0; this.inFlight = false; }
+  start() { pollers.add(this); this.schedule(0); return this; }
+  stop() {
+    this.stopped = true; pollers.delete(this);
+    clearTimeout(this.timer); this.timer = null;
+    if (this.ctrl) this.ctrl.abort();
+  }
+  schedule(ms) { clearTimeout(this.timer); this.timer = setTimeout(() => this.tick(), ms); }
+  nextDelay() {
+    if (document.visibilityState === "hidden") {
+      this.hiddenDelay = this.hiddenDelay ? Math.min(this.hiddenDelay * 2, POLL.maxHiddenMs) : POLL.hiddenMs;
+      return this.hiddenDelay;
+    }
+    this.hiddenDelay = 0;
+    return this.errors ? Math.min(this.visibleMs * 2 ** this.errors, POLL.maxErrorMs) : this.visibleMs;
+  }
+  visibilityChanged() {
+    // Back in view: poll now rather than wait out a long hidden delay.
+    if (!this.stopped && !this.inFlight && document.visibilityState === "visible" && this.hiddenDelay) {
+      this.hiddenDelay = 0; this.schedule(0);
+    }
+  }
+  async tick() {
+    this.timer = null;
+    if (this.stopped) return;
+    this.ctrl = new AbortController();
+    this.inFlight = true;
+    let again = true;
+    try {
+      again = await this.task(this.ctrl.signal);
+      this.errors = 0;
+    } catch (err) {
+      if (err?.name === "AbortError" || this.stopped) return;
+      this.errors = Math.min(this.errors + 1, 5);
+      console.warn("poll failed", err);
+    } finally { this.inFlight = false; }
+    if (this.stopped) return;
+    if (again === false) { this.stop(); return; }
+    this.schedule(this.nextDelay());
+  }
+}
+
+// ---------------------------------------------------------------- router
+let view = null;          // the current view: { dispose() }
+const routes = [
+  [/^#\/?$|^#\/jobs\/?$|^$/, () => jobsView()],
+  [/^#\/new$/, () => newView()],
+  [/^#\/jobs\/([0-9a-f]{28})$/, (m) => jobView(m[1])],
+];
+function route(focus = true) {
+  if (view) view.dispose();
+  view = null;
+  main.replaceChildren();
+  const [hash, query] = (location.hash || "#/").split("?");
+  const params = new URLSearchParams(query || "");
+  for (const a of document.querySelectorAll("[data-nav]")) a.removeAttribute("aria-current");
+  for (const [rx, make] of routes) {
+    const m = hash.match(rx);
+    if (m) { view = make(m, params); break; }
+  }
+  if (!view) { main.append(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the jobs"))); view = { dispose() {} }; }
+  if (focus) main.focus();
+}
+
+// ---------------------------------------------------------------- #/ the jobs list
+function jobsView() {
+  document.title = "Jobs · Thematiq";
+  document.querySelector('[data-nav="jobs"]').setAttribute("aria-current", "page");
+  const params = new URLSearchParams((location.hash.split("?")[1]) || "");
+  let status = params.get("status") || "";
+  let items = [];
+  let cursor = null;
+  const select = h("select", { id: "status-filter" }, h("option", { value: "" }, "All"),
+    STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)));
+  const tbody = h("tbody");
+  const updated = h("span", { class: "muted", id: "list-updated" });
+  const errSlot = h("div");
+  const more = h("button", { type: "button", hidden: true }, "Load more");
+  const refresh = h("button", { type: "button" }, "Refresh");
+  main.append(
+    h("h1", {}, "Jobs"),
+    h("div", { class: "toolbar" },
+      h("div", {}, h("label", { for: "status-filter" }, "Status"), select),
+      h("div", { class: "grow" }, updated),
+      refresh, h("a", { class: "button", href: "#/new" }, "New analysis")),
+    errSlot,
+    h("table", { "aria-describedby": "list-updated" },
+      h("caption", { class: "visually-hidden" }, "Jobs of your tenant, newest first"),
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col" }, "Pipeline"),
+        h("th", { scope: "col" }, "Created"), h("th", { scope: "col" }, "Progress"),
+        h("th", { scope: "col", class: "num" }, "Duration"), h("th", { scope: "col", class: "num" }, "Attempts"))),
+      tbody),
+    more);
+
+  function render() {
+    tbody.replaceChildren(...items.map((j) => h("tr", { dataset: { jobId: j.id } },
+      h("td", {}, h("a", { href: `#/jobs/${j.id}`, class: "mono", title: j.id, "aria-label": `Job ${j.id}` }, shortId(j.id))),
+      h("td", {}, statusBadge(j.status)),
+      h("td", {}, j.pipeline),
+      h("td", {}, h("time", { datetime: j.created_at }, fmtTime(j.created_at))),
+      h("td", {}, meter(j)),
+      h("td", { class: "num" }, fmtDuration(jobDuration(j))),
+      h("td", { class: "num" }, `${j.attempts} / ${j.max_attempts}`))));
+    if (!items.length) tbody.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, status ? `No ${status} jobs.` : "No jobs yet.")));
+    more.hidden = !cursor;
+  }
+  async function load(signal) {
+    const q = new URLSearchParams({ limit: "50" });
+    if (status) q.set("status", status);
+    const { data } = await api(`/jobs?${q}`, { signal });
+    // Keep the pages already loaded with "Load more" beyond the first.
+    const extra = items.slice(50).filter((j) => !data.items.some((d) => d.id === j.id));
+    items = [...data.items, ...extra];
+    if (!extra.length) cursor = data.next_cursor;
+    errSlot.replaceChildren();
+    const active = items.some((j) => !TERMINAL.has(j.status));
+    updated.textContent = `Updated ${new Date().toLocaleTimeString()}${active ? " · refreshing while jobs run" : " · all jobs finished: not refreshing"}`;
+    render();
+    return active;   // every job on screen finished: stop polling (Refresh or a filter change starts it again)
+  }
+  let poller = null;
+  const task = async (signal) => {
+    try { return await load(signal); } catch (err) {
+      if (err?.name !== "AbortError") errSlot.replaceChildren(errorBox(err, "Could not load the jobs"));
+      throw err;
+    }
+  };
+  const restart = () => { if (poller) poller.stop(); poller = new Poller(task, POLL.listMs).start(); };
+  select.addEventListener("change", () => {
+    status = select.value; items = []; cursor = null;
+    history.replaceState(null, "", status ? `#/?status=${status}` : "#/");
+    restart();
+  });
+  refresh.addEventListener("click", restart);
+  more.addEventListener("click", async () => {
+    const q = new URLSearchParams({ limit: "50", cursor });
+    if (status) q.set("status", status);
+    try {
+      const { data } = await api(`/jobs?${q}`);
+      items = [...items, ...data.items]; cursor = data.next_cursor; render();
+    } catch (err) { errSlot.replaceChildren(errorBox(err, "Could not load more jobs")); }
+  });
+  restart();
+  return { dispose() { if (poller) poller.stop(); } };
+}
+
+// ---------------------------------------------------------------- #/jobs/{id}
+function storedInput(jobId) {
+  try { return JSON.parse(sessionStorage.getItem(INPUT + jobId) || "null"); } catch { return null; }
+}
+function storeInput(jobId, input) {
+  try { sessionStorage.setItem(INPUT + jobId, JSON.stringify(input)); } catch { /* quota: texts just won't show */ }
+}
+
+function jobView(jobId) {
+  document.title = `Job ${shortId(jobId)} · Thematiq`;
+  const heading = h("h1", {}, "Job ", h("span", { class: "mono" }, jobId));
+  const errSlot = h("div");
+  const body = h("div");
+  const live = h("p", { class: "progress-text", "aria-live": "polite", id: "job-live" });
+  const resultSlot = h("div");
+  main.append(h("p", {}, h("a", { href: "#/" }, "← Jobs")), heading, errSlot, body, resultSlot);
+  const stagesSeen = [];
+  let job = null;
+  let lastAnnounced = "";
+  let resultShown = false;
+  let disposed = false;
+  const ctrl = new AbortController();
+
+  const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
+  const retryBtn = h("button", { type: "button", id: "retry-job" }, "Retry as a new job");
+  cancelBtn.addEventListener("click", async () => {
+    cancelBtn.disabled = true;
+    try {
+      const { data } = await api(`/jobs/${jobId}/cancel`, { method: "POST" });
+      update(data);
+      announce(data.status === "cancelled" ? "Job cancelled." : "Cancel requested; the job stops at its next check.");
+      if (poller.stopped && !TERMINAL.has(data.status)) poller = new Poller(task, POLL.jobMs).start();
+    } catch (err) { errSlot.replaceChildren(errorBox(err, "Could not cancel")); cancelBtn.disabled = false; }
+  });
+  retryBtn.addEventListener("click", async () => {
+    retryBtn.disabled = true;
+    try {
+      const { data } = await api(`/jobs/${jobId}/retry`, { method: "POST" });
+      const input = storedInput(jobId);
+      if (input) storeInput(data.id, input);
+      location.hash = `#/jobs/${data.id}`;
+    } catch (err) { errSlot.replaceChildren(errorBox(err, "Could not retry")); retryBtn.disabled = false; }
+  });
+
+  function update(j) {
+    job = j;
+    const p = j.progress || {};
+    if (p.stage && stagesSeen[stagesSeen.length - 1] !== p.stage) stagesSeen.push(p.stage);
+    const stages = j.pipeline === "thematic" ? THEMATIC_STAGES : stagesSeen;
+    const current = j.status === "succeeded" ? "done" : p.stage;
+    const reached = stages.indexOf(current);
+    const counts = p.total ? `${p.processed} of ${p.total}` : p.processed ? `${p.processed}` : "";
+    const line = TERMINAL.has(j.status) ? `Job ${j.status}.`
+      : `Job ${j.status}${p.stage ? `, stage ${p.stage}` : ""}${j.cancel_requested ? ", cancel requested" : ""}.`;
+    live.textContent = `${line}${counts && !TERMINAL.has(j.status) ? ` ${counts}` : ""}${p.message && !TERMINAL.has(j.status) ? ` — ${p.message}` : ""}`;
+    // Screen readers hear status and stage changes, not every counter tick.
+    if (line !== lastAnnounced) { lastAnnounced = line; announce(line); }
+    cancelBtn.disabled = TERMINAL.has(j.status) || j.cancel_requested;
+    retryBtn.hidden = !(j.status === "failed" || j.status === "cancelled");
+    fill(body,
+      h("section", { class: "progress-box", "aria-labelledby": "progress-h" },
+        h("h2", { id: "progress-h" }, "Progress ", statusBadge(j.status)),
+        stages.length ? h("ol", { class: "stages", "aria-label": "Stages" }, stages.map((s, i) => {
+          const state = s === current && !TERMINAL.has(j.status) ? "current" : (reached >= 0 && i < reached) || (j.status === "succeeded") ? "done" : "";
+          return h("li", { class: state, "aria-current": state === "current" ? "step" : null }, s,
+            state === "done" ? h("span", { class: "visually-hidden" }, " (done)") : null);
+        })) : null,
+        meter(j, true), live,
+        h("div", { class: "actions" }, cancelBtn, retryBtn)),
+      j.error ? h("div", { class: "alert", role: "alert", id: "job-error" }, h("h2", {}, `Failed: ${j.error.type}`),
+        h("p", {}, j.error.message)) : null,
+      h("h2", {}, "Details"),
+      h("dl", { class: "facts" },
+        h("dt", {}, "Pipeline"), h("dd", {}, j.pipeline),
+        h("dt", {}, "Created"), h("dd", {}, fmtTime(j.created_at)),
+        h("dt", {}, "Started"), h("dd", {}, fmtTime(j.started_at)),
+        h("dt", {}, "Finished"), h("dd", {}, fmtTime(j.finished_at)),
+        h("dt", {}, "Duration"), h("dd", {}, fmtDuration(jobDuration(j))),
+        h("dt", {}, "Attempts"), h("dd", {}, `${j.attempts} of at most ${j.max_attempts}`),
+        h("dt", {}, "Parameters"), h("dd", {}, h("code", {}, JSON.stringify(j.params))),
+        Object.keys(j.usage || {}).length ? [h("dt", {}, "Usage"), h("dd", {}, h("code", {}, JSON.stringify(j.usage)))] : null));
+    if (j.status === "succeeded" && !resultShown) { resultShown = true; showResult(j); }
+  }
+
+  async function showResult(j) {
+    resultSlot.replaceChildren(h("p", { class: "muted" }, "Loading the result…"));
+    try {
+      const { data } = await api(`/jobs/${j.id}/result`, { signal: ctrl.signal });
+      if (disposed) return;
+      resultSlot.replaceChildren(j.pipeline === "thematic" && data?.themes ? themesView(j, data) : rawResult(j, data));
+    } catch (err) {
+      if (err?.name !== "AbortError") resultSlot.replaceChildren(errorBox(err, "Could not load the result"));
+    }
+  }
+
+  const task = async (signal) => {
+    try {
+      const { data } = await api(`/jobs/${jobId}`, { signal });
+      errSlot.replaceChildren();
+      update(data);
+      return !TERMINAL.has(data.status);   // finished: no more polls for this job
+    } catch (err) {
+      if (err?.name === "AbortError") throw err;
+      if (err instanceof ApiError && err.status === 404) {
+        errSlot.replaceChildren(errorBox(err, "No such job in your tenant"));
+        return false;
+      }
+      errSlot.replaceChildren(errorBox(err, "Could not load the job (retrying)"));
+      throw err;
+    }
+  };
+  let poller = new Poller(task, POLL.jobMs).start();
+  if (!storedInput(jobId)) retryBtn.title = "Submits the job's stored pipeline, parameters and input again";
+  return { dispose() { disposed = true; poller.stop(); ctrl.abort(); } };
+}
+
+async function download(jobId, format) {
+  const resp = await api(`/jobs/${jobId}/result${format === "json" ? "" : `?format=${format}`}`, { raw: true });
+  const blob = await resp.blob();
+  const name = (resp.headers.get("content-disposition") || "").match(/filename="([^"]+)"/)?.[1] || `${jobId}.${format}`;
+  const url = URL.createObjectURL(blob);
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+function downloads(job, formats) {
+  const status = h("span", { class: "muted", "aria-live": "polite" });
+  return h("div", { class: "actions", role: "group", "aria-label": "Downloads" },
+    formats.map(([fmt, label]) => h("button", { type: "button", dataset: { format: fmt }, onclick: async () => {
+      status.textContent = `Preparing ${label}…`;
+      try { await download(job.id, fmt); status.textContent = `${label} downloaded.`; }
+      catch (err) { status.textContent = `Download failed: ${err.message}`; }
+    } }, `Download ${label}`)), status);
+}
+
+function rawResult(job, data) {
+  const text = typeof data === "string" ? data : JSON.stringify(data, null, 2);
+  return h("section", { "aria-labelledby": "result-h" }, h("h2", { id: "result-h" }, "Result"),
+    downloads(job, [["json", "JSON"]]),
+    h("pre", { class: "raw", tabindex: 0 }, text.length > 20000 ? `${text.slice(0, 20000)}\n… (download for the rest)` : text));
+}
+
+// ---------------------------------------------------------------- the themes of a thematic result
+function themesView(job, doc) {
+  const counts = doc.run?.counts || {};
+  const usable = counts.usable || 0;
+  const total = counts.responses || doc.assignments.length;
+  const input = storedInput(job.id);
+  const texts = new Map((input || []).map((r) => [String(r.id), r.text]));
+  for (const t of doc.themes) for (const q of t.quotes) if (!texts.has(String(q.response_id))) texts.set(String(q.response_id), q.text);
+  const members = new Map(doc.themes.map((t) => [t.id, []]));
+  const other = [];
+  const unusable = [];
+  for (const a of doc.assignments) {
+    if (a.bucket === "theme") for (const ref of a.themes) members.get(ref.theme_id)?.push(a);
+    else if (a.bucket === "other") other.push(a);
+    else unusable.push(a);
+  }
+  const responseList = (list, label) => h("div", {},
+    h("h3", {}, `${label} (${list.length})`),
+    list.length ? h("ul", { class: "responses", tabindex: 0, "aria-label": label }, list.map((a) => h("li", { dataset: { responseId: a.response_id } },
+      h("span", { class: "rid" }, `#${a.response_id}`),
+      texts.has(String(a.response_id)) ? texts.get(String(a.response_id)) : h("span", { class: "muted" }, "(text not in the result)"),
+      a.reason ? h("span", { class: "muted" }, ` — ${a.reason.replace("_", " ")}${a.duplicate_of !== null && a.duplicate_of !== undefined ? ` of #${a.duplicate_of}` : ""}`) : null,
+      a.themes?.length > 1 ? h("span", { class: "muted" }, ` (also in ${a.themes.length - 1} other theme${a.themes.length > 2 ? "s" : ""})`) : null)))
+      : h("p", { class: "muted" }, "None."));
+
+  let n = 0;
+  function row({ id, kind, label, count, share, shareOf, description, keywords, detail }) {
+    const detailId = `detail-${++n}`;
+    const bar = h("span", { class: count ? "bar" : "bar empty" });
+    bar.style.width = pct(Math.max(0, Math.min(1, share)));
+    const panel = h("div", { class: "theme-detail", id: detailId, hidden: true });
+    let built = false;
+    const button = h("button", { type: "button", class: "theme-head", "aria-expanded": "false", "aria-controls": detailId },
+      h("span", { class: "theme-label" }, label),
+      h("span", { class: "bar-track", role: "img", "aria-label": `${count} responses, ${pct(share)} of ${shareOf}` }, bar),
+      h("span", { class: "theme-count" }, h("b", {}, String(count)), ` · ${pct(share)}`));
+    button.addEventListener("click", () => {
+      const open = button.getAttribute("aria-expanded") !== "true";
+      if (open && !built) { panel.append(...detail()); built = true; }
+      button.setAttribute("aria-expanded", String(open));
+      panel.hidden = !open;
+    });
+    return h("li", { class: `theme ${kind}`, dataset: { themeId: id } }, button,
+      description || keywords?.length ? h("div", { class: "theme-meta" },
+        description ? h("p", { class: "theme-description" }, description) : null,
+        keywords?.length ? h("ul", { class: "keywords", "aria-label": "Keywords" }, keywords.map((k) => h("li", {}, k))) : null) : null,
+      panel);
+  }
+
+  const unusableReasons = Object.entries(counts.unusable || {}).filter(([, v]) => v).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
+  const rows = [
+    ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: t.share, shareOf: "usable responses",
+      description: t.description, keywords: t.keywords,
+      detail: () => [
+        h("h3", {}, "Representative quotes"),
+        h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
+          h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
+        responseList(members.get(t.id) || [], "Every response in this theme")] })),
+    row({ id: "other", kind: "other", label: "Other (no theme)", count: other.length, share: usable ? other.length / usable : 0,
+      shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
+      detail: () => [responseList(other, "Responses in no theme")] }),
+    row({ id: "unusable", kind: "unusable", label: "Unusable", count: unusable.length, share: total ? unusable.length / total : 0,
+      shareOf: "all responses", description: `Not analysed: ${unusableReasons || "none"}. Not counted in the shares above.`,
+      detail: () => [responseList(unusable, "Unusable responses")] }),
+  ];
+  const llm = doc.run?.llm;
+  return h("section", { "aria-labelledby": "themes-h", id: "themes" },
+    h("h2", { id: "themes-h" }, `Themes (${doc.themes.length})`),
+    h("div", { class: "summary" },
+      h("span", {}, h("b", {}, String(total)), " responses"),
+      h("span", {}, h("b", {}, String(usable)), " usable"),
+      h("span", {}, h("b", {}, String(counts.themed ?? "—")), " in a theme"),
+      h("span", {}, h("b", {}, String(other.length)), " other"),
+      h("span", {}, h("b", {}, String(unusable.length)), " unusable"),
+      llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null),
+    downloads(job, [["csv", "CSV"], ["md", "Markdown"], ["json", "JSON"]]),
+    h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it."),
+    input ? null : h("p", { class: "note" }, "The result stores response ids, not texts: texts are shown for quotes, and for every response only when the job was submitted from this tab."),
+    h("ul", { class: "themes" }, rows));
+}
+
+// ---------------------------------------------------------------- #/new
+export function parseCsv(text) {
+  // RFC 4180: quoted fields, "" escapes, newlines inside quotes, CRLF or LF.
+  const rows = [];
+  let row = [], field = "", quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"') { if (text[i + 1] === '"') { field += '"'; i++; } else quoted = false; }
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === "\n" || c === "\r") {
+      if (c === "\r" && text[i + 1] === "\n") i++;
+      row.push(field); rows.push(row); row = []; field = "";
+    } else field += c;
+  }
+  if (field !== "" || row.length) { row.push(field); rows.push(row); }
+  return rows.filter((r) => r.some((v) => v.trim() !== ""));
+}
+
+function parseFile(name, text) {
+  // -> { columns: [...], records: [{col: value}] }
+  text = text.replace(/^\uFEFF/, "");
+  if (/\.(jsonl|ndjson)$/i.test(name)) {
+    const records = [];
+    text.split(/\r?\n/).forEach((line, i) => {
+      if (!line.trim()) return;
+      let v;
+      try { v = JSON.parse(line); } catch { throw new Error(`line ${i + 1} is not valid JSON`); }
+      if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error(`line ${i + 1} is not a JSON object`);
+      records.push(v);
+    });
+    const columns = [...new Set(records.flatMap((r) => Object.keys(r)))];
+    return { columns, records };
+  }
+  const rows = parseCsv(text);
+  if (!rows.length) throw new Error("the file is empty");
+  const columns = rows[0].map((c, i) => c.trim() || `column ${i + 1}`);
+  const records = rows.slice(1).map((r) => Object.fromEntries(columns.map((c, i) => [c, r[i] ?? ""])));
+  return { columns, records };
+}
+
+function newView() {
+  document.title = "New analysis · Thematiq";
+  document.querySelector('[data-nav="new"]').setAttribute("aria-current", "page");
+  let file = null;   // { name, columns, records }
+  const textarea = h("textarea", { id: "responses-text", name: "responses", "aria-describedby": "responses-hint" });
+  const fileInput = h("input", { id: "responses-file", type: "file", accept: ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson" });
+  const textCol = h("select", { id: "text-column" });
+  const idCol = h("select", { id: "id-column" });
+  const columns = h("div", { class: "row", hidden: true },
+    h("div", { class: "field" }, h("label", { for: "text-column" }, "Text column"), textCol),
+    h("div", { class: "field" }, h("label", { for: "id-column" }, "ID column"), idCol));
+  const fileInfo = h("p", { class: "hint", id: "file-info", "aria-live": "polite" });
+  const clearFile = h("button", { type: "button", hidden: true }, "Remove file");
+  const maxThemes = h("input", { id: "max-themes", type: "number", min: 1, max: 200, value: 40, required: true });
+  const minSize = h("input", { id: "min-theme-size", type: "number", min: 1, max: 10000, value: 5, required: true });
+  const llm = h("select", { id: "llm" }, h("option", { value: "auto", selected: true }, "auto — use the LLM if one is configured"),
+    h("option", { value: "off" }, "off — keyword labels only"));
+  const submit = h("button", { type: "submit", class: "primary", id: "submit-job" }, "Start analysis");
+  const errSlot = h("div", { "aria-live": "assertive" });
+  const count = h("p", { class: "hint", id: "count", "aria-live": "polite" });
+  const form = h("form", { novalidate: true },
+    h("fieldset", {}, h("legend", {}, "Responses"),
+      h("div", { class: "field" }, h("label", { for: "responses-text" }, "Paste responses, one per line"), textarea,
+        h("p", { class: "hint", id: "responses-hint" }, "Each non-empty line is one response; its line number is its id.")),
+      h("div", { class: "field" }, h("label", { for: "responses-file" }, "…or upload a CSV or JSONL file"),
+        h("div", { class: "row" }, fileInput, clearFile), fileInfo),
+      columns, count),
+    h("fieldset", {}, h("legend", {}, "Parameters"),
+      h("div", { class: "row" },
+        h("div", { class: "field" }, h("label", { for: "max-themes" }, "Maximum themes"), maxThemes),
+        h("div", { class: "field" }, h("label", { for: "min-theme-size" }, "Minimum theme size"), minSize),
+        h("div", { class: "field" }, h("label", { for: "llm" }, "LLM"), llm))),
+    errSlot, h("div", { class: "actions" }, submit));
+  main.append(h("h1", {}, "New analysis"), h("p", { class: "muted" }, "Thematic analysis of free-text responses."), form);
+
+  function responses() {
+    if (file) {
+      const t = textCol.value, idc = idCol.value;
+      return file.records.map((r, i) => ({ id: idc ? r[idc] : i + 1, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) }))
+        .map((r) => ({ id: typeof r.id === "number" || typeof r.id === "string" ? r.id : String(r.id), text: r.text }));
+    }
+    const out = [];
+    textarea.value.split(/\r?\n/).forEach((line, i) => { if (line.trim()) out.push({ id: i + 1, text: line.trim() }); });
+    return out;
+  }
+  const recount = () => { const n = responses().length; count.textContent = n ? `${n} response${n === 1 ? "" : "s"} ready.` : ""; };
+  textarea.addEventListener("input", recount);
+  textCol.addEventListener("change", recount);
+  idCol.addEventListener("change", recount);
+  clearFile.addEventListener("click", () => {
+    file = null; fileInput.value = ""; columns.hidden = true; clearFile.hidden = true; textarea.disabled = false;
+    fileInfo.textContent = ""; recount(); fileInput.focus();
+  });
+  fileInput.addEventListener("change", async () => {
+    errSlot.replaceChildren();
+    const f = fileInput.files[0];
+    if (!f) return;
+    try {
+      const parsed = parseFile(f.name, await f.text());
+      file = { name: f.name, ...parsed };
+    } catch (err) {
+      file = null; errSlot.replaceChildren(errorBox(err, `Could not read ${f.name}`)); return;
+    }
+    const guess = file.columns.find((c) => /^(text|response|answer|comment|feedback)s?$/i.test(c)) || file.columns[0];
+    const idGuess = file.columns.find((c) => /^(id|response_id)$/i.test(c)) || "";
+    textCol.replaceChildren(...file.columns.map((c) => h("option", { value: c, selected: c === guess }, c)));
+    idCol.replaceChildren(h("option", { value: "" }, "(row number)"),
+      ...file.columns.map((c) => h("option", { value: c, selected: c === idGuess }, c)));
+    columns.hidden = false; clearFile.hidden = false; textarea.disabled = true;
+    fileInfo.textContent = `${f.name}: ${file.records.length} rows, ${file.columns.length} columns. The pasted text is ignored while a file is chosen.`;
+    recount();
+  });
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    errSlot.replaceChildren();
+    const input = responses();
+    if (!input.length) {
+      errSlot.replaceChildren(errorBox(new Error("Paste at least one response or choose a file."), "Nothing to analyse"));
+      (file ? textCol : textarea).focus();
+      return;
+    }
+    const params = { max_themes: Number(maxThemes.value), min_theme_size: Number(minSize.value), llm: llm.value };
+    submit.disabled = true;
+    submit.textContent = "Starting…";
+    try {
+      // A fresh Idempotency-Key per click: a retried request never starts the job twice.
+      const { data } = await api("/jobs", { method: "POST", body: { pipeline: "thematic", params, input },
+        headers: { "Idempotency-Key": crypto.randomUUID() } });
+      storeInput(data.id, input);
+      announce("Analysis started.");
+      location.hash = `#/jobs/${data.id}`;
+    } catch (err) {
+      errSlot.replaceChildren(errorBox(err, "The analysis could not start"));
+      submit.disabled = false;
+      submit.textContent = "Start analysis";
+      errSlot.querySelector("[role=alert]")?.focus?.();
+    }
+  });
+  return { dispose() {} };
+}
+
+// ---------------------------------------------------------------- start
+takeKeyFromUrl();
+document.getElementById("forget-key").addEventListener("click", () => {
+  sessionStorage.removeItem(KEY);
+  announce("Key forgotten. The next request asks for it.");
+});
+window.addEventListener("hashchange", () => route(true));
+route(false);
