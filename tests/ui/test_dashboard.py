@@ -97,7 +97,8 @@ def test_submit_watch_and_read_themes(page: Any, host: HostProcess, api: Api, tm
         width = row.locator(".bar").evaluate("e => e.style.width")
         assert abs(float(width.rstrip("%")) - theme["share"] * 100) < 0.1
         assert row.locator(".keywords li").all_inner_texts() == theme["keywords"]
-        row.locator("button.theme-head").click()
+        row.locator("button.theme-head").focus()      # keyboard: a theme opens with Enter
+        page.keyboard.press("Enter")
         assert row.locator("button.theme-head").get_attribute("aria-expanded") == "true"
         assert row.locator(".quotes q").all_inner_texts() == [q["text"] for q in theme["quotes"]]
         members = [str(a["response_id"]) for a in doc["assignments"]
