@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_worker_host_sigkilled_mid_run_loses_nothing_and_writes_nothing_twice(azurite: str) -> None:
-    report = scenarios.worker_killed(azurite, n_jobs=40, seconds=1.0)
+    report = scenarios.worker_killed(azurite, n_jobs=30, seconds=1.0)
     print(report)
     assert report["killed_mid_attempt"] >= 1
     assert report["recovery_s"] < 30
@@ -27,15 +27,15 @@ def test_duplicate_delivery_to_three_consumer_processes_runs_once(azurite: str) 
 
 
 def test_poison_job_fails_with_reason_and_others_succeed(azurite: str) -> None:
-    print(scenarios.poison(azurite, good=6))
+    print(scenarios.poison(azurite, good=4))
 
 
 def test_sustained_load_no_5xx_every_job_terminal(azurite: str) -> None:
-    report = scenarios.sustained_load(azurite, n_jobs=100, clients=20)
+    report = scenarios.sustained_load(azurite, n_jobs=60, clients=20)
     print(report)
 
 
 def test_two_reaper_processes_at_once_enqueue_each_attempt_once(azurite: str) -> None:
-    report = scenarios.reaper_race(azurite, n_jobs=40, reapers=2)
+    report = scenarios.reaper_race(azurite, n_jobs=30, reapers=2)
     print(report)
     assert report["duplicate_messages"] == 0
