@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -30,7 +31,8 @@ from shared.metering import METER
 if TYPE_CHECKING:
     from shared.blobs import BlobStore
 from shared.errors import Cancelled, PipelineError
-from shared.registry import load_ref
+from shared.fanout_types import MapResult, Suspend
+from shared.registry import load_function, load_ref
 
 # The parent throttles table writes; this only keeps the pipe from flooding.
 _PROGRESS_EVERY = 0.2
@@ -76,6 +78,7 @@ class ChildContext:
         self._events = events
         self._cancel = threading.Event()
         self._last_progress = 0.0
+        self._max_attempts = int(spec.get("max_attempts", 3))
         self._blobs: BlobStore | None = None
 
     def _store(self) -> BlobStore:
@@ -114,6 +117,28 @@ class ChildContext:
     def usage(self, **counters: float) -> None:
         self._events.emit("usage", counters=counters)
 
+    def map(
+        self,
+        stage: str,
+        items: list[Any],
+        fn: Callable[..., Any],
+        *,
+        chunk_size: int | None = None,
+        error_budget: float = 0.0,
+    ) -> MapResult:
+        from shared.fanout import map_stage
+
+        return map_stage(
+            tenant=self.tenant,
+            job_id=self.job_id,
+            stage=stage,
+            items=items,
+            fn=fn,
+            chunk_size=chunk_size,
+            error_budget=error_budget,
+            max_attempts=self._max_attempts,
+        )
+
     def _watch_control(self, stream: IO[str]) -> None:
         for line in stream:
             if line.strip() == "cancel":
@@ -138,9 +163,21 @@ def main(argv: list[str]) -> int:
         pipeline = load_ref(spec["pipeline_ref"])
         params = pipeline.params_model.model_validate(spec["params"])
         data = json.loads(Path(spec["input_path"]).read_text(encoding="utf-8"))
-        result = pipeline.run(ctx, params, data)
-        Path(spec["result_path"]).write_text(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
-        events.emit("done")
+        if spec.get("mode") == "map":
+            # One chunk of a map stage: the function named by the chunk, on the chunk's items.
+            result = load_function(spec["fn_ref"])(ctx, params, data)
+        else:
+            result = pipeline.run(ctx, params, data)
+        binary = isinstance(result, bytes | bytearray)
+        result_path = Path(spec["result_path"])
+        if binary:
+            result_path.write_bytes(bytes(result))
+        else:
+            result_path.write_text(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
+        events.emit("done", binary=binary)
+        code = EXIT_OK
+    except Suspend as suspend:
+        events.emit("suspended", stage=suspend.stage, chunks=suspend.chunks)
         code = EXIT_OK
     except Cancelled:
         events.emit("cancelled")

@@ -18,6 +18,8 @@ JOB_ID_RE: Final = re.compile(r"^[0-9a-f]{28}$")
 TENANT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 IDEMPOTENCY_KEY_RE: Final = re.compile(r"^[\x21-\x7e]{1,200}$")
 PIPELINE_NAME_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+# Map stage names end up in RowKeys and blob names.
+STAGE_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 # Table entity layout. Jobs and their idempotency rows share the tenant's
 # partition so that both are written in one entity-group transaction.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from shared.connections import get_queue_client
+from shared.constants import POISON_SUFFIX
 from shared.messages import JobMessage
 from shared.settings import get_settings
 from shared.storage_errors import storage_call
@@ -19,7 +20,7 @@ def send(message: JobMessage, delay: timedelta | None = None) -> None:
         get_queue_client().send_message(message.encode(), visibility_timeout=seconds or None)
 
 
-def send_poison(text: str) -> None:
-    """Park a message in ``<queue>-poison`` for an operator, as the Functions host does."""
+def send_poison(text: str, queue: str | None = None) -> None:
+    """Park a message in ``<queue>-poison`` (the jobs queue by default) for an operator, as the Functions host does."""
     with storage_call("enqueue poison"):
-        get_queue_client(get_settings().poison_queue).send_message(text)
+        get_queue_client((queue or get_settings().jobs_queue) + POISON_SUFFIX).send_message(text)

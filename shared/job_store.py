@@ -55,6 +55,9 @@ _PUBLIC_COLUMNS = [
     "usage",
     "traceparent",
     "requeues",
+    "wait_stage",
+    "fan_ins",
+    "fan_in_at",
     "input_blob",
 ]
 

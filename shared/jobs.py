@@ -19,6 +19,8 @@ class Status(StrEnum):
     ``queued``    accepted and committed; a message is on the queue.
     ``running``   claimed by a worker, which renews ``heartbeat_at``.
     ``retrying``  an attempt failed transiently; the next one is due at ``available_at``.
+    ``waiting``   the attempt fanned a map stage out into chunks and released its
+                  worker; the last chunk to finish wakes it (see ``shared.fanout``).
     ``succeeded`` terminal: the result is in Blob Storage.
     ``failed``    terminal: ``error`` says why.
     ``cancelled`` terminal: cancelled by the client.
@@ -27,6 +29,7 @@ class Status(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     RETRYING = "retrying"
+    WAITING = "waiting"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -110,6 +113,10 @@ class Job:
     usage: dict[str, float] = field(default_factory=dict)
     traceparent: str | None = None
     requeues: int = 0
+    #: The map stage the job is waiting for, and how often a fan-in woke it.
+    wait_stage: str | None = None
+    fan_ins: int = 0
+    fan_in_at: datetime | None = None
     #: ETag of the entity this value was read from; never stored.
     etag: str | None = field(default=None, compare=False)
 
@@ -133,6 +140,7 @@ class Job:
             "request_hash": self.request_hash,
             "cancel_requested": self.cancel_requested,
             "requeues": self.requeues,
+            "fan_ins": self.fan_ins,
         }
         optional = {
             "input_inline": self.input_inline,
@@ -145,6 +153,8 @@ class Job:
             "result_blob": self.result_blob,
             "result_bytes": self.result_bytes,
             "traceparent": self.traceparent,
+            "wait_stage": self.wait_stage,
+            "fan_in_at": self.fan_in_at,
         }
         e.update({k: v for k, v in optional.items() if v is not None})
         e.update(progress_fields(self.progress))
@@ -190,6 +200,9 @@ class Job:
             usage=json.loads(e["usage"]) if e.get("usage") else {},
             traceparent=e.get("traceparent"),
             requeues=int(e.get("requeues", 0)),
+            wait_stage=e.get("wait_stage") or None,
+            fan_ins=int(e.get("fan_ins", 0)),
+            fan_in_at=_dt(e.get("fan_in_at") or None),
             etag=metadata.get("etag"),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from shared.constants import JOB_ID_RE, TENANT_RE
+from shared.constants import JOB_ID_RE, STAGE_RE, TENANT_RE
 
 
 class BadMessage(ValueError):
@@ -21,20 +21,55 @@ class JobMessage:
     #: a job the reaper re-enqueued) is a no-op.
     attempt: int
     traceparent: str | None = None
+    #: Wake a ``waiting`` job after its chunks finished: continue attempt ``attempt``.
+    resume: bool = False
 
     def encode(self) -> str:
-        body = {"t": self.tenant, "j": self.job_id, "a": self.attempt}
+        body: dict[str, object] = {"t": self.tenant, "j": self.job_id, "a": self.attempt}
         if self.traceparent:
             body["tp"] = self.traceparent
+        if self.resume:
+            body["r"] = 1
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
     def decode(cls, text: str) -> JobMessage:
         try:
             body = json.loads(text)
-            msg = cls(str(body["t"]), str(body["j"]), int(body["a"]), body.get("tp"))
+            msg = cls(str(body["t"]), str(body["j"]), int(body["a"]), body.get("tp"), bool(body.get("r")))
         except (ValueError, KeyError, TypeError) as err:
             raise BadMessage("not a job message") from err
         if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1:
             raise BadMessage("job message with invalid ids")
+        return msg
+
+
+@dataclass(frozen=True)
+class ChunkMessage:
+    """Runs attempt ``attempt`` of chunk ``index`` of map stage ``stage`` of a job."""
+
+    tenant: str
+    job_id: str
+    stage: str
+    index: int
+    attempt: int
+    traceparent: str | None = None
+
+    def encode(self) -> str:
+        body: dict[str, object] = {"t": self.tenant, "j": self.job_id, "s": self.stage, "i": self.index, "a": self.attempt}
+        if self.traceparent:
+            body["tp"] = self.traceparent
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str) -> ChunkMessage:
+        try:
+            body = json.loads(text)
+            msg = cls(str(body["t"]), str(body["j"]), str(body["s"]), int(body["i"]), int(body["a"]), body.get("tp"))
+        except (ValueError, KeyError, TypeError) as err:
+            raise BadMessage("not a chunk message") from err
+        if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1 or msg.index < 0:
+            raise BadMessage("chunk message with invalid ids")
+        if not STAGE_RE.match(msg.stage):
+            raise BadMessage("chunk message with an invalid stage")
         return msg

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from shared.fanout_types import MapResult
 from shared.retry import RetryPolicy
 
 #: Renders a stored result document in another format: returns (content type, body).
@@ -45,6 +46,21 @@ class PipelineContext(Protocol):
 
     def usage(self, **counters: float) -> None:
         """Add to the job's usage counters (e.g. ``llm_tokens=812``, ``llm_cost_usd=0.002``)."""
+
+    def map(
+        self, stage: str, items: list[Any], fn: Callable[..., Any], *, chunk_size: int | None = None,
+        error_budget: float = 0.0,
+    ) -> MapResult:
+        """Run ``fn(ctx, params, chunk_items)`` over chunks of ``items`` on many workers (a map stage).
+
+        The first call suspends the attempt (it exits; no worker waits) and the
+        job becomes ``waiting``; when every chunk has finished the attempt runs
+        again from the top and this call returns the chunks' outputs. So the
+        work before a map stage must be checkpointed or cheap. ``fn`` must be a
+        module-level function; it returns JSON or bytes. Up to
+        ``error_budget`` (a fraction of the items) may fail; their chunks are
+        listed in ``MapResult.skipped``. See ``shared.fanout``.
+        """
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from shared import job_queue, telemetry
+from shared import fanout, job_queue, telemetry
 from shared.blobs import BlobStore, job_prefix
+from shared.chunks import ChunkStatus, ChunkStore
 from shared.errors import ThematiqError
 from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Status, utcnow
@@ -35,13 +36,19 @@ class ReapReport:
     cancelled_stale: list[str] = field(default_factory=list)
     requeued_lost: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    chunks_requeued: list[str] = field(default_factory=list)
+    chunks_failed: list[str] = field(default_factory=list)
+    resumes_resent: list[str] = field(default_factory=list)
+    waiting_settled: list[str] = field(default_factory=list)
     conflicts: int = 0
 
     def summary(self) -> str:
         return (
             f"requeued {len(self.requeued_stale)} stale, failed {len(self.failed_stale)}, "
             f"cancelled {len(self.cancelled_stale)}, re-enqueued {len(self.requeued_lost)} lost, "
-            f"deleted {len(self.deleted)}, {self.conflicts} conflicts"
+            f"deleted {len(self.deleted)}, chunks requeued {len(self.chunks_requeued)}, "
+            f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
+            f"{self.conflicts} conflicts"
         )
 
 
@@ -55,6 +62,8 @@ class Reaper:
         report = ReapReport()
         self._stale_running(report)
         self._lost_messages(report)
+        self._stale_chunks(report)
+        self._waiting(report)
         if self.settings.retention_days > 0:
             self._retention(report)
         self._queue_metrics()
@@ -116,12 +125,77 @@ class Reaper:
             except ThematiqError:
                 log.exception("reaper: could not re-enqueue job %s", job.id)
 
+    def _stale_chunks(self, report: ReapReport) -> None:
+        """Chunks whose worker vanished (stale heartbeat) or whose message was lost; same rules as jobs."""
+        chunks = ChunkStore()
+        now = utcnow()
+        stale = now - timedelta(seconds=self.settings.heartbeat_stale_seconds)
+        lost = now - timedelta(seconds=self.settings.queued_stale_seconds)
+        for chunk in chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale}):
+            label = f"{chunk.job_id}/{chunk.stage}/{chunk.index}"
+            try:
+                if chunk.attempts >= chunk.max_attempts:
+                    chunks.update(
+                        chunk,
+                        status=ChunkStatus.FAILED,
+                        owner=None,
+                        finished_at=utcnow(),
+                        error_type="WorkerLost",
+                        error_message=f"attempt {chunk.attempts} stopped sending heartbeats; attempts exhausted",
+                    )
+                    report.chunks_failed.append(label)
+                    fanout.settle(chunk.tenant, chunk.job_id, chunk.stage)
+                else:
+                    queued = chunks.update(
+                        chunk,
+                        status=ChunkStatus.QUEUED,
+                        owner=None,
+                        queued_at=utcnow(),
+                        error_type="WorkerLost",
+                        error_message="stale heartbeat",
+                    )
+                    fanout.send_chunk(queued)
+                    report.chunks_requeued.append(label)
+            except EtagMismatch:
+                report.conflicts += 1
+            except ThematiqError:
+                log.exception("reaper: could not recover chunk %s", label)
+        for chunk in chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost}):
+            try:
+                fanout.send_chunk(chunks.update(chunk, queued_at=utcnow()))
+                report.chunks_requeued.append(f"{chunk.job_id}/{chunk.stage}/{chunk.index}")
+            except EtagMismatch:
+                report.conflicts += 1
+            except ThematiqError:
+                log.exception("reaper: could not re-send chunk %s/%d", chunk.stage, chunk.index)
+
+    def _waiting(self, report: ReapReport) -> None:
+        """Waiting jobs: re-send a resume that was lost, or settle a stage whose last finisher crashed."""
+        lost = utcnow() - timedelta(seconds=self.settings.queued_stale_seconds)
+        for job in self.store.scan("status eq 'waiting'", {}):
+            try:
+                if job.fan_in_at is not None:
+                    if job.fan_in_at < lost:
+                        resent = self.store.update(job, fan_in_at=utcnow())
+                        job_queue.send(
+                            JobMessage(resent.tenant, resent.id, resent.attempts, resent.traceparent, resume=True)
+                        )
+                        report.resumes_resent.append(job.id)
+                elif job.wait_stage:
+                    fanout.settle(job.tenant, job.id, job.wait_stage, job.traceparent)
+                    report.waiting_settled.append(job.id)
+            except EtagMismatch:
+                report.conflicts += 1
+            except ThematiqError:
+                log.exception("reaper: could not settle waiting job %s", job.id)
+
     def _retention(self, report: ReapReport) -> None:
         cutoff = utcnow() - timedelta(days=self.settings.retention_days)
         query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
         for job in self.store.scan(query, {"cutoff": cutoff}):
             try:
                 self.blobs.delete_prefix(job_prefix(job.tenant, job.id))
+                ChunkStore().delete_job_chunks(job.tenant, job.id)
                 self.store.delete(job)
                 report.deleted.append(job.id)
             except ThematiqError:
@@ -140,7 +214,9 @@ class Reaper:
                 for message in queue.peek_messages(max_messages=1):
                     if message.inserted_on is not None:
                         oldest = max(0.0, (utcnow() - message.inserted_on).total_seconds())
-                poison = get_queue_client(self.settings.poison_queue).get_queue_properties().approximate_message_count or 0
+                poison = (
+                    get_queue_client(self.settings.poison_queue).get_queue_properties().approximate_message_count or 0
+                )
         except ThematiqError:
             log.warning("reaper: could not read queue metrics")
             return

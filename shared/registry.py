@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib
 import logging
 import tomllib
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from threading import Lock
+from typing import Any
 
 from shared.pipeline import Pipeline
 
@@ -33,6 +35,17 @@ def load_ref(ref: str) -> Pipeline:
     if not isinstance(obj, Pipeline):
         raise TypeError(f"{ref} is not a Pipeline")
     return obj
+
+
+def load_function(ref: str) -> Callable[..., Any]:
+    """Import ``module:qualname`` naming a function (a map stage's chunk function)."""
+    module_name, _, qualname = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{ref} is not callable")
+    return obj  # type: ignore[no-any-return]
 
 
 def declared_refs() -> dict[str, str]:

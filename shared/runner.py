@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from opentelemetry.trace import Span
 
@@ -41,19 +41,58 @@ from shared.storage_errors import EtagMismatch
 APP_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
 
-OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost"]
+OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost", "suspended"]
+
+
+class Lease(Protocol):
+    """What the runner keeps alive while the attempt runs: a job's or a chunk's claim."""
+
+    label: str
+
+    def renew(self, progress: Progress | None) -> bool:
+        """Conditionally renew the heartbeat (and write progress). True once a cancel was requested.
+
+        Raises :class:`LostClaim` when someone else owns the work now.
+        """
+
+
+class JobLease:
+    """The claim on a running job: heartbeat, progress and cancel detection through the job row."""
+
+    def __init__(self, store: JobStore, job: Job) -> None:
+        self.store = store
+        self.job = job
+        self.label = f"job {job.id}"
+
+    def renew(self, progress: Progress | None) -> bool:
+        changes: dict[str, Any] = {"heartbeat_at": utcnow()}
+        if progress is not None:
+            changes["progress"] = progress
+        for _ in range(5):
+            try:
+                self.job = self.store.update(self.job, **changes)
+                return self.job.cancel_requested
+            except EtagMismatch:
+                current = self.store.get(self.job.tenant, self.job.id)
+                if current.status != Status.RUNNING or current.owner != self.job.owner:
+                    raise LostClaim(f"job is now {current.status} owned by {current.owner}") from None
+                self.job = current
+        raise LostClaim("could not renew the heartbeat after repeated conflicts")
 
 
 @dataclass
 class Outcome:
     kind: OutcomeKind
-    job: Job
     result: bytes | None = None
     error: JobError | None = None
     retryable: bool = False
     usage: dict[str, float] = field(default_factory=dict)
     #: The latest progress the pipeline reported, written with the final state.
     progress: Progress | None = None
+    #: The result is raw bytes rather than JSON (map-stage chunks may return either).
+    binary: bool = False
+    #: For ``suspended``: the map stage the pipeline fanned out (see shared.fanout).
+    suspended: dict[str, Any] | None = None
 
 
 def describe_exit(code: int) -> str:
@@ -68,12 +107,15 @@ def describe_exit(code: int) -> str:
 
 
 class AttemptRunner:
-    """Runs one claimed attempt of ``job`` and reports how it ended."""
+    """Runs one claimed attempt (of a job or of a chunk) in a child process and reports how it ended.
 
-    def __init__(self, store: JobStore, job: Job, pipeline_ref: str, timeout: float, settings: Settings) -> None:
-        self.store = store
-        self.job = job
-        self.pipeline_ref = pipeline_ref
+    ``spec`` tells the child what to run (see ``shared.child``); the runner adds
+    the paths of the input and result files.
+    """
+
+    def __init__(self, lease: Lease, spec: dict[str, Any], timeout: float, settings: Settings) -> None:
+        self.lease = lease
+        self.spec = spec
         self.timeout = timeout
         self.settings = settings
         self._progress: Progress | None = None
@@ -88,32 +130,23 @@ class AttemptRunner:
         # events, so the pipeline process needs no telemetry of its own.
         self._stage: tuple[str, Span, float] | None = None
 
-    # -- job writes ------------------------------------------------------------
-    def _write(self, **changes: Any) -> None:
-        """Conditional heartbeat/progress write; on 412 re-read and react."""
-        for _ in range(5):
-            try:
-                self.job = self.store.update(self.job, heartbeat_at=utcnow(), **changes)
-                self._last_write = time.monotonic()
-                return
-            except EtagMismatch:
-                current = self.store.get(self.job.tenant, self.job.id)
-                if current.status != Status.RUNNING or current.owner != self.job.owner:
-                    raise LostClaim(f"job is now {current.status} owned by {current.owner}") from None
-                self.job = current
-                if current.cancel_requested and self._cancel_deadline is None:
-                    self._request_cancel()
-            except StorageUnavailable:
-                # The child keeps working; the next heartbeat tries again. If
-                # Storage stays away past the stale threshold the reaper takes
-                # the job and our next write learns that with a 412.
-                log.warning("heartbeat for job %s failed: storage unavailable", self.job.id)
-                self._last_write = time.monotonic()
-                return
-        raise LostClaim("could not renew the heartbeat after repeated conflicts")
+    # -- heartbeat writes --------------------------------------------------------
+    def _write(self, progress: Progress | None = None) -> None:
+        """Renew the lease (with progress); a cancel request makes the next write fail with 412, then shows."""
+        try:
+            cancel = self.lease.renew(progress)
+        except StorageUnavailable:
+            # The child keeps working; the next heartbeat tries again. If
+            # Storage stays away past the stale threshold the reaper takes
+            # the work and our next write learns that with a 412.
+            log.warning("heartbeat for %s failed: storage unavailable", self.lease.label)
+            cancel = False
+        self._last_write = time.monotonic()
+        if cancel and self._cancel_deadline is None:
+            self._request_cancel()
 
     def _request_cancel(self) -> None:
-        log.info("job %s: cancellation requested, asking the pipeline to stop", self.job.id)
+        log.info("%s: cancellation requested, asking the pipeline to stop", self.lease.label)
         self._cancel_deadline = time.monotonic() + self.settings.cancel_grace_seconds
         try:
             assert self._proc is not None and self._proc.stdin is not None
@@ -124,26 +157,13 @@ class AttemptRunner:
 
     # -- the attempt -----------------------------------------------------------
     def run(self, input_value: Any) -> Outcome:
-        with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.job.id}-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.spec['job_id']}-") as tmp:
             return self._run_in(Path(tmp), input_value)
 
     def _run_in(self, tmp: Path, input_value: Any) -> Outcome:
         input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
         input_path.write_text(json.dumps(input_value, ensure_ascii=False), encoding="utf-8")
-        spec_path.write_text(
-            json.dumps(
-                {
-                    "job_id": self.job.id,
-                    "tenant": self.job.tenant,
-                    "attempt": self.job.attempts,
-                    "pipeline": self.job.pipeline,
-                    "pipeline_ref": self.pipeline_ref,
-                    "params": self.job.params,
-                    "input_path": str(input_path),
-                    "result_path": str(result_path),
-                }
-            )
-        )
+        spec_path.write_text(json.dumps({**self.spec, "input_path": str(input_path), "result_path": str(result_path)}))
         read_fd, write_fd = os.pipe()
         stderr_path = tmp / "stderr.txt"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
@@ -164,9 +184,9 @@ class AttemptRunner:
             self._supervise(read_fd, started)
         except LostClaim as lost:
             self._kill()
-            log.warning("job %s: lost the claim (%s); attempt abandoned", self.job.id, lost)
+            log.warning("%s: lost the claim (%s); attempt abandoned", self.lease.label, lost)
             self._leave_stage("lost")
-            return Outcome("lost", self.job)
+            return Outcome("lost")
         finally:
             os.close(read_fd)
             self._kill()
@@ -203,8 +223,8 @@ class AttemptRunner:
                 elif self._cancel_deadline is not None and now > self._cancel_deadline:
                     self._kill_reason = ("cancelled", None)
                     log.warning(
-                        "job %s: pipeline ignored cancellation for %.0f s; killed",
-                        self.job.id,
+                        "%s: pipeline ignored cancellation for %.0f s; killed",
+                        self.lease.label,
                         self.settings.cancel_grace_seconds,
                     )
                     self._kill()
@@ -241,8 +261,8 @@ class AttemptRunner:
                 METER.add(op, int(n))
         elif kind == "log":
             level = getattr(logging, str(event.get("level", "INFO")), logging.INFO)
-            log.log(level, "job %s: %s", self.job.id, event.get("message", ""))
-        elif kind in ("done", "error", "cancelled"):
+            log.log(level, "%s: %s", self.lease.label, event.get("message", ""))
+        elif kind in ("done", "error", "cancelled", "suspended"):
             self._terminal_event = event
 
     def _kill(self) -> None:
@@ -272,34 +292,38 @@ class AttemptRunner:
             telemetry.mark_error(span, status)
         span.end()
         duration_ms = round((time.monotonic() - started) * 1000)
-        telemetry.event("stage.finished", job_id=self.job.id, stage=stage, duration_ms=duration_ms, status=status)
+        telemetry.event(
+            "stage.finished", job_id=self.spec["job_id"], stage=stage, duration_ms=duration_ms, status=status
+        )
 
     def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
         assert self._proc is not None
         usage = dict(self._usage)
         out = self._outcome_kind(result_path, stderr_path, usage)
         out.progress = self._progress
-        self._leave_stage({"succeeded": "ok", "cancelled": "cancelled"}.get(out.kind, "error"))
+        self._leave_stage({"succeeded": "ok", "suspended": "ok", "cancelled": "cancelled"}.get(out.kind, "error"))
         return out
 
     def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> Outcome:
         assert self._proc is not None
         if self._kill_reason is not None:
             kind, error = self._kill_reason
-            return Outcome(kind, self.job, error=error, retryable=False, usage=usage)
+            return Outcome(kind, error=error, retryable=False, usage=usage)
         event = self._terminal_event or {}
         ended = event.get("event")
         if ended == "done" and self._proc.returncode == 0 and result_path.exists():
-            return Outcome("succeeded", self.job, result=result_path.read_bytes(), usage=usage)
+            return Outcome("succeeded", result=result_path.read_bytes(), usage=usage, binary=bool(event.get("binary")))
         if ended == "cancelled":
-            return Outcome("cancelled", self.job, usage=usage)
+            return Outcome("cancelled", usage=usage)
+        if ended == "suspended" and self._proc.returncode == 0:
+            return Outcome("suspended", usage=usage, suspended=event)
         if ended == "error":
             err = JobError.of(str(event.get("type", "Error")), str(event.get("message", "")))
-            return Outcome("failed", self.job, error=err, retryable=bool(event.get("retryable", True)), usage=usage)
+            return Outcome("failed", error=err, retryable=bool(event.get("retryable", True)), usage=usage)
         reason = describe_exit(self._proc.returncode)
         tail = _tail(stderr_path)
-        log.error("job %s: %s%s", self.job.id, reason, f"; stderr ends: {tail}" if tail else "")
-        return Outcome("failed", self.job, error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
+        log.error("%s: %s%s", self.lease.label, reason, f"; stderr ends: {tail}" if tail else "")
+        return Outcome("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
 
 
 def _tail(path: Path, limit: int = 300) -> str:

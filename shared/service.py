@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared import job_queue, telemetry
+from shared import fanout, job_queue, telemetry
 from shared.blobs import BlobStore, encode_input, input_blob_name
 from shared.constants import (
     INLINE_INPUT_MAX_BYTES,
@@ -28,7 +28,7 @@ from shared.constants import (
 from shared.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.hostconfig import host_config
 from shared.job_store import JobStore
-from shared.jobs import Job, Status, new_job_id, utcnow
+from shared.jobs import Job, Progress, Status, new_job_id, utcnow
 from shared.messages import JobMessage
 from shared.registry import Registry, default_registry
 from shared.settings import get_settings
@@ -213,7 +213,15 @@ class JobService:
 
     # -- read ----------------------------------------------------------------
     def get(self, tenant: str, job_id: str) -> Job:
-        return self.store.get(tenant, check_job_id(job_id))
+        job = self.store.get(tenant, check_job_id(job_id))
+        summed = fanout.progress_of(job)
+        if summed is not None:
+            # A waiting job's progress is the sum of its chunks (read here, so chunks never write the job row).
+            done, total = summed
+            job = job.with_changes(
+                progress=Progress(stage=job.wait_stage or "", processed=done, total=total, message="map stage")
+            )
+        return job
 
     def list(self, tenant: str, query: dict[str, str]) -> tuple[list[Job], str | None]:
         unknown = set(query) - {"status", "pipeline", "limit", "cursor", "code"}
@@ -241,7 +249,9 @@ class JobService:
 
     # -- cancel --------------------------------------------------------------
     def cancel(self, tenant: str, job_id: str) -> Job:
-        """Queued/retrying: cancelled at once. Running: flagged; the worker stops it (or kills it after the grace period)."""
+        """Queued, retrying or waiting for chunks: cancelled at once (chunks not yet run are skipped, running
+        ones stop at their next heartbeat). Running: flagged; the worker stops it, or kills it after the grace
+        period."""
         job = self.store.get(tenant, check_job_id(job_id))
         for _ in range(10):
             if job.status.terminal:
@@ -249,10 +259,12 @@ class JobService:
                     return job
                 raise Conflict(f"the job already finished ({job.status})", field="status")
             try:
-                if job.status.claimable:
-                    return self.store.update(
+                if job.status.claimable or job.status == Status.WAITING:
+                    cancelled = self.store.update(
                         job, status=Status.CANCELLED, cancel_requested=True, finished_at=utcnow(), owner=None
                     )
+                    telemetry.record_transition(cancelled)
+                    return cancelled
                 if job.cancel_requested:
                     return job
                 return self.store.update(job, cancel_requested=True)

@@ -66,6 +66,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     ),
     Setting("PROGRESS_MIN_INTERVAL_SECONDS", "3", "Progress is written to the job at most once per this many seconds."),
     Setting(
+        "CHUNKS_QUEUE",
+        "chunks",
+        "Queue of map-stage chunks (fan-out); failures past maxDequeueCount go to `<CHUNKS_QUEUE>-poison`.",
+    ),
+    Setting(
+        "MAX_CHUNKS_IN_FLIGHT_PER_JOB",
+        "8",
+        "At most this many chunks of one job are queued or running at once, so one large job cannot starve the others.",
+    ),
+    Setting(
         "CANCEL_GRACE_SECONDS", "10", "How long a running pipeline may take to stop cooperatively before it is killed."
     ),
     Setting("REAPER_SCHEDULE", "0 */1 * * * *", "NCRONTAB schedule of the reaper and retention timer."),
@@ -126,6 +136,8 @@ class Settings(BaseModel):
 
     jobs_table: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]{2,62}$")
     jobs_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    chunks_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    max_chunks_in_flight_per_job: int = Field(ge=1, le=1000)
     results_container: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     default_tenant: str
     max_input_bytes: int = Field(gt=0)
@@ -148,6 +160,8 @@ def get_settings() -> Settings:
     return Settings(
         jobs_table=raw("JOBS_TABLE"),
         jobs_queue=raw("JOBS_QUEUE"),
+        chunks_queue=raw("CHUNKS_QUEUE"),
+        max_chunks_in_flight_per_job=int(raw("MAX_CHUNKS_IN_FLIGHT_PER_JOB")),
         results_container=raw("RESULTS_CONTAINER"),
         default_tenant=raw("DEFAULT_TENANT"),
         max_input_bytes=int(raw("MAX_INPUT_BYTES")),

@@ -19,7 +19,7 @@ import socket
 import uuid
 from typing import Any
 
-from shared import job_queue, telemetry
+from shared import fanout, job_queue, telemetry
 from shared.blobs import BlobStore, decode_input, result_blob_name
 from shared.errors import PermanentError, ThematiqError
 from shared.hostconfig import host_config
@@ -27,7 +27,7 @@ from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Status, utcnow
 from shared.messages import BadMessage, JobMessage
 from shared.registry import Registry, default_registry
-from shared.runner import AttemptRunner, Outcome
+from shared.runner import AttemptRunner, JobLease, Outcome
 from shared.settings import Settings, get_settings
 from shared.storage_errors import EtagMismatch
 
@@ -61,7 +61,9 @@ class Worker:
         try:
             with (
                 telemetry.job_context(job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt),
-                telemetry.attempt_span(msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt) as span,
+                telemetry.attempt_span(
+                    msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt
+                ) as span,
             ):
                 outcome = self._handle(msg, text)
                 span.set_attribute("thematiq.outcome", outcome)
@@ -106,6 +108,8 @@ class Worker:
         if job.status.terminal:
             log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
             return "noop-terminal"
+        if msg.resume:
+            return self._resume(job, msg, text)
         if not job.status.claimable:
             log.info("job %s: already %s (attempt %d); duplicate delivery ignored", job.id, job.status, job.attempts)
             return "noop-running"
@@ -119,6 +123,24 @@ class Worker:
         if claimed is None:
             return "noop-lost-race"
         return self._run(claimed, text)
+
+    def _resume(self, job: Job, msg: JobMessage, text: str) -> str:
+        """Continue a waiting job's attempt after its fan-in (same attempt number)."""
+        if job.status != Status.WAITING or msg.attempt != job.attempts or job.fan_in_at is None:
+            log.info("job %s: resume for attempt %d does not apply (%s); ignored", job.id, msg.attempt, job.status)
+            return "noop-stale"
+        owner = new_owner()
+        try:
+            resumed = self.store.update(
+                job, status=Status.RUNNING, owner=owner, heartbeat_at=utcnow(), wait_stage=None, fan_in_at=None
+            )
+        except EtagMismatch:
+            current = self.store.get(job.tenant, job.id, with_input=True)
+            if current.status != Status.RUNNING or current.owner != owner:
+                return "noop-lost-race"
+            resumed = current
+        telemetry.record_transition(resumed)
+        return self._run(resumed, text)
 
     def _claim(self, job: Job) -> Job | None:
         owner = new_owner()
@@ -163,10 +185,19 @@ class Worker:
             self._finish(job, Status.FAILED, error=JobError.of("BadInput", str(err)))
             return "failed"
         log.info("job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline)
-        outcome = AttemptRunner(self.store, job, self.registry.ref(job.pipeline), timeout, self.settings).run(
-            input_value
-        )
-        return self._record(outcome, pipeline.retry.decide, text)
+        spec = {
+            "mode": "run",
+            "job_id": job.id,
+            "tenant": job.tenant,
+            "attempt": job.attempts,
+            "pipeline": job.pipeline,
+            "pipeline_ref": self.registry.ref(job.pipeline),
+            "params": job.params,
+            "max_attempts": job.max_attempts,
+        }
+        lease = JobLease(self.store, job)
+        outcome = AttemptRunner(lease, spec, timeout, self.settings).run(input_value)
+        return self._record(outcome, lease.job, pipeline.retry.decide, text)
 
     def _load_input(self, job: Job) -> Any:
         if job.input_inline:
@@ -175,8 +206,7 @@ class Worker:
             return decode_input(self.blobs.get(job.input_blob))
         raise PermanentError("the job has no input")
 
-    def _record(self, outcome: Outcome, decide: Any, text: str) -> str:
-        job = outcome.job
+    def _record(self, outcome: Outcome, job: Job, decide: Any, text: str) -> str:
         usage = _merge_usage(job.usage, outcome.usage)
         progress = {"progress": outcome.progress} if outcome.progress else {}
         telemetry.record_usage(job.pipeline, outcome.usage)
@@ -187,12 +217,26 @@ class Worker:
             name = result_blob_name(job.tenant, job.id, job.attempts)
             self.blobs.put(name, outcome.result, "application/json")
             self._finish(
-                job, Status.SUCCEEDED, error=None, result_blob=name, result_bytes=len(outcome.result), usage=usage, **progress
+                job,
+                Status.SUCCEEDED,
+                error=None,
+                result_blob=name,
+                result_bytes=len(outcome.result),
+                usage=usage,
+                **progress,
             )
             return "succeeded"
         if outcome.kind == "cancelled":
             self._finish(job, Status.CANCELLED, usage=usage, **progress)
             return "cancelled"
+        if outcome.kind == "suspended" and outcome.suspended:
+            stage = str(outcome.suspended["stage"])
+            waiting = self._finish(job, Status.WAITING, wait_stage=stage, fan_in_at=None, usage=usage, **progress)
+            if waiting is not None:
+                # Write, then look: chunks that finished before we were waiting are seen here.
+                fanout.settle(job.tenant, job.id, stage, job.traceparent)
+                log.info("job %s: waiting for %s chunks of stage %s", job.id, outcome.suspended.get("chunks"), stage)
+            return "waiting"
         error = outcome.error or JobError.of("Error", "the attempt failed")
         decision = decide(job.attempts, outcome.retryable)
         if decision.retry and job.attempts < job.max_attempts:
@@ -213,7 +257,9 @@ class Worker:
         final = JobError.of(error.type, f"{error.message} [{why}]")
         if self._finish(job, Status.FAILED, error=final, usage=usage, **progress) is not None:
             job_queue.send_poison(text)
-            telemetry.event("job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts)
+            telemetry.event(
+                "job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts
+            )
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
 

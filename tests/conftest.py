@@ -39,6 +39,7 @@ def unique_names() -> dict[str, str]:
     return {
         "JOBS_TABLE": f"jobs{suffix}",
         "JOBS_QUEUE": f"jobs-{suffix}",
+        "CHUNKS_QUEUE": f"chunks-{suffix}",
         "RESULTS_CONTAINER": f"results-{suffix}",
     }
 

@@ -80,14 +80,35 @@ def complete(msg: QueueMessage, queue: str | None = None) -> None:
     get_queue_client(queue).delete_message(msg.id, msg.pop_receipt)
 
 
-def run_worker_once(queue: str | None = None) -> QueueMessage | None:
-    """Deliver one message to the worker function; delete it on success as the host would."""
+def run_worker_once(queue: str | None = None, function: str = "job_worker") -> QueueMessage | None:
+    """Deliver one message to a queue-triggered function; delete it on success as the host would."""
     msg = receive(queue)
     if msg is None:
         return None
-    functions()["job_worker"](msg)
+    functions()[function](msg)
     complete(msg, queue)
     return msg
+
+
+def drain(timeout: float = 60.0, idle: float = 3.0) -> int:
+    """Deliver job and chunk messages until both queues stay empty; returns how many were delivered."""
+    import time
+
+    from shared.settings import get_settings
+
+    chunks_queue = get_settings().chunks_queue
+    delivered, idle_since = 0, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = run_worker_once() or run_worker_once(chunks_queue, "chunk_worker")
+        if got:
+            delivered += 1
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > idle:
+            return delivered
+        else:
+            time.sleep(0.2)
+    raise AssertionError("queues did not drain in time")
 
 
 def run_reaper(past_due: bool = False) -> None:

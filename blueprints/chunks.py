@@ -1,0 +1,27 @@
+"""Queue trigger: one delivery of a chunk message runs one attempt of one chunk (see ``shared.chunk_worker``)."""
+
+from __future__ import annotations
+
+import logging
+
+import azure.functions as func
+
+from shared.chunk_worker import ChunkWorker
+
+bp = func.Blueprint()  # type: ignore[no-untyped-call]
+log = logging.getLogger("thematiq.chunks")
+_worker: ChunkWorker | None = None
+
+
+def worker() -> ChunkWorker:
+    global _worker
+    if _worker is None:
+        _worker = ChunkWorker()
+    return _worker
+
+
+@bp.function_name("chunk_worker")
+@bp.queue_trigger(arg_name="msg", queue_name="%CHUNKS_QUEUE%", connection="AzureWebJobsStorage")
+def chunk_worker(msg: func.QueueMessage) -> None:
+    outcome = worker().handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
+    log.info("chunk message %s (delivery %s): %s", msg.id, msg.dequeue_count, outcome)
