@@ -16,6 +16,7 @@ param instanceMemoryMB int
 // Storage names (defaults = shared/settings.py defaults).
 param jobsTable string = 'jobs'
 param jobsQueue string = 'jobs'
+param chunksQueue string = 'chunks'
 param resultsContainer string = 'thematiq'
 param llmCacheTable string = 'llmcache'
 
@@ -41,6 +42,8 @@ var appSettings = {
   AzureWebJobsStorage__tableServiceUri: 'https://${storageAccountName}.table.${storageSuffix}'
   JOBS_TABLE: jobsTable
   JOBS_QUEUE: jobsQueue
+  CHUNKS_QUEUE: chunksQueue
+  MAX_CHUNKS_IN_FLIGHT_PER_JOB: '8'
   RESULTS_CONTAINER: resultsContainer
   // Empty on purpose: behind API Management the tenant header is required, and
   // a request without it is refused rather than filed under a default tenant.

@@ -9,6 +9,7 @@ param name string
 param identityPrincipalId string
 param jobsTable string
 param jobsQueue string
+param chunksQueue string = 'chunks'
 param resultsContainer string
 param llmCacheTable string
 param deploymentContainer string
@@ -66,6 +67,9 @@ module account 'br/public:avm/res/storage/storage-account:0.32.1' = {
         { name: jobsQueue }
         // Created up front so the poison alert has something to watch from day one.
         { name: '${jobsQueue}-poison' }
+        // Map-stage chunks (fan-out) have a queue and a poison queue of their own.
+        { name: chunksQueue }
+        { name: '${chunksQueue}-poison' }
       ]
     }
     tableServices: {
