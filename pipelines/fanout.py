@@ -18,6 +18,8 @@ class FanoutParams(BaseModel):
 
     chunk_size: int = Field(default=10, ge=1, le=10_000)
     seconds_per_item: float = Field(default=0.0, ge=0, le=10)
+    #: CPU work per item (a busy loop), for measuring scale-out on real cores.
+    cpu_ms_per_item: float = Field(default=0.0, ge=0, le=10_000)
     #: Chunks (by index) whose function fails on every attempt.
     fail_chunks: list[int] = Field(default_factory=list, max_length=1000)
     fail_permanently: bool = False
@@ -41,9 +43,16 @@ def square_chunk(ctx: PipelineContext, params: FanoutParams, items: list[dict[st
     for n, item in enumerate(items):
         ctx.raise_if_cancelled()
         time.sleep(params.seconds_per_item)
+        _burn(params.cpu_ms_per_item / 1000)
         out.append(item["x"] * item["x"])
         ctx.progress("square", n + 1, len(items))
     return out
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
 
 def run(ctx: PipelineContext, params: FanoutParams, numbers: list[float]) -> dict[str, Any]:

@@ -1,0 +1,83 @@
+"""One job fanned out over three worker host processes on one Azurite, including a SIGKILLed worker."""
+
+from __future__ import annotations
+
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api, host_env
+
+N_CHUNKS = 60
+CHUNK = 5
+
+
+def _hosts(env: dict[str, str], workers: int) -> tuple[HostProcess, list[HostProcess]]:
+    api_host = HostProcess(env=env, args=["--no-queue"]).start()
+    return api_host, [HostProcess(env=env, args=["--no-http", "--no-timer"]).start() for _ in range(workers)]
+
+
+def _chunk_rows(env: dict[str, str], job_id: str) -> list[dict[str, object]]:
+    from azure.data.tables import TableClient
+
+    table = TableClient.from_connection_string(env["AzureWebJobsStorage"], env["JOBS_TABLE"])
+    prefix = f"{job_id}~c~square~"
+    return list(
+        table.query_entities(
+            "RowKey ge @lo and RowKey lt @hi",
+            parameters={"lo": prefix, "hi": prefix[:-1] + "\x7f"},
+            select=["status", "attempts", "index"],
+        )
+    )
+
+
+def test_sixty_chunks_over_three_workers_run_once_each(azurite: str) -> None:
+    env = host_env(azurite, MAX_CHUNKS_IN_FLIGHT_PER_JOB="6")
+    api_host, workers = _hosts(env, 3)
+    try:
+        api = Api(api_host.url, env["DEVHOST_FUNCTION_KEY"])
+        numbers = list(range(N_CHUNKS * CHUNK))
+        job = api.submit("fanout", {"chunk_size": CHUNK}, numbers)
+        done = api.wait(job["id"], timeout=240)
+        assert done["status"] == "succeeded", done
+        status, _, result = api.call("GET", done["links"]["result"])
+        assert status == 200
+        assert result["chunks"] == N_CHUNKS and result["count"] == len(numbers)
+        assert result["sum_of_squares"] == float(sum(x * x for x in numbers))
+        rows = _chunk_rows(env, job["id"])
+        assert len(rows) == N_CHUNKS
+        assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in rows)
+        # Every worker took part, and the fan-in fired once.
+        assert all("chunk message" in w.logs for w in workers)
+        assert sum(w.logs.count("stage fired") for w in workers) == 1
+    finally:
+        for h in (api_host, *workers):
+            h.stop()
+
+
+def test_sigkilled_worker_mid_fan_out_still_fans_in_exactly_once(azurite: str) -> None:
+    env = host_env(azurite, MAX_CHUNKS_IN_FLIGHT_PER_JOB="6")
+    api_host, workers = _hosts(env, 3)
+    replacement = None
+    try:
+        api = Api(api_host.url, env["DEVHOST_FUNCTION_KEY"])
+        numbers = list(range(40 * CHUNK))
+        job = api.submit("fanout", {"chunk_size": CHUNK, "seconds_per_item": 0.1}, numbers)
+        api.wait(job["id"], timeout=60, until=lambda j: j["status"] == "waiting" and j["progress"]["processed"] >= 20)
+        # Kill the busiest worker: the one most likely to have chunks in flight.
+        victim = max(workers, key=lambda w: w.logs.count("chunk message"))
+        victim.kill()
+        replacement = HostProcess(env=env, args=["--no-http", "--no-timer"]).start()
+        done = api.wait(job["id"], timeout=240)
+        assert done["status"] == "succeeded", done
+        status, _, result = api.call("GET", done["links"]["result"])
+        assert status == 200 and result["count"] == len(numbers) and result["skipped"] == []
+        rows = _chunk_rows(env, job["id"])
+        assert all(r["status"] == "succeeded" for r in rows)
+        survivors = [w for w in workers if w is not victim] + [replacement]
+        fired = sum(w.logs.count("stage fired") for w in survivors) + victim.logs.count("stage fired")
+        assert fired == 1
+        retried = [r for r in rows if int(str(r["attempts"])) > 1]
+        # Only chunks in flight in the killed host ran again: never more than the job's window.
+        assert len(retried) <= 6, retried
+    finally:
+        for h in (api_host, *workers, replacement):
+            if h is not None:
+                h.stop()
