@@ -25,7 +25,7 @@ def _csv(tmp_path: Path) -> Path:
 
 
 def test_submit_wait_succeeds_and_result_round_trips(cli: Cli, tmp_path: Path) -> None:
-    code, out, err = cli("submit", str(_csv(tmp_path)), "--pipeline", "echo", "--wait")
+    code, out, err = cli("submit", str(_csv(tmp_path)), "--pipeline", "echo", "--wait", "--timeout", "30")
     assert code == EXIT_OK, err
     job_id = out.strip()
     assert "succeeded" in err and f"thematiq result {job_id}" in err
@@ -58,7 +58,7 @@ def test_jsonl_and_text_inputs_are_submitted(cli: Cli, tmp_path: Path) -> None:
     txt = tmp_path / "r.txt"
     txt.write_text("first\n\nsecond\n", encoding="utf-8")
     for f, expected in ((jl, ["a", "b"]), (txt, [1, 3])):
-        code, out, err = cli("submit", str(f), "-p", "echo", "--wait", "--quiet")
+        code, out, err = cli("submit", str(f), "-p", "echo", "--wait", "--quiet", "--timeout", "30")
         assert code == EXIT_OK, err
         _, body, _ = cli("result", out.strip())
         assert [i["id"] for i in json.loads(body)["echo"]] == expected
@@ -66,7 +66,7 @@ def test_jsonl_and_text_inputs_are_submitted(cli: Cli, tmp_path: Path) -> None:
 
 def test_failed_job_exits_nonzero_and_prints_the_reason(cli: Cli, tmp_path: Path) -> None:
     code, out, err = cli("submit", str(_csv(tmp_path)), "-p", "sleep",
-                         "--params-json", '{"fail": "permanent", "seconds": 0.1}', "--wait")
+                         "--params-json", '{"fail": "permanent", "seconds": 0.1}', "--wait", "--timeout", "30")
     assert code == EXIT_JOB_FAILED
     assert f"job {out.strip()} failed" in err and "sleep failed permanently on purpose" in err
     assert "Traceback" not in err
@@ -116,7 +116,7 @@ def test_cancel_a_running_job_then_wait_reports_cancelled(cli: Cli, tmp_path: Pa
         time.sleep(0.1)
     code, _, err = cli("cancel", job_id)
     assert code == EXIT_OK and "cancel requested" in err
-    code, _, err = cli("wait", job_id)
+    code, _, err = cli("wait", job_id, "--timeout", "30")
     assert code == EXIT_JOB_FAILED and "was cancelled" in err
     code, _, err = cli("cancel", job_id)
     assert code == EXIT_OK and "is cancelled" in err

@@ -134,3 +134,18 @@ def test_themes_table_shows_label_count_share_keywords_and_a_quote() -> None:
     assert "60 responses: 50 in 2 themes, 5 other, 5 unusable (empty 3, gibberish 2)" in text
     assert "Late deliveries" in text and "40.0%" in text and "late, hour" in text
     assert "“Food came an hour late”" in text
+
+
+def test_bundled_sample_parses_and_matches_its_labels() -> None:
+    import csv
+
+    root = Path(__file__).resolve().parents[2] / "samples"
+    items = load_responses(root / "feedback.csv")
+    assert 380 <= len(items) <= 450
+    assert set(items[0]["metadata"]) == {"channel", "plan"}
+    with (root / "feedback_labels.csv").open(encoding="utf-8", newline="") as f:
+        labels = {row["id"]: row["theme"] for row in csv.DictReader(f)}
+    assert [i["id"] for i in items] == list(labels)
+    themes = {t for v in labels.values() for t in v.split("|")}
+    assert 10 <= len(themes - {"general", "unusable"}) <= 14
+    assert all(len(i["text"].split()) <= 70 for i in items)
