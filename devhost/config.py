@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,30 @@ class HostConfig:
         return name[:32]
 
 
+OVERRIDE_PREFIX = "AzureFunctionsJobHost__"
+
+
+def apply_overrides(host_json: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Apply ``AzureFunctionsJobHost__path__to__key`` settings over host.json, as the real host does.
+
+    For example ``AzureFunctionsJobHost__extensions__queues__batchSize=1``. Keys
+    match case-insensitively; values stay strings (the readers convert them).
+    """
+    for name, value in env.items():
+        if not name.startswith(OVERRIDE_PREFIX):
+            continue
+        *parents, leaf = name[len(OVERRIDE_PREFIX) :].split("__")
+        node = host_json
+        for part in parents:
+            key = next((k for k in node if k.lower() == part.lower()), part)
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = node[key] = {}
+            node = child
+        key = next((k for k in node if k.lower() == leaf.lower()), leaf)
+        node[key] = value
+
+
 def load(app_dir: Path) -> HostConfig:
     """Read host.json and local settings of ``app_dir`` (env vars set by the caller win)."""
     settings_file, host_section = load_local_settings(app_dir)
@@ -149,6 +174,7 @@ def load(app_dir: Path) -> HostConfig:
         host_json = json.loads(host_json_path.read_text(encoding="utf-8"))
     else:
         log.warning("no host.json in %s: using defaults", app_dir)
+    apply_overrides(host_json, os.environ)
     ext = host_json.get("extensions") or {}
     http = ext.get("http") or {}
     prefix = http.get("routePrefix", "api")

@@ -48,6 +48,7 @@ from typing import Any
 from shared import job_queue, telemetry
 from shared.blobs import BlobStore, job_prefix
 from shared.chunks import Chunk, ChunkStatus, ChunkStore
+from shared.connections import get_queue_client
 from shared.constants import INLINE_INPUT_MAX_BYTES, STAGE_RE
 from shared.errors import PermanentError, ThematiqError
 from shared.fanout_types import MapResult, Suspend
@@ -200,8 +201,6 @@ def pump(
 
 def send_chunk(chunk: Chunk, traceparent: str | None = None, delay: timedelta | None = None) -> None:
     message = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts + 1, traceparent)
-    from shared.connections import get_queue_client
-
     seconds = int(delay.total_seconds()) if delay is not None else None
     with storage_call("enqueue chunk"):
         get_queue_client(get_settings().chunks_queue).send_message(message.encode(), visibility_timeout=seconds or None)

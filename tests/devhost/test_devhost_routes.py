@@ -40,3 +40,16 @@ def test_precedence_orders_literals_first() -> None:
     routes = sorted([Route.parse("{a}/{b}"), Route.parse("echo/{id:int}"), Route.parse("echo/special")],
                     key=lambda r: r.precedence)
     assert [r.template for r in routes] == ["echo/special", "echo/{id:int}", "{a}/{b}"]
+
+
+def test_host_json_overrides_from_app_settings() -> None:
+    """``AzureFunctionsJobHost__a__b`` app settings override host.json, as in Azure."""
+    from devhost.config import apply_overrides
+
+    host_json = {"extensions": {"queues": {"batchSize": 4}}}
+    apply_overrides(host_json, {
+        "AzureFunctionsJobHost__extensions__queues__BatchSize": "1",
+        "AzureFunctionsJobHost__extensions__queues__newBatchThreshold": "0",
+        "UNRELATED": "x",
+    })
+    assert host_json == {"extensions": {"queues": {"batchSize": "1", "newBatchThreshold": "0"}}}
