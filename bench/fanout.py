@@ -23,7 +23,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# bench/platform.py shadows the stdlib ``platform`` module: take this folder off the path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+ROOT = _HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from devhost.azurite import Azurite  # noqa: E402

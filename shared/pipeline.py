@@ -79,6 +79,10 @@ class Pipeline:
     #: Validates and normalises the submitted ``input`` before anything is
     #: stored. Raise :class:`shared.errors.ValidationFailed` naming the field.
     validate_input: Callable[[Any], Any] | None = None
+    #: Checks of params that depend on this deployment's settings (e.g. an LLM
+    #: is required but none is configured), run at submission after the params
+    #: model. Raise :class:`shared.errors.ValidationFailed` naming ``params.<field>``.
+    validate_params: Callable[[Any], None] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Upper bound on one attempt; capped by the PIPELINE_TIMEOUT_SECONDS setting.
     timeout_seconds: float | None = None

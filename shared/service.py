@@ -145,9 +145,12 @@ class JobService:
                 [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}],
             )
         try:
-            params = pipeline.params_model.model_validate(body.params).model_dump(mode="json")
+            params_model = pipeline.params_model.model_validate(body.params)
         except ValidationError as err:
             raise_for(err, "params", "invalid params")
+        if pipeline.validate_params is not None:
+            pipeline.validate_params(params_model)
+        params = params_model.model_dump(mode="json")
         data = pipeline.validate_input(body.input) if pipeline.validate_input else body.input
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:

@@ -43,6 +43,7 @@ PIPELINE = Pipeline(
     params_model=ThematicParams,
     run=_run,
     validate_input=validate_input,
+    validate_params=check_params,
     # Failures worth retrying are LLM/storage blips; checkpoints make a retry cheap.
     retry=RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=2)),
     # 100k responses embed in ~15 min on 2 cores; leave room for the rest.
