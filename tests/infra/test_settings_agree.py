@@ -298,10 +298,10 @@ def test_openapi_describes_every_http_route() -> None:
 
 @pytest.fixture(scope="module")
 def functions() -> list[Any]:
-    # get_functions() can be called once per process: one module fixture.
-    from function_app import app
+    # get_functions() can be called once per process: the shared index.
+    from tests.app_index import app_functions
 
-    return list(app.get_functions())
+    return list(app_functions())
 
 
 def _http_auth_level(fn: Any) -> str | None:

@@ -17,6 +17,7 @@ from azure.functions.queue import QueueMessage
 from azure.functions.timer import TimerRequest
 
 from shared.connections import get_queue_client
+from tests.app_index import app_functions
 
 _lock = threading.Lock()
 _functions: dict[str, Callable[..., Any]] = {}
@@ -26,9 +27,7 @@ def functions() -> dict[str, Callable[..., Any]]:
     # A lock, not lru_cache: concurrent first calls would index the app twice, which raises.
     with _lock:
         if not _functions:
-            import function_app
-
-            _functions.update({f.get_function_name(): f.get_user_function() for f in function_app.app.get_functions()})
+            _functions.update({f.get_function_name(): f.get_user_function() for f in app_functions()})
         return _functions
 
 
