@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from azure.core.credentials import TokenCredential
 from azure.core.pipeline import PipelineResponse
@@ -84,38 +84,43 @@ def _common(service: str) -> dict[str, Any]:
     return {"raw_response_hook": hook, "connection_timeout": _CONNECT_TIMEOUT, "read_timeout": _READ_TIMEOUT}
 
 
+_Service = TypeVar("_Service", TableServiceClient, QueueServiceClient, BlobServiceClient)
+
+
+def _build(kind: str, cls: type[_Service], **options: Any) -> _Service:
+    """A service client from the connection string (local) or the identity settings (Azure)."""
+    kw = {**_common(kind), **options}
+    conn = raw("AzureWebJobsStorage")
+    if conn:
+        return cls.from_connection_string(conn, **kw)
+    return cls(_endpoint(kind), credential=_credential(), **kw)
+
+
+def _retry(cls: type[QueueRetry] | type[BlobRetry]) -> QueueRetry | BlobRetry:
+    return cls(
+        initial_backoff=_BACKOFF_INITIAL,
+        increment_base=_BACKOFF_BASE,
+        retry_total=_RETRIES,
+        random_jitter_range=_BACKOFF_JITTER,
+    )
+
+
 def table_service() -> TableServiceClient:
     with _clients.lock:
         if _clients.table_service is None:
-            kw = {**_common("table"), "retry_total": _RETRIES, "retry_backoff_factor": 0.5}
-            conn = raw("AzureWebJobsStorage")
-            _clients.table_service = (
-                TableServiceClient.from_connection_string(conn, **kw)
-                if conn
-                else TableServiceClient(_endpoint("table"), credential=_credential(), **kw)
-            )
+            _clients.table_service = _build("table", TableServiceClient, retry_total=_RETRIES, retry_backoff_factor=0.5)
         return _clients.table_service
 
 
 def queue_service() -> QueueServiceClient:
     with _clients.lock:
         if _clients.queue_service is None:
-            kw = {
-                **_common("queue"),
-                "retry_policy": QueueRetry(
-                    initial_backoff=_BACKOFF_INITIAL,
-                    increment_base=_BACKOFF_BASE,
-                    retry_total=_RETRIES,
-                    random_jitter_range=_BACKOFF_JITTER,
-                ),
-                # The Functions queue trigger expects base64 text.
-                "message_encode_policy": TextBase64EncodePolicy(),
-            }
-            conn = raw("AzureWebJobsStorage")
-            _clients.queue_service = (
-                QueueServiceClient.from_connection_string(conn, **kw)
-                if conn
-                else QueueServiceClient(_endpoint("queue"), credential=_credential(), **kw)
+            # The Functions queue trigger expects base64 text.
+            _clients.queue_service = _build(
+                "queue",
+                QueueServiceClient,
+                retry_policy=_retry(QueueRetry),
+                message_encode_policy=TextBase64EncodePolicy(),
             )
         return _clients.queue_service
 
@@ -123,21 +128,7 @@ def queue_service() -> QueueServiceClient:
 def blob_service() -> BlobServiceClient:
     with _clients.lock:
         if _clients.blob_service is None:
-            kw = {
-                **_common("blob"),
-                "retry_policy": BlobRetry(
-                    initial_backoff=_BACKOFF_INITIAL,
-                    increment_base=_BACKOFF_BASE,
-                    retry_total=_RETRIES,
-                    random_jitter_range=_BACKOFF_JITTER,
-                ),
-            }
-            conn = raw("AzureWebJobsStorage")
-            _clients.blob_service = (
-                BlobServiceClient.from_connection_string(conn, **kw)
-                if conn
-                else BlobServiceClient(_endpoint("blob"), credential=_credential(), **kw)
-            )
+            _clients.blob_service = _build("blob", BlobServiceClient, retry_policy=_retry(BlobRetry))
         return _clients.blob_service
 
 
