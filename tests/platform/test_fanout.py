@@ -103,3 +103,20 @@ def test_cancelling_a_waiting_job_skips_its_remaining_chunks() -> None:
     assert {c.status for c in chunks} <= {ChunkStatus.CANCELLED, ChunkStatus.PENDING}
     assert all(c.attempts == 0 for c in chunks)
     assert job(j["id"]).status == Status.CANCELLED
+
+
+def test_two_jobs_share_the_chunks_queue_fairly() -> None:
+    big = submit("fanout", {"chunk_size": 2}, list(range(40)))  # 20 chunks
+    small = submit("fanout", {"chunk_size": 2}, list(range(6)))  # 3 chunks
+    run_worker_once()
+    run_worker_once()
+    queued = get_queue_client(get_settings().chunks_queue).peek_messages(max_messages=32)
+    per_job: dict[str, int] = {}
+    for m in queued:
+        body = base64.b64decode(m.content).decode()
+        job_id = big["id"] if big["id"] in body else small["id"]
+        per_job[job_id] = per_job.get(job_id, 0) + 1
+    # The window (3 here) caps each job: the big one cannot fill the queue ahead of the small one.
+    assert per_job == {big["id"]: 3, small["id"]: 3}
+    drain()
+    assert job(big["id"]).status == job(small["id"]).status == Status.SUCCEEDED

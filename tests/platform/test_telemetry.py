@@ -50,3 +50,23 @@ def test_request_attempt_and_stage_spans_share_one_trace(caplog: pytest.LogCaptu
     worker_lines = [r for r in caplog.records if r.name.startswith("shared.worker")]
     assert worker_lines and all(getattr(r, "job_id", None) == job["id"] for r in worker_lines)
     assert all(getattr(r, "pipeline", None) == "sleep" for r in worker_lines if "attempt" in r.getMessage())
+
+
+def test_application_insights_is_configured_with_the_managed_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    import azure.monitor.opentelemetry as distro
+    from azure.identity import ManagedIdentityCredential
+
+    from shared import telemetry
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(telemetry, "_configured", False)
+    monkeypatch.setattr(logging, "_logRecordFactory", logging.getLogRecordFactory())  # restored after the test
+    monkeypatch.setenv("APPLICATIONINSIGHTS_CONNECTION_STRING", "InstrumentationKey=00000000-0000-0000-0000-000000000000")
+    monkeypatch.setenv("AzureWebJobsStorage__clientId", "11111111-1111-1111-1111-111111111111")
+    telemetry.configure()
+    assert len(calls) == 1
+    assert calls[0]["logger_name"] == "thematiq"
+    assert isinstance(calls[0]["credential"], ManagedIdentityCredential)
+    telemetry.configure()  # idempotent
+    assert len(calls) == 1

@@ -173,3 +173,32 @@ def test_cancel_running_job(fail: str) -> None:
     assert job(j["id"]).status == Status.CANCELLED
     # Cooperative: within a heartbeat; forced: heartbeat + grace period.
     assert elapsed < 6, elapsed
+
+
+def test_an_attempt_over_its_timeout_is_killed_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_settings(monkeypatch, PIPELINE_TIMEOUT_SECONDS="2")
+    j = submit("sleep", {"seconds": 60, "steps": 60, "fail": "hang"})
+    started = time.monotonic()
+    run_worker_once()
+    assert time.monotonic() - started < 10
+    stored = job(j["id"])
+    assert stored.status == Status.FAILED
+    assert stored.error is not None and stored.error.type == "Timeout"
+    assert "exceeded its 2 s timeout" in stored.error.message
+
+
+def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.blobs import BlobStore, job_prefix
+
+    j = submit("echo", {}, {"keep": False})
+    run_worker_once()
+    prefix = job_prefix("local", j["id"])
+    assert list(BlobStore().container.list_blobs(name_starts_with=prefix))
+    fast_settings(monkeypatch, RETENTION_DAYS="0.00001")  # under a second
+    time.sleep(1.2)
+    run_reaper()
+    from shared.errors import NotFound
+
+    with pytest.raises(NotFound):
+        JobStore().get("local", j["id"])
+    assert not list(BlobStore().container.list_blobs(name_starts_with=prefix))
