@@ -22,6 +22,7 @@ from threading import Lock
 from typing import Any
 
 from shared.pipeline import Pipeline
+from shared.settings import raw
 
 GROUP = "thematiq.pipelines"
 _PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
@@ -80,12 +81,16 @@ class Registry:
         return pipeline
 
     def names(self) -> list[str]:
-        return sorted(self._all_refs())
+        disabled = disabled_pipelines()
+        return sorted(n for n in self._all_refs() if n not in disabled)
 
     def ref(self, name: str) -> str:
         return self._all_refs()[name]
 
     def get(self, name: str) -> Pipeline | None:
+        """The pipeline called ``name``, or None if there is none or it is disabled in this deployment."""
+        if name in disabled_pipelines():
+            return None
         with self._lock:
             if name in self._loaded:
                 return self._loaded[name]
@@ -97,6 +102,11 @@ class Registry:
                 raise TypeError(f"entry point {name!r} names a pipeline called {pipeline.name!r}")
             self._loaded[name] = pipeline
             return pipeline
+
+
+def disabled_pipelines() -> frozenset[str]:
+    # Read on every lookup (it is one environment read) so a settings change needs no restart logic.
+    return frozenset(n.strip() for n in raw("DISABLED_PIPELINES").split(",") if n.strip())
 
 
 _default = Registry()

@@ -66,6 +66,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     ),
     Setting("PROGRESS_MIN_INTERVAL_SECONDS", "3", "Progress is written to the job at most once per this many seconds."),
     Setting(
+        "DISABLED_PIPELINES",
+        "",
+        "Comma-separated pipelines this deployment refuses (422 at submission). Azure disables the test pipelines `echo,sleep,fanout`.",
+    ),
+    Setting(
         "CHUNKS_QUEUE",
         "chunks",
         "Queue of map-stage chunks (fan-out); failures past maxDequeueCount go to `<CHUNKS_QUEUE>-poison`.",

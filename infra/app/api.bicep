@@ -43,6 +43,8 @@ var appSettings = {
   JOBS_TABLE: jobsTable
   JOBS_QUEUE: jobsQueue
   CHUNKS_QUEUE: chunksQueue
+  // The platform's test pipelines can hold a worker for minutes or kill their own process: not for tenants.
+  DISABLED_PIPELINES: 'echo,sleep,fanout'
   MAX_CHUNKS_IN_FLIGHT_PER_JOB: '8'
   RESULTS_CONTAINER: resultsContainer
   // Empty on purpose: behind API Management the tenant header is required, and

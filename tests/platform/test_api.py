@@ -166,3 +166,10 @@ def test_result_of_unfinished_job_is_409_and_unknown_format_422() -> None:
 def test_health() -> None:
     resp = http("health", "GET", "health")
     assert resp.status_code == 200 and body_of(resp)["storage"] == "ok"
+
+
+def test_a_disabled_pipeline_is_refused_like_an_unknown_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISABLED_PIPELINES", "sleep, fanout")
+    body = _assert_problem(http("submit_job", "POST", "jobs", body={"pipeline": "sleep", "input": 1}), 422, "pipeline")
+    assert "sleep" not in body["errors"][0]["message"]  # not even listed among the known ones
+    assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 1}).status_code == 202
