@@ -20,6 +20,12 @@ QueueProcessor and QueuesOptions, and the queue-trigger article on Learn):
   poison queue at once without being run (storage extension 5.x behaviour);
 * the queue and the poison queue are created if missing.
 
+Storage outages never stop a listener: a failed receive is a warning and
+polling backs off as on an empty queue (up to ``maxPollingInterval``), then
+resumes; a failed visibility renewal is retried every second (an unreachable
+Storage is not a lost message); a queue that could not be created at start-up
+is created once Storage answers.
+
 Every host polls independently, so several hosts on one queue are competing
 consumers: the visibility timeout is the only coordination, as in Azure.
 """
@@ -46,6 +52,7 @@ log = logging.getLogger("devhost")
 
 MIN_POLL_SECONDS = 0.1  # QueuePollingIntervals.Minimum
 EMPTY_POLL_START_SECONDS = 0.2
+RENEW_RETRY_SECONDS = 1.0
 DEFAULT_VISIBILITY_SECONDS = 600  # The host's receive visibility timeout: 10 minutes.
 
 
@@ -76,17 +83,20 @@ class _Renewer:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._done.wait(self._seconds / 2):
+        wait = self._seconds / 2
+        while not self._done.wait(wait):
             try:
                 updated = self._client.update_message(
                     self._id, pop_receipt=self.pop_receipt, visibility_timeout=self._seconds
                 )
                 self.pop_receipt = updated.pop_receipt
-            except HttpResponseError as exc:
+                wait = self._seconds / 2
+            except Exception as exc:  # noqa: BLE001 - Storage unreachable: retry, never die silently.
                 code = getattr(exc, "error_code", None) or exc
                 log.warning("could not renew visibility of message %s: %s", self._id, code)
-                if _gone(exc):
+                if isinstance(exc, HttpResponseError) and _gone(exc):
                     return
+                wait = min(RENEW_RETRY_SECONDS, self._seconds / 2)
 
     def stop(self) -> str | None:
         self._done.set()
@@ -114,8 +124,18 @@ class QueueListener:
         self._thread = threading.Thread(target=self._poll, name=f"devhost-poll-{spec.name}", daemon=True)
 
     def start(self) -> None:
-        self.client = storage.queue(self.connection, self.queue_name)
+        self.client = storage.queue(self.connection, self.queue_name, create=False)
+        self._queue_ready = self._ensure_queue()
         self._thread.start()
+
+    def _ensure_queue(self) -> bool:
+        """Create the queue (once per process); False, with a warning, if Storage is unreachable."""
+        try:
+            storage.queue(self.connection, self.queue_name)
+            return True
+        except Exception as exc:  # noqa: BLE001 - Storage down at start-up: retried from the poll loop.
+            log.warning("could not create queue %s (retrying while polling): %s", self.queue_name, exc)
+            return False
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -130,17 +150,20 @@ class QueueListener:
                 )
             if self.stopping.is_set():
                 break
-            try:
-                messages = list(
-                    self.client.receive_messages(
-                        messages_per_page=self.options.batch_size,
-                        max_messages=self.options.batch_size,
-                        visibility_timeout=self.visibility,
+            messages: list[QueueMessage] = []
+            if not self._queue_ready:
+                self._queue_ready = self._ensure_queue()
+            if self._queue_ready:
+                try:
+                    messages = list(
+                        self.client.receive_messages(
+                            messages_per_page=self.options.batch_size,
+                            max_messages=self.options.batch_size,
+                            visibility_timeout=self.visibility,
+                        )
                     )
-                )
-            except Exception as exc:  # noqa: BLE001 - storage hiccups must not kill the listener.
-                log.warning("receive from queue %s failed: %s", self.queue_name, exc)
-                messages = []
+                except Exception as exc:  # noqa: BLE001 - storage hiccups must not kill the listener.
+                    log.warning("receive from queue %s failed: %s", self.queue_name, exc)
             if messages:
                 for message in messages:
                     with self._cond:
