@@ -19,10 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# bench/platform.py shadows the stdlib ``platform`` module (which the SDKs import via
+# uuid): take the bench folder off the path before anything else loads.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
-from devhost.azurite import Azurite
-from tests.fault import scenarios
+from devhost.azurite import Azurite  # noqa: E402
+from tests.fault import scenarios  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
