@@ -22,8 +22,14 @@ Algorithm:
    inputs it collapsed BBC's 5 topics to 3.) Every candidate's score and its
    seed spread is recorded in the run metadata as the reason for the choice.
 4. The final partition is spherical k-means at the chosen k on all points in
-   the full space (several restarts), so no sampling error reaches the
-   assignments.
+   the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
+   no sampling error reaches the assignments. It runs on *neighbour-smoothed*
+   vectors (each point averaged with its 5 nearest neighbours, see
+   :func:`knn_smooth`), which damps the wording-specific part of short-text
+   embeddings: +0.02 NMI on BBC leads, +0.05 on headlines, +0.03 on the
+   small-themes set and on the feedback sample, over 3 seeds each. Centring,
+   PCA and PCA-whitening were measured too and did not help (whitening made
+   the result seed-dependent).
 
 Evaluated on BBC leads, BBC headlines and a many-small-groups set (see
 docs/thematic.md): silhouette in the full cosine space peaks at or near the
@@ -52,6 +58,21 @@ CHOICE_SAMPLE = 2000
 PCA_DIMS = 64
 #: Relative tolerance of the parsimony rule in choose_k.
 PARSIMONY = 0.02
+#: Neighbours averaged into each point before the final partition (see
+#: :func:`knn_smooth`). 5 measured best on all four benchmark sets; 10+
+#: starts to merge themes of fewer than ~10 members into their neighbours.
+SMOOTH_NEIGHBOURS = 5
+#: Above this many points the neighbours are searched in the PCA space
+#: (``PCA_DIMS``) instead of the full one: the search is O(n²·d), and at 100k
+#: points 384 dimensions would cost ~1.5 min on 2 cores against ~15 s.
+SMOOTH_FULL_MAX = 20_000
+#: Similarities held at once in the neighbour search (float32: 128 MiB), so
+#: memory stays flat up to the 100k input limit (then ~330 rows per block).
+SMOOTH_BLOCK_CELLS = 1 << 25
+#: k-means restarts of the final partition; the best objective wins. Cheap
+#: next to embedding (a few seconds at 100k), and it removes most of the
+#: seed-to-seed variation of the result.
+FINAL_RESTARTS = 10
 
 
 def normalise(x: NDArray[Any]) -> F32:
@@ -87,6 +108,43 @@ def pca(x: F32, dims: int, *, seed: int = 0, sample: int = 5000) -> F32:
     mean = fit.mean(axis=0)
     _, _, vt = np.linalg.svd(fit - mean, full_matrices=False)
     return normalise((x - mean) @ vt[:dims].T)
+
+
+def neighbours(x: F32, m: int) -> I64:
+    """Indices of the ``m`` most cosine-similar other points of each row of unit vectors ``x``.
+
+    Exact, blockwise (memory O(block · n)); ``argpartition`` so no full sort.
+    """
+    n = x.shape[0]
+    out = np.empty((n, m), dtype=np.int64)
+    block = max(64, min(1024, SMOOTH_BLOCK_CELLS // max(n, 1)))
+    for start in range(0, n, block):
+        sims = x[start : start + block] @ x.T
+        rows = np.arange(sims.shape[0])
+        sims[rows, start + rows] = -np.inf  # not its own neighbour
+        out[start : start + block] = np.argpartition(-sims, m - 1, axis=1)[:, :m]
+    return out
+
+
+def knn_smooth(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0) -> F32:
+    """Each point averaged with the mean of its ``m`` nearest neighbours, re-normalised.
+
+    One step of neighbourhood averaging (a graph-diffusion / mean-shift step):
+    the part of a short text's embedding that its neighbours share (the topic)
+    is kept, its idiosyncratic part (wording, length, named entities) is
+    damped, so k-means separates topics better. Measured at the true k on BBC:
+    NMI 0.741 → 0.762 on leads and 0.584 → 0.634 on headlines; it also helps
+    the many-small-themes set. It is used for the final partition only, not to
+    choose k: on smoothed vectors near-paraphrase groups become so tight that
+    silhouette prefers 40 themes on headlines.
+    """
+    n = x.shape[0]
+    m = min(m, n - 1)
+    if m < 1:
+        return x
+    space = x if n <= SMOOTH_FULL_MAX else pca(x, PCA_DIMS, seed=seed)
+    nb = neighbours(space, m)
+    return normalise(x + x[nb].mean(axis=1))
 
 
 def kmeans_pp_init(x: F32, k: int, rng: np.random.Generator) -> F32:
@@ -241,7 +299,10 @@ def cluster(x: F32, *, num_themes: int | None, max_themes: int, min_theme_size: 
     else:
         k, scores, note = choose_k(x, 2, max(2, k_cap), seed=seed)
         criterion = "silhouette"
-    labels, centroids = spherical_kmeans(x, k, seed=seed, n_init=3)
+    # Partition the denoised vectors, but report centroids of the original
+    # ones: assignment, outliers and confidences work in the original space.
+    labels, _ = spherical_kmeans(knn_smooth(x, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
+    centroids = normalise(group_sums(labels, x, k))
     return Clustering(labels, k, centroids, criterion, note, scores)
 
 
