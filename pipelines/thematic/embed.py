@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -157,6 +157,75 @@ class LocalEmbedder:
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+
+class TextEmbedder(Protocol):
+    """What the stages need from an embedder: the local model or an embeddings deployment."""
+
+    info: ModelInfo
+
+    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> Embeddings: ...
+
+
+class EmbeddingsAPI(Protocol):
+    """The part of :class:`shared.llm.LLMClient` used for embeddings."""
+
+    embeddings_deployment: str
+
+    def embed(self, texts: list[str]) -> Embeddings: ...
+
+
+#: Texts per embeddings request from this side (the client splits further into
+#: the API's own batches); also the granularity of progress reports.
+API_BATCH: Final = 256
+
+
+class ClientEmbedder:
+    """Embeddings from the LLM provider's embeddings deployment (``LLM_EMBEDDINGS_DEPLOYMENT``).
+
+    Texts leave the process, so they are PII-redacted first when ``redact`` is
+    on (the same rule as for prompts). The API is not cached by the platform,
+    which is why the embed stage checkpoints partial results.
+    """
+
+    def __init__(self, client: EmbeddingsAPI, *, redact: bool) -> None:
+        self._client = client
+        self._redact = redact
+        self.redactions: dict[str, int] = {}
+        # Dimensions are not known before the first answer; the result reports
+        # the actual width of the stored embeddings.
+        self.info = ModelInfo(client.embeddings_deployment, "api", "", 0, 0)
+
+    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> Embeddings:
+        from .pii import redact
+
+        parts: list[Embeddings] = []
+        done = 0
+        for start in range(0, len(texts), API_BATCH):
+            batch = list(texts[start : start + API_BATCH])
+            if self._redact:
+                redacted = []
+                for t in batch:
+                    r, counts = redact(t)
+                    for key, v in counts.items():
+                        self.redactions[key] = self.redactions.get(key, 0) + v
+                    redacted.append(r)
+                batch = redacted
+            parts.append(np.asarray(self._client.embed(batch), dtype=np.float32))
+            done += len(batch)
+            if on_batch is not None:
+                on_batch(done)
+        if not parts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack(parts)
+
+
+def embedder_for(client: object | None, *, redact: bool) -> TextEmbedder:
+    """The embeddings deployment when the LLM client has one configured, else the embedded model."""
+    if client is not None and getattr(client, "embeddings_enabled", False):
+        api: EmbeddingsAPI = client  # type: ignore[assignment]  # checked by embeddings_enabled
+        return ClientEmbedder(api, redact=redact)
+    return get_embedder()
 
 
 _lock = threading.Lock()

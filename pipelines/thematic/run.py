@@ -3,14 +3,17 @@
 A retry after a crash restores every finished stage from its checkpoint and
 resumes at the first unfinished one; in particular the embeddings are never
 computed twice. Checkpoints are keyed by a fingerprint of params + input, so a
-checkpoint of different data is never reused.
+checkpoint of different data is never reused. The embed stage also
+checkpoints every ``EMBED_PART`` texts, so a crash or timeout mid-embedding
+resumes from the last part. Large inputs embed as a map stage over chunk
+workers (``ctx.map``, see ``mapped.py``); a map call suspends the attempt,
+which then re-runs from the top, so everything before it comes from checkpoints.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import time
 from collections.abc import Callable
@@ -26,33 +29,35 @@ from . import assign as A
 from . import clean as C
 from . import cluster as K
 from . import describe as D
-from .embed import MODEL_INFO, get_embedder
+from . import mapped as M
+from .embed import ClientEmbedder, TextEmbedder
 from .keywords import ctfidf, label_from_keywords
-from .llm_port import ChatClient, resolve_client
+from .llm_port import ChatClient
 from .params import ThematicParams
 from .pii import redact
 from .result import SCHEMA_VERSION, ThematicResult
 
-PIPELINE_VERSION = "1.0.0"
-EMBED_CHUNK = 256
+PIPELINE_VERSION = "1.1.0"
+#: Texts per partial embedding checkpoint (and per cancellation check): at
+#: most ~20 s of embedding is lost to a crash, for one 3 MB blob per part.
+EMBED_PART = 2048
+#: Params that change how the job runs, not what it computes: left out of
+#: the checkpoint fingerprint.
+_EXECUTION_PARAMS = {"fanout_min_responses", "fanout_chunk_size"}
 
 
-def _fingerprint(params: ThematicParams, items: list[dict[str, Any]]) -> str:
+def _fingerprint(params: ThematicParams, items: list[dict[str, Any]], embedder: str) -> str:
     h = hashlib.sha256(PIPELINE_VERSION.encode())
-    h.update(params.model_dump_json().encode())
+    h.update(params.model_dump_json(exclude=_EXECUTION_PARAMS).encode())
+    # Vectors of another model (local vs an embeddings deployment) must never be mixed in.
+    h.update(embedder.encode() + b"\x02")
     for it in items:
         h.update(str(it["id"]).encode() + b"\x00" + str(it.get("text", "")).encode() + b"\x01")
     return h.hexdigest()[:16]
 
 
-def _npy(a: NDArray[Any]) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
-    return buf.getvalue()
-
-
-def _from_npy(b: bytes) -> NDArray[Any]:
-    return np.load(io.BytesIO(b), allow_pickle=False)  # type: ignore[no-any-return]
+_npy = M.npy
+_from_npy = M.from_npy
 
 
 class _Stages:
@@ -78,7 +83,7 @@ class _Stages:
 def run(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]]) -> dict[str, Any]:
     if not isinstance(params, ThematicParams):
         params = ThematicParams.model_validate(params)
-    client = resolve_client(params.llm)
+    client = M.job_client(params)
     return run_with(ctx, params, items, client=client)
 
 
@@ -90,8 +95,9 @@ def run_with(
         raise PermanentError("llm=required but no LLM client is available")
     if params.llm == "off":
         client = None
-    redact_on = params.redact_pii if params.redact_pii is not None else client is not None
-    st = _Stages(ctx, _fingerprint(params, items))
+    redact_on = M.redact_on(params, client)
+    embedder = M.job_embedder(params, client)
+    st = _Stages(ctx, _fingerprint(params, items, embedder.info.name))
     t_all = time.perf_counter()
 
     # 1 Clean ------------------------------------------------------------------
@@ -114,7 +120,7 @@ def run_with(
     raw = st.restore("embed")
     t0 = time.perf_counter()
     if raw is None:
-        emb = _embed(ctx, texts)
+        emb = _embed_stage(ctx, params, texts, st, embedder)
         st.save("embed", _npy(emb), t0)
     else:
         emb = _from_npy(raw).astype(np.float32)
@@ -198,7 +204,7 @@ def run_with(
     seed_summary: list[dict[str, Any]] | None = None
     if params.seed_themes:
         seed_codes, seed_summary = _code_seed(
-            ctx, params, client, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts)
+            ctx, params, client, embedder, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts)
         )
     st.timings["assign"] = round(time.perf_counter() - t0, 3)
 
@@ -251,6 +257,9 @@ def run_with(
                 "merged_from": th.merged_from,
             }
         )
+    if isinstance(embedder, ClientEmbedder):
+        for key, v in embedder.redactions.items():
+            pii_counts[key] = pii_counts.get(key, 0) + v
     if usage.calls:
         ctx.usage(llm_tokens=usage.prompt_tokens + usage.completion_tokens, llm_cost_usd=usage.cost_usd)
     st.timings["total"] = round(time.perf_counter() - t_all, 3)
@@ -264,12 +273,12 @@ def run_with(
             "pipeline": "thematic",
             "pipeline_version": PIPELINE_VERSION,
             "embedding_model": {
-                "name": MODEL_INFO.name,
-                "version": MODEL_INFO.version,
-                "sha256": MODEL_INFO.sha256,
-                "dimensions": MODEL_INFO.dimensions,
-                "max_tokens": MODEL_INFO.max_tokens,
-                "runtime": "onnxruntime int8",
+                "name": embedder.info.name,
+                "version": embedder.info.version,
+                "sha256": embedder.info.sha256 or None,
+                "dimensions": int(emb.shape[1]),
+                "max_tokens": embedder.info.max_tokens or None,
+                "runtime": "api" if isinstance(embedder, ClientEmbedder) else "onnxruntime int8",
             },
             "params": params.model_dump(mode="json"),
             "timings_seconds": st.timings,
@@ -302,19 +311,54 @@ def run_with(
     return doc
 
 
-def _embed(ctx: PipelineContext, texts: list[str]) -> NDArray[np.float32]:
-    embedder = get_embedder()
-    out = np.zeros((len(texts), MODEL_INFO.dimensions), dtype=np.float32)
+def _embed_stage(
+    ctx: PipelineContext, params: ThematicParams, texts: list[str], st: _Stages, embedder: TextEmbedder
+) -> NDArray[np.float32]:
+    """Embeddings of ``texts``: fanned out over chunk workers for large inputs, else in this process."""
+    mapper = getattr(ctx, "map", None)
+    if mapper is not None and len(texts) >= params.fanout_min_responses:
+        ctx.progress("embed", 0, len(texts), f"embedding on chunk workers, {params.fanout_chunk_size} per chunk")
+        # Suspends this attempt the first time; the re-run finds the chunks
+        # done and gets their outputs, in chunk order (error budget 0: every
+        # chunk's output is present).
+        res = mapper("embed", texts, M.embed_chunk, chunk_size=params.fanout_chunk_size)
+        emb = np.concatenate([M.from_npy(o) for o in res.outputs]).astype(np.float32)
+        if emb.shape[0] != len(texts):
+            raise PermanentError(f"the embed map stage returned {emb.shape[0]} vectors for {len(texts)} texts")
+        st.resumed.append("embed_fanout")
+        return emb
+    return _embed(ctx, texts, embedder, st.fp, st.resumed)
+
+
+def _embed(
+    ctx: PipelineContext, texts: list[str], embedder: TextEmbedder, fp: str, resumed: list[str]
+) -> NDArray[np.float32]:
+    """Embed in parts of EMBED_PART texts, each checkpointed, so a crash resumes from the last part."""
+    parts: list[NDArray[np.float32]] = []
+    restored = 0
     ctx.progress("embed", 0, len(texts), "embedding")
-    # Chunks bound the memory of one tokenizer call and let cancellation in
-    # between; within a chunk texts are length-sorted to reduce padding.
-    for start in range(0, len(texts), EMBED_CHUNK * 8):
-        chunk = texts[start : start + EMBED_CHUNK * 8]
-        out[start : start + len(chunk)] = embedder.embed(
-            chunk, on_batch=functools.partial(_embed_progress, ctx, start, len(texts))
-        )
+    for n, start in enumerate(range(0, len(texts), EMBED_PART)):
+        chunk = texts[start : start + EMBED_PART]
+        # The part size is in the name: a checkpoint of other boundaries never matches.
+        name = f"embedpart-{EMBED_PART}-{n:05d}-{fp}"
+        raw = ctx.restore(name)
+        part = M.from_npy(raw).astype(np.float32) if raw is not None else None
+        if part is not None and part.shape[0] == len(chunk):
+            restored += len(chunk)
+        else:
+            # Within a part texts are length-sorted to reduce padding.
+            part = embedder.embed(chunk, on_batch=functools.partial(_embed_progress, ctx, start, len(texts)))
+            if start + len(chunk) < len(texts):
+                # The last part is not saved on its own: the whole-stage checkpoint follows at once.
+                ctx.checkpoint(name, _npy(part))
+        parts.append(part)
+        ctx.progress("embed", start + len(chunk), len(texts))
         ctx.raise_if_cancelled()
-    return out
+    if restored:
+        resumed.append(f"embed_partial:{restored}")
+    if not parts:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.concatenate(parts).astype(np.float32)
 
 
 def _embed_progress(ctx: PipelineContext, offset: int, total: int, done: int) -> None:
@@ -404,6 +448,7 @@ def _code_seed(
     ctx: PipelineContext,
     params: ThematicParams,
     client: ChatClient | None,
+    embedder: TextEmbedder,
     emb: NDArray[np.float32],
     texts: list[str],
     usage: D.LLMUsage,
@@ -412,7 +457,7 @@ def _code_seed(
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     assert params.seed_themes is not None
     book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
-    code_emb = get_embedder().embed([f"{b['name']}: {b['description']}".strip(": ") for b in book])
+    code_emb = embedder.embed([f"{b['name']}: {b['description']}".strip(": ") for b in book])
     sim_codes = A.code_by_similarity(emb, code_emb, multi_label=params.multi_label)
     out: list[list[dict[str, Any]]] = [
         [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes]
@@ -421,9 +466,26 @@ def _code_seed(
     if client is not None:
         ctx.progress("assign", 0, len(texts), "coding responses against the codebook with the LLM")
         items = [(str(i), quote_text_full(t[:1000])) for i, t in enumerate(texts)]
-        llm = A.code_by_llm(
-            client, book, items, multi_label=params.multi_label, usage=usage, cancelled=ctx.raise_if_cancelled
-        )
+        mapper = getattr(ctx, "map", None)
+        if mapper is not None and len(items) >= min(params.fanout_min_responses, M.CODE_FANOUT_MIN):
+            # Many responses: code on chunk workers. Everything before this
+            # point is restored from checkpoints when the attempt re-runs, and
+            # a chunk delivered twice hits the LLM cache (same prompts).
+            res = mapper("code", [[i, t] for i, t in items], M.code_chunk, chunk_size=M.code_chunk_size(params))
+            llm: dict[str, list[str]] = {}
+            for part in res.outputs:
+                llm.update(part["codes"])
+                u = part["usage"]
+                usage.calls += u["calls"]
+                usage.cached += u["cached"]
+                usage.prompt_tokens += u["prompt_tokens"]
+                usage.completion_tokens += u["completion_tokens"]
+                usage.cost_usd += u["cost_usd"]
+                usage.skipped = usage.skipped or u["skipped"]
+        else:
+            llm = A.code_by_llm(
+                client, book, items, multi_label=params.multi_label, usage=usage, cancelled=ctx.raise_if_cancelled
+            )
         sims = emb @ code_emb.T
         pos = {b["name"]: j for j, b in enumerate(book)}
         for key, names in llm.items():

@@ -1,0 +1,88 @@
+"""Map-stage functions: the work of one chunk when a stage fans out over chunk workers.
+
+``ctx.map`` runs these in a chunk worker's own pipeline process with the job's
+params, so they must be module-level and rebuild what they need (the
+embedder, the LLM client) themselves. Their outputs are what the in-process
+path would compute for the same texts: embeddings do not depend on which
+other texts share a batch (checked in the tests), and LLM coding uses the
+same batches of ``assign.CODING_BATCH`` because a chunk holds whole batches,
+so the prompts are identical and a redelivered chunk is served by the LLM cache.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shared.errors import PermanentError
+from shared.pipeline import PipelineContext
+
+from . import assign as A
+from .describe import LLMUsage
+from .embed import TextEmbedder, embedder_for
+from .llm_port import ChatClient, resolve_client
+from .params import ThematicParams
+
+#: Upper bound on responses per LLM-coding chunk: 10 coding calls, a few
+#: minutes at most, so a lost chunk costs little.
+CODE_CHUNK_MAX = 250
+#: LLM coding fans out from this many responses (or ``fanout_min_responses``
+#: if lower): coding is slow per response (~0.2–0.5 s), unlike embedding.
+CODE_FANOUT_MIN = 1_000
+
+
+def npy(a: NDArray[Any]) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def from_npy(b: bytes) -> NDArray[Any]:
+    return np.load(io.BytesIO(b), allow_pickle=False)  # type: ignore[no-any-return]
+
+
+def redact_on(params: ThematicParams, client: object | None) -> bool:
+    """PII redaction rule: explicit param, else on whenever an LLM is used."""
+    return params.redact_pii if params.redact_pii is not None else client is not None
+
+
+def job_client(params: ThematicParams) -> ChatClient | None:
+    return None if params.llm == "off" else resolve_client(params.llm)
+
+
+def job_embedder(params: ThematicParams, client: object | None) -> TextEmbedder:
+    return embedder_for(client, redact=redact_on(params, client))
+
+
+def code_chunk_size(params: ThematicParams) -> int:
+    """Whole coding batches, at most CODE_CHUNK_MAX responses."""
+    size = min(params.fanout_chunk_size, CODE_CHUNK_MAX)
+    return max(A.CODING_BATCH, size // A.CODING_BATCH * A.CODING_BATCH)
+
+
+def embed_chunk(ctx: PipelineContext, params: ThematicParams, texts: list[str]) -> bytes:
+    """One chunk of the ``embed`` map stage: the embeddings of ``texts`` as .npy bytes."""
+    embedder = job_embedder(params, job_client(params))
+    emb = embedder.embed(texts, on_batch=lambda done: ctx.progress("embed", done, len(texts)))
+    return npy(emb.astype(np.float32))
+
+
+def code_chunk(ctx: PipelineContext, params: ThematicParams, items: list[list[str]]) -> dict[str, Any]:
+    """One chunk of the ``code`` map stage: LLM codes of ``[id, text]`` items (text already redacted)."""
+    client = job_client(params)
+    if client is None or not params.seed_themes:
+        raise PermanentError("the code stage needs an LLM client and seed_themes")
+    book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
+    usage = LLMUsage()
+    codes = A.code_by_llm(
+        client,
+        book,
+        [(i, t) for i, t in items],
+        multi_label=params.multi_label,
+        usage=usage,
+        cancelled=ctx.raise_if_cancelled,
+    )
+    return {"codes": codes, "usage": usage.__dict__}
