@@ -219,19 +219,26 @@ def quality(quick: bool, with_bertopic: bool) -> None:
     print("\n*thematiq: end to end including embedding; BERTopic/NMF: clustering only (embeddings given).")
 
 
-def scale(n: int) -> None:
-    """Run n responses end to end in a fresh process and report stage times and peak RSS."""
+def scale(n: int, kind: str = "mixed") -> None:
+    """Run n responses end to end in a fresh process and report stage times, peak RSS and the load average.
+
+    ``kind``: ``mixed`` (leads, headlines and body sentences) or ``leads`` (BBC leads only, ~22 words).
+    The load average is printed before and after: on a shared 2-core machine a
+    number taken at load > 1 is not a quiet-machine number.
+    """
     code = f"""
-import sys, json, resource, time, random, re
+import sys, json, os, resource, time, random, re
 sys.path.insert(0, {str(ROOT)!r}); sys.path.append({str(ROOT / 'bench')!r})
 import thematic as b
 arts = b.bbc(); texts = []
 for a in arts:
-    texts += [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r'(?<=[.!?])\\s+', p) if len(s.split()) >= 6]
+    texts += [a[1]] if {kind!r} == "leads" else [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r'(?<=[.!?])\\s+', p) if len(s.split()) >= 6]
 texts = list(dict.fromkeys(texts))[:{n}]
+load_before = os.getloadavg()
 pred, info, _ = b.ours(texts)
 print(json.dumps({{"n": len(texts), "k": info["k"], "timings": info["timings"], "wall": info["wall"],
-  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+  "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()]}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     print(out.stdout.strip().splitlines()[-1])
@@ -262,13 +269,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="leads subsample only, no BERTopic")
     ap.add_argument("--no-bertopic", action="store_true")
     ap.add_argument("--scale", type=int, default=0, help="run N responses end to end and report peak RSS")
+    ap.add_argument("--texts", choices=("mixed", "leads"), default="mixed", help="what --scale runs on")
     ap.add_argument("--footprint", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.footprint:
         footprint()
     elif args.scale:
-        scale(args.scale)
+        scale(args.scale, args.texts)
     else:
         quality(args.quick, not (args.quick or args.no_bertopic))
 

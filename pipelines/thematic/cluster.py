@@ -73,6 +73,8 @@ SMOOTH_BLOCK_CELLS = 1 << 25
 #: next to embedding (a few seconds at 100k), and it removes most of the
 #: seed-to-seed variation of the result.
 FINAL_RESTARTS = 10
+#: Rows per one-hot block in :func:`group_sums`.
+GROUP_BLOCK = 8192
 
 
 def normalise(x: NDArray[Any]) -> F32:
@@ -84,18 +86,18 @@ def normalise(x: NDArray[Any]) -> F32:
 def group_sums(labels: I64, x: F32, k: int) -> F32:
     """Row sums of ``x`` per label 0..k-1 (labels < 0 ignored).
 
-    Sort + ``np.add.reduceat``: ~30x faster than ``np.add.at``, which
-    dominated the k search before.
+    As a matrix product with a one-hot block (BLAS): ~10x faster than the
+    sort + ``np.add.reduceat`` used before (which itself was ~30x faster than
+    ``np.add.at``); this is the inner step of every k-means iteration. Blocks
+    of rows bound the one-hot matrix to ``GROUP_BLOCK`` × k floats.
     """
     out = np.zeros((k, x.shape[1]), dtype=np.float32)
-    keep = labels >= 0
-    lab = labels[keep]
-    if lab.size == 0:
-        return out
-    order = np.argsort(lab, kind="stable")
-    sl = lab[order]
-    starts = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]])
-    out[sl[starts]] = np.add.reduceat(x[keep][order], starts, axis=0)
+    for start in range(0, len(labels), GROUP_BLOCK):
+        lab = labels[start : start + GROUP_BLOCK]
+        keep = np.flatnonzero(lab >= 0)
+        onehot = np.zeros((len(lab), k), dtype=np.float32)
+        onehot[keep, lab[keep]] = 1.0
+        out += onehot.T @ x[start : start + GROUP_BLOCK]
     return out
 
 
