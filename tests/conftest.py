@@ -34,9 +34,16 @@ def azurite() -> Iterator[str]:
 
 
 def unique_names() -> dict[str, str]:
-    """Table/queue/container names no other test uses, so tests never see each other's jobs."""
+    """Settings of a deployment of its own: storage names no other test uses, and a host id.
+
+    Tests share one Azurite, the way several function apps can share one storage
+    account. Each needs its own host id too: timer triggers are singletons per
+    host id (a blob lease), so hosts of another test's "app" that are still
+    running would otherwise hold the reaper's lock for the whole session.
+    """
     suffix = secrets.token_hex(4)
     return {
+        "AzureFunctionsWebHost__hostid": f"thematiq-{suffix}",
         "JOBS_TABLE": f"jobs{suffix}",
         "JOBS_QUEUE": f"jobs-{suffix}",
         "CHUNKS_QUEUE": f"chunks-{suffix}",
