@@ -66,9 +66,12 @@ SMOOTH_NEIGHBOURS = 5
 #: (``PCA_DIMS``) instead of the full one: the search is O(n²·d), and at 100k
 #: points 384 dimensions would cost ~1.5 min on 2 cores against ~15 s.
 SMOOTH_FULL_MAX = 20_000
-#: Similarities held at once in the neighbour search (float32: 128 MiB), so
-#: memory stays flat up to the 100k input limit (then ~330 rows per block).
-SMOOTH_BLOCK_CELLS = 1 << 25
+#: Similarities held at once in the neighbour search: 8M cells = 32 MiB of
+#: float32, ~130 MiB with the negated copy and argpartition's int64 indices,
+#: flat up to the 100k input limit (then 84 rows per block; the matrix
+#: products stay large enough for BLAS). 4x this added ~0.3 GiB to the peak
+#: RSS of a 20k run.
+SMOOTH_BLOCK_CELLS = 1 << 23
 #: k-means restarts of the final partition; the best objective wins. Cheap
 #: next to embedding (a few seconds at 100k), and it removes most of the
 #: seed-to-seed variation of the result.
