@@ -159,6 +159,11 @@ def main(argv: list[str]) -> int:
     ctx = ChildContext(spec, events)
     threading.Thread(target=ctx._watch_control, args=(sys.stdin,), daemon=True).start()
     code = EXIT_ERROR
+    if "llm_tokens_used" in spec or "llm_token_limit" in spec:
+        # The job's token budget spans processes: start from what earlier ones spent.
+        from shared.llm import set_job_allowance
+
+        set_job_allowance(int(spec.get("llm_tokens_used", 0)), int(spec.get("llm_token_limit", 1 << 62)))
     try:
         pipeline = load_ref(spec["pipeline_ref"])
         params = pipeline.params_model.model_validate(spec["params"])

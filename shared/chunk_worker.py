@@ -137,6 +137,7 @@ class ChunkWorker:
             self._end(chunk, ChunkStatus.FAILED, error_type="UnknownPipeline", error_message=job.pipeline)
             return "failed"
         items = json.loads(gzip.decompress(chunk.input_inline or self.blobs.get(chunk.input_blob or "")))
+        settings = get_settings()
         spec = {
             "mode": "map",
             "job_id": job.id,
@@ -147,8 +148,12 @@ class ChunkWorker:
             "params": job.params,
             "fn_ref": chunk.fn_ref,
             "max_attempts": chunk.max_attempts,
+            # Each chunk gets an equal share of what the job has left, so a fanned-out
+            # stage cannot spend the job's budget once per chunk.
+            "llm_tokens_used": 0,
+            "llm_token_limit": max(0, settings.llm_max_tokens_per_job - int(job.usage.get("llm_tokens", 0)))
+            // max(1, chunk.of),
         }
-        settings = get_settings()
         timeout = min(pipeline.timeout_seconds or settings.pipeline_timeout_seconds, settings.pipeline_timeout_seconds)
         lease = ChunkLease(self.chunks, self.jobs, chunk)
         outcome = AttemptRunner(lease, spec, timeout, settings).run(items)

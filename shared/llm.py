@@ -192,6 +192,16 @@ def price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
     return (prompt_tokens * pin + completion_tokens * pout) / 1_000_000
 
 
+#: (tokens already used, token limit) for this pipeline process, set by the platform.
+_allowance: tuple[int, int] | None = None
+
+
+def set_job_allowance(used: int, limit: int) -> None:
+    """Called by the pipeline process (``shared.child``) before the pipeline runs."""
+    global _allowance
+    _allowance = (max(0, used), max(0, limit))
+
+
 class TokenBudget:
     """Tokens one job may spend on LLM calls; thread-safe.
 
@@ -208,9 +218,18 @@ class TokenBudget:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, used: int = 0) -> TokenBudget:
-        """A budget of ``LLM_MAX_TOKENS_PER_JOB`` tokens."""
-        return cls(int(raw("LLM_MAX_TOKENS_PER_JOB")), used)
+    def from_settings(cls, used: int | None = None) -> TokenBudget:
+        """A budget of ``LLM_MAX_TOKENS_PER_JOB`` tokens, less what this job spent before this process.
+
+        The budget is per job, but a job spends it across processes (retried
+        attempts, resumed attempts, map-stage chunks): the platform tells each
+        pipeline process its share through :func:`set_job_allowance`.
+        """
+        limit = int(raw("LLM_MAX_TOKENS_PER_JOB"))
+        if _allowance is not None:
+            limit = min(limit, _allowance[1])
+            used = _allowance[0] if used is None else used
+        return cls(limit, used or 0)
 
     @property
     def used(self) -> int:
@@ -226,7 +245,9 @@ class TokenBudget:
             if self._used + self._reserved + tokens > self.limit:
                 raise LLMBudgetExhausted(
                     f"token budget exhausted: {self._used} used of {self.limit}, next call needs up to {tokens}",
-                    purpose=purpose, used=self._used, limit=self.limit,
+                    purpose=purpose,
+                    used=self._used,
+                    limit=self.limit,
                 )
             self._reserved += tokens
 
@@ -484,7 +505,7 @@ class LLMClient:
         rows: list[list[float]] = []
         for start in range(0, len(texts), EMBED_BATCH):
             # The API rejects empty strings; a single space embeds as "nothing".
-            batch = [t if t.strip() else " " for t in texts[start:start + EMBED_BATCH]]
+            batch = [t if t.strip() else " " for t in texts[start : start + EMBED_BATCH]]
             estimate = math.ceil(sum(len(t) for t in batch) / CHARS_PER_TOKEN) + len(batch)
             body: dict[str, Any] = {"input": batch}
             if self.provider == "openai":
@@ -567,11 +588,19 @@ class LLMClient:
         self._add_usage(usage)
         log.info(
             "llm chat model=%s purpose=%s cached=false latency_ms=%d prompt_tokens=%d completion_tokens=%d "
-            "finish=%s cost_usd=%.6f", model, purpose, latency * 1000, prompt_tokens, completion_tokens, finish, cost,
+            "finish=%s cost_usd=%.6f",
+            model,
+            purpose,
+            latency * 1000,
+            prompt_tokens,
+            completion_tokens,
+            finish,
+            cost,
         )
         if message.get("refusal") or finish == "content_filter":
-            raise LLMBadOutput(f"the model refused or the answer was filtered (finish_reason={finish})",
-                               purpose=purpose)
+            raise LLMBadOutput(
+                f"the model refused or the answer was filtered (finish_reason={finish})", purpose=purpose
+            )
         return (content if isinstance(content, str) else ""), model, usage
 
     def _headers(self) -> dict[str, str]:
@@ -624,10 +653,17 @@ class LLMClient:
                 code = _error_code(err)
                 err.close()
                 if status not in (408, 429) and status < 500:
-                    log.warning("llm %s rejected model=%s purpose=%s status=%d code=%s",
-                                kind, self.deployment, purpose, status, code)
-                    raise LLMRequestRejected(f"{kind} request rejected: HTTP {status} ({code})",
-                                             status_code=status, code=code) from None
+                    log.warning(
+                        "llm %s rejected model=%s purpose=%s status=%d code=%s",
+                        kind,
+                        self.deployment,
+                        purpose,
+                        status,
+                        code,
+                    )
+                    raise LLMRequestRejected(
+                        f"{kind} request rejected: HTTP {status} ({code})", status_code=status, code=code
+                    ) from None
                 retry_after = parse_retry_after(err.headers)
                 reason = f"HTTP {status}" + (f" ({code})" if code else "")
             except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
@@ -638,11 +674,18 @@ class LLMClient:
                 # A 200 whose body is not JSON: a proxy or gateway page, worth another try.
                 reason = "malformed response body"
             elapsed = time.monotonic() - started
-            log.warning("llm %s attempt %d/%d failed model=%s purpose=%s reason=%s elapsed_ms=%d",
-                        kind, attempt, self.retry.max_attempts, self.deployment, purpose, reason, elapsed * 1000)
+            log.warning(
+                "llm %s attempt %d/%d failed model=%s purpose=%s reason=%s elapsed_ms=%d",
+                kind,
+                attempt,
+                self.retry.max_attempts,
+                self.deployment,
+                purpose,
+                reason,
+                elapsed * 1000,
+            )
             if retry_after is not None and retry_after > self.max_retry_after:
-                raise LLMError(f"{kind}: {reason}; endpoint asks to wait {retry_after:.0f} s",
-                               retry_after=retry_after)
+                raise LLMError(f"{kind}: {reason}; endpoint asks to wait {retry_after:.0f} s", retry_after=retry_after)
             if attempt >= self.retry.max_attempts:
                 raise LLMError(f"{kind}: {reason} after {attempt} attempts", retry_after=retry_after)
             if retry_after is not None:

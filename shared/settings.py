@@ -153,6 +153,7 @@ class Settings(BaseModel):
     cancel_grace_seconds: float = Field(ge=0)
     retention_days: float = Field(ge=0)
     pipeline_timeout_seconds: float = Field(gt=0)
+    llm_max_tokens_per_job: int = Field(ge=0)
 
     @property
     def poison_queue(self) -> str:
@@ -177,6 +178,7 @@ def get_settings() -> Settings:
         cancel_grace_seconds=float(raw("CANCEL_GRACE_SECONDS")),
         retention_days=float(raw("RETENTION_DAYS")),
         pipeline_timeout_seconds=float(raw("PIPELINE_TIMEOUT_SECONDS")),
+        llm_max_tokens_per_job=int(raw("LLM_MAX_TOKENS_PER_JOB")),
     )
 
 

@@ -194,6 +194,8 @@ class Worker:
             "pipeline_ref": self.registry.ref(job.pipeline),
             "params": job.params,
             "max_attempts": job.max_attempts,
+            # The job's LLM token budget spans attempts: start from what earlier ones spent.
+            "llm_tokens_used": int(job.usage.get("llm_tokens", 0)),
         }
         lease = JobLease(self.store, job)
         outcome = AttemptRunner(lease, spec, timeout, self.settings).run(input_value)
