@@ -14,27 +14,11 @@ from typing import Any
 
 import pytest
 
-from devhost.process import HostProcess
-from tests.e2e.conftest import Api, host_env
+# The module-scoped host and API client of the end-to-end tests: one local host per test module.
+from tests.e2e.conftest import Api, api, env, host  # noqa: F401
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-@pytest.fixture(scope="module")
-def env(azurite: str) -> dict[str, str]:
-    return host_env(azurite)
-
-
-@pytest.fixture(scope="module")
-def host(env: dict[str, str]) -> Iterator[HostProcess]:
-    with HostProcess(env=env) as h:
-        yield h
-
-
-@pytest.fixture(scope="module")
-def api(host: HostProcess, env: dict[str, str]) -> Api:
-    return Api(host.url, env["DEVHOST_FUNCTION_KEY"])
 
 
 @pytest.fixture(scope="session")
