@@ -387,3 +387,18 @@ def test_main_parameters_follow_azd_convention() -> None:
     assert params["location"]["value"] == "${AZURE_LOCATION}"
     declared = set(re.findall(r"^param\s+(\w+)", (INFRA / "main.bicep").read_text(), re.M))
     assert set(params) <= declared, f"parameters not declared in main.bicep: {set(params) - declared}"
+
+
+def test_apim_openapi_covers_the_apps_api() -> None:
+    """The document API Management imports lists the same operations the app serves (except the docs themselves)."""
+    from shared.jobs import Status
+    from shared.openapi import document
+
+    def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
+        return {(path, method) for path, item in doc["paths"].items() for method in item if method in {"get", "post"}}
+
+    placeholder = json.loads((INFRA / "apim" / "openapi.json").read_text())
+    assert operations(placeholder) == operations(document()) - {("/openapi.json", "get")}
+    # Status values a client may filter on must be the app's.
+    statuses = json.dumps(placeholder)
+    assert all(f'"{s.value}"' in statuses for s in Status), "infra/apim/openapi.json lacks a job status"
