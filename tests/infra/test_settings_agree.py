@@ -282,20 +282,6 @@ def test_apim_api_requires_subscription_and_imports_openapi() -> None:
     assert "param sku string = 'Consumption'" in apim
 
 
-def test_openapi_describes_every_http_route() -> None:
-    doc = json.loads((INFRA / "apim" / "openapi.json").read_text())
-    assert doc["openapi"].startswith("3.")
-    ops = {(path, method) for path, item in doc["paths"].items() for method in item}
-    assert ops == {
-        ("/jobs", "post"),
-        ("/jobs", "get"),
-        ("/jobs/{id}", "get"),
-        ("/jobs/{id}/cancel", "post"),
-        ("/jobs/{id}/result", "get"),
-        ("/health", "get"),
-    }
-
-
 # ---------------------------------------------------------------------------
 # Function auth levels
 # ---------------------------------------------------------------------------
@@ -398,6 +384,7 @@ def test_apim_openapi_covers_the_apps_api() -> None:
         return {(path, method) for path, item in doc["paths"].items() for method in item if method in {"get", "post"}}
 
     placeholder = json.loads((INFRA / "apim" / "openapi.json").read_text())
+    assert placeholder["openapi"].startswith("3.")
     assert operations(placeholder) == operations(document()) - {("/openapi.json", "get")}
     # Status values a client may filter on must be the app's.
     statuses = json.dumps(placeholder)
