@@ -80,6 +80,15 @@ def ctfidf(
     return out
 
 
+def _stem(word: str) -> str:
+    """A crude English stem (plural and verb endings), enough to see that two keywords say the same thing."""
+    w = word.lower()
+    for suffix in ("ing", "ed", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[: -len(suffix)]
+    return w
+
+
 def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -> str:
     """A short readable label: top phrase + next distinct keyword, e.g. "Customer service & refund".
 
@@ -90,7 +99,9 @@ def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -
         base = "Miscellaneous"
     else:
         first = keywords[0]
-        second = next((k for k in keywords[1:] if not set(k.split()) & set(first.split())), None)
+        taken = {_stem(w) for w in first.split()}
+        # "Fees & fee" or "Crashes & crash" says nothing twice: skip keywords sharing a stem with the first.
+        second = next((k for k in keywords[1:] if not {_stem(w) for w in k.split()} & taken), None)
         base = first if second is None else f"{first} & {second}"
         base = base[:1].upper() + base[1:]
     label, n = base, 2

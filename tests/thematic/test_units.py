@@ -131,3 +131,11 @@ def test_cluster_fixed_and_tiny() -> None:
     assert one.k == 1 and (one.labels == 0).all()
     labels, cents = spherical_kmeans(x, 4, seed=1)
     assert cents.shape == (4, x.shape[1]) and silhouette(x, labels) > 0.3
+
+
+def test_keyword_label_does_not_repeat_a_stem() -> None:
+    from pipelines.thematic.keywords import label_from_keywords
+
+    assert label_from_keywords(["fees", "fee", "delivery fee", "prices"]) == "Fees & prices"
+    assert label_from_keywords(["crashes", "crash", "checkout"]) == "Crashes & checkout"
+    assert label_from_keywords(["late", "delivery"]) == "Late & delivery"
