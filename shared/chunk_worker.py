@@ -20,7 +20,7 @@ from shared import fanout, job_queue, telemetry
 from shared.blobs import BlobStore
 from shared.chunks import Chunk, ChunkStatus, ChunkStore
 from shared.errors import LostClaim, ThematiqError
-from shared.hostconfig import host_config
+from shared.hostconfig import attempt_timeout, host_config
 from shared.job_store import JobStore
 from shared.jobs import Job, Progress, utcnow
 from shared.messages import BadMessage, ChunkMessage
@@ -154,7 +154,7 @@ class ChunkWorker:
             "llm_token_limit": max(0, settings.llm_max_tokens_per_job - int(job.usage.get("llm_tokens", 0)))
             // max(1, chunk.of),
         }
-        timeout = min(pipeline.timeout_seconds or settings.pipeline_timeout_seconds, settings.pipeline_timeout_seconds)
+        timeout = attempt_timeout(pipeline.timeout_seconds, settings.pipeline_timeout_seconds)
         lease = ChunkLease(self.chunks, self.jobs, chunk)
         outcome = AttemptRunner(lease, spec, timeout, settings).run(items)
         return self._record(lease.chunk, outcome, pipeline.retry.decide, traceparent)

@@ -67,12 +67,6 @@ class PayloadTooLarge(ThematiqError):
     title = "Payload too large"
 
 
-class UnsupportedMediaType(ThematiqError):
-    status = 415
-    slug = "unsupported-media-type"
-    title = "Unsupported media type"
-
-
 class StorageUnavailable(ThematiqError):
     """Storage could not be reached or timed out: retry later (503)."""
 

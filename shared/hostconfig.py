@@ -27,6 +27,20 @@ class HostConfig:
     function_timeout: timedelta | None
 
 
+#: Time the worker keeps for itself after an attempt's timeout, to record the outcome before the host's own
+#: functionTimeout would cancel the invocation (and leave the job to the reaper).
+_OUTCOME_MARGIN_SECONDS = 60
+
+
+def attempt_timeout(pipeline_timeout: float | None, setting: float) -> float:
+    """The timeout of one attempt: the pipeline's own, capped by the setting and by host.json functionTimeout."""
+    timeout = min(pipeline_timeout or setting, setting)
+    limit = host_config().function_timeout
+    if limit is not None:
+        timeout = min(timeout, max(1.0, limit.total_seconds() - _OUTCOME_MARGIN_SECONDS))
+    return timeout
+
+
 @lru_cache(maxsize=1)
 def host_config() -> HostConfig:
     data = json.loads((APP_ROOT / "host.json").read_text())

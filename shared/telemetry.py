@@ -108,10 +108,6 @@ def set_stage(stage: str) -> None:
         ctx["stage"] = stage
 
 
-def current_job_fields() -> dict[str, Any]:
-    return dict(_context.get() or {})
-
-
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
     """A structured event: one log line whose fields become customDimensions."""
     rendered = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)

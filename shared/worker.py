@@ -22,7 +22,7 @@ from typing import Any
 from shared import fanout, job_queue, telemetry
 from shared.blobs import BlobStore, decode_input, result_blob_name
 from shared.errors import PermanentError, ThematiqError
-from shared.hostconfig import host_config
+from shared.hostconfig import attempt_timeout, host_config
 from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Status, utcnow
 from shared.messages import BadMessage, JobMessage
@@ -176,9 +176,7 @@ class Worker:
                 job, Status.FAILED, error=JobError.of("UnknownPipeline", f"pipeline {job.pipeline!r} is not installed")
             )
             return "failed"
-        timeout = min(
-            pipeline.timeout_seconds or self.settings.pipeline_timeout_seconds, self.settings.pipeline_timeout_seconds
-        )
+        timeout = attempt_timeout(pipeline.timeout_seconds, self.settings.pipeline_timeout_seconds)
         try:
             input_value = self._load_input(job)
         except PermanentError as err:

@@ -1,0 +1,67 @@
+"""Unit tests of the platform's value objects: no storage involved."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from shared import hostconfig
+from shared.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.messages import BadMessage, ChunkMessage, JobMessage
+from shared.retry import RetryPolicy
+
+
+def test_backoff_follows_the_documented_formula_within_its_jitter() -> None:
+    policy = RetryPolicy(max_attempts=6, base_delay=timedelta(seconds=2), factor=3, max_delay=timedelta(seconds=60), jitter=0.5)
+    rng = random.Random(1)
+    for attempt, raw in [(1, 2), (2, 6), (3, 18), (4, 54), (5, 60)]:
+        delay = policy.backoff(attempt, rng).total_seconds()
+        assert raw * 0.5 <= delay <= raw
+
+
+def test_retry_decisions() -> None:
+    policy = RetryPolicy(max_attempts=3)
+    assert policy.decide(1, retryable=True).retry
+    assert not policy.decide(3, retryable=True).retry
+    assert not policy.decide(1, retryable=False).retry
+    with pytest.raises(ValueError):
+        RetryPolicy(max_attempts=0)
+
+
+def test_attempt_timeout_stays_below_the_hosts_function_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hostconfig, "host_config", lambda: hostconfig.HostConfig(5, timedelta(minutes=10)))
+    assert hostconfig.attempt_timeout(None, 1500) == 540  # 10 min less the margin to record the outcome
+    assert hostconfig.attempt_timeout(60, 1500) == 60
+    monkeypatch.setattr(hostconfig, "host_config", lambda: hostconfig.HostConfig(5, None))
+    assert hostconfig.attempt_timeout(None, 1500) == 1500
+
+
+def test_job_round_trips_through_its_entity() -> None:
+    now = utcnow()
+    job = Job("t1", new_job_id(), "echo", Status.WAITING, {"a": [1]}, now, now, 3, attempts=2,
+              progress=Progress("embed", 5, None, "x"), wait_stage="embed", fan_ins=1, fan_in_at=now,
+              usage={"llm_tokens": 10.0})
+    assert Job.from_entity(job.to_entity()) == job
+
+
+def test_job_ids_sort_newest_first() -> None:
+    older, newer = new_job_id(1_000_000), new_job_id(2_000_000)
+    assert newer < older
+
+
+@pytest.mark.parametrize("text", ["", "{}", '{"t":"a","j":"x","a":1}', '{"t":"a b","j":"' + "0" * 28 + '","a":1}',
+                                  '{"t":"a","j":"' + "0" * 28 + '","a":0}'])
+def test_bad_job_messages_are_refused(text: str) -> None:
+    with pytest.raises(BadMessage):
+        JobMessage.decode(text)
+
+
+def test_messages_round_trip() -> None:
+    msg = JobMessage("t", "0" * 28, 2, "00-abc-def-01", resume=True)
+    assert JobMessage.decode(msg.encode()) == msg
+    chunk = ChunkMessage("t", "0" * 28, "embed", 7, 1)
+    assert ChunkMessage.decode(chunk.encode()) == chunk
+    with pytest.raises(BadMessage):
+        ChunkMessage.decode(ChunkMessage("t", "0" * 28, "../x", 7, 1).encode())
