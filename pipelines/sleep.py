@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from datetime import timedelta
 from enum import StrEnum
@@ -23,6 +24,7 @@ class Failure(StrEnum):
     EXIT = "exit"  # the process dies hard (os._exit)
     KILL = "kill"  # the process is killed by SIGKILL, like the OOM killer
     HANG = "hang"  # ignores cancellation and never finishes
+    LINGER = "linger"  # succeeds, but leaves a thread running that keeps the process alive
 
 
 class SleepParams(BaseModel):
@@ -55,6 +57,8 @@ def run(ctx: PipelineContext, params: SleepParams, data: Any) -> Any:
                 os._exit(3)
             if params.fail == Failure.KILL:
                 os.kill(os.getpid(), signal.SIGKILL)
+    if failing and params.fail == Failure.LINGER:
+        threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()
     ctx.progress("sleep", params.steps, params.steps, "done")
     return {"slept_seconds": params.seconds, "steps": params.steps, "attempt": ctx.attempt}
 

@@ -22,7 +22,7 @@ from shared.chunks import Chunk, ChunkStatus, ChunkStore
 from shared.errors import LostClaim, ThematiqError
 from shared.hostconfig import attempt_timeout, host_config
 from shared.job_store import JobStore
-from shared.jobs import Job, Progress, utcnow
+from shared.jobs import Job, Progress, Status, utcnow
 from shared.messages import BadMessage, ChunkMessage
 from shared.registry import Registry, default_registry
 from shared.runner import AttemptRunner, Outcome
@@ -115,6 +115,9 @@ class ChunkWorker:
         job = self.jobs.get(msg.tenant, msg.job_id)
         if job.status.terminal or job.cancel_requested:
             self._end(chunk, ChunkStatus.CANCELLED)
+            if job.status == Status.WAITING:
+                # A cancel that raced the suspension: end the job now rather than once every chunk is skipped.
+                fanout.cancel_waiting(job)
             return "cancelled"
         claimed = self._claim(chunk)
         if claimed is None:

@@ -42,7 +42,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared import job_queue, telemetry
@@ -222,6 +222,7 @@ def fan_in(tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> str:
     store = JobStore()
     for _ in range(5):
         job = store.get(tenant, job_id)
+        stamp: datetime | None = None
         if job.status != Status.WAITING or job.wait_stage != stage:
             return "not-waiting"
         if job.fan_in_at is not None:
@@ -251,13 +252,28 @@ def fan_in(tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> str:
                 )
                 telemetry.record_transition(done)
                 return "failed"
-            fired = store.update(job, fan_in_at=utcnow(), fan_ins=job.fan_ins + 1)
+            stamp = utcnow()
+            fired = store.update(job, fan_in_at=stamp, fan_ins=job.fan_ins + 1)
         except EtagMismatch:
-            continue  # the job changed (another finisher, a cancel): look again
+            current = store.get(tenant, job_id)
+            if stamp is not None and current.fan_in_at == stamp:
+                fired = current  # the SDK retried our own write, which had landed: we are the winner
+            else:
+                continue  # the job changed (another finisher, a cancel): look again
         job_queue.send(JobMessage(fired.tenant, fired.id, fired.attempts, fired.traceparent, resume=True))
         telemetry.event("fan_in.fired", job_id=job_id, tenant=tenant, stage=stage, chunks=len(chunks))
         return "fired"
     return "contended"
+
+
+def cancel_waiting(job: Job) -> bool:
+    """Cancel a waiting job at once (a conditional write; whoever loses the race has nothing to do)."""
+    try:
+        done = JobStore().update(job, status=Status.CANCELLED, finished_at=utcnow(), owner=None)
+    except EtagMismatch:
+        return False
+    telemetry.record_transition(done)
+    return True
 
 
 def progress_of(job: Job) -> tuple[int, int] | None:

@@ -39,6 +39,8 @@ from shared.settings import Settings
 from shared.storage_errors import EtagMismatch
 
 APP_ROOT = Path(__file__).resolve().parent.parent
+#: How long the pipeline process may linger after it reported how the attempt ended.
+_EXIT_GRACE_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost", "suspended"]
@@ -126,6 +128,7 @@ class AttemptRunner:
         self._cancel_deadline: float | None = None
         self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._terminal_at: float | None = None
         # The open stage span: stages are traced here, from the progress
         # events, so the pipeline process needs no telemetry of its own.
         self._stage: tuple[str, Span, float] | None = None
@@ -167,18 +170,23 @@ class AttemptRunner:
         read_fd, write_fd = os.pipe()
         stderr_path = tmp / "stderr.txt"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
-        with open(stderr_path, "wb") as stderr:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "shared.child", str(spec_path), str(write_fd)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                pass_fds=(write_fd,),
-                cwd=str(APP_ROOT),
-                env=env,
-                start_new_session=True,
-            )
-        os.close(write_fd)
+        try:
+            with open(stderr_path, "wb") as stderr:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "shared.child", str(spec_path), str(write_fd)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    pass_fds=(write_fd,),
+                    cwd=str(APP_ROOT),
+                    env=env,
+                    start_new_session=True,
+                )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
         started = time.monotonic()
         try:
             self._supervise(read_fd, started)
@@ -190,6 +198,8 @@ class AttemptRunner:
         finally:
             os.close(read_fd)
             self._kill()
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
         return self._outcome(result_path, stderr_path)
 
     def _supervise(self, read_fd: int, started: float) -> None:
@@ -198,8 +208,17 @@ class AttemptRunner:
         sel.register(read_fd, selectors.EVENT_READ)
         buffer = b""
         eof = False
+        exited_at: float | None = None
         while not eof or self._proc.poll() is None:
             now = time.monotonic()
+            if self._terminal_at is not None and now - self._terminal_at > _EXIT_GRACE_SECONDS:
+                # The pipeline said how it ended but its process lingers (a non-daemon thread, say):
+                # its answer stands, and the process goes.
+                break
+            if self._proc.poll() is not None:
+                exited_at = exited_at or now
+                if not eof and now - exited_at > _EXIT_GRACE_SECONDS:
+                    break  # exited, but a process it left behind holds the event pipe open
             if not eof:
                 for _key, _ in sel.select(timeout=0.25):
                     chunk = os.read(read_fd, 65536)
@@ -213,7 +232,7 @@ class AttemptRunner:
             else:
                 time.sleep(0.05)
             now = time.monotonic()
-            if self._kill_reason is None:
+            if self._kill_reason is None and self._terminal_event is None:
                 if now - started > self.timeout:
                     self._kill_reason = (
                         "failed",
@@ -235,7 +254,7 @@ class AttemptRunner:
             elif since >= self.settings.heartbeat_seconds:
                 self._write()
         sel.close()
-        self._proc.wait()
+        self._kill()
 
     def _on_event(self, line: bytes) -> None:
         try:
@@ -264,15 +283,18 @@ class AttemptRunner:
             log.log(level, "%s: %s", self.lease.label, event.get("message", ""))
         elif kind in ("done", "error", "cancelled", "suspended"):
             self._terminal_event = event
+            self._terminal_at = time.monotonic()
 
     def _kill(self) -> None:
+        """SIGKILL the attempt's whole process group, including anything it left running."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
 
     def _enter_stage(self, stage: str) -> None:
         if self._stage is not None and self._stage[0] == stage:
@@ -311,24 +333,19 @@ class AttemptRunner:
             return Outcome(kind, error=error, retryable=False, usage=usage)
         event = self._terminal_event or {}
         ended = event.get("event")
-        if ended == "done" and self._proc.returncode == 0 and result_path.exists():
+        # The terminal event is written after the result file, so it stands even if the process had
+        # to be killed afterwards for lingering.
+        if ended == "done" and result_path.exists():
             return Outcome("succeeded", result=result_path.read_bytes(), usage=usage, binary=bool(event.get("binary")))
         if ended == "cancelled":
             return Outcome("cancelled", usage=usage)
-        if ended == "suspended" and self._proc.returncode == 0:
+        if ended == "suspended":
             return Outcome("suspended", usage=usage, suspended=event)
         if ended == "error":
             err = JobError.of(str(event.get("type", "Error")), str(event.get("message", "")))
             return Outcome("failed", error=err, retryable=bool(event.get("retryable", True)), usage=usage)
         reason = describe_exit(self._proc.returncode)
-        tail = _tail(stderr_path)
-        log.error("%s: %s%s", self.lease.label, reason, f"; stderr ends: {tail}" if tail else "")
+        # Only the size of stderr is logged: its last line may quote the data the pipeline was working on.
+        size = stderr_path.stat().st_size if stderr_path.exists() else 0
+        log.error("%s: %s (%d bytes of stderr not logged)", self.lease.label, reason, size)
         return Outcome("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
-
-
-def _tail(path: Path, limit: int = 300) -> str:
-    try:
-        data = path.read_bytes()[-limit:]
-    except OSError:
-        return ""
-    return data.decode("utf-8", "replace").strip().splitlines()[-1] if data.strip() else ""

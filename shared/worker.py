@@ -232,11 +232,11 @@ class Worker:
         if outcome.kind == "suspended" and outcome.suspended:
             stage = str(outcome.suspended["stage"])
             waiting = self._finish(job, Status.WAITING, wait_stage=stage, fan_in_at=None, usage=usage, **progress)
-            if waiting is not None:
+            if waiting is not None and waiting.status == Status.WAITING:
                 # Write, then look: chunks that finished before we were waiting are seen here.
                 fanout.settle(job.tenant, job.id, stage, job.traceparent)
                 log.info("job %s: waiting for %s chunks of stage %s", job.id, outcome.suspended.get("chunks"), stage)
-            return "waiting"
+            return "waiting" if waiting is not None and waiting.status == Status.WAITING else "cancelled"
         error = outcome.error or JobError.of("Error", "the attempt failed")
         decision = decide(job.attempts, outcome.retryable)
         if decision.retry and job.attempts < job.max_attempts:
@@ -264,10 +264,14 @@ class Worker:
         return "failed"
 
     def _finish(self, job: Job, status: Status, **changes: Any) -> Job | None:
-        """Write the attempt's end state, unless the job was taken away from us meanwhile."""
-        fields: dict[str, Any] = {"status": status, "owner": None, **changes}
-        if status.terminal:
-            fields["finished_at"] = utcnow()
+        """Write the attempt's end state, unless the job was taken away from us meanwhile.
+
+        After a 412 the job is re-read: our outcome still applies only if the job is in the state we
+        left it in (running under our claim, or unclaimed in the same status). A presumed-dead
+        worker's outcome never overwrites a newer attempt's state.
+        """
+        fields = self._end_fields(job, status, changes)
+        claim, seen_status = job.owner, job.status
         for _ in range(5):
             try:
                 finished = self.store.update(job, **fields)
@@ -275,17 +279,33 @@ class Worker:
                 return finished
             except EtagMismatch:
                 current = self.store.get(job.tenant, job.id)
-                if current.status.terminal or (current.status == Status.RUNNING and current.owner != job.owner):
+                if current.status == fields["status"] and current.attempts == job.attempts and not current.owner:
+                    return current  # the SDK retried our own write, which had landed
+                still_ours = (
+                    current.status == Status.RUNNING and current.owner == claim
+                    if claim
+                    else current.status == seen_status
+                )
+                if not still_ours:
                     log.warning(
                         "job %s: changed under us (%s); our outcome %s is discarded", job.id, current.status, status
                     )
                     return None
-                # Only a cancel request (or our own retried write) changed it: apply ours on top.
-                if current.status == Status.RUNNING and current.cancel_requested and status == Status.RETRYING:
-                    fields = {"status": Status.CANCELLED, "owner": None, "finished_at": utcnow()}
+                # Only a cancel request changed it: apply ours on top (or cancel, see _end_fields).
                 job = current
+                fields = self._end_fields(current, status, changes)
         log.error("job %s: could not record outcome %s after repeated conflicts", job.id, status)
         return None
+
+    @staticmethod
+    def _end_fields(job: Job, status: Status, changes: dict[str, Any]) -> dict[str, Any]:
+        if job.cancel_requested and status in (Status.RETRYING, Status.WAITING):
+            # Cancelled while the attempt ended: no retry, and no waiting for chunks nobody wants.
+            status, changes = Status.CANCELLED, {k: v for k, v in changes.items() if k in ("usage", "progress")}
+        fields: dict[str, Any] = {"status": status, "owner": None, **changes}
+        if status.terminal:
+            fields["finished_at"] = utcnow()
+        return fields
 
 
 def _merge_usage(old: dict[str, float], new: dict[str, float]) -> dict[str, float]:

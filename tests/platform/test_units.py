@@ -65,3 +65,14 @@ def test_messages_round_trip() -> None:
     assert ChunkMessage.decode(chunk.encode()) == chunk
     with pytest.raises(BadMessage):
         ChunkMessage.decode(ChunkMessage("t", "0" * 28, "../x", 7, 1).encode())
+
+
+def test_an_attempt_that_ends_after_a_cancel_request_is_cancelled_not_retried_or_parked() -> None:
+    from shared.worker import Worker
+
+    now = utcnow()
+    job = Job("t", new_job_id(), "echo", Status.RUNNING, {}, now, now, 3, cancel_requested=True, owner="me")
+    for status in (Status.RETRYING, Status.WAITING):
+        fields = Worker._end_fields(job, status, {"wait_stage": "embed", "usage": {}})
+        assert fields["status"] == Status.CANCELLED and "finished_at" in fields and "wait_stage" not in fields
+    assert Worker._end_fields(job, Status.SUCCEEDED, {})["status"] == Status.SUCCEEDED

@@ -202,3 +202,12 @@ def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.Mo
     with pytest.raises(NotFound):
         JobStore().get("local", j["id"])
     assert not list(BlobStore().container.list_blobs(name_starts_with=prefix))
+
+
+def test_a_result_stands_even_if_the_pipeline_process_lingers() -> None:
+    j = submit("sleep", {"seconds": 0.2, "steps": 2, "fail": "linger"})
+    started = time.monotonic()
+    run_worker_once()
+    assert time.monotonic() - started < 20
+    stored = job(j["id"])
+    assert stored.status == Status.SUCCEEDED, stored.error
