@@ -30,6 +30,11 @@ KIND_CHUNK = "chunk"
 _BATCH = 100  # entity-group transactions hold at most 100 entities
 
 
+def _prefix_range(prefix: str) -> dict[str, str]:
+    """``lo``/``hi`` bounds of the RowKeys that start with ``prefix`` (for ``RowKey ge @lo and RowKey lt @hi``)."""
+    return {"lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
 class ChunkStatus(StrEnum):
     PENDING = "pending"
     QUEUED = "queued"
@@ -205,7 +210,7 @@ class ChunkStore:
         """Every chunk of one stage: a range query inside the job's partition."""
         prefix = stage_prefix(job_id, stage)
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, "lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+        params = {"pk": tenant, **_prefix_range(prefix)}
         with storage_call("list chunks"):
             return [Chunk.from_entity(e) for e in self.table.query_entities(query, parameters=params, select=_SUMMARY)]
 
@@ -239,7 +244,7 @@ class ChunkStore:
         """Delete every chunk row of a job (retention), in transactions of up to 100."""
         prefix = f"{job_id}~c~"
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, "lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+        params = {"pk": tenant, **_prefix_range(prefix)}
         with storage_call("delete chunks"):
             rows = [
                 {"PartitionKey": tenant, "RowKey": e["RowKey"]}

@@ -48,7 +48,6 @@ from typing import Any
 from shared import job_queue, telemetry
 from shared.blobs import BlobStore, job_prefix
 from shared.chunks import Chunk, ChunkStatus, ChunkStore
-from shared.connections import get_queue_client
 from shared.constants import INLINE_INPUT_MAX_BYTES, STAGE_RE
 from shared.errors import PermanentError, ThematiqError
 from shared.fanout_types import MapResult, Suspend
@@ -56,7 +55,7 @@ from shared.job_store import JobStore
 from shared.jobs import Job, JobError, Status, utcnow
 from shared.messages import ChunkMessage, JobMessage
 from shared.settings import get_settings
-from shared.storage_errors import EtagMismatch, storage_call
+from shared.storage_errors import EtagMismatch
 
 log = logging.getLogger(__name__)
 
@@ -200,10 +199,9 @@ def pump(
 
 
 def send_chunk(chunk: Chunk, traceparent: str | None = None, delay: timedelta | None = None) -> None:
-    message = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts + 1, traceparent)
-    seconds = int(delay.total_seconds()) if delay is not None else None
-    with storage_call("enqueue chunk"):
-        get_queue_client(get_settings().chunks_queue).send_message(message.encode(), visibility_timeout=seconds or None)
+    job_queue.send(
+        ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts + 1, traceparent), delay
+    )
 
 
 def settle(tenant: str, job_id: str, stage: str, traceparent: str | None = None) -> str:
