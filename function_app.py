@@ -5,7 +5,7 @@ from __future__ import annotations
 import azure.functions as func
 
 from blueprints import api, chunks, docs, reaper, ui, worker
-from shared import telemetry
+from shared.observability import telemetry
 
 telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)

@@ -39,8 +39,9 @@ def transactions_per_job(conn: str, n: int = 20) -> dict[str, float]:
     """Run no-op jobs in-process through the real functions, counting every Storage request."""
     os.environ.update({"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": "benchtx",
                        "JOBS_QUEUE": "bench-tx", "RESULTS_CONTAINER": "bench-tx"})
-    from shared import connections, settings
-    from shared.metering import METER, TransactionMeter
+    from shared.config import settings
+    from shared.observability.metering import METER, TransactionMeter
+    from shared.storage import connections
     from tests.platform.direct import http, run_worker_once
 
     settings.get_settings.cache_clear()

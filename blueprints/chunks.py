@@ -1,4 +1,4 @@
-"""Queue trigger: one delivery of a chunk message runs one attempt of one chunk (see ``shared.chunk_worker``)."""
+"""Queue trigger: one delivery of a chunk message runs one attempt of one chunk (see ``shared.runtime.chunk_worker``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import azure.functions as func
 
-from shared.chunk_worker import ChunkWorker
+from shared.runtime.chunk_worker import ChunkWorker
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.chunks")

@@ -1,4 +1,4 @@
-"""HTTP trigger: the API's OpenAPI 3.1 document (``shared.openapi``).
+"""HTTP trigger: the API's OpenAPI 3.1 document (``shared.api.openapi``).
 
 Auth level ``function`` like every route except health: the issue allows
 anonymous access only where a probe needs it, and the document is for clients
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from shared.http import api_handler, json_response
-from shared.openapi import document
+from shared.api.http import api_handler, json_response
+from shared.api.openapi import document
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 

@@ -1,4 +1,4 @@
-"""Timer trigger: recover stale and lost jobs, and delete expired ones (see ``shared.reaper``)."""
+"""Timer trigger: recover stale and lost jobs, and delete expired ones (see ``shared.runtime.reaper``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import azure.functions as func
 
-from shared.reaper import Reaper
+from shared.runtime.reaper import Reaper
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.reaper")

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import azure.functions as func
 
-from shared.http import api_handler, json_response, tenant_of
-from shared.retry_job import retry_job
-from shared.service import JobService
+from shared.api import views
+from shared.api.http import api_handler, json_response, tenant_of
+from shared.api.retry_job import retry_job
+from shared.api.service import JobService
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 API = "/api"
@@ -107,5 +108,5 @@ def ui(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def retry(req: func.HttpRequest) -> func.HttpResponse:
     submitted = retry_job(service(), tenant_of(req), req.route_params["id"], req.headers.get("traceparent"))
-    body = submitted.job.to_public(API)
+    body = views.public(submitted.job, API)
     return json_response(202 if submitted.created else 200, body, {"Location": body["links"]["self"]})

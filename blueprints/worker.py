@@ -1,4 +1,4 @@
-"""Queue trigger: one delivery of a job message runs one attempt (see ``shared.worker``)."""
+"""Queue trigger: one delivery of a job message runs one attempt (see ``shared.runtime.worker``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import azure.functions as func
 
-from shared.worker import Worker
+from shared.runtime.worker import Worker
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.worker")

@@ -1,1 +1,1 @@
-"""Pipelines shipped with Thematiq. Each module exports ``PIPELINE`` (see ``shared.pipeline``)."""
+"""Pipelines shipped with Thematiq. Each module exports ``PIPELINE`` (see ``shared.sdk.pipeline``)."""

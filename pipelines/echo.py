@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.pipeline import Pipeline, PipelineContext
-from shared.retry import RetryPolicy
+from shared.sdk import Pipeline, PipelineContext, RetryPolicy
 
 
 class EchoParams(BaseModel):

@@ -8,9 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import PermanentError, ValidationFailed
-from shared.pipeline import Pipeline, PipelineContext
-from shared.retry import RetryPolicy
+from shared.sdk import PermanentError, Pipeline, PipelineContext, RetryPolicy, ValidationFailed
 
 
 class FanoutParams(BaseModel):

@@ -12,9 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import PermanentError
-from shared.pipeline import Pipeline, PipelineContext
-from shared.retry import RetryPolicy
+from shared.sdk import PermanentError, Pipeline, PipelineContext, RetryPolicy
 
 
 class Failure(StrEnum):

@@ -54,7 +54,8 @@ def unique_names() -> dict[str, str]:
 @pytest.fixture
 def storage_env(azurite: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Point this process's settings at Azurite with fresh names; yields the env that was set."""
-    from shared import connections, settings
+    from shared.config import settings
+    from shared.storage import connections
 
     env = {"AzureWebJobsStorage": azurite, "DEFAULT_TENANT": "local", **unique_names()}
     for k, v in env.items():

@@ -108,6 +108,21 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
             f"{counts.get('other', 0)} other, {unusable_total} unusable" + (f" ({detail})" if detail else "")
         )
         choice = (result.get("run") or {}).get("theme_count") or {}
+        if choice.get("confidence_label"):
+            # schema 1.1: how sure the count is, the other readings, and the two levels.
+            alt = choice.get("alternatives") or []
+            sure = (
+                "low: structure is weak, the count is a judgement"
+                if choice.get("criterion") == "prior"
+                else f"{choice['confidence_label']} ({float(choice.get('confidence') or 0):.2f})"
+            )
+            out.append(f"Count confidence: {sure}" + (f"; other readings: {', '.join(map(str, alt))} themes" if alt else ""))
+            levels = result.get("levels") or {}
+            if levels:
+                out.append(
+                    f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+                    f"{levels.get('fine_count')} fine ({levels.get('fine')})"
+                )
         if choice.get("explanation"):
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
         out.append("")

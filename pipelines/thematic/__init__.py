@@ -11,9 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from shared.errors import ValidationFailed
-from shared.pipeline import Pipeline
-from shared.retry import RetryPolicy
+from shared.sdk import Pipeline, RetryPolicy, ValidationFailed
 
 from .params import ThematicParams
 from .render import render_csv, render_md
@@ -25,8 +23,15 @@ __all__ = ["PIPELINE", "ThematicParams", "run", "validate_input"]
 
 def check_params(params: ThematicParams) -> None:
     """Submission-time check that needs the settings: llm=required without a provider → 422."""
+    from .encoders import unavailable
     from .llm_port import llm_available
 
+    if params.embedding != "fast" and (reason := unavailable(params.embedding)) is not None:
+        # An optional encoder that is not installed here: 422 with how to install it, not a failed job later.
+        raise ValidationFailed(
+            f"embedding={params.embedding} is not available",
+            [{"field": "params.embedding", "message": reason}],
+        )
     if params.llm == "required" and not llm_available():
         raise ValidationFailed(
             "llm=required but no LLM provider is configured",

@@ -41,7 +41,7 @@ chained everything into one giant theme.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,8 +50,31 @@ from numpy.typing import NDArray
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
 
-#: Seeds per candidate k when choosing automatically.
+#: Seeds per candidate k when choosing automatically (k <= 20; SEEDS_LARGE_K above).
 SEEDS = 3
+SEEDS_LARGE_K = 2
+#: k-means iterations per run of the k search (the final partition runs to convergence).
+SEARCH_ITER = 25
+#: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
+AUTO_CAP = 200
+CAP_SQRT = 4.0
+#: Below this best silhouette the structure is weak and the count a judgement (see choose_k).
+WEAK_STRUCTURE = 0.06
+#: A winner at k <= 3 must beat the best k >= 6 by this much, else the curve counts as flat.
+FLAT_MARGIN = 0.03
+#: Relative band around the best silhouette reported as equally supported counts.
+PLATEAU = 0.05
+#: The granularity prior (weak structure only): sqrt(n)/3 clipped to PRIOR_MIN..PRIOR_MAX, searched
+#: within a factor PRIOR_WINDOW either side.
+PRIOR_MIN = 4
+PRIOR_MAX = 25
+PRIOR_WINDOW = 1.6
+#: The coarse peak of the curve is searched up to this k (the broad level: 3-12 themes).
+BROAD_MAX = 12
+#: Two peaks are two levels of structure when the curve falls by this fraction between them ...
+DIP = 0.05
+#: ... and then the finer one wins only when it scores this much higher.
+FINE_GAIN = 0.25
 #: Points used to choose k (silhouette is O(sample²)).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -226,15 +249,63 @@ def silhouette_from_distances(d: F32, labels: I64) -> float:
 
 
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
-    """Every k up to 20, then geometric steps of ~12 % (resolution where it matters)."""
+    """Every k up to 20, then geometric steps of ~15 % (resolution where it matters, ~35 candidates to 200)."""
     ks: list[int] = []
     k = k_min
     while k <= k_max:
         ks.append(k)
-        k = k + 1 if k < 20 else max(k + 1, round(k * 1.12))
+        k = k + 1 if k < 20 else max(k + 1, round(k * 1.15))
     if ks and ks[-1] != k_max:
         ks.append(k_max)
     return ks
+
+
+def auto_cap(n: int, min_theme_size: int, max_themes: int | None) -> int:
+    """The largest count the automatic choice considers: it grows with the data instead of stopping at 40.
+
+    At most ``n / min_theme_size`` (a theme needs members), ``AUTO_CAP``, and
+    ``CAP_SQRT`` · sqrt(n): enough for 150 intents in 2,250 texts (cap 190)
+    while 600 answers are not searched up to 120 themes. ``max_themes`` (when
+    given) lowers it further.
+    """
+    cap = min(n // max(1, min_theme_size), AUTO_CAP, max(12, int(CAP_SQRT * math.sqrt(max(n, 1)))))
+    if max_themes is not None:
+        cap = min(cap, max_themes)
+    return cap
+
+
+def prior_k(n: int) -> int:
+    """The granularity prior used only when the data do not decide: ~sqrt(n)/3 themes, 4..25.
+
+    Thematic analyses report a handful to a few dozen themes; sqrt(n)/3 gives
+    8 for 600 answers, 11 for 1,000, 15 for 2,000, 25 from 5,600 on.
+    """
+    return int(min(PRIOR_MAX, max(PRIOR_MIN, round(math.sqrt(max(n, 1)) / 3))))
+
+
+@dataclass
+class CountChoice:
+    """The automatic theme count and how sure it is."""
+
+    k: int
+    criterion: str
+    """``silhouette`` (the data decide), ``prior`` (weak structure: the granularity prior within the
+    silhouette curve), ``fixed`` or ``single``."""
+    explanation: str
+    scores: list[dict[str, float]]
+    confidence: float = 1.0
+    """0..1: how strongly the data single out this count (structure strength x sharpness of the peak)."""
+    confidence_label: str = "high"
+    """``high`` (>= 0.6), ``medium`` (>= 0.3) or ``low``."""
+    structure: float = 0.0
+    """The best mean cosine silhouette of any candidate: < ~0.05 is weak structure."""
+    alternatives: list[int] = field(default_factory=list)
+    """Other counts the data support about as well (a coarser and a finer reading)."""
+    k_range: list[int] = field(default_factory=list)
+    """[lowest, highest] candidate k scoring within ``PLATEAU`` of the best."""
+    cap: int = 0
+    fine_k: int | None = None
+    """A finer peak of the curve above the chosen k (the sub-theme level), when there is one."""
 
 
 @dataclass
@@ -246,79 +317,304 @@ class Clustering:
     criterion: str
     explanation: str
     scores: list[dict[str, float]]
+    count: CountChoice | None = None
 
 
-def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> tuple[int, list[dict[str, float]], str]:
-    """Pick k by mean silhouette over seeds; see the module docstring."""
+def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, float]]:
+    """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space."""
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(x), size=CHOICE_SAMPLE, replace=False) if len(x) > CHOICE_SAMPLE else np.arange(len(x))
     full = x[idx]
     reduced = pca(full, PCA_DIMS, seed=seed)
     dist = (1.0 - full @ full.T).astype(np.float32)
     rows: list[dict[str, float]] = []
-    for k in candidate_ks(k_min, k_max):
+    for k in ks:
         vals = []
-        for s in range(SEEDS):
-            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1)
+        # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
+        for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
+            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
             vals.append(silhouette_from_distances(dist, labels))
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit.
         rows.append({"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals))})
-    best = max(rows, key=lambda r: r["silhouette"])
-    # Parsimony: silhouette creeps up again at large k on short texts (tiny
-    # clusters of near-paraphrases), so take the smallest k scoring within
-    # PARSIMONY (relative) of the best rather than a hair-thin maximum.
-    floor = best["silhouette"] * (1 - PARSIMONY)
-    chosen = min((r for r in rows if r["silhouette"] >= floor), key=lambda r: r["k"])
-    ranked = sorted(rows, key=lambda r: -r["silhouette"])
-    runner = ranked[1] if len(ranked) > 1 else None
+    return rows
+
+
+def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:
+    """The contiguous run of candidates around index ``i`` scoring within ``PLATEAU`` of it: (k_lo, k_hi)."""
+    ref = rows[i]["silhouette"]
+    lo = hi = i
+    while lo > 0 and rows[lo - 1]["silhouette"] >= ref - abs(ref) * PLATEAU:
+        lo -= 1
+    while hi < len(rows) - 1 and rows[hi + 1]["silhouette"] >= ref - abs(ref) * PLATEAU:
+        hi += 1
+    return int(rows[lo]["k"]), int(rows[hi]["k"])
+
+
+def _parsimonious(rows: list[dict[str, float]]) -> dict[str, float]:
+    """The smallest k scoring within ``PARSIMONY`` of the best of ``rows``."""
+    best = max(r["silhouette"] for r in rows)
+    floor = best - abs(best) * PARSIMONY
+    return min((r for r in rows if r["silhouette"] >= floor), key=lambda r: r["k"])
+
+
+def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
+    """Pick k from the silhouette curve: peaks, a coarse-vs-fine rule, and a prior where the curve is flat or weak.
+
+    1. Silhouette per candidate k (see :func:`silhouette_curve`), up to the
+       adaptive cap (:func:`auto_cap`).
+    2. The coarse peak (best k <= ``BROAD_MAX``) and the fine peak (best
+       overall; the smallest k within ``PARSIMONY`` of a peak is taken). When
+       the curve dips by >= ``DIP`` between them, they are two levels of
+       structure (news categories vs stories, topics vs near-paraphrase
+       groups): the coarse one wins unless the fine one scores >=
+       ``FINE_GAIN`` higher. Without a dip it is one rising curve (intents)
+       and the fine peak wins. The losing peak is reported as an alternative
+       reading (and the fine one becomes the sub-theme level).
+    3. Weak or flat structure: the best silhouette is below
+       ``WEAK_STRUCTURE``, or the winner is k <= 3 and no better than
+       ``FLAT_MARGIN`` above the best k >= 6 (a binary split of a cloud, e.g.
+       by sentiment or length, always scores well at k=2: a structureless
+       Gaussian cloud of the same shape does too). Then the count is a
+       judgement and we say so: the best-scoring k within a factor
+       ``PRIOR_WINDOW`` of :func:`prior_k` is taken, with low confidence and
+       the window's ends as the coarser and finer readings.
+    4. Confidence = strength x sharpness (x 0.5 with a rival peak scoring
+       >= 90 % of it): strength rises from 0 at silhouette 0.02 to 1 at 0.12;
+       sharpness falls from 1 when no other candidate is within ``PLATEAU``
+       of the chosen score to 0 when half of them are.
+    """
+    n = len(x)
+    rows = silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed)
+    sil = [r["silhouette"] for r in rows]
+    s_best = max(sil)
+    fine = _parsimonious(rows)
+    coarse_rows = [r for r in rows if r["k"] <= BROAD_MAX]
+    coarse = _parsimonious(coarse_rows) if coarse_rows else fine
+    chosen, rival = fine, None
     note = (
-        f"highest cosine silhouette (best of {SEEDS} k-means seeds, in the full embedding space) among k in "
-        f"{k_min}..{k_max}: {best['silhouette']:.4f} at k={int(best['k'])}; chose the smallest k within "
-        f"{PARSIMONY:.0%} of it: k={int(chosen['k'])} ({chosen['silhouette']:.4f})"
-        + (f"; runner-up k={int(runner['k'])} at {runner['silhouette']:.4f}" if runner else "")
+        f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}: "
+        f"best {s_best:.4f}; "
     )
+    if coarse["k"] != fine["k"]:
+        i_c, i_f = rows.index(coarse), rows.index(fine)
+        lo_c, hi_c = sorted((i_c, i_f))
+        valley = min(sil[lo_c : hi_c + 1])
+        c_peak = max(r["silhouette"] for r in coarse_rows)
+        dipped = valley <= c_peak * (1 - DIP)
+        if dipped and fine["silhouette"] < c_peak * (1 + FINE_GAIN):
+            chosen, rival = coarse, fine
+            note += (
+                f"a coarse peak at k={int(coarse['k'])} ({c_peak:.4f}) and a fine one at k={int(fine['k'])} "
+                f"({fine['silhouette']:.4f}) with a dip to {valley:.4f} between them; the fine one is less than "
+                f"{FINE_GAIN:.0%} higher, so the coarse reading is the themes and the fine one the sub-themes"
+            )
+        else:
+            rival = coarse if dipped else None
+            note += (
+                f"smallest k within {PARSIMONY:.0%} of it: k={int(fine['k'])} ({fine['silhouette']:.4f})"
+                + (
+                    f"; a coarser peak at k={int(coarse['k'])} ({c_peak:.4f}) scores {FINE_GAIN:.0%}+ lower"
+                    if dipped
+                    else ""
+                )
+            )
+    else:
+        note += f"smallest k within {PARSIMONY:.0%} of it: k={int(fine['k'])} ({fine['silhouette']:.4f})"
+    i = rows.index(chosen)
+    k_lo, k_hi = _plateau(rows, i)
+    strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.10))
+    # Sharpness: the share of the other candidates scoring as well (within PLATEAU), wherever they are.
+    ref = chosen["silhouette"] - abs(chosen["silhouette"]) * PLATEAU
+    as_good = sum(1 for r in rows if r is not chosen and r["silhouette"] >= ref) / max(1, len(rows) - 1)
+    sharp = min(1.0, max(0.0, 1.0 - as_good / 0.5))
+    confidence = strength * sharp
+    alternatives = sorted({k for k in (k_lo, k_hi) if k != int(chosen["k"])})
+    if rival is not None:
+        alternatives = sorted(set(alternatives) | {int(rival["k"])})
+        if rival["silhouette"] >= chosen["silhouette"] * 0.9:
+            confidence *= 0.5
+    note += f"; k={k_lo}..{k_hi} score within {PLATEAU:.0%} of the chosen k"
+    above6 = [r["silhouette"] for r in rows if r["k"] >= 6]
+    flat = chosen["k"] <= 3 and bool(above6) and chosen["silhouette"] - max(above6) < FLAT_MARGIN and n >= 100
+    weak = s_best < WEAK_STRUCTURE
+    criterion = "silhouette"
+    if (weak or flat) and k_max > 3:
+        kp = min(prior_k(n), k_max)
+        lo, hi = max(k_min, math.ceil(kp / PRIOR_WINDOW)), min(k_max, math.floor(kp * PRIOR_WINDOW))
+        window = [r for r in rows if lo <= r["k"] <= hi] or rows
+        chosen = max(window, key=lambda r: r["silhouette"])
+        criterion = "prior"
+        confidence = min(confidence, 0.25)
+        alternatives = sorted({int(window[0]["k"]), int(window[-1]["k"])} - {int(chosen["k"])})
+        why = (
+            f"structure is weak (best silhouette {s_best:.3f} < {WEAK_STRUCTURE})"
+            if weak
+            else f"the curve is flat (k={int(fine['k'])} scores only "
+            f"{fine['silhouette'] - max(above6):.3f} above the best k >= 6)"
+        )
+        note = (
+            f"{why}: the count is a judgement, not a finding. Took the best-scoring k within the "
+            f"granularity prior {lo}..{hi} (~sqrt(n)/3 for {n} responses): k={int(chosen['k'])}; "
+            f"coarser and finer readings: k={', '.join(map(str, alternatives))}. " + note
+        )
+    label = "high" if confidence >= 0.6 else "medium" if confidence >= 0.3 else "low"
     for r in rows:
         r["silhouette"] = round(r["silhouette"], 5)
         r["seed_spread"] = round(r["seed_spread"], 5)
-    return int(chosen["k"]), rows, note
+    return CountChoice(
+        k=int(chosen["k"]),
+        criterion=criterion,
+        explanation=note,
+        scores=rows,
+        confidence=round(confidence, 3),
+        confidence_label=label,
+        structure=round(s_best, 4),
+        alternatives=alternatives,
+        k_range=[k_lo, k_hi],
+        cap=k_max,
+        fine_k=int(fine["k"]) if criterion == "silhouette" and fine["k"] > chosen["k"] else None,
+    )
 
 
-def cluster(x: F32, *, num_themes: int | None, max_themes: int, min_theme_size: int, seed: int) -> Clustering:
+def cluster(
+    x: F32, *, num_themes: int | None, max_themes: int | None, min_theme_size: int, seed: int
+) -> Clustering:
     """Cluster unit vectors ``x`` into themes; see the module docstring."""
     n = x.shape[0]
     # Fewer than two themes' worth of responses: one theme, nothing to choose.
-    k_cap = min(max_themes, n // max(1, min_theme_size))
+    k_cap = auto_cap(n, min_theme_size, max_themes)
     if n < 4 or k_cap < 2 or num_themes == 1:
         labels = np.zeros(n, dtype=np.int64)
         cent = normalise(x.sum(axis=0, keepdims=True)) if n else np.zeros((1, x.shape[1]), np.float32)
         why = f"{n} usable responses and min_theme_size={min_theme_size} allow at most one theme"
         if num_themes == 1:
             why = "num_themes=1 was requested"
-        return Clustering(labels, 1, cent, "single", why, [])
+        return Clustering(labels, 1, cent, "single", why, [], CountChoice(1, "single", why, [], cap=k_cap))
     if num_themes is not None:
         k = min(num_themes, n)
-        scores: list[dict[str, float]] = []
-        criterion, note = "fixed", f"num_themes={num_themes} was requested"
+        note = f"num_themes={num_themes} was requested"
+        count = CountChoice(k, "fixed", note, [], cap=k_cap)
     else:
-        k, scores, note = choose_k(x, 2, max(2, k_cap), seed=seed)
-        criterion = "silhouette"
+        count = choose_k(x, 2, max(2, k_cap), seed=seed)
+        k = count.k
     # Partition the denoised vectors, but report centroids of the original
     # ones: assignment, outliers and confidences work in the original space.
     labels, _ = spherical_kmeans(knn_smooth(x, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
     centroids = normalise(group_sums(labels, x, k))
-    return Clustering(labels, k, centroids, criterion, note, scores)
+    return Clustering(labels, k, centroids, count.criterion, count.explanation, count.scores, count)
 
 
 def parents(centroids: F32, sizes: NDArray[np.int64], *, seed: int) -> list[int] | None:
-    """Group themes into ~sqrt(k) parents when there are many (> 12), else None."""
+    """Group themes into ~sqrt(k) parents when there are many (> 12), else None (kept for callers of 1.0)."""
     k = len(centroids)
-    if k <= 12:
+    if k <= BROAD_MAX:
         return None
-    kp = round(math.sqrt(k))
-    # Weight by size through repetition would be costly; centroids are few, so
-    # plain spherical k-means over them with many restarts is enough.
-    labels, _ = spherical_kmeans(centroids, kp, seed=seed, n_init=8)
+    labels, _ = spherical_kmeans(centroids, round(math.sqrt(k)), seed=seed, n_init=8)
     del sizes
     return [int(v) for v in labels]
+
+
+#: Broad themes when the chosen count is above BROAD_MAX: BROAD_MIN..BROAD_MAX groups of themes.
+BROAD_MIN = 3
+#: Sub-themes per theme when the chosen count is at most BROAD_MAX: 2..SUB_MAX.
+SUB_MAX = 8
+#: Members per theme used to choose its sub-theme count.
+SUB_SAMPLE = 600
+
+
+def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], list[dict[str, float]]]:
+    """Parent (broad theme) index per theme, for k > ``BROAD_MAX``: themes grouped into 3..12 broad themes.
+
+    The theme centres are clustered (spherical k-means, 8 restarts) for each
+    candidate count; the count whose induced partition of the *responses* has
+    the best silhouette (on a sample, full space) wins, smallest within
+    ``PARSIMONY``. Every theme lies in exactly one broad theme.
+    """
+    cents = normalise(group_sums(labels, x, k))
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(x), size=CHOICE_SAMPLE, replace=False) if len(x) > CHOICE_SAMPLE else np.arange(len(x))
+    keep = idx[labels[idx] >= 0]
+    dist = (1.0 - x[keep] @ x[keep].T).astype(np.float32)
+    rows: list[dict[str, float]] = []
+    found: dict[int, list[int]] = {}
+    for kb in range(BROAD_MIN, min(BROAD_MAX, k - 1) + 1):
+        g, _ = spherical_kmeans(cents, kb, seed=seed, n_init=8)
+        kb_real = len(np.unique(g))
+        sil = silhouette_from_distances(dist, g[labels[keep]])
+        rows.append({"k": kb_real, "silhouette": round(sil, 5)})
+        found.setdefault(kb_real, [int(v) for v in g])
+    if not rows:
+        return [0] * k, rows
+    chosen = _parsimonious(rows)
+    groups = found[int(chosen["k"])]
+    # Renumber 0..kb-1 in order of first appearance.
+    ren: dict[int, int] = {}
+    return [ren.setdefault(v, len(ren)) for v in groups], rows
+
+
+def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple[I64, list[int]]:
+    """Sub-themes inside each theme, for k <= ``BROAD_MAX``: (sub-theme index per point, parent theme per sub-theme).
+
+    A theme with >= 2 x ``min_size`` members is split into the 2..``SUB_MAX``
+    groups whose silhouette *within the theme* is best (smallest within
+    ``PARSIMONY``), if that silhouette is positive; sub-groups below
+    ``min_size`` are folded into the nearest sibling. Smaller themes and
+    themes without internal structure stay one sub-theme. Points with label
+    < 0 get -1.
+    """
+    sub = -np.ones(len(x), dtype=np.int64)
+    parent_of: list[int] = []
+    for t in range(k):
+        m = np.flatnonzero(labels == t)
+        if len(m) == 0:
+            continue
+        best_lab: I64 | None = None
+        kmax = min(SUB_MAX, len(m) // max(1, min_size))
+        if kmax >= 2:
+            xm = x[m]
+            rng = np.random.default_rng(seed + t)
+            s_idx = rng.choice(len(m), size=SUB_SAMPLE, replace=False) if len(m) > SUB_SAMPLE else np.arange(len(m))
+            dist = (1.0 - xm[s_idx] @ xm[s_idx].T).astype(np.float32)
+            rows = []
+            for ks in range(2, kmax + 1):
+                lab, _ = spherical_kmeans(xm[s_idx], ks, seed=seed * 1000 + t, n_init=2, max_iter=SEARCH_ITER)
+                rows.append({"k": ks, "silhouette": silhouette_from_distances(dist, lab)})
+            chosen = _parsimonious(rows)
+            if chosen["silhouette"] > 0:
+                lab, _ = spherical_kmeans(knn_smooth(xm, seed=seed), int(chosen["k"]), seed=seed, n_init=4)
+                sizes = np.bincount(lab, minlength=int(chosen["k"]))
+                ok = np.flatnonzero(sizes >= min_size)
+                if len(ok) >= 2:
+                    remap = -np.ones(int(chosen["k"]), dtype=np.int64)
+                    remap[ok] = np.arange(len(ok))
+                    new = remap[lab]
+                    c = normalise(group_sums(new, xm, len(ok)))
+                    lost = np.flatnonzero(new < 0)
+                    if lost.size:
+                        new[lost] = (xm[lost] @ c.T).argmax(axis=1)
+                    best_lab = new
+        if best_lab is None:
+            best_lab = np.zeros(len(m), dtype=np.int64)
+        base = len(parent_of)
+        sub[m] = base + best_lab
+        parent_of += [t] * (int(best_lab.max()) + 1)
+    return sub, parent_of
+
+
+def count_json(count: CountChoice | None, k_final: int) -> dict[str, Any]:
+    """The new (schema 1.1) fields of ``run.theme_count``."""
+    if count is None:
+        return {}
+    return {
+        "k": k_final,
+        "k_chosen": count.k,
+        "confidence": count.confidence,
+        "confidence_label": count.confidence_label,
+        "structure": count.structure,
+        "alternatives": count.alternatives,
+        "k_range": count.k_range,
+        "cap": count.cap,
+        "fine_k": count.fine_k,
+    }

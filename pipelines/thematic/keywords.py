@@ -14,17 +14,20 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from .stopwords import EN
+from . import lang
 
 TOKEN_RE: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
 
 
 def tokens(text: str) -> list[str]:
-    return [t.strip("'-") for t in TOKEN_RE.findall(text.lower())]
+    # Language-aware (lang.py): exactly TOKEN_RE for English jobs; Unicode words and CJK bigrams otherwise.
+    return lang.tokenize(text)
 
 
-def terms(text: str, stopwords: frozenset[str] = EN) -> set[str]:
+def terms(text: str, stopwords: frozenset[str] | None = None) -> set[str]:
     """Distinct unigrams and bigrams of content words (presence per response, so one rant cannot dominate)."""
+    if stopwords is None:
+        stopwords = lang.current_stopwords()  # the job's languages (lang.keyword_languages); English by default
     toks = tokens(text)
     out: set[str] = set()
     prev: str | None = None
@@ -35,12 +38,13 @@ def terms(text: str, stopwords: frozenset[str] = EN) -> set[str]:
         out.add(t)
         if prev is not None:
             out.add(f"{prev} {t}")
-        prev = t
+        # CJK tokens are overlapping character bigrams already: no phrases of them.
+        prev = None if lang.is_cjk(t) else t
     return out
 
 
 def ctfidf(
-    groups: Sequence[Sequence[str]], *, top: int = 10, stopwords: frozenset[str] = EN
+    groups: Sequence[Sequence[str]], *, top: int = 10, stopwords: frozenset[str] | None = None
 ) -> list[list[tuple[str, float]]]:
     """Top ``top`` (term, score) per group of texts."""
     per_group: list[Counter[str]] = []
@@ -111,3 +115,76 @@ def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -
         n += 1
     used.add(label.lower())
     return label
+
+
+def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = 3) -> set[str]:
+    """Distinct 1..``max_n``-grams of adjacent content words: the label candidates of a response."""
+    if stopwords is None:
+        stopwords = lang.current_stopwords()  # the job's languages (lang.keyword_languages); English by default
+    out: set[str] = set()
+    run: list[str] = []
+    for t in [*tokens(text), ""]:
+        if len(t) < 2 or t in stopwords or t.isdigit():
+            for n in range(1, max_n + 1):
+                out.update(" ".join(run[i : i + n]) for i in range(len(run) - n + 1))
+            run = []
+        else:
+            run.append(t)
+    return out
+
+
+def candidate_phrases(
+    groups: Sequence[Sequence[str]], *, top: int = 12, stopwords: frozenset[str] | None = None, min_share: float = 0.03
+) -> list[list[tuple[str, float, int]]]:
+    """Label candidates per group: (phrase, c-TF-IDF score, members using it), best first.
+
+    The same class-based TF-IDF as :func:`ctfidf`, over 1-3-grams, keeping
+    phrases used by at least ``min_share`` of a group's responses (and by two,
+    in groups of six or more): the short list a KeyBERT-style ranking then
+    embeds. A phrase is dropped when a better-ranked one contains it
+    ("customer service" hides "service"), so the list is not one phrase in
+    three spellings.
+    """
+    per_group: list[Counter[str]] = []
+    for texts in groups:
+        c: Counter[str] = Counter()
+        for t in texts:
+            c.update(phrases(t, stopwords))
+        per_group.append(c)
+    total: Counter[str] = Counter()
+    for c in per_group:
+        total.update(c)
+    sizes = [max(1, sum(c.values())) for c in per_group]
+    avg = sum(sizes) / max(1, len(sizes))
+    out: list[list[tuple[str, float, int]]] = []
+    for texts, c, size in zip(groups, per_group, sizes, strict=True):
+        min_df = max(2 if len(texts) >= 6 else 1, math.ceil(min_share * len(texts)))
+        scored = []
+        for term, f in c.items():
+            if f < min_df:
+                continue
+            words = term.count(" ") + 1
+            score = (f / size) * math.log(1 + avg / total[term]) * (1.0 + 0.2 * (words - 1))
+            scored.append((term, score, f))
+        scored.sort(key=lambda p: (-p[1], p[0]))
+        chosen: list[tuple[str, float, int]] = []
+        for term, score, f in scored:
+            if any(f" {term} " in f" {b} " for b, _, _ in chosen):
+                continue
+            chosen.append((term, round(score, 6), f))
+            if len(chosen) >= top:
+                break
+        out.append(chosen)
+    return out
+
+
+def same_stem(a: str, b: str) -> bool:
+    """True when two phrases share a word stem (``"fees"`` / ``"delivery fee"``)."""
+    return bool({_stem(w) for w in a.split()} & {_stem(w) for w in b.split()})
+
+
+def keyword_overlap(a: Sequence[str], b: Sequence[str]) -> float:
+    """Jaccard overlap of the word stems of two keyword lists (0..1)."""
+    sa = {_stem(w) for k in a for w in k.split()}
+    sb = {_stem(w) for k in b for w in k.split()}
+    return len(sa & sb) / len(sa | sb) if sa | sb else 0.0

@@ -1,4 +1,4 @@
-"""The seam between this pipeline and the LLM client (``shared.llm``).
+"""The seam between this pipeline and the LLM client (``shared.llm.client``).
 
 The pipeline only needs ``complete_json`` (and optionally ``embed``); coding
 against this Protocol lets unit tests pass a fake client and keeps
@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import PermanentError
+from shared.sdk import PermanentError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -59,7 +59,7 @@ def llm_errors() -> tuple[type[BaseException], ...]:
     thanks to checkpoints and the LLM cache, pays nothing twice.
     """
     try:
-        from shared.llm import LLMBadOutput, LLMBudgetExhausted
+        from shared.llm.client import LLMBadOutput, LLMBudgetExhausted
     except ImportError:  # pragma: no cover - the client is part of the platform
         return ()
     return (LLMBudgetExhausted, LLMBadOutput)
@@ -71,7 +71,7 @@ def resolve_client(mode: str) -> ChatClient | None:
         return None
     client: ChatClient | None
     try:
-        from shared.llm import LLMClient
+        from shared.llm.client import LLMClient
 
         client = LLMClient.from_settings()
     except ImportError:
@@ -83,9 +83,6 @@ def resolve_client(mode: str) -> ChatClient | None:
 
 def llm_available() -> bool:
     """Whether a provider is configured, without building a client (used at submission)."""
-    try:
-        from shared.settings import raw
+    from shared.llm import llm_configured
 
-        return raw("LLM_PROVIDER").strip().lower() not in ("", "none") and bool(raw("LLM_ENDPOINT").strip())
-    except Exception:  # noqa: BLE001 - settings unavailable means no LLM
-        return False
+    return llm_configured()

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.errors import PermanentError
-from shared.pipeline import PipelineContext
+from shared.sdk import PermanentError, PipelineContext
 
 from . import assign as A
 from .describe import LLMUsage
@@ -53,8 +52,13 @@ def job_client(params: ThematicParams) -> ChatClient | None:
     return None if params.llm == "off" else resolve_client(params.llm)
 
 
-def job_embedder(params: ThematicParams, client: object | None) -> TextEmbedder:
-    return embedder_for(client, redact=redact_on(params, client))
+def default_encoder(params: ThematicParams) -> str:
+    """The embedded encoder the params alone decide (``language="auto"`` may switch to multilingual later)."""
+    return params.embedding if params.language in ("en", "auto") else "multilingual"
+
+
+def job_embedder(params: ThematicParams, client: object | None, encoder: str | None = None) -> TextEmbedder:
+    return embedder_for(client, redact=redact_on(params, client), encoder=encoder or default_encoder(params))
 
 
 def code_chunk_size(params: ThematicParams) -> int:
@@ -63,9 +67,18 @@ def code_chunk_size(params: ThematicParams) -> int:
     return max(A.CODING_BATCH, size // A.CODING_BATCH * A.CODING_BATCH)
 
 
-def embed_chunk(ctx: PipelineContext, params: ThematicParams, texts: list[str]) -> bytes:
-    """One chunk of the ``embed`` map stage: the embeddings of ``texts`` as .npy bytes."""
-    embedder = job_embedder(params, job_client(params))
+def embed_chunk(ctx: PipelineContext, params: ThematicParams, texts: list[Any]) -> bytes:
+    """One chunk of the ``embed`` map stage: the embeddings of ``texts`` as .npy bytes.
+
+    Items are texts, or ``[encoder, text]`` pairs when the parent chose an
+    encoder the params alone do not name (``language="auto"`` on a
+    multilingual survey): every chunk must use the parent's choice.
+    """
+    encoder = None
+    if texts and isinstance(texts[0], list):
+        encoder = str(texts[0][0])
+        texts = [str(t) for _, t in texts]
+    embedder = job_embedder(params, job_client(params), encoder)
     emb = embedder.embed(texts, on_batch=lambda done: ctx.progress("embed", done, len(texts)))
     return npy(emb.astype(np.float32))
 

@@ -12,9 +12,27 @@ MAX_RESPONSES: Final = 100_000
 #: Longest accepted text, in characters. The model reads 256 word pieces
 #: (~1,000 characters), so longer texts are embedded from their beginning.
 MAX_TEXT_CHARS: Final = 20_000
-#: Languages with stopword lists for keywords. The embedding model is English;
-#: other languages are refused rather than silently producing poor themes.
-SUPPORTED_LANGUAGES: Final = ("en",)
+#: Values of ``language``: "en" (the English encoders), "auto" (detected per
+#: response; the multilingual encoder when the texts are not all English), or
+#: one language, which selects the multilingual encoder (see lang.py, embed.py).
+SUPPORTED_LANGUAGES: Final = (
+    "en",
+    "auto",
+    "de",
+    "fr",
+    "es",
+    "it",
+    "pt",
+    "nl",
+    "pl",
+    "zh",
+    "ja",
+    "ko",
+    "ru",
+    "ar",
+    "tr",
+    "th",
+)
 #: Default input size from which the embed stage fans out over chunk workers.
 #: Below it one process is faster: each chunk pays a process start and a
 #: model load (~1.5 s), and 5,000 short answers embed in ~1 min on 2 cores.
@@ -42,8 +60,16 @@ class ThematicParams(BaseModel):
     min_theme_size: int = Field(default=5, ge=1, le=10_000)
     #: "auto" chooses the count (see cluster.py); an int fixes it.
     num_themes: Literal["auto"] | int = "auto"
-    max_themes: int = Field(default=40, ge=1, le=200)
-    language: Literal["en"] = "en"
+    #: Upper bound of the automatic count. None (default): adaptive, min(200, n / min_theme_size, 4·sqrt(n))
+    #: (see cluster.auto_cap); an int lowers that bound.
+    max_themes: int | None = Field(default=None, ge=1, le=200)
+    language: Literal[
+        "en", "auto", "de", "fr", "es", "it", "pt", "nl", "pl", "zh", "ja", "ko", "ru", "ar", "tr", "th"
+    ] = "en"
+    #: The embedded encoder: "fast" (all-MiniLM-L6-v2 int8), "quality" (all-mpnet-base-v2 int8, the optional
+    #: ``thematiq[quality]`` install), "multilingual" (USE multilingual v3). English-only encoders are replaced
+    #: by the multilingual one when ``language`` is not English (explicitly, or detected under "auto").
+    embedding: Literal["fast", "quality", "multilingual"] = "fast"
     llm: Literal["off", "auto", "required"] = "auto"
     seed_themes: list[SeedTheme] | None = Field(default=None, max_length=100)
     multi_label: bool = False
@@ -61,10 +87,14 @@ class ThematicParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ThematicParams:
-        if isinstance(self.num_themes, int) and not 1 <= self.num_themes <= self.max_themes:
+        if isinstance(self.num_themes, int) and not 1 <= self.num_themes <= (self.max_themes or 200):
             raise ValueError("num_themes must be 'auto' or between 1 and max_themes")
         if self.seed_themes is not None:
             names = [s.name.strip().lower() for s in self.seed_themes]
             if len(set(names)) != len(names):
                 raise ValueError("seed_themes names must be unique")
+        if self.embedding == "quality" and self.language not in ("en", "auto"):
+            raise ValueError(
+                "embedding 'quality' is English only; use language 'en' or 'auto', or embedding 'multilingual'"
+            )
         return self

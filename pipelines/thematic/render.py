@@ -45,6 +45,20 @@ def _md(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def _count_confidence(choice: dict[str, Any]) -> str:
+    """One line on how sure the theme count is (schema 1.1; empty for older results)."""
+    label = choice.get("confidence_label")
+    if not label:
+        return ""
+    alt = choice.get("alternatives") or []
+    readings = f" Other readings the data support about as well: {', '.join(f'{a} themes' for a in alt)}." if alt else ""
+    if choice.get("criterion") == "prior":
+        head = "**Theme count: low confidence — structure is weak, the count is a judgement.**"
+    else:
+        head = f"**Theme count confidence: {label}** ({choice.get('confidence', 0):.2f})."
+    return head + readings
+
+
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     run = doc.get("run", {})
     counts = run.get("counts", {})
@@ -55,12 +69,35 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     )
     choice = run.get("theme_count", {})
     if choice:
+        sure = _count_confidence(choice)
+        if sure:
+            lines += ["", sure]
         lines += ["", f"**Why this many themes:** {_md(choice.get('explanation', ''))}"]
+    levels = doc.get("levels") or {}
+    parents = doc.get("parents") or []
+    labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
+    if levels.get("broad") == "parents" and parents:
+        lines += ["", f"## Broad themes ({len(parents)})", "", "| Broad theme | Responses | Share | Themes |", "|---|---:|---:|---|"]
+        for p in parents:
+            kids = ", ".join(labels.get(c, c) for c in p.get("children", []))
+            share = p.get("share")
+            lines.append(
+                f"| {_md(p['label'])} | {p['count']} | {share:.1%} | {_md(kids)} |"
+                if isinstance(share, (int, float))
+                else f"| {_md(p['label'])} | {p['count']} | | {_md(kids)} |"
+            )
     lines += ["", "| Theme | Responses | Share | Keywords |", "|---|---:|---:|---|"]
     for t in doc.get("themes", []):
         lines.append(f"| {_md(t['label'])} | {t['count']} | {t['share']:.1%} | {_md(', '.join(t['keywords'][:6]))} |")
+    subs: dict[str, list[dict[str, Any]]] = {}
+    for st in doc.get("subthemes") or []:
+        subs.setdefault(st["parent"], []).append(st)
     for t in doc.get("themes", []):
         lines += ["", f"## {_md(t['label'])} ({t['count']}, {t['share']:.1%})", "", _md(t["description"]), ""]
+        if subs.get(t["id"]):
+            lines += ["Sub-themes:", ""]
+            lines += [f"- {_md(st['label'])}: {st['count']} ({st['share']:.1%})" for st in subs[t["id"]]]
+            lines.append("")
         for q in t["quotes"]:
             lines.append(f"> {_md(q['text'])}")
             lines.append("")

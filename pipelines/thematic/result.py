@@ -12,7 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+"""1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
+quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
+confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning."""
 
 
 class _Model(BaseModel):
@@ -35,14 +38,47 @@ class Theme(_Model):
     parent: str | None = None
     labelled_by: Literal["keywords", "llm"]
     merged_from: list[str] = Field(default_factory=list)
+    key_phrases: list[str] = Field(
+        default_factory=list, description="KeyBERT-style key phrases (embedding-ranked, MMR); the first is the label"
+    )
+    subthemes: list[str] = Field(default_factory=list, description="ids of this theme's sub-themes (<= 12 themes)")
 
 
 class ParentTheme(_Model):
+    """A broad theme grouping several themes (when there are more than 12 themes)."""
+
     id: str
     label: str
     keywords: list[str]
     count: int
     children: list[str]
+    description: str = ""
+    key_phrases: list[str] = Field(default_factory=list)
+    share: float = 0.0
+    quotes: list[Quote] = Field(default_factory=list)
+
+
+class SubTheme(_Model):
+    """A finer theme inside one theme (when there are at most 12 themes); id ``t1.2`` = 2nd sub-theme of t1."""
+
+    id: str
+    parent: str
+    label: str
+    description: str
+    keywords: list[str]
+    key_phrases: list[str] = Field(default_factory=list)
+    count: int
+    share: float
+    quotes: list[Quote] = Field(default_factory=list)
+
+
+class Levels(_Model):
+    """Where the two levels are: broad themes (3-12) and the finer ones under them."""
+
+    broad: Literal["parents", "themes"]
+    fine: Literal["themes", "subthemes"]
+    broad_count: int
+    fine_count: int
 
 
 class ThemeRef(_Model):
@@ -65,6 +101,10 @@ class AssignmentOut(_Model):
     )
     duplicate_of: str | int | None = None
     seed_codes: list[SeedCode] | None = None
+    broad: str | None = Field(default=None, description="broad-level theme of the primary theme (a p… or t… id)")
+    fine: str | None = Field(
+        default=None, description="fine-level theme (a t… or t….n id); null when the theme has no sub-themes"
+    )
 
 
 class SeedThemeOut(_Model):
@@ -75,9 +115,27 @@ class SeedThemeOut(_Model):
 
 
 class Choice(_Model):
-    criterion: str
+    criterion: str = Field(description="silhouette | prior (weak structure: a judgement) | fixed | single")
     explanation: str
     scores: list[dict[str, float]]
+    k: int | None = Field(default=None, description="themes in the result (after small themes were folded)")
+    k_chosen: int | None = None
+    confidence: float | None = Field(default=None, description="0..1: how strongly the data single out this count")
+    confidence_label: Literal["high", "medium", "low"] | None = None
+    structure: float | None = Field(default=None, description="best mean cosine silhouette; < 0.06 is weak")
+    alternatives: list[int] = Field(default_factory=list, description="other counts about as well supported")
+    k_range: list[int] = Field(default_factory=list)
+    cap: int | None = Field(default=None, description="the largest count considered (adaptive)")
+    fine_k: int | None = None
+
+
+class Merge(_Model):
+    into: str
+    merged: list[str]
+    by: Literal["centroid+keywords", "llm"]
+    centroid_similarity: float | None = None
+    separation: float | None = None
+    keyword_overlap: float | None = None
 
 
 class Counts(_Model):
@@ -109,14 +167,17 @@ class RunInfo(_Model):
     timings_seconds: dict[str, float]
     counts: Counts
     theme_count: Choice
+    merges: list[Merge] = Field(default_factory=list)
     llm: LLMInfo
     resumed_stages: list[str]
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.0"]
+    schema_version: Literal["1.1"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
+    subthemes: list[SubTheme] = Field(default_factory=list)
+    levels: Levels | None = None
     seed_themes: list[SeedThemeOut] | None = None
     assignments: list[AssignmentOut]
     run: RunInfo

@@ -17,27 +17,27 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.errors import PermanentError
-from shared.pipeline import PipelineContext
+from shared.sdk import PermanentError, PipelineContext
 
 from . import assign as A
 from . import clean as C
 from . import cluster as K
 from . import describe as D
+from . import lang as L
 from . import mapped as M
 from .embed import ClientEmbedder, TextEmbedder
-from .keywords import ctfidf, label_from_keywords
 from .llm_port import ChatClient
 from .params import ThematicParams
 from .pii import redact
 from .result import SCHEMA_VERSION, ThematicResult
 
-PIPELINE_VERSION = "1.1.0"
+PIPELINE_VERSION = "1.2.0"
 #: Texts per partial embedding checkpoint (and per cancellation check): at
 #: most ~20 s of embedding is lost to a crash, for one 3 MB blob per part.
 EMBED_PART = 2048
@@ -91,13 +91,21 @@ def run_with(
     ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None
 ) -> dict[str, Any]:
     """``run`` with an explicit LLM client (None = no LLM); the seam unit tests use."""
+    # Keyword stopwords/tokenisation follow the job's languages (lang.keyword_languages); reset after the job.
+    with L.keyword_languages(("en",)):
+        return _run_with(ctx, params, items, client=client)
+
+
+def _run_with(
+    ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None
+) -> dict[str, Any]:
     if params.llm == "required" and client is None:
         raise PermanentError("llm=required but no LLM client is available")
     if params.llm == "off":
         client = None
     redact_on = M.redact_on(params, client)
     embedder = M.job_embedder(params, client)
-    st = _Stages(ctx, _fingerprint(params, items, embedder.info.name))
+    st = _Stages(ctx, _fingerprint(params, items, f"{embedder.info.name}@{embedder.info.sha256}"))
     t_all = time.perf_counter()
 
     # 1 Clean ------------------------------------------------------------------
@@ -115,6 +123,12 @@ def run_with(
     ctx.raise_if_cancelled()
     if not usable:
         raise PermanentError("no usable responses: every text is empty, gibberish or a duplicate")
+
+    # Languages: detected per response under "auto"; they pick the encoder and the keyword stopwords.
+    plan = L.plan(params.language, M.default_encoder(params), texts)
+    L.set_keyword_languages(plan.keyword_languages)
+    if plan.encoder != M.default_encoder(params) and not isinstance(embedder, ClientEmbedder):
+        embedder = M.job_embedder(params, client, plan.encoder)
 
     # 2 Embed ------------------------------------------------------------------
     raw = st.restore("embed")
@@ -144,7 +158,12 @@ def run_with(
                 f"; {cl.k - k} theme(s) smaller than min_theme_size={params.min_theme_size} "
                 "were folded into their nearest theme"
             )
-        choice: dict[str, Any] = {"criterion": cl.criterion, "explanation": explanation, "scores": cl.scores}
+        choice: dict[str, Any] = {
+            "criterion": cl.criterion,
+            "explanation": explanation,
+            "scores": cl.scores,
+            **K.count_json(cl.count, k),
+        }
         st.save("cluster", json.dumps({"labels": labels.tolist(), "k": k, "choice": choice}).encode(), t0)
     else:
         d = json.loads(raw)
@@ -172,29 +191,52 @@ def run_with(
     raw = st.restore("describe")
     t0 = time.perf_counter()
     if raw is None:
-        themes = D.describe(labels, centroids, emb, texts)
+        # Key-phrase labels embed their candidates with the job's own embedder (memoised across levels).
+        phrase_embed = D.memo_embed(embedder)
+        themes = D.describe(labels, centroids, emb, texts, embed=phrase_embed)
+        # Near-duplicate merge by centroid similarity + keyword overlap, with or without an LLM.
+        themes, labels, merge_records = D.merge_near_duplicates(
+            themes, labels, emb, texts, embed=phrase_embed, seed=params.seed
+        )
+        merges = [asdict(m) for m in merge_records]
+        centroids = A.recentre(labels, emb, len(themes))
         if client is not None:
             ctx.progress("describe", 0, len(themes), "labelling themes with the LLM")
             D.llm_label(client, themes, quote_text, usage, lambda n: ctx.progress("describe", n, len(themes)))
             ctx.raise_if_cancelled()
             if usage.skipped is None:
                 themes, labels, centroids = _merge(client, themes, labels, emb, texts, usage)
+                merges += [
+                    {"into": th.id, "merged": th.merged_from, "by": "llm"} for th in themes if th.merged_from
+                ]
+        levels = D.build_levels(
+            themes, labels, emb, texts, min_size=params.min_theme_size, seed=params.seed, embed=phrase_embed
+        )
         st.save(
             "describe",
-            json.dumps({"themes": D.to_json(themes), "labels": labels.tolist(), "usage": usage.__dict__}).encode(),
+            json.dumps(
+                {
+                    "themes": D.to_json(themes),
+                    "labels": labels.tolist(),
+                    "usage": usage.__dict__,
+                    "levels": levels.to_json(),
+                    "merges": merges,
+                }
+            ).encode(),
             t0,
         )
     else:
         d = json.loads(raw)
         themes, labels = D.from_json(d["themes"]), np.array(d["labels"], dtype=np.int64)
         usage = D.LLMUsage(**d["usage"])
+        levels, merges = D.Levels.from_json(d["levels"]), d["merges"]
         centroids = A.recentre(labels, emb, len(themes))
     ctx.raise_if_cancelled()
 
     # Theme index (cluster label) → ThemeInfo; describe orders themes by size.
     by_index = {int(labels[th.members[0]]): th for th in themes if th.members}
-    index_of = {th.id: idx for idx, th in by_index.items()}
-    parent_docs = _parents(themes, centroids, index_of, texts, params.seed)
+    themes_by_id = {th.id: th for th in themes}
+    level_counts: dict[str, int] = {}
 
     # 5 Assign -----------------------------------------------------------------
     t0 = time.perf_counter()
@@ -237,6 +279,13 @@ def run_with(
         if not refs:
             other += 1
         doc_a: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
+        if refs:
+            # Both levels of the primary theme: broad (3-12) and fine.
+            broad_id, fine_id = D.level_ids(levels, themes_by_id, refs[0]["theme_id"], n)
+            doc_a["broad"], doc_a["fine"] = broad_id, fine_id
+            for lid in (broad_id, fine_id):
+                if lid is not None and lid not in counts_theme:
+                    level_counts[lid] = level_counts.get(lid, 0) + 1
         if seed_codes is not None:
             doc_a["seed_codes"] = seed_codes[n]
         assignments.append(doc_a)
@@ -255,8 +304,16 @@ def run_with(
                 "parent": th.parent,
                 "labelled_by": th.labelled_by,
                 "merged_from": th.merged_from,
+                "key_phrases": th.key_phrases,
+                "subthemes": [s.id for s in levels.subthemes if s.parent == th.id],
             }
         )
+
+    def quote_doc(i: int) -> dict[str, Any]:
+        return {"response_id": usable[i].id, "text": texts[i][: D.QUOTE_CHARS]}
+
+    parent_docs = D.level_docs(levels.parents, level_counts, n_usable, quote_doc, children=levels.children)
+    sub_docs = D.level_docs(levels.subthemes, level_counts, n_usable, quote_doc)
     if isinstance(embedder, ClientEmbedder):
         for key, v in embedder.redactions.items():
             pii_counts[key] = pii_counts.get(key, 0) + v
@@ -267,6 +324,13 @@ def run_with(
         "schema_version": SCHEMA_VERSION,
         "themes": theme_docs,
         "parents": parent_docs,
+        "subthemes": sub_docs,
+        "levels": {
+            "broad": levels.broad,
+            "fine": levels.fine,
+            "broad_count": len(parent_docs) if levels.broad == "parents" else len(theme_docs),
+            "fine_count": len(theme_docs) if levels.fine == "themes" else len(sub_docs),
+        },
         "seed_themes": seed_summary,
         "assignments": assignments,
         "run": {
@@ -278,7 +342,9 @@ def run_with(
                 "sha256": embedder.info.sha256 or None,
                 "dimensions": int(emb.shape[1]),
                 "max_tokens": embedder.info.max_tokens or None,
-                "runtime": "api" if isinstance(embedder, ClientEmbedder) else "onnxruntime int8",
+                "runtime": "api" if isinstance(embedder, ClientEmbedder) else embedder.info.runtime,
+                "encoder": "api" if isinstance(embedder, ClientEmbedder) else getattr(embedder, "encoder", None),
+                "languages": plan.detected,
             },
             "params": params.model_dump(mode="json"),
             "timings_seconds": st.timings,
@@ -291,6 +357,7 @@ def run_with(
                 "pii_redacted": pii_counts,
             },
             "theme_count": choice,
+            "merges": merges,
             "llm": {
                 "mode": params.llm,
                 "used": usage.calls > 0,
@@ -321,7 +388,12 @@ def _embed_stage(
         # Suspends this attempt the first time; the re-run finds the chunks
         # done and gets their outputs, in chunk order (error budget 0: every
         # chunk's output is present).
-        res = mapper("embed", texts, M.embed_chunk, chunk_size=params.fanout_chunk_size)
+        encoder = getattr(embedder, "encoder", None)
+        # Chunk workers see only the params: name the encoder when the params alone do not (lang.plan).
+        chunk_items: list[Any] = (
+            texts if encoder in (None, M.default_encoder(params)) else [[encoder, t] for t in texts]
+        )
+        res = mapper("embed", chunk_items, M.embed_chunk, chunk_size=params.fanout_chunk_size)
         emb = np.concatenate([M.from_npy(o) for o in res.outputs]).astype(np.float32)
         if emb.shape[0] != len(texts):
             raise PermanentError(f"the embed map stage returned {emb.shape[0]} vectors for {len(texts)} texts")
@@ -400,36 +472,6 @@ def _merge(
         th.label, th.description, th.labelled_by = src.label, src.description, src.labelled_by
         th.merged_from = sorted(votes) if len(votes) > 1 else []
     return merged, new, centroids
-
-
-def _parents(
-    themes: list[D.ThemeInfo], centroids: NDArray[np.float32], index_of: dict[str, int], texts: list[str], seed: int
-) -> list[dict[str, Any]]:
-    order = [th for th in themes if th.id in index_of]
-    sizes = np.array([len(th.members) for th in order], dtype=np.int64)
-    groups = K.parents(centroids[[index_of[th.id] for th in order]], sizes, seed=seed)
-    if groups is None:
-        return []
-    out: list[dict[str, Any]] = []
-    ids = sorted(set(groups))
-    kws = ctfidf([[texts[i] for th, g in zip(order, groups, strict=True) if g == p for i in th.members] for p in ids])
-    used: set[str] = set()
-    for n, (p, kw) in enumerate(zip(ids, kws, strict=True), start=1):
-        children = [th for th, g in zip(order, groups, strict=True) if g == p]
-        pid = f"p{n}"
-        for th in children:
-            th.parent = pid
-        words = [w for w, _ in kw]
-        out.append(
-            {
-                "id": pid,
-                "label": label_from_keywords(words, used),
-                "keywords": words,
-                "count": sum(len(th.members) for th in children),
-                "children": [th.id for th in children],
-            }
-        )
-    return out
 
 
 def _redactor(on: bool, counts: dict[str, int]) -> Callable[[str], str]:

@@ -1,4 +1,4 @@
-"""English stopwords for keyword extraction (the only supported language, see params.py)."""
+"""Stopwords for keyword extraction: the vendored English list and, per language, `stop-words` lists."""
 
 from __future__ import annotations
 
@@ -23,3 +23,52 @@ also mr mrs ms new told year years yesterday week weeks time times first last th
 lot lots bit im ive dont doesnt didnt cant wont isnt thats youre theyre
 """.split()
 )
+
+
+#: Languages with a stopword list besides English (PyPI ``stop-words``,
+#: BSD-3-Clause, read from its data files). Japanese/Chinese lists hold words;
+#: keyword tokens there are character bigrams, so :func:`stopwords_for` adds
+#: each listed word's bigrams and the common particles below.
+PACKAGE_LANGUAGES: Final = ("de", "fr", "es", "it", "pt", "nl", "pl", "ru", "ar", "tr", "zh", "ja", "ko")
+_CJK_EXTRA: Final = {
+    "zh": "的 了 是 在 我 有 和 就 不 人 都 一 一个 上 也 很 到 说 要 去 你 会 着 没有 看 好 自己 这 那 这个 那个 我们 你们 他们 什么 怎么 可以 因为 所以 但是 如果 还是 就是 非常 比较 一下 一些",
+    "ja": "の に は を た が で て と し れ さ ある いる も する から な こと として い や れる など なっ ない この ため その あっ よう また もの という あり まで られ なる へ か だ これ によって により おり より による ず なり られる において ば なかっ なく しかし について せ だっ その後 できる それ う ので なお のみ でき き つ における および いう さらに でも ら たり その他 に関する たち ます ん なら です でし ました ません ちょっと とても",
+}
+
+_cache: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _package_list(language: str) -> set[str]:
+    try:
+        from stop_words import get_stop_words
+    except ImportError:  # pragma: no cover - stop-words is a run-time requirement
+        return set()
+    try:
+        return {w.strip().lower() for w in get_stop_words(language) if w.strip()}
+    except Exception:  # noqa: BLE001 - an unknown language has no list: keywords still work
+        return set()
+
+
+def _bigrams(word: str) -> set[str]:
+    return {word[i : i + 2] for i in range(len(word) - 1)} if len(word) > 2 else {word}
+
+
+def stopwords_for(*languages: str) -> frozenset[str]:
+    """The union of the stopword lists of ``languages`` (English is the vendored list above)."""
+    key = tuple(sorted(set(languages)))
+    got = _cache.get(key)
+    if got is not None:
+        return got
+    words: set[str] = set()
+    for lang in key:
+        if lang == "en":
+            words |= EN
+            continue
+        listed = _package_list(lang) if lang in PACKAGE_LANGUAGES else set()
+        if lang in _CJK_EXTRA:
+            listed |= set(_CJK_EXTRA[lang].split())
+            listed |= {b for w in list(listed) for b in _bigrams(w)}
+        words |= listed
+    out = frozenset(words)
+    _cache[key] = out
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import ValidationFailed
+from shared.sdk import ValidationFailed
 
 from .params import MAX_RESPONSES, MAX_TEXT_CHARS
 

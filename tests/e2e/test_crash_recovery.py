@@ -18,7 +18,7 @@ def _pipeline_processes(job_id: str) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"shared.child" in cmdline and job_id.encode() in cmdline:
+        if b"shared.runtime.child" in cmdline and job_id.encode() in cmdline:
             pids.append(int(proc.name))
     return pids
 

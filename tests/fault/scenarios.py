@@ -416,7 +416,8 @@ def storage_env(conn: str, **extra: str) -> dict[str, str]:
 
 def apply_env(env: dict[str, str]) -> Callable[[], None]:
     """Point this process's ``shared`` settings at ``env``; returns an undo."""
-    from shared import connections, settings
+    from shared.config import settings
+    from shared.storage import connections
 
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -454,9 +455,9 @@ def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]
     env = storage_env(conn)
     undo = apply_env(env)
     try:
-        from shared.connections import get_queue_client
-        from shared.job_store import JobStore
-        from shared.jobs import Job, Status, new_job_id, utcnow
+        from shared.core.jobs import Job, Status, new_job_id, utcnow
+        from shared.storage.connections import get_queue_client
+        from shared.storage.job_store import JobStore
 
         store = JobStore()
         now = utcnow()
@@ -499,7 +500,7 @@ def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]
             lost.append(job.id)
         get_queue_client()  # create the queue
         code = WAIT_FOR_GO + (
-            "import json\nfrom shared.reaper import Reaper\nr = Reaper().run()\n"
+            "import json\nfrom shared.runtime.reaper import Reaper\nr = Reaper().run()\n"
             "print(json.dumps({'stale': len(r.requeued_stale), 'lost': len(r.requeued_lost), 'conflicts': r.conflicts}))"
         )
         outs = [json.loads(o) for o in run_at_once(code, env, reapers)]
@@ -532,9 +533,9 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
     env = storage_env(conn)
     undo = apply_env(env)
     try:
-        from shared.connections import get_container_client, get_queue_client
-        from shared.job_store import JobStore
-        from shared.service import JobService
+        from shared.api.service import JobService
+        from shared.storage.connections import get_container_client, get_queue_client
+        from shared.storage.job_store import JobStore
 
         submitted = JobService().submit(
             "local",
@@ -548,7 +549,7 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
 
         text = base64.b64decode(msgs[0].content).decode()
         code = WAIT_FOR_GO + (
-            f"import json, os\nfrom shared.worker import Worker\nprint(json.dumps(Worker().handle({text!r}, 1)))"
+            f"import json, os\nfrom shared.runtime.worker import Worker\nprint(json.dumps(Worker().handle({text!r}, 1)))"
         )
         t0 = time.monotonic()
         outcomes = sorted(json.loads(o) for o in run_at_once(code, env, consumers))

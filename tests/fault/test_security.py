@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from shared.openapi import JobView
+from shared.api.openapi import JobView
 from tests.e2e.conftest import Api
 from tests.fault.conftest import CANARY_KEY, CANARY_LLM_KEY
 from tests.fault.scenarios import PROBLEM, Cluster

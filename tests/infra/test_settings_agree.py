@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from shared.settings import SETTINGS
+from shared.config.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -377,8 +377,8 @@ def test_main_parameters_follow_azd_convention() -> None:
 
 def test_apim_openapi_covers_the_apps_api() -> None:
     """The document API Management imports lists the same operations the app serves (except the docs themselves)."""
-    from shared.jobs import Status
-    from shared.openapi import document
+    from shared.api.openapi import document
+    from shared.core.jobs import Status
 
     def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
         return {(path, method) for path, item in doc["paths"].items() for method in item if method in {"get", "post"}}

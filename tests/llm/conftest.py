@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.retry import RetryPolicy
+from shared.sdk.retry import RetryPolicy
 from tests.llm.fake_server import FakeLLMServer
 
 #: Three attempts with millisecond backoff, so retry tests take no time.
@@ -59,10 +59,10 @@ def llm_cache_env(azurite: str, llm_env: dict[str, str], monkeypatch: pytest.Mon
 
 
 def _connections_reset() -> Callable[[], None]:
-    # shared.connections caches clients built from the environment; forget them
+    # shared.storage.connections caches clients built from the environment; forget them
     # around the test (it may not exist in every checkout of this layer).
     try:
-        from shared.connections import reset_clients
+        from shared.storage.connections import reset_clients
     except ImportError:
         return lambda: None
     return reset_clients

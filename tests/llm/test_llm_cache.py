@@ -8,8 +8,8 @@ import pytest
 from azure.data.tables import TableClient
 from pydantic import BaseModel
 
-from shared.llm import LLMClient, TokenBudget, Usage
-from shared.llm_cache import CachedResponse, LLMCache, cache_key, split_chunks
+from shared.llm.cache import CachedResponse, LLMCache, cache_key, split_chunks
+from shared.llm.client import LLMClient, TokenBudget, Usage
 from tests.llm.conftest import FAST_RETRY
 from tests.llm.fake_server import FakeLLMServer, chat_json
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from shared.errors import PermanentError, RetryableError, ThematiqError
-from shared.llm import (
+from shared.core.errors import PermanentError, RetryableError, ThematiqError
+from shared.llm.client import (
     LLMBadOutput,
     LLMBudgetExhausted,
     LLMClient,

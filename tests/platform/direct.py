@@ -16,7 +16,7 @@ import azure.functions as func
 from azure.functions.queue import QueueMessage
 from azure.functions.timer import TimerRequest
 
-from shared.connections import get_queue_client
+from shared.storage.connections import get_queue_client
 from tests.app_index import app_functions
 
 _lock = threading.Lock()
@@ -93,7 +93,7 @@ def drain(timeout: float = 60.0, idle: float = 3.0) -> int:
     """Deliver job and chunk messages until both queues stay empty; returns how many were delivered."""
     import time
 
-    from shared.settings import get_settings
+    from shared.config.settings import get_settings
 
     chunks_queue = get_settings().chunks_queue
     delivered, idle_since = 0, time.monotonic()

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from shared import connections, settings
-from shared.job_store import JobStore
-from shared.jobs import Job
+from shared.config import settings
+from shared.core.jobs import Job
+from shared.storage import connections
+from shared.storage.job_store import JobStore
 from tests.platform.direct import body_of, http
 
 

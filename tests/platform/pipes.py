@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.pipeline import Pipeline, PipelineContext
+from shared.sdk.pipeline import Pipeline, PipelineContext
 
 
 class NoParams(BaseModel):
@@ -14,7 +14,7 @@ class NoParams(BaseModel):
 
 
 def _budget(ctx: PipelineContext, params: NoParams, data: Any) -> dict[str, int]:
-    from shared.llm import TokenBudget
+    from shared.llm.client import TokenBudget
 
     budget = TokenBudget.from_settings()
     return {"used": budget.used, "limit": budget.limit}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared.connections import get_queue_client, get_table_client
-from shared.constants import TENANT_HEADER
+from shared.config.constants import TENANT_HEADER
+from shared.storage.connections import get_queue_client, get_table_client
 from tests.platform.direct import body_of, http, run_worker_once
 from tests.platform.helpers import fast_settings, submit
 
@@ -46,7 +47,11 @@ def test_fifty_concurrent_identical_idempotent_submissions_create_one_job() -> N
     ids = {body_of(r)["id"] for r in responses}
     assert len(ids) == 1
     assert sorted(r.status_code for r in responses) == [200] * 49 + [202]
-    assert len(get_queue_client().peek_messages(max_messages=32)) == 1
+    # A replay of a job that has not started re-sends its message (issue 11: the first send may have
+    # been lost); every message names the one job, and its attempt-1 claim runs it once.
+    messages = get_queue_client().peek_messages(max_messages=32)
+    assert len(messages) >= 1
+    assert {json.loads(base64.b64decode(m.content))["j"] for m in messages} == ids
     rows = list(get_table_client().list_entities(select=["RowKey", "kind"]))
     assert sorted(r["kind"] for r in rows) == ["idem", "job"]
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from shared.connections import get_queue_client
-from shared.metering import METER
+from shared.observability.metering import METER
+from shared.storage.connections import get_queue_client
 from tests.platform.direct import body_of, http, run_worker_once
 
 
 @pytest.fixture(autouse=True)
 def _env(storage_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROGRESS_MIN_INTERVAL_SECONDS", "0")
-    from shared import settings
+    from shared.config import settings
 
     settings.get_settings.cache_clear()
 

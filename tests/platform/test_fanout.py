@@ -7,11 +7,12 @@ import threading
 
 import pytest
 
-from shared.chunk_worker import ChunkWorker
-from shared.chunks import ChunkStatus, ChunkStore
-from shared.connections import get_queue_client
-from shared.jobs import Status
-from shared.settings import get_settings
+from shared.config.settings import get_settings
+from shared.core.chunks import ChunkStatus
+from shared.core.jobs import Status
+from shared.runtime.chunk_worker import ChunkWorker
+from shared.storage.chunk_store import ChunkStore
+from shared.storage.connections import get_queue_client
 from tests.platform.direct import body_of, drain, http, receive, run_worker_once
 from tests.platform.helpers import fast_settings, job, submit
 

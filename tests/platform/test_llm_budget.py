@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from shared.blobs import BlobStore
-from shared.job_store import JobStore
-from shared.jobs import Status
-from shared.registry import Registry
-from shared.worker import Worker
+from shared.core.jobs import Status
+from shared.core.registry import Registry
+from shared.runtime.worker import Worker
+from shared.storage.blobs import BlobStore
+from shared.storage.job_store import JobStore
 from tests.platform.direct import receive
 from tests.platform.helpers import fast_settings, submit
 
@@ -36,7 +36,7 @@ def test_a_retried_attempt_inherits_the_tokens_spent_before() -> None:
 
 
 def test_allowance_caps_a_process_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared import llm
+    from shared.llm import client as llm
 
     monkeypatch.setattr(llm, "_allowance", None)
     llm.set_job_allowance(used=0, limit=250)

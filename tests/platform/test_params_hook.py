@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.connections import get_table_client
+from shared.storage.connections import get_table_client
 from tests.platform.direct import http
 
 

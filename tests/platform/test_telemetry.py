@@ -47,7 +47,7 @@ def test_request_attempt_and_stage_spans_share_one_trace(caplog: pytest.LogCaptu
     finished = [r for r in caplog.records if getattr(r, "event", None) == "stage.finished"]
     assert finished and finished[0].stage == "sleep" and finished[0].duration_ms > 0  # type: ignore[attr-defined]
     # Every line the worker logs inside the job carries the job's context.
-    worker_lines = [r for r in caplog.records if r.name.startswith("shared.worker")]
+    worker_lines = [r for r in caplog.records if r.name.startswith("shared.runtime.worker")]
     assert worker_lines and all(getattr(r, "job_id", None) == job["id"] for r in worker_lines)
     assert all(getattr(r, "pipeline", None) == "sleep" for r in worker_lines if "attempt" in r.getMessage())
 
@@ -56,7 +56,7 @@ def test_application_insights_is_configured_with_the_managed_identity(monkeypatc
     import azure.monitor.opentelemetry as distro
     from azure.identity import ManagedIdentityCredential
 
-    from shared import telemetry
+    from shared.observability import telemetry
 
     calls: list[dict[str, object]] = []
     monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kw: calls.append(kw))

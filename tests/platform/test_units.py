@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from shared import hostconfig
-from shared.jobs import Job, Progress, Status, new_job_id, utcnow
-from shared.messages import BadMessage, ChunkMessage, JobMessage
-from shared.retry import RetryPolicy
+from shared.config import hostconfig
+from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.core.messages import BadMessage, ChunkMessage, JobMessage
+from shared.sdk.retry import RetryPolicy
 
 
 def test_backoff_follows_the_documented_formula_within_its_jitter() -> None:
@@ -68,11 +68,22 @@ def test_messages_round_trip() -> None:
 
 
 def test_an_attempt_that_ends_after_a_cancel_request_is_cancelled_not_retried_or_parked() -> None:
-    from shared.worker import Worker
+    from shared.core.lifecycle import Lifecycle
+    from tests.support.backends import fake_backend
 
+    stores = fake_backend().stores
+    life = Lifecycle(stores)
     now = utcnow()
-    job = Job("t", new_job_id(), "echo", Status.RUNNING, {}, now, now, 3, cancel_requested=True, owner="me")
     for status in (Status.RETRYING, Status.WAITING):
-        fields = Worker._end_fields(job, status, {"wait_stage": "embed", "usage": {}})
-        assert fields["status"] == Status.CANCELLED and "finished_at" in fields and "wait_stage" not in fields
-    assert Worker._end_fields(job, Status.SUCCEEDED, {})["status"] == Status.SUCCEEDED
+        job = stores.jobs.create(Job("t", new_job_id(), "echo", Status.QUEUED, {}, now, now, 3))
+        running = life.claim(job, 1)
+        assert running is not None
+        flagged = life.cancel(running)
+        ended = life.finish(flagged, status, wait_stage="embed", usage={})
+        assert ended is not None and ended.status == Status.CANCELLED and ended.finished_at is not None
+        assert ended.wait_stage is None
+    job = stores.jobs.create(Job("t", new_job_id(), "echo", Status.QUEUED, {}, now, now, 3))
+    running = life.claim(job, 1)
+    assert running is not None
+    done = life.finish(life.cancel(running), Status.SUCCEEDED)
+    assert done is not None and done.status == Status.SUCCEEDED

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from shared.connections import get_queue_client
-from shared.job_store import JobStore
-from shared.jobs import Status, utcnow
-from shared.settings import get_settings
-from shared.worker import Worker
+from shared.config.settings import get_settings
+from shared.core.jobs import Status, utcnow
+from shared.runtime.worker import Worker
+from shared.storage.connections import get_queue_client
+from shared.storage.job_store import JobStore
 from tests.platform.direct import functions, receive, run_reaper, run_worker_once
 from tests.platform.helpers import fast_settings, job, submit, wait_for
 
@@ -188,7 +188,7 @@ def test_an_attempt_over_its_timeout_is_killed_and_fails(monkeypatch: pytest.Mon
 
 
 def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.blobs import BlobStore, job_prefix
+    from shared.storage.blobs import BlobStore, job_prefix
 
     j = submit("echo", {}, {"keep": False})
     run_worker_once()
@@ -197,7 +197,7 @@ def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.Mo
     fast_settings(monkeypatch, RETENTION_DAYS="0.00001")  # under a second
     time.sleep(1.2)
     run_reaper()
-    from shared.errors import NotFound
+    from shared.core.errors import NotFound
 
     with pytest.raises(NotFound):
         JobStore().get("local", j["id"])

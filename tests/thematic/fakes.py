@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.errors import Cancelled
-from shared.fanout_types import MapResult, Suspend
+from shared.core.errors import Cancelled
+from shared.sdk.fanout_types import MapResult, Suspend
 
 
 class FakeContext:
@@ -120,7 +120,7 @@ class FakeLLM:
 
     def complete_json(self, messages: list[dict[str, str]], schema: type[BaseModel], *, max_tokens: int = 800,
                       purpose: str = "") -> FakeResult:
-        from shared.llm import LLMBudgetExhausted
+        from shared.llm.client import LLMBudgetExhausted
 
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise LLMBudgetExhausted("budget spent")

@@ -17,8 +17,8 @@ from pipelines.thematic import mapped as M
 from pipelines.thematic.embed import LocalEmbedder
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
-from shared.fanout_types import Suspend
-from shared.llm import LLMClient
+from shared.llm.client import LLMClient
+from shared.sdk.fanout_types import Suspend
 from tests.llm.conftest import fake_llm, llm_env  # noqa: F401 - pytest fixtures
 from tests.llm.fake_server import FakeLLMServer, RecordedRequest, Reply, chat_json, embeddings
 

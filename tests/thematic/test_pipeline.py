@@ -13,7 +13,7 @@ from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic.embed import MODEL_SHA256, TOKENIZER_SHA256, ModelIntegrityError, get_embedder, verify
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
-from shared.errors import Cancelled, PermanentError
+from shared.core.errors import Cancelled, PermanentError
 
 from .data import feedback
 from .fakes import FakeContext, FakeLLM
@@ -56,7 +56,7 @@ def test_run_finds_themes_and_validates() -> None:
     ctx = FakeContext()
     doc = PIPELINE.run(ctx, ThematicParams(llm="off", min_theme_size=3), PIPELINE.validate_input(items))
     ThematicResult.model_validate(doc)
-    assert doc["schema_version"] == "1.0"
+    assert doc["schema_version"] == "1.1"
     themes = doc["themes"]
     # The synthetic set has 4 themes written from 5 templates each; splitting
     # by template is legitimate, mixing themes is not.

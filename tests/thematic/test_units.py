@@ -12,7 +12,7 @@ from pipelines.thematic.cluster import cluster, silhouette, spherical_kmeans
 from pipelines.thematic.keywords import ctfidf, label_from_keywords
 from pipelines.thematic.pii import luhn_ok, redact
 from pipelines.thematic.validate import validate_input
-from shared.errors import ValidationFailed
+from shared.core.errors import ValidationFailed
 
 
 def test_params_defaults_and_forbid_extra() -> None:
@@ -21,12 +21,14 @@ def test_params_defaults_and_forbid_extra() -> None:
     with pytest.raises(ValidationError):
         ThematicParams.model_validate({"bogus": 1})
     with pytest.raises(ValidationError):
-        ThematicParams.model_validate({"language": "de"})
+        ThematicParams.model_validate({"language": "xx"})
     with pytest.raises(ValidationError):
         ThematicParams.model_validate({"num_themes": 50, "max_themes": 10})
     with pytest.raises(ValidationError):
         ThematicParams.model_validate({"seed_themes": [{"name": "A"}, {"name": "a"}]})
     assert ThematicParams.model_validate({"num_themes": 4}).num_themes == 4
+    # The automatic count's cap adapts to the data unless max_themes is given (cluster.auto_cap).
+    assert p.max_themes is None and ThematicParams.model_validate({"num_themes": 150}).num_themes == 150
 
 
 def test_llm_required_without_provider_is_422(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -488,6 +488,7 @@ function themesView(job, doc) {
         h("h3", {}, "Representative quotes"),
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
           h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
+        ...levelDetail(doc, t),
         responseList(members.get(t.id) || [], "Every response in this theme")] })),
     row({ id: "other", kind: "other", label: "Other (no theme)", count: other.length, share: usable ? other.length / usable : 0,
       shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
@@ -507,9 +508,30 @@ function themesView(job, doc) {
       h("span", {}, h("b", {}, String(unusable.length)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null),
     downloads(job, [["csv", "CSV"], ["md", "Markdown"], ["json", "JSON"]]),
+    countNote(doc.run?.theme_count, doc.levels),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it."),
     input ? null : h("p", { class: "note" }, "The result stores response ids, not texts: texts are shown for quotes, and for every response only when the job was submitted from this tab."),
     h("ul", { class: "themes" }, rows));
+}
+
+// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes).
+function countNote(tc, levels) {
+  if (!tc?.confidence_label) return null;
+  const alt = (tc.alternatives || []).map((k) => `${k}`).join(" and ");
+  const sure = tc.criterion === "prior"
+    ? "Structure is weak: the count is a judgement"
+    : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
+  const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";
+  return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
+}
+
+function levelDetail(doc, t) {
+  const subs = (doc.subthemes || []).filter((s) => s.parent === t.id);
+  if (subs.length) {
+    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", {}, `${s.label} — ${s.count} (${(s.share * 100).toFixed(1)}%)`)))];
+  }
+  const p = t.parent && (doc.parents || []).find((x) => x.id === t.parent);
+  return p ? [h("p", { class: "muted" }, `Broad theme: ${p.label}`)] : [];
 }
 
 // ---------------------------------------------------------------- #/new
@@ -568,7 +590,7 @@ function newView() {
     h("div", { class: "field" }, h("label", { for: "id-column" }, "ID column"), idCol));
   const fileInfo = h("p", { class: "hint", id: "file-info", "aria-live": "polite" });
   const clearFile = h("button", { type: "button", hidden: true }, "Remove file");
-  const maxThemes = h("input", { id: "max-themes", type: "number", min: 1, max: 200, value: 40, required: true });
+  const maxThemes = h("input", { id: "max-themes", type: "number", min: 1, max: 200, placeholder: "auto" });
   const minSize = h("input", { id: "min-theme-size", type: "number", min: 1, max: 10000, value: 5, required: true });
   const llm = h("select", { id: "llm" }, h("option", { value: "auto", selected: true }, "auto — use the LLM if one is configured"),
     h("option", { value: "off" }, "off — keyword labels only"));
@@ -637,7 +659,8 @@ function newView() {
       (file ? textCol : textarea).focus();
       return;
     }
-    const params = { max_themes: Number(maxThemes.value), min_theme_size: Number(minSize.value), llm: llm.value };
+    const params = { min_theme_size: Number(minSize.value), llm: llm.value };
+    if (maxThemes.value) params.max_themes = Number(maxThemes.value); // empty: the cap adapts to the data
     submit.disabled = true;
     submit.textContent = "Starting…";
     try {

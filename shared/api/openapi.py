@@ -1,0 +1,276 @@
+"""The API's OpenAPI 3.1 document, built from the same pydantic models and limits the code uses.
+
+Served at ``GET /api/openapi.json`` (auth level ``function``, like every route
+but health) by ``blueprints/docs.py``. Request bodies come from
+:class:`shared.service.SubmitBody`; job responses from :class:`shared.api.views.JobView`, the
+very model the handlers serialise jobs with; errors from :class:`Problem` (RFC 9457).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from shared.api.service import SubmitBody
+from shared.api.views import JobView
+from shared.config.constants import (
+    IDEMPOTENCY_KEY_RE,
+    JOB_ID_RE,
+    LIST_DEFAULT_LIMIT,
+    LIST_MAX_LIMIT,
+    PIPELINE_NAME_RE,
+    PROBLEM_CONTENT_TYPE,
+    TENANT_HEADER,
+    TENANT_RE,
+)
+from shared.core.jobs import Status
+
+_REF = "#/components/schemas/{model}"
+
+
+class JobList(BaseModel):
+    items: list[JobView]
+    next_cursor: str | None = Field(description="Pass as `cursor` to get the next page; null on the last page.")
+
+
+class Health(BaseModel):
+    status: str
+    storage: str
+    queue_depth: int
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; ``errors`` names the offending fields."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    errors: list[FieldError] | None = None
+
+
+_MODELS: tuple[type[BaseModel], ...] = (SubmitBody, JobView, JobList, Health, Problem)
+
+_PROBLEMS = {
+    "400": "Malformed JSON, invalid UTF-8, nesting deeper than 64, a bad cursor or header.",
+    "401": "Missing or wrong function key (empty body, from the host), or no tenant (problem+json).",
+    "404": "Unknown job, or another tenant's job (never 403).",
+    "409": "Idempotency-Key reused with another body; cancel of a finished job; result of an unfinished job.",
+    "413": "Body larger than MAX_INPUT_BYTES.",
+    "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
+    "500": "Unexpected internal error; the detail carries an incident id, never internals.",
+    "503": "Storage unavailable; retry after `Retry-After` seconds.",
+}
+
+
+def _schemas() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for model in _MODELS:
+        schema = model.model_json_schema(ref_template=_REF, by_alias=True)
+        out.update(schema.pop("$defs", {}))
+        out[model.__name__] = schema
+    return out
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _json(name: str, description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _problems(*codes: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for code in codes:
+        response: dict[str, Any] = {
+            "description": _PROBLEMS[str(code)],
+            "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref("Problem")}},
+        }
+        if code == 503:
+            response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1}, "required": True}}
+        out[str(code)] = response
+    return out
+
+
+_TENANT = {
+    "name": TENANT_HEADER,
+    "in": "header",
+    "required": False,
+    "description": "Set by API Management from the caller's subscription (a client's value is stripped); "
+    "locally it defaults to DEFAULT_TENANT.",
+    "schema": {"type": "string", "pattern": TENANT_RE.pattern},
+}
+_JOB_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "The job id (28 hex digits). Anything else is 404.",
+    "schema": {"type": "string", "pattern": JOB_ID_RE.pattern},
+}
+_COMMON = (401, 500, 503)
+
+
+@lru_cache(maxsize=1)
+def document() -> dict[str, Any]:
+    job = _json("JobView", "The job.")
+    location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}}
+    paths: dict[str, Any] = {
+        "/jobs": {
+            "post": {
+                "operationId": "submit_job",
+                "summary": "Submit a job",
+                "parameters": [
+                    _TENANT,
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": False,
+                        "description": "The same key and body return the same job (200); another body is 409.",
+                        "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_RE.pattern},
+                    },
+                ],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SubmitBody")}}},
+                "responses": {
+                    "202": _json("JobView", "Accepted: the job is committed and queued.", location),
+                    "200": _json("JobView", "Idempotent replay: the job created earlier with this key.", location),
+                    **_problems(400, 409, 413, 422, *_COMMON),
+                },
+            },
+            "get": {
+                "operationId": "list_jobs",
+                "summary": "List the tenant's jobs, newest first",
+                "parameters": [
+                    _TENANT,
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": [s.value for s in Status]}},
+                    {
+                        "name": "pipeline",
+                        "in": "query",
+                        "schema": {"type": "string", "pattern": PIPELINE_NAME_RE.pattern},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": LIST_MAX_LIMIT,
+                            "default": LIST_DEFAULT_LIMIT,
+                        },
+                    },
+                    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048}},
+                ],
+                "responses": {"200": _json("JobList", "One page of jobs."), **_problems(400, 422, *_COMMON)},
+            },
+        },
+        "/jobs/{id}": {
+            "get": {
+                "operationId": "get_job",
+                "summary": "A job's status, progress, attempts and error",
+                "parameters": [_JOB_ID, _TENANT],
+                "responses": {"200": job, **_problems(400, 404, *_COMMON)},
+            }
+        },
+        "/jobs/{id}/cancel": {
+            "post": {
+                "operationId": "cancel_job",
+                "summary": "Cancel a job",
+                "parameters": [_JOB_ID, _TENANT],
+                "responses": {
+                    "200": _json("JobView", "Cancelled (a queued job at once), or already cancelled."),
+                    "202": _json("JobView", "Cancel requested; the worker stops the running pipeline."),
+                    **_problems(400, 404, 409, *_COMMON),
+                },
+            }
+        },
+        "/jobs/{id}/result": {
+            "get": {
+                "operationId": "get_job_result",
+                "summary": "The result of a succeeded job",
+                "parameters": [
+                    _JOB_ID,
+                    _TENANT,
+                    {
+                        "name": "format",
+                        "in": "query",
+                        "description": "`json` for every pipeline; others (`csv`, `md`) where the pipeline renders them.",
+                        "schema": {"type": "string", "default": "json"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The result document.",
+                        "headers": {"Content-Disposition": {"schema": {"type": "string"}}},
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/csv": {"schema": {"type": "string"}},
+                            "text/markdown": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_problems(400, 404, 409, 422, *_COMMON),
+                },
+            }
+        },
+        "/jobs/{id}/retry": {
+            "post": {
+                "operationId": "retry_job",
+                "summary": "Resubmit a failed or cancelled job as a new job (idempotent per original job)",
+                "parameters": [_JOB_ID, _TENANT],
+                "responses": {
+                    "202": _json("JobView", "The new job.", location),
+                    "200": _json("JobView", "The job an earlier retry of this job created.", location),
+                    **_problems(400, 404, 409, 413, 422, *_COMMON),
+                },
+            }
+        },
+        "/health": {
+            "get": {
+                "operationId": "health",
+                "summary": "Is Storage reachable? (anonymous: reveals nothing about any tenant)",
+                "security": [],
+                "responses": {"200": _json("Health", "Storage is reachable."), **_problems(500, 503)},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI 3.1 document.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_problems(401, 500),
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Thematiq jobs API",
+            "version": "1.0.0",
+            "description": "Long-running analysis jobs on Azure Functions. Errors are RFC 9457 problem+json.",
+        },
+        "servers": [{"url": "/api"}],
+        "security": [{"functionKey": []}, {"functionKeyQuery": []}],
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {
+                "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
+                "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
+            },
+        },
+    }

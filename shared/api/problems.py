@@ -1,0 +1,47 @@
+"""The one table that maps domain errors to RFC 9457 problem types at the HTTP edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.core.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    StorageError,
+    StorageUnavailable,
+    ThematiqError,
+    Unauthorized,
+    ValidationFailed,
+)
+
+
+@dataclass(frozen=True)
+class ProblemType:
+    status: int
+    slug: str
+    title: str
+
+
+INTERNAL = ProblemType(500, "internal", "Internal error")
+
+#: Most specific first: the first entry the error is an instance of wins.
+PROBLEMS: tuple[tuple[type[ThematiqError], ProblemType], ...] = (
+    (ValidationFailed, ProblemType(422, "validation-error", "Request validation failed")),
+    (BadRequest, ProblemType(400, "bad-request", "Bad request")),
+    (Unauthorized, ProblemType(401, "unauthorized", "Unauthorized")),
+    (NotFound, ProblemType(404, "not-found", "Not found")),
+    (Conflict, ProblemType(409, "conflict", "Conflict")),
+    (PayloadTooLarge, ProblemType(413, "payload-too-large", "Payload too large")),
+    (StorageUnavailable, ProblemType(503, "storage-unavailable", "Storage temporarily unavailable")),
+    (StorageError, ProblemType(500, "storage-error", "Storage error")),
+)
+
+
+def problem_type(err: ThematiqError) -> ProblemType:
+    """The problem type of ``err``; anything not in the table (an internal signal that escaped) is a 500."""
+    for cls, ptype in PROBLEMS:
+        if isinstance(err, cls):
+            return ptype
+    return INTERNAL

@@ -1,0 +1,40 @@
+"""Retry a finished job that did not succeed: submit its stored pipeline, params and input again as a new job.
+
+The API returns neither the input nor a way to resubmit it, so without this a client that lost its input
+(the dashboard after a reload, another tool's job) could not try again. The new job is an ordinary
+submission (validated, tracked, idempotent): its Idempotency-Key is derived from the source job, so a
+double click, or two tabs, retrying the same job get the same new job.
+"""
+
+from __future__ import annotations
+
+import json
+
+from shared.api.service import JobService, Submitted, check_job_id
+from shared.core.errors import Conflict, NotFound
+from shared.core.jobs import Status
+from shared.storage.blobs import decode_input
+
+RETRYABLE = frozenset({Status.FAILED, Status.CANCELLED})
+
+
+def retry_idempotency_key(job_id: str) -> str:
+    return f"retry-{job_id}"
+
+
+def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | None = None) -> Submitted:
+    """Resubmit ``job_id`` (failed or cancelled, in ``tenant``) as a new job; 404 for another tenant's job."""
+    job = service.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
+    if job.status not in RETRYABLE:
+        raise Conflict(f"only failed or cancelled jobs can be retried (status {job.status})", field="status")
+    if job.input_inline is not None:
+        data = decode_input(job.input_inline)
+    elif job.input_blob:
+        try:
+            data = decode_input(service.stores.blobs.get(job.input_blob))
+        except NotFound as err:
+            raise Conflict("the job's input is no longer stored", field="input") from err
+    else:
+        raise Conflict("the job's input is no longer stored", field="input")
+    body = json.dumps({"pipeline": job.pipeline, "params": job.params, "input": data}, separators=(",", ":"))
+    return service.submit(tenant, body.encode(), retry_idempotency_key(job.id), traceparent)

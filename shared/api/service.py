@@ -1,0 +1,256 @@
+"""What the HTTP API does, independent of ``azure.functions`` request objects.
+
+Each method takes plain values (tenant, ids, the raw body) and returns plain
+values or raises a :class:`shared.errors.ThematiqError`, which the HTTP layer
+turns into problem+json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.api.validation import raise_for
+from shared.config.constants import (
+    INLINE_INPUT_MAX_BYTES,
+    JOB_ID_RE,
+    LIST_MAX_LIMIT,
+    MAX_STRING_PROPERTY_CHARS,
+    PIPELINE_NAME_RE,
+)
+from shared.config.hostconfig import host_config
+from shared.config.settings import get_settings
+from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
+from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.core.lifecycle import Lifecycle
+from shared.core.names import input_blob_name
+from shared.core.ports import Stores
+from shared.core.registry import Registry, default_registry
+from shared.storage import azure_stores
+from shared.storage.blobs import encode_input
+
+log = logging.getLogger(__name__)
+_MAX_JSON_DEPTH = 64
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class SubmitBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pipeline: str = Field(pattern=PIPELINE_NAME_RE.pattern)
+    params: dict[str, Any] = Field(default_factory=dict)
+    input: Any = Field(...)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: Job
+    created: bool
+
+
+@dataclass(frozen=True)
+class ResultBody:
+    content_type: str
+    body: bytes
+    filename: str
+
+
+def check_job_id(job_id: str) -> str:
+    # Checked before any storage call: ids never reach a filter or a URL unvalidated.
+    if not JOB_ID_RE.match(job_id):
+        raise NotFound("job not found")
+    return job_id
+
+
+def _depth(value: Any) -> int:
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        node, d = stack.pop()
+        depth = max(depth, d)
+        if d > _MAX_JSON_DEPTH:
+            return d
+        if isinstance(node, dict):
+            stack.extend((v, d + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, d + 1) for v in node)
+    return depth
+
+
+def parse_json_body(body: bytes, max_bytes: int) -> Any:
+    if len(body) > max_bytes:
+        raise PayloadTooLarge(f"the request body is {len(body)} bytes; the limit is {max_bytes}", field="body")
+    if not body.strip():
+        raise BadRequest("the request body is empty; send a JSON object", field="body")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
+    except json.JSONDecodeError as err:
+        raise BadRequest(f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}", field="body") from None
+    except ValueError as err:
+        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits).
+        raise BadRequest(f"invalid JSON value: {str(err)[:100]}", field="body") from None
+    if _depth(value) > _MAX_JSON_DEPTH:
+        raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body")
+    if _SURROGATE_ESCAPE.search(text):
+        # "\ud800" parses, but a lone surrogate cannot be encoded as UTF-8 when the input is stored (was a 500).
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest("the JSON contains a lone UTF-16 surrogate escape", field="body") from None
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class JobService:
+    def __init__(self, stores: Stores | None = None, registry: Registry | None = None) -> None:
+        self.stores = stores or azure_stores()
+        self.lifecycle = Lifecycle(self.stores)
+        self.registry = registry or default_registry()
+
+    # -- submit --------------------------------------------------------------
+    def submit(
+        self, tenant: str, raw_body: bytes, idempotency_key: str | None, traceparent: str | None = None
+    ) -> Submitted:
+        settings = get_settings()
+        value = parse_json_body(raw_body, settings.max_input_bytes)
+        if not isinstance(value, dict):
+            raise ValidationFailed(
+                "the body must be a JSON object", [{"field": "body", "message": "expected an object"}]
+            )
+        try:
+            body = SubmitBody.model_validate(value)
+        except ValidationError as err:
+            raise_for(err, "", "invalid request body")
+        pipeline = self.registry.get(body.pipeline)
+        if pipeline is None:
+            known = ", ".join(self.registry.names())
+            raise ValidationFailed(
+                f"unknown pipeline {body.pipeline!r}",
+                [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}],
+            )
+        try:
+            params_model = pipeline.params_model.model_validate(body.params)
+        except ValidationError as err:
+            raise_for(err, "params", "invalid params")
+        if pipeline.validate_params is not None:
+            pipeline.validate_params(params_model)
+        params = params_model.model_dump(mode="json")
+        data = pipeline.validate_input(body.input) if pipeline.validate_input else body.input
+        params_json = json.dumps(params, separators=(",", ":"))
+        if len(params_json) > MAX_STRING_PROPERTY_CHARS:
+            raise PayloadTooLarge("params are too large to store", field="params")
+        # The idempotency fingerprint covers what the client sent, canonicalised.
+        request_hash = hashlib.sha256(
+            json.dumps(
+                {"p": body.pipeline, "params": body.params, "input": body.input}, sort_keys=True, separators=(",", ":")
+            ).encode()
+        ).hexdigest()
+        now = utcnow()
+        job_id = new_job_id()
+        encoded = encode_input(data)
+        inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
+        blob_name = None if inline else input_blob_name(tenant, job_id)
+        if blob_name:
+            # Claim check: the payload is in Blob Storage before the row that points at it exists.
+            self.stores.blobs.put(blob_name, encoded, "application/gzip")
+        job = Job(
+            tenant=tenant,
+            id=job_id,
+            pipeline=body.pipeline,
+            status=Status.QUEUED,
+            params=params,
+            created_at=now,
+            available_at=now,
+            max_attempts=min(pipeline.retry.max_attempts, host_config().max_dequeue_count),
+            input_inline=encoded if inline else None,
+            input_blob=blob_name,
+            input_bytes=len(raw_body),
+            request_hash=request_hash,
+            traceparent=traceparent,
+        )
+        stored, created = self.lifecycle.submit(job, idempotency_key)
+        if not created and blob_name:
+            self._forget_blob(blob_name)
+        return Submitted(stored, created)
+
+    def _forget_blob(self, name: str) -> None:
+        try:
+            self.stores.blobs.delete_prefix(name)
+        except ThematiqError:
+            log.warning("could not delete orphaned input blob")
+
+    # -- read ----------------------------------------------------------------
+    def get(self, tenant: str, job_id: str) -> Job:
+        job = self.stores.jobs.get(tenant, check_job_id(job_id))
+        summed = self.lifecycle.progress_of(job)
+        if summed is not None:
+            # A waiting job's progress is the sum of its chunks (read here, so chunks never write the job row).
+            done, total = summed
+            job = job.with_changes(
+                progress=Progress(stage=job.wait_stage or "", processed=done, total=total, message="map stage")
+            )
+        return job
+
+    def list(self, tenant: str, query: dict[str, str]) -> tuple[list[Job], str | None]:
+        unknown = set(query) - {"status", "pipeline", "limit", "cursor", "code"}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ValidationFailed(
+                f"unknown query parameter {name!r}", [{"field": name, "message": "unknown query parameter"}]
+            )
+        status = query.get("status") or None
+        if status is not None and status not in {s.value for s in Status}:
+            raise ValidationFailed(
+                "invalid status", [{"field": "status", "message": f"one of {', '.join(s.value for s in Status)}"}]
+            )
+        pipeline = query.get("pipeline") or None
+        if pipeline is not None and not PIPELINE_NAME_RE.match(pipeline):
+            raise ValidationFailed("invalid pipeline", [{"field": "pipeline", "message": "not a pipeline name"}])
+        limit_text = query.get("limit") or "50"
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
+            raise ValidationFailed(
+                "invalid limit", [{"field": "limit", "message": f"an integer from 1 to {LIST_MAX_LIMIT}"}]
+            )
+        return self.stores.jobs.list(
+            tenant, status=status, pipeline=pipeline, limit=int(limit_text), cursor=query.get("cursor") or None
+        )
+
+    # -- cancel --------------------------------------------------------------
+    def cancel(self, tenant: str, job_id: str) -> Job:
+        """Queued, retrying or waiting for chunks: cancelled at once (chunks not yet run are skipped, running
+        ones stop at their next heartbeat). Running: flagged; the worker stops it, or kills it after the grace
+        period."""
+        return self.lifecycle.cancel(self.stores.jobs.get(tenant, check_job_id(job_id)))
+
+    # -- result --------------------------------------------------------------
+    def result(self, tenant: str, job_id: str, fmt: str) -> ResultBody:
+        job = self.stores.jobs.get(tenant, check_job_id(job_id))
+        if job.status != Status.SUCCEEDED or not job.result_blob:
+            raise Conflict(f"the job has no result (status {job.status})", field="status")
+        data = self.stores.blobs.get(job.result_blob)
+        if fmt == "json":
+            return ResultBody("application/json", data, f"{job.id}.json")
+        pipeline = self.registry.get(job.pipeline)
+        renderer = pipeline.renderers.get(fmt) if pipeline else None
+        if renderer is None:
+            formats = ["json", *sorted(pipeline.renderers)] if pipeline else ["json"]
+            raise ValidationFailed(
+                "unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}]
+            )
+        content_type, body = renderer(json.loads(data))
+        ext = {"csv": "csv", "md": "md"}.get(fmt, fmt)
+        return ResultBody(content_type, body, f"{job.id}.{ext}")

@@ -1,0 +1,63 @@
+"""Names and limits that more than one module needs, kept in one place."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Final
+
+# Header that API Management sets from the caller's subscription. A value sent
+# by the client is stripped by the gateway policy (infra/apim/policy.xml).
+TENANT_HEADER: Final = "x-thematiq-tenant"
+IDEMPOTENCY_HEADER: Final = "idempotency-key"
+
+# Job ids are 28 lowercase hex digits: 12 of inverted milliseconds (so a
+# partition lists newest first) and 16 random. The pattern is checked before an
+# id gets anywhere near a storage call, which also rules out OData injection.
+JOB_ID_RE: Final = re.compile(r"^[0-9a-f]{28}$")
+# Tenants become PartitionKeys, which may not contain / \ # ? or control chars.
+TENANT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+IDEMPOTENCY_KEY_RE: Final = re.compile(r"^[\x21-\x7e]{1,200}$")
+PIPELINE_NAME_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+# Map stage names end up in RowKeys and blob names.
+STAGE_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+
+# Table entity layout. Jobs and their idempotency rows share the tenant's
+# partition so that both are written in one entity-group transaction.
+KIND_JOB: Final = "job"
+KIND_IDEMPOTENCY: Final = "idem"
+IDEMPOTENCY_ROW_PREFIX: Final = "~idem-"
+
+# An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
+# the entity. Inputs whose gzip is larger go to Blob Storage (claim check).
+INLINE_INPUT_MAX_BYTES: Final = 48 * 1024
+# A string property holds at most 64 KiB (32 K UTF-16 code units).
+MAX_STRING_PROPERTY_CHARS: Final = 30_000
+ERROR_MESSAGE_MAX_CHARS: Final = 2_000
+
+# Queue messages carry ids only; the job itself is in Table Storage.
+POISON_SUFFIX: Final = "-poison"
+
+LIST_DEFAULT_LIMIT: Final = 50
+LIST_MAX_LIMIT: Final = 200
+
+PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
+PROBLEM_TYPE_BASE: Final = "https://thematiq.dev/problems/"
+
+# The conditional-write primitive (shared.core.conditional): how many times a
+# transition re-plans after losing to another writer, and how long it waits
+# between re-reads when the storage answer to a write was lost.
+CONDITIONAL_TRIES: Final = 8
+AMBIGUOUS_REREAD_DELAYS: Final = (0.2, 0.5, 1.0, 2.0)
+# Sends that fail are retried this often before the work is left to the reaper
+# (a duplicate message is harmless: every claim is conditional).
+SEND_TRIES: Final = 3
+SEND_RETRY_DELAY: Final = 0.2
+# An attempt stops itself once its lease could not be renewed for this share of
+# HEARTBEAT_STALE_SECONDS, so it is gone before the reaper hands the job on.
+FENCE_FRACTION: Final = 0.6
+# The reaper re-enqueues at most this many lost jobs per run, so a deep backlog
+# can never turn into a flood of duplicate messages.
+REAPER_MAX_REQUEUES_PER_RUN: Final = 100
+# Queue insertion times come back with one-second resolution.
+QUEUE_TIME_GRANULARITY: Final = timedelta(seconds=1)

@@ -1,0 +1,195 @@
+"""Every app setting the code reads, with its default and meaning.
+
+This module is the single source of truth: ``tests/infra/test_settings_agree.py``
+checks that ``local.settings.sample.json``, the Bicep app settings and the
+README's table cover every entry of :data:`SETTINGS`. Nothing else in the code
+reads ``os.environ`` for configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    meaning: str
+    #: Where the setting comes from in Azure: "app" (app settings in Bicep),
+    #: "platform" (set by Azure itself) or "secret" (a Key Vault reference or
+    #: left empty when managed identity is used).
+    source: str = "app"
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    Setting(
+        "AzureWebJobsStorage",
+        "",
+        "Storage connection string. Local only (`UseDevelopmentStorage=true`); in Azure use the identity-based `AzureWebJobsStorage__*` settings instead.",
+        "secret",
+    ),
+    Setting(
+        "AzureWebJobsStorage__accountName", "", "Storage account name for identity-based access (managed identity)."
+    ),
+    Setting(
+        "AzureWebJobsStorage__credential",
+        "",
+        "`managedidentity` to use the app's managed identity; empty for DefaultAzureCredential.",
+    ),
+    Setting("AzureWebJobsStorage__clientId", "", "Client id of the user-assigned managed identity."),
+    Setting("AzureWebJobsStorage__blobServiceUri", "", "Blob endpoint; derived from the account name when empty."),
+    Setting("AzureWebJobsStorage__queueServiceUri", "", "Queue endpoint; derived from the account name when empty."),
+    Setting("AzureWebJobsStorage__tableServiceUri", "", "Table endpoint; derived from the account name when empty."),
+    Setting("JOBS_TABLE", "jobs", "Table that holds job entities (one partition per tenant)."),
+    Setting(
+        "JOBS_QUEUE", "jobs", "Queue the worker listens on; failures past maxDequeueCount go to `<JOBS_QUEUE>-poison`."
+    ),
+    Setting("RESULTS_CONTAINER", "thematiq", "Blob container for large inputs, checkpoints and results."),
+    Setting(
+        "DEFAULT_TENANT",
+        "",
+        "Tenant used when the trusted tenant header is absent. Set it locally (`local`); leave it empty behind API Management so that a missing header is refused.",
+    ),
+    Setting("MAX_INPUT_BYTES", "26214400", "Largest accepted request body in bytes (413 above it)."),
+    Setting("HEARTBEAT_SECONDS", "15", "How often a running job's heartbeat is renewed."),
+    Setting("HEARTBEAT_STALE_SECONDS", "120", "A running job whose heartbeat is older than this is reaped."),
+    Setting(
+        "QUEUED_STALE_SECONDS",
+        "900",
+        "A queued or retrying job not started this long after it became due is re-enqueued (its message was lost).",
+    ),
+    Setting("PROGRESS_MIN_INTERVAL_SECONDS", "3", "Progress is written to the job at most once per this many seconds."),
+    Setting(
+        "DISABLED_PIPELINES",
+        "",
+        "Comma-separated pipelines this deployment refuses (422 at submission). Azure disables the test pipelines `echo,sleep,fanout`.",
+    ),
+    Setting(
+        "CHUNKS_QUEUE",
+        "chunks",
+        "Queue of map-stage chunks (fan-out); failures past maxDequeueCount go to `<CHUNKS_QUEUE>-poison`.",
+    ),
+    Setting(
+        "MAX_CHUNKS_IN_FLIGHT_PER_JOB",
+        "8",
+        "At most this many chunks of one job are queued or running at once, so one large job cannot starve the others.",
+    ),
+    Setting(
+        "CANCEL_GRACE_SECONDS", "10", "How long a running pipeline may take to stop cooperatively before it is killed."
+    ),
+    Setting("REAPER_SCHEDULE", "0 */1 * * * *", "NCRONTAB schedule of the reaper and retention timer."),
+    Setting(
+        "RETENTION_DAYS",
+        "30",
+        "Finished jobs and their blobs are deleted this many days after they finish (0 keeps them).",
+    ),
+    Setting(
+        "PIPELINE_TIMEOUT_SECONDS",
+        "1500",
+        "Upper bound on one pipeline attempt; a pipeline may declare a shorter one. Keep it below host.json functionTimeout.",
+    ),
+    Setting("LLM_PROVIDER", "none", "`none`, `azure` (Azure OpenAI) or `openai` (any OpenAI-compatible endpoint)."),
+    Setting("LLM_ENDPOINT", "", "Base URL of the LLM endpoint."),
+    Setting(
+        "LLM_API_KEY",
+        "",
+        "API key for an OpenAI-compatible endpoint. Not needed for Azure OpenAI with managed identity.",
+        "secret",
+    ),
+    Setting("LLM_DEPLOYMENT", "", "Azure OpenAI deployment name, or the model name for an OpenAI-compatible endpoint."),
+    Setting("LLM_API_VERSION", "2024-10-21", "Azure OpenAI REST API version."),
+    Setting(
+        "LLM_EMBEDDINGS_DEPLOYMENT",
+        "",
+        "Embeddings deployment/model on the LLM endpoint; empty uses the embedded ONNX model.",
+    ),
+    Setting(
+        "LLM_CACHE_TABLE",
+        "llmcache",
+        "Table that caches LLM responses by hash of model + prompt, so a retried job does not pay twice.",
+    ),
+    Setting("LLM_TIMEOUT_SECONDS", "60", "Timeout of one LLM call."),
+    Setting(
+        "LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."
+    ),
+    Setting(
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        "",
+        "Sends logs, traces and metrics to Application Insights when set.",
+        "platform",
+    ),
+)
+
+_BY_NAME: Final = {s.name: s for s in SETTINGS}
+
+
+def raw(name: str) -> str:
+    """The setting's value from the environment, or its documented default."""
+    return os.environ.get(name, _BY_NAME[name].default)
+
+
+class Settings(BaseModel):
+    """Typed view of the settings above, validated once per process."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jobs_table: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]{2,62}$")
+    jobs_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    chunks_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    max_chunks_in_flight_per_job: int = Field(ge=1, le=1000)
+    results_container: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+    default_tenant: str
+    max_input_bytes: int = Field(gt=0)
+    heartbeat_seconds: float = Field(gt=0)
+    heartbeat_stale_seconds: float = Field(gt=0)
+    queued_stale_seconds: float = Field(gt=0)
+    progress_min_interval_seconds: float = Field(ge=0)
+    cancel_grace_seconds: float = Field(ge=0)
+    retention_days: float = Field(ge=0)
+    pipeline_timeout_seconds: float = Field(gt=0)
+    llm_max_tokens_per_job: int = Field(ge=0)
+
+    @property
+    def poison_queue(self) -> str:
+        return self.jobs_queue + "-poison"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings of this process. Tests that change the environment call ``get_settings.cache_clear()``."""
+    return Settings(
+        jobs_table=raw("JOBS_TABLE"),
+        jobs_queue=raw("JOBS_QUEUE"),
+        chunks_queue=raw("CHUNKS_QUEUE"),
+        max_chunks_in_flight_per_job=int(raw("MAX_CHUNKS_IN_FLIGHT_PER_JOB")),
+        results_container=raw("RESULTS_CONTAINER"),
+        default_tenant=raw("DEFAULT_TENANT"),
+        max_input_bytes=int(raw("MAX_INPUT_BYTES")),
+        heartbeat_seconds=float(raw("HEARTBEAT_SECONDS")),
+        heartbeat_stale_seconds=float(raw("HEARTBEAT_STALE_SECONDS")),
+        queued_stale_seconds=float(raw("QUEUED_STALE_SECONDS")),
+        progress_min_interval_seconds=float(raw("PROGRESS_MIN_INTERVAL_SECONDS")),
+        cancel_grace_seconds=float(raw("CANCEL_GRACE_SECONDS")),
+        retention_days=float(raw("RETENTION_DAYS")),
+        pipeline_timeout_seconds=float(raw("PIPELINE_TIMEOUT_SECONDS")),
+        llm_max_tokens_per_job=int(raw("LLM_MAX_TOKENS_PER_JOB")),
+    )
+
+
+def markdown_table() -> str:
+    """The README's settings table (``python -m shared.config.settings`` prints it)."""
+    rows = ["| name | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS:
+        default = f"`{s.default}`" if s.default else "(empty)"
+        rows.append(f"| `{s.name}` | {default} | {s.meaning} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

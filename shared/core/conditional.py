@@ -1,0 +1,101 @@
+"""The one primitive every state change is built on: a conditional write whose outcome is decided by re-reading.
+
+A write to Table Storage can end three ways, and the caller cannot tell two of
+them apart from the answer alone:
+
+* it failed cleanly (a 412 because someone else wrote first, a 503 that was never applied);
+* it committed and the answer was lost (a connection reset or read timeout after the
+  service applied it: azure-core does not retry MERGE or ``$batch`` then, so we see
+  ``StorageUnavailable``);
+* it committed, the answer was a 5xx, and the SDK's own retry came back 412 or 409
+  for the write that had already happened.
+
+So after a 412 or an ambiguous error the primitive re-reads the row and asks the
+transition whether the fresh row shows *its* write (``landed``: the ``op`` token it
+wrote, or an owner it set). If so the transition happened. If not, it plans again on
+the fresh row: the transition may still apply (only a heartbeat or a cancel request
+changed the row), or no longer apply (someone else claimed, finished or cancelled
+the job), and the caller learns which. It never guesses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from shared.config.constants import AMBIGUOUS_REREAD_DELAYS, CONDITIONAL_TRIES
+from shared.core.errors import EtagMismatch, StorageUnavailable, ThematiqError
+
+log = logging.getLogger(__name__)
+
+Row = TypeVar("Row")
+
+
+class Contended(ThematiqError):
+    """A transition kept losing to other writers; the caller treats it like a transient storage fault."""
+
+
+@dataclass(frozen=True)
+class Applied(Generic[Row]):
+    """The result of a transition: the latest row, and whether this transition is what made it so."""
+
+    row: Row
+    applied: bool
+
+
+def new_op() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def reread(read: Callable[[], Row]) -> Row:
+    """Read the row after an ambiguous write, riding out a short outage; StorageUnavailable if it stays away."""
+    last: StorageUnavailable | None = None
+    for delay in (0.0, *AMBIGUOUS_REREAD_DELAYS):
+        if delay:
+            time.sleep(delay)
+        try:
+            return read()
+        except StorageUnavailable as err:
+            last = err
+    assert last is not None
+    raise last
+
+
+def apply(
+    current: Row,
+    *,
+    read: Callable[[], Row],
+    write: Callable[[Row, dict[str, Any]], Row],
+    plan: Callable[[Row], dict[str, Any] | None],
+    landed: Callable[[Row], bool],
+    name: str,
+) -> Applied[Row]:
+    """Apply ``plan(current)`` with a conditional write, re-planning on the fresh row until it lands or no longer applies.
+
+    ``plan`` returns the fields to MERGE (they must include the transition's ``op``
+    token) or None when the transition does not apply to that row. ``landed`` tells
+    whether a freshly read row already shows this transition's write.
+    """
+    row = current
+    for _ in range(CONDITIONAL_TRIES):
+        fields = plan(row)
+        if fields is None:
+            return Applied(row, False)
+        try:
+            return Applied(write(row, fields), True)
+        except EtagMismatch:
+            fresh = read()
+        except StorageUnavailable as err:
+            if not err.maybe_applied:
+                raise  # never sent: nothing to decide, the caller retries or answers 503
+            # The write may have committed: only the row can say.
+            log.info("%s: storage did not answer a write; re-reading to decide", name)
+            fresh = reread(read)
+        if landed(fresh):
+            return Applied(fresh, True)
+        row = fresh
+    raise Contended(f"{name}: the row kept changing under {CONDITIONAL_TRIES} attempts")

@@ -1,0 +1,87 @@
+"""Domain errors of the platform. They carry no HTTP status: ``shared.api.problems`` maps them at the edge.
+
+Errors from azure-core are caught at the storage boundary (``shared.storage.errors``)
+and re-raised as one of these, so no caller needs the SDK's types.
+"""
+
+from __future__ import annotations
+
+from shared.sdk.errors import (
+    Cancelled,
+    PermanentError,
+    PipelineError,
+    RetryableError,
+    ThematiqError,
+    ValidationFailed,
+)
+
+
+class BadRequest(ThematiqError):
+    """The request cannot be parsed (malformed JSON, a bad header or cursor)."""
+
+
+class Unauthorized(ThematiqError):
+    """No trusted tenant, or the caller's identity could not be established."""
+
+
+class NotFound(ThematiqError):
+    """No such job, or another tenant's (never distinguished)."""
+
+
+class Conflict(ThematiqError):
+    """The request contradicts the job's state (cancel a finished job, a reused key with another body)."""
+
+
+class PayloadTooLarge(ThematiqError):
+    """The body or a part of it is over a limit."""
+
+
+class StorageUnavailable(ThematiqError):
+    """Storage could not be reached or timed out: retry later.
+
+    ``maybe_applied`` is False only when the request provably never reached the service
+    (the connection could not be made); otherwise a write may have happened, and only a
+    re-read can tell (``shared.core.conditional``).
+    """
+
+    retry_after_seconds = 5
+
+    def __init__(self, detail: str = "", *, maybe_applied: bool = True, **extra: object) -> None:
+        super().__init__(detail, **extra)
+        self.maybe_applied = maybe_applied
+
+
+class StorageError(ThematiqError):
+    """An unexpected answer from Storage that retrying will not fix."""
+
+
+class EtagMismatch(ThematiqError):
+    """A conditional write lost (412): someone else changed the entity first, or the SDK retried ours."""
+
+
+class AlreadyExists(ThematiqError):
+    """An insert hit an existing entity (409): someone else's, or our own retried by the SDK."""
+
+
+class LostClaim(ThematiqError):
+    """Another worker or the reaper owns the work now; stop touching it. Internal, never reaches a client."""
+
+
+__all__ = [
+    "AlreadyExists",
+    "BadRequest",
+    "Cancelled",
+    "Conflict",
+    "EtagMismatch",
+    "LostClaim",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermanentError",
+    "PipelineError",
+    "RetryableError",
+    "StorageError",
+    "StorageUnavailable",
+    "ThematiqError",
+    "Unauthorized",
+    "ValidationFailed",
+]

@@ -1,0 +1,91 @@
+"""What the lifecycle needs from storage, as protocols: the stores are injected, never built here.
+
+``shared.storage`` implements these on the Azure SDK clients, or on the in-memory
+fake (``shared.storage.fake``) for the fast test tier. Every method raises the
+domain errors of ``shared.core.errors``: ``EtagMismatch`` (412), ``AlreadyExists``
+(409), ``NotFound``, and ``StorageUnavailable`` for a call whose outcome is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from shared.core.chunks import Chunk
+from shared.core.jobs import Job
+from shared.core.messages import ChunkMessage, JobMessage
+
+
+class JobRepo(Protocol):
+    def create(self, job: Job, idempotency_key: str | None = None) -> Job:
+        """Insert the job (with its idempotency row, in one transaction). Raises AlreadyExists."""
+
+    def idempotency_target(self, tenant: str, key: str) -> tuple[str, str] | None:
+        """``(job_id, request_hash)`` recorded for an Idempotency-Key, or None."""
+
+    def get(self, tenant: str, job_id: str, *, with_input: bool = False) -> Job: ...
+
+    def update(self, job: Job, **changes: Any) -> Job:
+        """MERGE ``changes`` if the row still has ``job.etag``; raises EtagMismatch otherwise."""
+
+    def list(
+        self, tenant: str, *, status: str | None, pipeline: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[Job], str | None]: ...
+
+    def scan(self, query: str, parameters: dict[str, Any], *, with_input: bool = False) -> Iterator[Job]:
+        """Jobs of every tenant matching an OData filter; rows that cannot be read are skipped and logged."""
+
+    def delete(self, job: Job) -> None: ...
+
+
+class ChunkRepo(Protocol):
+    def create_all(self, chunks: Iterable[Chunk]) -> int:
+        """Insert chunks (never overwrite). Raises AlreadyExists if any of a batch exists."""
+
+    def get(self, tenant: str, job_id: str, stage: str, index: int, *, with_input: bool = False) -> Chunk: ...
+
+    def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]: ...
+
+    def update(self, chunk: Chunk, **changes: Any) -> Chunk: ...
+
+    def scan(self, query: str, parameters: dict[str, Any]) -> list[Chunk]: ...
+
+    def delete_job_chunks(self, tenant: str, job_id: str) -> int: ...
+
+
+class Messages(Protocol):
+    def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> None:
+        """A job message to the jobs queue, a chunk message to the chunks queue (optionally delayed)."""
+
+    def send_poison(self, text: str, queue: str | None = None) -> None: ...
+
+    def oldest_visible(self, queue: str | None = None) -> datetime | None:
+        """Insertion time of the oldest visible message of a queue (the jobs queue by default), or None if empty."""
+
+    def depth(self, queue: str | None = None) -> int:
+        """Approximate number of messages in a queue (the jobs queue by default)."""
+
+
+class Blobs(Protocol):
+    def put(self, name: str, data: bytes, content_type: str = "application/octet-stream") -> None: ...
+
+    def get(self, name: str) -> bytes: ...
+
+    def get_optional(self, name: str) -> bytes | None: ...
+
+    def size(self, name: str) -> int | None:
+        """The blob's size, or None if it does not exist."""
+
+    def delete_prefix(self, prefix: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Everything stateful the platform touches, injected as one value."""
+
+    jobs: JobRepo
+    chunks: ChunkRepo
+    messages: Messages
+    blobs: Blobs

@@ -1,0 +1,214 @@
+"""The reaper: recover jobs whose worker vanished or whose message was lost, and apply retention.
+
+Runs on a timer (``REAPER_SCHEDULE``). Every change it makes is a lifecycle
+transition, conditional on the row it read, so two reapers running at once (two
+instances, or a timer that fired twice) cannot both re-enqueue the same attempt.
+
+Each phase and each row is isolated: a row that cannot be read or recovered is
+logged and counted, and the run goes on for every other tenant and phase.
+
+The lost-message pass does not trust age alone. A job that waits behind a deep
+backlog is not lost: its message is still in the queue. So a queued job is
+re-enqueued only if the oldest visible message of the queue is younger than the
+job's due time (its message cannot be behind it), and at most
+``REAPER_MAX_REQUEUES_PER_RUN`` per run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from shared.config.constants import QUEUE_TIME_GRANULARITY
+from shared.config.settings import get_settings
+from shared.core.chunks import Chunk
+from shared.core.errors import ThematiqError
+from shared.core.jobs import Job, utcnow
+from shared.core.lifecycle import Lifecycle
+from shared.core.names import job_prefix
+from shared.core.ports import Stores
+from shared.observability import telemetry
+from shared.storage import azure_stores
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class ReapReport:
+    requeued_stale: list[str] = field(default_factory=list)
+    failed_stale: list[str] = field(default_factory=list)
+    cancelled_stale: list[str] = field(default_factory=list)
+    recovered_results: list[str] = field(default_factory=list)
+    requeued_lost: list[str] = field(default_factory=list)
+    backlog_skipped: int = 0
+    deleted: list[str] = field(default_factory=list)
+    chunks_requeued: list[str] = field(default_factory=list)
+    chunks_failed: list[str] = field(default_factory=list)
+    resumes_resent: list[str] = field(default_factory=list)
+    waiting_settled: list[str] = field(default_factory=list)
+    conflicts: int = 0
+    errors: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"requeued {len(self.requeued_stale)} stale, failed {len(self.failed_stale)}, "
+            f"cancelled {len(self.cancelled_stale)}, finished {len(self.recovered_results)} from stored results, "
+            f"re-enqueued {len(self.requeued_lost)} lost ({self.backlog_skipped} behind a backlog), "
+            f"deleted {len(self.deleted)}, chunks requeued {len(self.chunks_requeued)}, "
+            f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
+            f"{self.conflicts} conflicts, {self.errors} errors"
+        )
+
+
+class Reaper:
+    def __init__(self, stores: Stores | None = None) -> None:
+        self.stores = stores or azure_stores()
+        self.lifecycle = Lifecycle(self.stores)
+        self.settings = get_settings()
+
+    def run(self) -> ReapReport:
+        report = ReapReport()
+        phases: list[Callable[[ReapReport], None]] = [self._stale_running, self._lost_messages, self._stale_chunks,
+                                                        self._waiting]
+        if self.settings.retention_days > 0:
+            phases.append(self._retention)
+        for phase in phases:
+            try:
+                phase(report)
+            except Exception:
+                # A phase that cannot even list its rows (storage away) must not stop the others.
+                report.errors += 1
+                log.exception("reaper: phase %s failed", phase.__name__)
+        self._queue_metrics()
+        return report
+
+    def _each(self, rows: Iterable[T], what: str, report: ReapReport, fn: Callable[[T], None]) -> None:
+        for row in rows:
+            try:
+                fn(row)
+            except ThematiqError as err:
+                report.errors += 1
+                log.warning("reaper: could not %s (%s)", what, type(err).__name__)
+
+    def _stale_running(self, report: ReapReport) -> None:
+        cutoff = utcnow_minus(self.settings.heartbeat_stale_seconds)
+
+        def recover(job: Job) -> None:
+            outcome = self.lifecycle.reap_stale(job)
+            target = {
+                "requeued": report.requeued_stale, "failed": report.failed_stale,
+                "cancelled": report.cancelled_stale, "succeeded": report.recovered_results,
+            }.get(outcome)
+            if target is None:
+                report.conflicts += 1  # the worker woke up, or another reaper got there first
+                return
+            target.append(job.id)
+            if outcome == "requeued":
+                log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, job.attempts + 1)
+            else:
+                log.warning("reaper: job %s %s (stale heartbeat on attempt %d)", job.id, outcome, job.attempts)
+
+        stale = self.stores.jobs.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": cutoff})
+        self._each(stale, "recover a stale job", report, recover)
+
+    def _lost_messages(self, report: ReapReport) -> None:
+        # A queued or retrying job that should have started long ago: its message was lost
+        # (a crash between the row commit and the send, or a send that never went).
+        cutoff = utcnow_minus(self.settings.queued_stale_seconds)
+        query = "( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff"
+        candidates = list(self.stores.jobs.scan(query, {"cutoff": cutoff}))
+        if not candidates:
+            return
+        oldest = self.stores.messages.oldest_visible()
+        budget = self.lifecycle.max_requeues_per_run()
+
+        def requeue(job: Job) -> None:
+            nonlocal budget
+            if oldest is not None and oldest <= job.available_at + QUEUE_TIME_GRANULARITY:
+                # Messages older than the job's due time are still waiting: its own may be among them.
+                report.backlog_skipped += 1
+                return
+            if budget <= 0:
+                return
+            if self.lifecycle.requeue_lost(job):
+                budget -= 1
+                report.requeued_lost.append(job.id)
+                log.warning("reaper: job %s had no live message; re-enqueued", job.id)
+            else:
+                report.conflicts += 1
+
+        self._each(candidates, "re-enqueue a lost job", report, requeue)
+
+    def _stale_chunks(self, report: ReapReport) -> None:
+        """Chunks whose worker vanished (stale heartbeat) or whose message was lost; same rules as jobs."""
+        stale = utcnow_minus(self.settings.heartbeat_stale_seconds)
+        lost = utcnow_minus(self.settings.queued_stale_seconds)
+
+        def recover(chunk: Chunk) -> None:
+            label = f"{chunk.job_id}/{chunk.stage}/{chunk.index}"
+            outcome = self.lifecycle.reap_stale_chunk(chunk)
+            if outcome == "requeued":
+                report.chunks_requeued.append(label)
+            elif outcome == "failed":
+                report.chunks_failed.append(label)
+                self.lifecycle.settle(chunk.tenant, chunk.job_id, chunk.stage)
+            else:
+                report.conflicts += 1
+
+        def resend(chunk: Chunk) -> None:
+            if self.lifecycle.requeue_lost_chunk(chunk):
+                report.chunks_requeued.append(f"{chunk.job_id}/{chunk.stage}/{chunk.index}")
+            else:
+                report.conflicts += 1
+
+        chunks = self.stores.chunks
+        self._each(chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale}),
+                   "recover a stale chunk", report, recover)
+        self._each(chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost}),
+                   "re-send a lost chunk", report, resend)
+
+    def _waiting(self, report: ReapReport) -> None:
+        """Waiting jobs: re-send a resume that was lost, or settle a stage whose last finisher crashed."""
+        lost = utcnow_minus(self.settings.queued_stale_seconds)
+
+        def check(job: Job) -> None:
+            if job.fan_in_at is not None:
+                if job.fan_in_at < lost and self.lifecycle.resend_resume(job):
+                    report.resumes_resent.append(job.id)
+            elif job.wait_stage:
+                self.lifecycle.settle(job.tenant, job.id, job.wait_stage, job.traceparent)
+                report.waiting_settled.append(job.id)
+
+        self._each(self.stores.jobs.scan("status eq 'waiting'", {}), "settle a waiting job", report, check)
+
+    def _retention(self, report: ReapReport) -> None:
+        cutoff = utcnow_minus(self.settings.retention_days * 86400)
+        query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
+
+        def expire(job: Job) -> None:
+            self.lifecycle.expire(job, job_prefix(job.tenant, job.id))
+            report.deleted.append(job.id)
+
+        self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
+
+    def _queue_metrics(self) -> None:
+        """Queue depth, the oldest waiting message's age and the poison depth: what the alerts watch."""
+        try:
+            depth, oldest_at = self.stores.messages.depth(), self.stores.messages.oldest_visible()
+            poison = self.stores.messages.depth(self.settings.poison_queue)
+        except ThematiqError:
+            log.warning("reaper: could not read queue metrics")
+            return
+        oldest = max(0.0, (utcnow() - oldest_at).total_seconds()) if oldest_at is not None else 0.0
+        telemetry.QUEUE_DEPTH.set(depth)
+        telemetry.QUEUE_OLDEST.set(oldest)
+        telemetry.POISON_DEPTH.set(poison)
+        telemetry.event("queue.metrics", depth=depth, oldest_age_seconds=round(oldest, 1), poison_depth=poison)
+
+
+def utcnow_minus(seconds: float) -> datetime:
+    return utcnow() - timedelta(seconds=seconds)

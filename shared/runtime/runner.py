@@ -1,0 +1,344 @@
+"""Supervise one pipeline attempt in a child process.
+
+While the child runs, the parent (the queue-triggered function):
+
+* renews the job's heartbeat every ``HEARTBEAT_SECONDS``;
+* relays progress, at most one table write per ``PROGRESS_MIN_INTERVAL_SECONDS``;
+* notices a cancellation request (every write is conditional on the ETag, so a
+  cancel from the API makes the next write fail with 412; the re-read shows
+  ``cancel_requested``), asks the child to stop, and kills it after
+  ``CANCEL_GRACE_SECONDS``;
+* notices that it lost the job (the reaper gave it to another attempt) and
+  kills the child without writing anything more;
+* fences itself: once the lease could not be renewed for ``FENCE_FRACTION`` of
+  ``HEARTBEAT_STALE_SECONDS`` (Storage unreachable from this instance), it kills
+  the child and reports ``lost`` *before* the reaper could hand the job to a new
+  attempt, so two attempts never run at once;
+* enforces the pipeline's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from opentelemetry.trace import Span
+
+from shared.config.constants import FENCE_FRACTION
+from shared.config.settings import Settings
+from shared.core.conditional import Contended
+from shared.core.errors import LostClaim, StorageUnavailable
+from shared.core.jobs import JobError, Progress
+from shared.observability import telemetry
+from shared.observability.metering import METER
+from shared.runtime import protocol
+from shared.runtime.protocol import AttemptSpec
+
+APP_ROOT = Path(__file__).resolve().parents[2]
+#: How long the pipeline process may linger after it reported how the attempt ended.
+_EXIT_GRACE_SECONDS = 5.0
+log = logging.getLogger(__name__)
+
+OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost", "suspended"]
+
+
+class Lease(Protocol):
+    """What the runner keeps alive while the attempt runs: a job's or a chunk's claim."""
+
+    label: str
+
+    def renew(self, progress: Progress | None) -> bool:
+        """Conditionally renew the heartbeat (and write progress). True once a cancel was requested.
+
+        Raises :class:`LostClaim` when someone else owns the work now, and
+        :class:`StorageUnavailable` when the renewal's outcome could not be learnt.
+        """
+
+
+@dataclass
+class Outcome:
+    kind: OutcomeKind
+    result: bytes | None = None
+    error: JobError | None = None
+    retryable: bool = False
+    usage: dict[str, float] = field(default_factory=dict)
+    #: The latest progress the pipeline reported, written with the final state.
+    progress: Progress | None = None
+    #: The result is raw bytes rather than JSON (map-stage chunks may return either).
+    binary: bool = False
+    #: For ``suspended``: the map stage the pipeline fanned out (see shared.runtime.fanout).
+    suspended: protocol.Suspended | None = None
+
+
+class Runner(Protocol):
+    def run(self, input_value: Any) -> Outcome: ...
+
+
+#: Builds the runner of one attempt: ``AttemptRunner`` (a child process), or another strategy.
+RunnerFactory = Callable[[Lease, AttemptSpec, float, Settings], Runner]
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (likely the out-of-memory killer)" if -code == signal.SIGKILL else ""
+        return f"the pipeline process was killed by {name}{hint}"
+    return f"the pipeline process exited with code {code}"
+
+
+class AttemptRunner:
+    """Runs one claimed attempt (of a job or of a chunk) in a child process and reports how it ended.
+
+    ``spec`` tells the child what to run (see ``shared.runtime.child``); the runner adds
+    the paths of the input and result files.
+    """
+
+    def __init__(self, lease: Lease, spec: AttemptSpec, timeout: float, settings: Settings) -> None:
+        self.lease = lease
+        self.spec = spec
+        self.timeout = timeout
+        self.settings = settings
+        self._progress: Progress | None = None
+        self._progress_dirty = False
+        self._last_write = time.monotonic()
+        self._usage: dict[str, float] = {}
+        self._terminal_event: protocol.Terminal | None = None
+        # When the lease was last known to be ours (monotonic): the self-fencing clock.
+        self._renewed_at = time.monotonic()
+        self._fence_after = FENCE_FRACTION * settings.heartbeat_stale_seconds
+        self._cancel_deadline: float | None = None
+        self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._terminal_at: float | None = None
+        # The open stage span: stages are traced here, from the progress
+        # events, so the pipeline process needs no telemetry of its own.
+        self._stage: tuple[str, Span, float] | None = None
+
+    # -- heartbeat writes --------------------------------------------------------
+    def _write(self, progress: Progress | None = None) -> None:
+        """Renew the lease (with progress); a cancel request makes the next write fail with 412, then shows."""
+        try:
+            cancel = self.lease.renew(progress)
+            self._renewed_at = time.monotonic()
+        except (StorageUnavailable, Contended):
+            # The child keeps working and the next heartbeat tries again, until the fence.
+            log.warning("heartbeat for %s failed: storage unavailable", self.lease.label)
+            cancel = False
+        self._last_write = time.monotonic()
+        if cancel and self._cancel_deadline is None:
+            self._request_cancel()
+
+    def _request_cancel(self) -> None:
+        log.info("%s: cancellation requested, asking the pipeline to stop", self.lease.label)
+        self._cancel_deadline = time.monotonic() + self.settings.cancel_grace_seconds
+        try:
+            assert self._proc is not None and self._proc.stdin is not None
+            self._proc.stdin.write(b"cancel\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    # -- the attempt -----------------------------------------------------------
+    def run(self, input_value: Any) -> Outcome:
+        with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.spec.job_id}-") as tmp:
+            return self._run_in(Path(tmp), input_value)
+
+    def _run_in(self, tmp: Path, input_value: Any) -> Outcome:
+        input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
+        input_path.write_text(json.dumps(input_value, ensure_ascii=False), encoding="utf-8")
+        spec = self.spec.model_copy(update={"input_path": str(input_path), "result_path": str(result_path)})
+        spec_path.write_text(spec.model_dump_json())
+        read_fd, write_fd = os.pipe()
+        stderr_path = tmp / "stderr.txt"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
+        try:
+            with open(stderr_path, "wb") as stderr:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "shared.runtime.child", str(spec_path), str(write_fd)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    pass_fds=(write_fd,),
+                    cwd=str(APP_ROOT),
+                    env=env,
+                    start_new_session=True,
+                )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        started = time.monotonic()
+        try:
+            self._supervise(read_fd, started)
+        except LostClaim as lost:
+            self._kill()
+            log.warning("%s: lost the claim (%s); attempt abandoned", self.lease.label, lost)
+            self._leave_stage("lost")
+            return Outcome("lost")
+        finally:
+            os.close(read_fd)
+            self._kill()
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+        return self._outcome(result_path, stderr_path)
+
+    def _supervise(self, read_fd: int, started: float) -> None:
+        assert self._proc is not None
+        sel = selectors.DefaultSelector()
+        sel.register(read_fd, selectors.EVENT_READ)
+        buffer = b""
+        eof = False
+        exited_at: float | None = None
+        while not eof or self._proc.poll() is None:
+            now = time.monotonic()
+            if self._terminal_at is not None and now - self._terminal_at > _EXIT_GRACE_SECONDS:
+                # The pipeline said how it ended but its process lingers (a non-daemon thread, say):
+                # its answer stands, and the process goes.
+                break
+            if self._proc.poll() is not None:
+                exited_at = exited_at or now
+                if not eof and now - exited_at > _EXIT_GRACE_SECONDS:
+                    break  # exited, but a process it left behind holds the event pipe open
+            if not eof:
+                for _key, _ in sel.select(timeout=0.25):
+                    chunk = os.read(read_fd, 65536)
+                    if not chunk:
+                        eof = True
+                        break
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        self._on_event(line)
+            else:
+                time.sleep(0.05)
+            now = time.monotonic()
+            if self._kill_reason is None and self._terminal_event is None:
+                if now - self._renewed_at > self._fence_after:
+                    log.error(
+                        "%s: lease not renewed for %.0f s; stopping the attempt before the reaper hands it on",
+                        self.lease.label, now - self._renewed_at,
+                    )
+                    self._kill()
+                    raise LostClaim("fenced: the lease could not be renewed")
+                if now - started > self.timeout:
+                    self._kill_reason = (
+                        "failed",
+                        JobError.of("Timeout", f"the attempt exceeded its {self.timeout:.0f} s timeout"),
+                    )
+                    self._kill()
+                elif self._cancel_deadline is not None and now > self._cancel_deadline:
+                    self._kill_reason = ("cancelled", None)
+                    log.warning(
+                        "%s: pipeline ignored cancellation for %.0f s; killed",
+                        self.lease.label,
+                        self.settings.cancel_grace_seconds,
+                    )
+                    self._kill()
+            since = now - self._last_write
+            if self._progress_dirty and since >= self.settings.progress_min_interval_seconds:
+                self._progress_dirty = False
+                self._write(progress=self._progress)
+            elif since >= self.settings.heartbeat_seconds:
+                self._write()
+        sel.close()
+        self._kill()
+
+    def _on_event(self, line: bytes) -> None:
+        event = protocol.decode(line)
+        if isinstance(event, protocol.ProgressEvent):
+            self._progress = Progress(
+                stage=event.stage[:200], processed=event.processed, total=event.total, message=event.message[:500]
+            )
+            self._progress_dirty = True
+            self._enter_stage(self._progress.stage)
+        elif isinstance(event, protocol.UsageEvent):
+            for name, value in event.counters.items():
+                self._usage[name] = self._usage.get(name, 0.0) + float(value)
+        elif isinstance(event, protocol.MeterEvent):
+            for op, n in event.counts.items():
+                METER.add(op, int(n))
+        elif isinstance(event, protocol.LogEvent):
+            level = getattr(logging, event.level, logging.INFO)
+            log.log(level if isinstance(level, int) else logging.INFO, "%s: %s", self.lease.label, event.message)
+        elif isinstance(event, protocol.Done | protocol.Failed | protocol.CancelledEvent | protocol.Suspended):
+            self._terminal_event = event
+            self._terminal_at = time.monotonic()
+
+    def _kill(self) -> None:
+        """SIGKILL the attempt's whole process group, including anything it left running."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+    def _enter_stage(self, stage: str) -> None:
+        if self._stage is not None and self._stage[0] == stage:
+            return
+        self._leave_stage("ok")
+        if stage:
+            span = telemetry.tracer.start_span(f"stage {stage}", attributes={"thematiq.stage": stage})
+            self._stage = (stage, span, time.monotonic())
+            telemetry.set_stage(stage)
+
+    def _leave_stage(self, status: str) -> None:
+        if self._stage is None:
+            return
+        stage, span, started = self._stage
+        self._stage = None
+        if status != "ok":
+            telemetry.mark_error(span, status)
+        span.end()
+        duration_ms = round((time.monotonic() - started) * 1000)
+        telemetry.event(
+            "stage.finished", job_id=self.spec.job_id, stage=stage, duration_ms=duration_ms, status=status
+        )
+
+    def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
+        assert self._proc is not None
+        usage = dict(self._usage)
+        out = self._outcome_kind(result_path, stderr_path, usage)
+        out.progress = self._progress
+        self._leave_stage({"succeeded": "ok", "suspended": "ok", "cancelled": "cancelled"}.get(out.kind, "error"))
+        return out
+
+    def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> Outcome:
+        assert self._proc is not None
+        if self._kill_reason is not None:
+            kind, error = self._kill_reason
+            return Outcome(kind, error=error, retryable=False, usage=usage)
+        event = self._terminal_event
+        # The terminal event is written after the result file, so it stands even if the process had
+        # to be killed afterwards for lingering.
+        if isinstance(event, protocol.Done) and result_path.exists():
+            return Outcome("succeeded", result=result_path.read_bytes(), usage=usage, binary=event.binary)
+        if isinstance(event, protocol.CancelledEvent):
+            return Outcome("cancelled", usage=usage)
+        if isinstance(event, protocol.Suspended):
+            return Outcome("suspended", usage=usage, suspended=event)
+        if isinstance(event, protocol.Failed):
+            err = JobError.of(event.type, event.message)
+            return Outcome("failed", error=err, retryable=event.retryable, usage=usage)
+        reason = describe_exit(self._proc.returncode)
+        # Only the size of stderr is logged: its last line may quote the data the pipeline was working on.
+        size = stderr_path.stat().st_size if stderr_path.exists() else 0
+        log.error("%s: %s (%d bytes of stderr not logged)", self.lease.label, reason, size)
+        return Outcome("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)

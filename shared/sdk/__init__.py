@@ -1,0 +1,25 @@
+"""What a pipeline may import from the platform: the plugin contract, its errors and signals.
+
+Pipelines import this package (and ``shared.llm`` for the LLM client) and nothing
+else of ``shared``; an import-linter contract in ``pyproject.toml`` holds that.
+"""
+
+from shared.sdk.errors import Cancelled, PermanentError, PipelineError, RetryableError, ThematiqError, ValidationFailed
+from shared.sdk.fanout_types import MapResult, Suspend
+from shared.sdk.pipeline import Pipeline, PipelineContext, Renderer
+from shared.sdk.retry import RetryPolicy
+
+__all__ = [
+    "Cancelled",
+    "MapResult",
+    "PermanentError",
+    "Pipeline",
+    "PipelineContext",
+    "PipelineError",
+    "Renderer",
+    "RetryPolicy",
+    "RetryableError",
+    "Suspend",
+    "ThematiqError",
+    "ValidationFailed",
+]

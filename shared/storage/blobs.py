@@ -1,0 +1,83 @@
+"""Blob Storage for what does not fit in a table entity or a queue message (names: ``shared.core.names``).
+
+Layout inside the results container, one folder per job so retention can
+delete a job's blobs with one prefix listing::
+
+    {tenant}/{job_id}/input.json.gz          claim-checked input (large inputs only)
+    {tenant}/{job_id}/checkpoints/{name}     a stage's output, for resuming
+    {tenant}/{job_id}/result-{attempt}.json  the result of the attempt that produced it
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+from azure.storage.blob import ContainerClient, ContentSettings
+
+from shared.core.errors import NotFound
+from shared.core.names import checkpoint_blob_name, input_blob_name, job_prefix, result_blob_name
+from shared.storage.connections import get_container_client
+from shared.storage.errors import storage_call
+
+
+def encode_input(value: Any) -> bytes:
+    return gzip.compress(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(), compresslevel=6)
+
+
+def decode_input(data: bytes) -> Any:
+    return json.loads(gzip.decompress(data))
+
+
+class BlobStore:
+    def __init__(self, container: ContainerClient | None = None) -> None:
+        self._container = container
+
+    @property
+    def container(self) -> ContainerClient:
+        return self._container or get_container_client()
+
+    def put(self, name: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        with storage_call("write blob"):
+            self.container.upload_blob(
+                name, data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
+            )
+
+    def get(self, name: str) -> bytes:
+        with storage_call("read blob"):
+            return self.container.download_blob(name).readall()
+
+    def get_optional(self, name: str) -> bytes | None:
+        try:
+            return self.get(name)
+        except NotFound:
+            return None
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every blob under ``prefix``; returns how many."""
+        with storage_call("delete blobs"):
+            names = [b.name for b in self.container.list_blobs(name_starts_with=prefix)]
+            for start in range(0, len(names), 256):
+                # One batch request deletes up to 256 blobs.
+                self.container.delete_blobs(*names[start : start + 256])
+        return len(names)
+
+    def size(self, name: str) -> int | None:
+        """The blob's size, or None if there is none (one listing call)."""
+        with storage_call("stat blob"):
+            for blob in self.container.list_blobs(name_starts_with=name):
+                if blob.name == name:
+                    return int(blob.size)
+        return None
+
+
+__all__ = [
+    "BlobStore",
+    "checkpoint_blob_name",
+    "decode_input",
+    "encode_input",
+    "input_blob_name",
+    "job_prefix",
+    "result_blob_name",
+]

@@ -1,0 +1,150 @@
+"""Chunk rows in Table Storage (the model is ``shared.core.chunks``): one entity each, in the parent job's partition.
+
+RowKey ``{job_id}~c~{stage}~{index:05d}`` keeps a job's chunks together and in
+order, so "the chunks of this stage" is one range query inside one partition.
+A chunk has its own status, attempts, owner and heartbeat, claimed with the
+same ETag discipline as a job.
+
+Status: ``pending`` (waiting for a slot in the job's window), ``queued`` (has
+a message), ``running``, then ``succeeded``, ``failed`` (attempts used up) or
+``cancelled`` (the parent ended first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.data.tables import TableClient, TableTransactionError, UpdateMode
+
+from shared.core.chunks import KIND_CHUNK, Chunk, chunk_row, stage_prefix
+from shared.core.errors import AlreadyExists
+from shared.storage.connections import get_table_client
+from shared.storage.errors import storage_call
+
+_BATCH = 100  # entity-group transactions hold at most 100 entities
+
+
+def _prefix_range(prefix: str) -> dict[str, str]:
+    """``lo``/``hi`` bounds of the RowKeys that start with ``prefix`` (for ``RowKey ge @lo and RowKey lt @hi``)."""
+    return {"lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
+# Columns for fan-in checks and progress: everything but the inline input.
+_SUMMARY = [
+    "PartitionKey",
+    "RowKey",
+    "kind",
+    "job_id",
+    "stage",
+    "index",
+    "status",
+    "items",
+    "fn_ref",
+    "of",
+    "plan",
+    "budget",
+    "attempts",
+    "max_attempts",
+    "output_blob",
+    "owner",
+    "heartbeat_at",
+    "queued_at",
+    "finished_at",
+    "processed",
+    "error_type",
+    "error_message",
+    "input_blob",
+    "op",
+]
+
+
+class ChunkStore:
+    def __init__(self, table: TableClient | None = None) -> None:
+        self._table = table
+
+    @property
+    def table(self) -> TableClient:
+        return self._table or get_table_client()
+
+    def create_all(self, chunks: Iterable[Chunk]) -> int:
+        """Insert chunks in entity-group transactions of up to 100.
+
+        Inserts, never upserts: a replace would reset a chunk that another writer already
+        ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
+        whole with AlreadyExists; the lifecycle re-lists and inserts only what is missing.
+        """
+        batch: list[Any] = []
+        calls = 0
+        for chunk in chunks:
+            batch.append(("create", chunk.to_entity()))
+            if len(batch) == _BATCH:
+                calls += self._submit(batch)
+                batch = []
+        if batch:
+            calls += self._submit(batch)
+        return calls
+
+    def _submit(self, batch: list[Any]) -> int:
+        with storage_call("create chunks"):
+            try:
+                self.table.submit_transaction(batch)
+            except TableTransactionError as err:
+                if err.status_code == 409:
+                    raise AlreadyExists("a chunk of the batch exists") from err
+                raise
+        return 1
+
+    def get(self, tenant: str, job_id: str, stage: str, index: int, *, with_input: bool = False) -> Chunk:
+        with storage_call("read chunk"):
+            e = self.table.get_entity(tenant, chunk_row(job_id, stage, index), select=None if with_input else _SUMMARY)
+        return Chunk.from_entity(e)
+
+    def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]:
+        """Every chunk of one stage: a range query inside the job's partition."""
+        prefix = stage_prefix(job_id, stage)
+        query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
+        params = {"pk": tenant, **_prefix_range(prefix)}
+        with storage_call("list chunks"):
+            return [Chunk.from_entity(e) for e in self.table.query_entities(query, parameters=params, select=_SUMMARY)]
+
+    def update(self, chunk: Chunk, **changes: Any) -> Chunk:
+        """Conditional MERGE of ``changes``; raises EtagMismatch if the chunk changed since it was read."""
+        props: dict[str, Any] = {}
+        for key, value in changes.items():
+            if key == "status":
+                props[key] = value.value
+            elif value is None:
+                props[key] = ""
+            else:
+                props[key] = value
+        entity = {"PartitionKey": chunk.tenant, "RowKey": chunk.row_key, **props}
+        with storage_call("update chunk"):
+            meta = self.table.update_entity(
+                entity, mode=UpdateMode.MERGE, etag=chunk.etag, match_condition=MatchConditions.IfNotModified
+            )
+        return chunk.with_changes(**changes, etag=meta.get("etag"))
+
+    def scan(self, query: str, parameters: dict[str, Any]) -> list[Chunk]:
+        with storage_call("scan chunks"):
+            return [
+                Chunk.from_entity(e)
+                for e in self.table.query_entities(
+                    f"kind eq '{KIND_CHUNK}' and ( {query} )", parameters=parameters, select=_SUMMARY
+                )
+            ]
+
+    def delete_job_chunks(self, tenant: str, job_id: str) -> int:
+        """Delete every chunk row of a job (retention), in transactions of up to 100."""
+        prefix = f"{job_id}~c~"
+        query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
+        params = {"pk": tenant, **_prefix_range(prefix)}
+        with storage_call("delete chunks"):
+            rows = [
+                {"PartitionKey": tenant, "RowKey": e["RowKey"]}
+                for e in self.table.query_entities(query, parameters=params, select=["RowKey"])
+            ]
+            for start in range(0, len(rows), _BATCH):
+                self.table.submit_transaction([("delete", r) for r in rows[start : start + _BATCH]])
+        return len(rows)

@@ -1,0 +1,50 @@
+"""The fast tier and its Azurite twin: every scenario here runs on the in-memory fake and on Azurite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from shared.config import settings
+from shared.core import conditional, jobs, lifecycle
+from shared.storage import connections
+from shared.storage.fake import FakeClock, FakeStorage
+from tests.conftest import unique_names
+from tests.support.backends import Backend, azurite_backend, fake_backend
+from tests.support.inprocess import InProcessRunner
+
+
+@pytest.fixture(params=["fake", "azurite"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    env = {
+        "DEFAULT_TENANT": "local",
+        "HEARTBEAT_SECONDS": "0.2",
+        "HEARTBEAT_STALE_SECONDS": "2",
+        "PROGRESS_MIN_INTERVAL_SECONDS": "0.1",
+        "CANCEL_GRACE_SECONDS": "1",
+        **unique_names(),
+    }
+    if request.param == "azurite":
+        env["AzureWebJobsStorage"] = request.getfixturevalue("azurite")
+    else:
+        # Nothing may reach a real account from the fast tier.
+        env["AzureWebJobsStorage"] = "DefaultEndpointsProtocol=http;AccountName=none;AccountKey=bm9uZQ==;" \
+                                     "TableEndpoint=http://127.0.0.1:9/none;QueueEndpoint=http://127.0.0.1:9/none;" \
+                                     "BlobEndpoint=http://127.0.0.1:9/none"
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    settings.get_settings.cache_clear()
+    connections.reset_clients()
+    InProcessRunner.executions.clear()
+    # One clock for the platform and the fake: staleness is crossed by moving it, not by sleeping.
+    clock = FakeClock()
+    jobs.set_clock(clock.now)
+    monkeypatch.setattr(lifecycle, "SEND_RETRY_DELAY", 0.0)
+    monkeypatch.setattr(conditional, "AMBIGUOUS_REREAD_DELAYS", (0.0, 0.0))
+    b = fake_backend(FakeStorage(clock)) if request.param == "fake" else azurite_backend(env["AzureWebJobsStorage"])
+    b.clock = clock
+    yield b
+    jobs.set_clock(None)
+    settings.get_settings.cache_clear()
+    connections.reset_clients()

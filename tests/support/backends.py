@@ -1,0 +1,139 @@
+"""The two storage backends the same scenarios run on: the in-memory fake and real Azurite.
+
+Both give a :class:`shared.core.ports.Stores` whose writes obey the same armed
+:class:`tests.support.faults.Faults`, and a tiny stand-in for the Functions host's
+queue trigger (:meth:`Backend.deliver`): receive, call the handler, delete on
+success, make the message visible again on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.data.tables import TableClient
+from azure.storage.blob import ContainerClient
+from azure.storage.queue import LinearRetry, QueueClient, TextBase64EncodePolicy
+
+from shared.config.settings import get_settings
+from shared.core.ports import Stores
+from shared.storage.blobs import BlobStore
+from shared.storage.chunk_store import ChunkStore
+from shared.storage.fake import FakeStorage
+from shared.storage.job_store import JobStore
+from shared.storage.queues import Queues
+from tests.support.faults import Faults, FaultTransport, faulty
+
+
+@dataclass
+class Backend:
+    name: str
+    stores: Stores
+    faults: Faults
+    #: A queue client by name that is NOT subject to faults (the host's own receive path).
+    raw_queue: Callable[[str], Any]
+    #: The platform's clock in the scenario (``shared.core.jobs.set_clock``), if the test moves time.
+    clock: Any = None
+
+    def deliver(self, handler: Callable[[str, int], str], queue: str | None = None) -> str | None:
+        """Deliver one message the way the Functions host does; returns the handler's outcome or the error's name."""
+        client = self.raw_queue(queue or get_settings().jobs_queue)
+        messages = list(client.receive_messages(messages_per_page=1, max_messages=1, visibility_timeout=60))
+        if not messages:
+            return None
+        msg = messages[0]
+        text = _decode(msg.content)
+        try:
+            outcome = handler(text, msg.dequeue_count)
+        except Exception as err:
+            # By id, not the message object: the SDK would re-encode an object's content.
+            client.update_message(msg.id, pop_receipt=msg.pop_receipt, visibility_timeout=0)
+            return f"error:{type(err).__name__}"
+        client.delete_message(msg, pop_receipt=msg.pop_receipt)
+        return outcome
+
+    def depth(self, queue: str | None = None) -> int:
+        client = self.raw_queue(queue or get_settings().jobs_queue)
+        return len(list(client.peek_messages(max_messages=32)))
+
+
+def _decode(content: Any) -> str:
+    import base64
+
+    text = content.decode() if isinstance(content, bytes) else str(content)
+    try:
+        return base64.b64decode(text, validate=True).decode()
+    except ValueError:
+        return text
+
+
+def fake_backend(storage: FakeStorage | None = None) -> Backend:
+    fake = storage or FakeStorage()
+    faults = Faults()
+    s = get_settings()
+    stores = Stores(
+        jobs=JobStore(table=faulty(fake.table(s.jobs_table), "table", faults)),
+        chunks=ChunkStore(table=faulty(fake.table(s.jobs_table), "table", faults)),
+        messages=Queues(queue_for=lambda name: faulty(fake.queue(name or s.jobs_queue), "queue", faults)),
+        blobs=BlobStore(container=faulty(fake.container(s.results_container), "blob", faults)),
+    )
+    return Backend("fake", stores, faults, lambda name: fake.queue(name))
+
+
+def azurite_backend(connection_string: str) -> Backend:
+    faults = Faults()
+    s = get_settings()
+    # The production clients' retry counts (shared.storage.connections), with short backoffs:
+    # the SDK's retry semantics are what matters here, not its pauses.
+    kw: dict[str, Any] = {"connection_timeout": 5, "read_timeout": 30}
+    storage_retry = {"retry_policy": LinearRetry(backoff=0.05, random_jitter_range=0.01, retry_total=2)}
+    table = TableClient.from_connection_string(
+        connection_string, s.jobs_table, transport=FaultTransport(faults, "table"), retry_total=2, retry_backoff_factor=0.05,
+        **kw
+    )
+    table_service_ensure(connection_string, s.jobs_table)
+    queues: dict[str, QueueClient] = {}
+
+    def queue_for(name: str | None) -> QueueClient:
+        name = name or s.jobs_queue
+        if name not in queues:
+            q = QueueClient.from_connection_string(
+                connection_string, name, transport=FaultTransport(faults, "queue"),
+                message_encode_policy=TextBase64EncodePolicy(), **kw, **storage_retry,
+            )
+            _ensure(q.create_queue)
+            queues[name] = q
+        return queues[name]
+
+    container = ContainerClient.from_connection_string(
+        connection_string, s.results_container, transport=FaultTransport(faults, "blob"), **kw, **storage_retry
+    )
+    _ensure(container.create_container)
+    raw: dict[str, QueueClient] = {}
+
+    def raw_queue(name: str) -> QueueClient:
+        if name not in raw:
+            q = QueueClient.from_connection_string(connection_string, name)
+            _ensure(q.create_queue)
+            raw[name] = q
+        return raw[name]
+
+    stores = Stores(jobs=JobStore(table=table), chunks=ChunkStore(table=table), messages=Queues(queue_for=queue_for),
+                    blobs=BlobStore(container=container))
+    return Backend("azurite", stores, faults, raw_queue)
+
+
+def table_service_ensure(connection_string: str, name: str) -> None:
+    from azure.data.tables import TableServiceClient
+
+    TableServiceClient.from_connection_string(connection_string).create_table_if_not_exists(name)
+
+
+def _ensure(create: Callable[[], Any]) -> None:
+    from azure.core.exceptions import ResourceExistsError
+
+    try:
+        create()
+    except ResourceExistsError:
+        pass

@@ -1,0 +1,193 @@
+"""Ambiguous storage outcomes, injected below the SDK's retry policy.
+
+Every storage call can fail three ways (see docs/architecture.md#ambiguous-outcomes):
+
+* ``refuse``     answered 503 and never applied (the SDK retries it itself);
+* ``drop``       applied, then the connection drops before the answer (azure-core does
+                 not retry POST, MERGE or ``$batch`` then: the caller sees ServiceResponseError);
+* ``commit-5xx`` applied, answered 503, so the SDK's own retry comes back 409 or 412.
+
+:class:`FaultTransport` does this at the azure-core transport, under the real SDK
+clients talking to Azurite, so the SDK's retry behaviour is the real one. For the
+in-memory fake, which has no transport, :func:`faulty` wraps a fake client with the
+same rules and the same retry behaviour (two retries of a 503 with the storage
+clients' settings, none after a dropped connection).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from azure.core.exceptions import HttpResponseError, ServiceResponseError
+from azure.core.pipeline.transport import RequestsTransport, RequestsTransportResponse
+from requests.structures import CaseInsensitiveDict
+
+MODES = ("refuse", "drop", "commit-5xx")
+_SDK_RETRIES = 2  # shared.storage.connections: retry_total=2 on every client
+
+
+@dataclass
+class Rule:
+    service: str
+    mode: str
+    #: HTTP method (POST for inserts and $batch, MERGE/PATCH for updates, PUT, DELETE); None: any write.
+    method: str | None = None
+    #: Only requests whose body contains this text (e.g. '"status":"succeeded"').
+    contains: str | None = None
+    count: int = 1
+    hits: int = 0
+
+
+@dataclass
+class Faults:
+    """Armed rules, consulted for every write. Thread-safe; ``log`` records what was injected."""
+
+    rules: list[Rule] = field(default_factory=list)
+    log: list[tuple[str, str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arm(self, service: str, mode: str, *, method: str | None = None, contains: str | None = None,
+            count: int = 1) -> Rule:
+        assert mode in MODES, mode
+        rule = Rule(service, mode, method.upper() if method else None, contains, count)
+        with self.lock:
+            self.rules.append(rule)
+        return rule
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.rules.clear()
+
+    def take(self, service: str, method: str, body: str) -> str | None:
+        """The mode to inject for this request, consuming one use of the first matching rule."""
+        read = method in ("GET", "HEAD")
+        body = body.replace('": ', '":').replace(", ", ",")  # match JSON however it was spaced
+        with self.lock:
+            for rule in self.rules:
+                if rule.count <= 0 or rule.service != service:
+                    continue
+                if read and rule.method != method:
+                    continue  # reads are faulted only by a rule that names them
+                if rule.method and rule.method != method and not (rule.method in ("MERGE", "PATCH") and
+                                                                  method in ("MERGE", "PATCH")):
+                    continue
+                if rule.contains and rule.contains not in body:
+                    continue
+                rule.count -= 1
+                rule.hits += 1
+                self.log.append((service, method, rule.mode))
+                return rule.mode
+        return None
+
+
+def _service_of(url: str) -> str:
+    # Azurite: blob 10000, queue 10001, table 10002 by default; private instances use other ports,
+    # so look at the path shape instead of the port.
+    if "/$batch" in url or "Tables" in url or "(PartitionKey=" in url or "()?" in url:
+        return "table"
+    if "/messages" in url:
+        return "queue"
+    return "blob"
+
+
+class FaultTransport(RequestsTransport):
+    """A requests transport that injects the armed faults into the writes it carries."""
+
+    def __init__(self, faults: Faults, service: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.faults = faults
+        self.service = service
+
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        body = request.data if isinstance(request.data, str) else (request.body or b"")
+        if isinstance(body, bytes):
+            body = body.decode("utf-8", "replace")
+        elif not isinstance(body, str):
+            body = str(body)
+        mode = self.faults.take(self.service or _service_of(request.url), request.method.upper(), body)
+        if mode == "refuse":
+            return self._busy(request)
+        if request.method.upper() in ("GET", "HEAD") and mode is not None:
+            raise ServiceResponseError("Connection reset by peer (injected)")
+        response = super().send(request, **kwargs)
+        if mode == "drop":
+            response.body()  # the service has answered: the write is applied
+            raise ServiceResponseError("Connection reset by peer (injected after the write committed)")
+        if mode == "commit-5xx":
+            response.body()
+            return self._busy(request)
+        return response
+
+    def _busy(self, request: Any) -> RequestsTransportResponse:
+        raw = requests.Response()
+        raw.status_code = 503
+        raw.reason = "Server Busy"
+        raw.headers = CaseInsensitiveDict({"x-ms-error-code": "ServerBusy", "Content-Type": "application/json",
+                                           "Content-Length": "0"})
+        raw._content = b""
+        raw.url = request.url
+        return RequestsTransportResponse(request, raw, self.connection_config.data_block_size)
+
+
+# -- the same rules for the in-memory fake ------------------------------------------------------
+_TABLE_METHODS = {"get_entity": "GET", "query_entities": "GET", "create_entity": "POST", "submit_transaction": "POST", "update_entity": "MERGE",
+                  "upsert_entity": "MERGE", "delete_entity": "DELETE"}
+_QUEUE_METHODS = {"send_message": "POST", "delete_message": "DELETE", "update_message": "PUT"}
+_BLOB_METHODS = {"download_blob": "GET", "list_blobs": "GET", "upload_blob": "PUT", "delete_blobs": "POST", "delete_blob": "DELETE"}
+
+
+def _busy_error() -> HttpResponseError:
+    err = HttpResponseError(message="Server Busy (injected)")
+    err.status_code = 503
+    err.error_code = "ServerBusy"
+    return err
+
+
+class _Faulty:
+    """A fake client whose writes obey the armed faults, retrying a 503 as the SDK would."""
+
+    def __init__(self, inner: Any, service: str, faults: Faults) -> None:
+        self._inner = inner
+        self._service = service
+        self._faults = faults
+        self._methods = {"table": _TABLE_METHODS, "queue": _QUEUE_METHODS, "blob": _BLOB_METHODS}[service]
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        method = self._methods.get(name)
+        if method is None or not callable(attr):
+            return attr
+        return self._wrap(attr, method)
+
+    def _wrap(self, fn: Callable[..., Any], method: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            body = json.dumps([args, kwargs], default=str)
+            for attempt in range(_SDK_RETRIES + 1):
+                mode = self._faults.take(self._service, method, body)
+                if mode == "refuse":
+                    if attempt == _SDK_RETRIES:
+                        raise _busy_error()
+                    continue  # the SDK retries a 503
+                if mode is None:
+                    return fn(*args, **kwargs)
+                if method == "GET":
+                    raise ServiceResponseError("Connection reset by peer (injected)")
+                fn(*args, **kwargs)  # applied
+                if mode == "drop":
+                    raise ServiceResponseError("Connection reset by peer (injected after the write committed)")
+                if attempt == _SDK_RETRIES:
+                    raise _busy_error()
+                # commit-5xx: the SDK retries the request that had already been applied
+                return fn(*args, **kwargs)
+            raise AssertionError("unreachable")
+
+        return call
+
+
+def faulty(client: Any, service: str, faults: Faults) -> Any:
+    return _Faulty(client, service, faults)
