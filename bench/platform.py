@@ -1,22 +1,35 @@
-"""Platform benchmark: storage transactions per no-op job, submit latency, worker throughput.
+"""Platform benchmark: the floor and Thematiq side by side, in one run, on one private Azurite.
 
-    .venv/bin/python bench/platform.py [--jobs 200] [--requests 400]
+    .venv/bin/python bench/platform.py [--jobs 200] [--requests 200] [--idle-seconds 60]
 
-Prints three tables. Everything runs against a private Azurite on this machine,
-so absolute latencies are Azurite's and this machine's; the transaction count
-is exact and is what Azure bills.
+Prints, in order:
+
+1. storage operations per no-op job, counted by the meter and by a counting proxy in front of Azurite;
+2. worker throughput: the floor (the same storage calls in one plain loop, no process), then one worker
+   host with ``ATTEMPT_PROCESS=fork`` and one with ``spawn``;
+3. the idle hour at default settings (the reaper every 5 minutes, measured per run; a live instance's
+   empty queue polls, measured over ``--idle-seconds``);
+4. submit latency at 1 and 20 clients: a minimal threaded server (insert + send only) and the local host;
+5. a 40-answer thematic job, submit to ``succeeded``, with ``fork`` and with ``spawn``.
+
+Absolute latencies are Azurite's and this machine's; operation counts are exact and are what Azure bills.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 # This file's name shadows the stdlib ``platform`` module, which the SDKs
 # import; take the bench folder off the path before they load.
@@ -27,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devhost.azurite import Azurite  # noqa: E402
+from devhost.faultproxy import FaultProxy  # noqa: E402
 from devhost.process import HostProcess  # noqa: E402
 
 
@@ -35,27 +49,183 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def transactions_per_job(conn: str, n: int = 20) -> dict[str, float]:
-    """Run no-op jobs in-process through the real functions, counting every Storage request."""
-    os.environ.update({"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": "benchtx",
-                       "JOBS_QUEUE": "bench-tx", "RESULTS_CONTAINER": "bench-tx"})
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _use(conn: str, table: str, queue: str) -> None:
+    """Point this process's settings and clients at ``conn`` with private names."""
+    os.environ.update({"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": table,
+                       "JOBS_QUEUE": queue, "RESULTS_CONTAINER": queue, "CHUNKS_QUEUE": queue + "-chunks"})
     from shared.config import settings
-    from shared.observability.metering import METER, TransactionMeter
     from shared.storage import connections
-    from tests.platform.direct import http, run_worker_once
 
     settings.get_settings.cache_clear()
     connections.reset_clients()
+
+
+# -- 1. operations per job -----------------------------------------------------------------------------
+def operations_per_job(proxy: FaultProxy, n: int = 20) -> tuple[dict[str, float], float, float]:
+    """No-op jobs in-process through the real functions: the meter's count and the proxy's, per job."""
+    _use(proxy.connection_string, "benchops", "bench-ops")
+    from shared.observability.metering import METER, TransactionMeter
+    from tests.platform.direct import http, run_worker_once
+
     http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})  # creates table/queue/container
     run_worker_once()
     METER.reset()
+    proxy.reset_counters()
     for i in range(n):
         assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": {"i": i}}).status_code == 202
-        run_worker_once()
+        assert run_worker_once() is not None
     counts = METER.snapshot()
     per_op = {k: v / n for k, v in sorted(counts.items())}
-    per_op["total (billable)"] = TransactionMeter.billable(counts) / n
-    return per_op
+    totals = proxy.totals()
+    return per_op, TransactionMeter.billable(counts) / n, (totals.reads + totals.writes) / n
+
+
+# -- 2. throughput -------------------------------------------------------------------------------------
+def floor_loop(conn: str, n: int) -> float:
+    """The worker side's storage calls in one plain loop: receive (batches of 4), claim, finish, delete."""
+    from azure.core import MatchConditions
+    from azure.data.tables import TableClient, UpdateMode
+    from azure.storage.queue import QueueClient, TextBase64DecodePolicy, TextBase64EncodePolicy
+
+    table = TableClient.from_connection_string(conn, "benchfloor")
+    queue = QueueClient.from_connection_string(conn, "bench-floor", message_encode_policy=TextBase64EncodePolicy(),
+                                               message_decode_policy=TextBase64DecodePolicy())
+    table.create_table()
+    queue.create_queue()
+    etags: dict[str, str] = {}
+    for i in range(n):
+        key = f"{i:08d}"
+        etags[key] = table.create_entity({"PartitionKey": "bench", "RowKey": key, "status": "queued"})["etag"]
+        queue.send_message(json.dumps({"j": key}))
+    started = time.perf_counter()
+    done = 0
+    while done < n:
+        for m in queue.receive_messages(messages_per_page=4, max_messages=4, visibility_timeout=60):
+            key = json.loads(m.content)["j"]
+            meta = table.update_entity({"PartitionKey": "bench", "RowKey": key, "status": "running"},
+                                       mode=UpdateMode.MERGE, etag=etags[key],
+                                       match_condition=MatchConditions.IfNotModified)
+            table.update_entity({"PartitionKey": "bench", "RowKey": key, "status": "succeeded", "result": "{}"},
+                                mode=UpdateMode.MERGE, etag=meta["etag"], match_condition=MatchConditions.IfNotModified)
+            queue.delete_message(m.id, m.pop_receipt)
+            done += 1
+    return n / (time.perf_counter() - started)
+
+
+def count_succeeded(conn: str, table: str) -> int:
+    from azure.data.tables import TableClient
+
+    client = TableClient.from_connection_string(conn, table)
+    return sum(1 for _ in client.query_entities("kind eq 'job' and status eq 'succeeded'", select=["RowKey"]))
+
+
+def finished_times(conn: str, table: str) -> list[float]:
+    from azure.data.tables import TableClient
+
+    client = TableClient.from_connection_string(conn, table)
+    rows = client.query_entities("kind eq 'job' and status eq 'succeeded'", select=["finished_at"])
+    return sorted(e["finished_at"].timestamp() for e in rows)
+
+
+def host_throughput(conn: str, mode: str, n: int) -> tuple[float, float, float]:
+    """``n`` no-op jobs queued first, then one worker host drains them.
+
+    Returns (jobs/s in steady state, seconds, seconds to the first job). Steady state is measured
+    between the first and the last job's ``finished_at``, so the host's one-time start (the Worker
+    and, with fork, the zygote's imports) is reported apart, as the time to the first job.
+    """
+    table, queue = f"bench{mode}", f"bench-{mode}"
+    _use(conn, table, queue)
+    from tests.platform.direct import http
+
+    for i in range(n):
+        assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": {"i": i}}).status_code == 202
+    env = {"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": table, "JOBS_QUEUE": queue,
+           "RESULTS_CONTAINER": queue, "CHUNKS_QUEUE": queue + "-chunks", "ATTEMPT_PROCESS": mode}
+    with HostProcess(env=env, args=["--no-http", "--no-timer"]):
+        started = time.time()
+        while count_succeeded(conn, table) < n:
+            time.sleep(1.0)
+    times = finished_times(conn, table)
+    return (n - 1) / (times[-1] - times[0]), times[-1] - times[0], times[0] - started
+
+
+# -- 3. idle -------------------------------------------------------------------------------------------
+def idle_reaper_ops(proxy: FaultProxy, runs: int = 3) -> float:
+    """Storage operations of one reaper run with no jobs at all (every phase, queue metrics included)."""
+    _use(proxy.connection_string, "benchidle", "bench-idle")
+    from shared.runtime.reaper import Reaper
+    from tests.platform.direct import http, run_worker_once
+
+    http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})
+    run_worker_once()  # the table and queues exist, one finished job (as in any real deployment)
+    Reaper().run()
+    proxy.reset_counters()
+    for _ in range(runs):
+        Reaper().run()
+    t = proxy.totals()
+    return (t.reads + t.writes) / runs
+
+
+def idle_polls_per_hour(proxy: FaultProxy, seconds: float) -> float:
+    env = {"AzureWebJobsStorage": proxy.connection_string, "DEFAULT_TENANT": "bench", "JOBS_TABLE": "benchidle",
+           "JOBS_QUEUE": "bench-idle", "RESULTS_CONTAINER": "bench-idle", "CHUNKS_QUEUE": "bench-idle-chunks"}
+    with HostProcess(env=env, args=["--no-http", "--no-timer"]):
+        time.sleep(5)  # past start-up and the first polls' back-off
+        proxy.reset_counters()
+        time.sleep(seconds)
+        t = proxy.totals()
+    return (t.reads + t.writes) * 3600 / seconds
+
+
+# -- 4. submit latency ---------------------------------------------------------------------------------
+def minimal_server_process(conn: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The minimal server in its own process (as the local host is), so the clients' threads do not share its GIL."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-minimal", conn],
+                            stdout=subprocess.PIPE, cwd=str(ROOT))
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+def minimal_server(conn: str) -> ThreadingHTTPServer:
+    """The floor of a submission: parse, insert the row, send the message, answer 202."""
+    import secrets
+
+    from azure.data.tables import TableClient
+    from azure.storage.queue import QueueClient, TextBase64EncodePolicy
+
+    table = TableClient.from_connection_string(conn, "benchmin")
+    queue = QueueClient.from_connection_string(conn, "bench-min", message_encode_policy=TextBase64EncodePolicy())
+    table.create_table()
+    queue.create_queue()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            job_id = secrets.token_hex(14)
+            table.create_entity({"PartitionKey": "bench", "RowKey": job_id, "status": "queued",
+                                 "params": json.dumps(body.get("params", {})), "input": json.dumps(body["input"])})
+            queue.send_message(json.dumps({"t": "bench", "j": job_id, "a": 1}))
+            out = json.dumps({"id": job_id, "status": "queued"}).encode()
+            self.send_response(202)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    ThreadingHTTPServer.request_queue_size = 128  # the default backlog of 5 refuses 20 clients
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def post(url: str, key: str, body: dict[str, object]) -> float:
@@ -69,8 +239,7 @@ def post(url: str, key: str, body: dict[str, object]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def submit_latency(api: HostProcess, key: str, requests: int, clients: int) -> tuple[float, float, float]:
-    url = api.url + "/api/jobs"
+def submit_latency(url: str, key: str, requests: int, clients: int) -> tuple[float, float, float]:
     body = {"pipeline": "echo", "params": {}, "input": {"text": "a short survey answer"}}
     with ThreadPoolExecutor(clients) as pool:
         started = time.perf_counter()
@@ -79,54 +248,130 @@ def submit_latency(api: HostProcess, key: str, requests: int, clients: int) -> t
     return percentile(latencies, 50), percentile(latencies, 99), requests / elapsed
 
 
-def count_terminal(conn: str, table: str) -> int:
-    from azure.data.tables import TableClient
-
-    client = TableClient.from_connection_string(conn, table)
-    return sum(1 for e in client.query_entities("kind eq 'job' and status eq 'succeeded'", select=["RowKey"]))
+# -- 5. a 40-answer thematic job -----------------------------------------------------------------------
+def thematic_job(conn: str, mode: str) -> float:
+    with open(ROOT / "samples" / "feedback.csv", encoding="utf-8") as f:
+        rows = [{"id": r["id"], "text": r["text"]} for r in csv.DictReader(f)][:40]
+    key = "bench-key"
+    env = {"AzureWebJobsStorage": conn, "DEVHOST_FUNCTION_KEY": key, "DEFAULT_TENANT": "bench",
+           "JOBS_TABLE": f"benchthem{mode}", "JOBS_QUEUE": f"bench-them-{mode}", "RESULTS_CONTAINER": f"bench-them-{mode}",
+           "CHUNKS_QUEUE": f"bench-them-{mode}-chunks", "ATTEMPT_PROCESS": mode}
+    with HostProcess(env=env, args=["--no-timer"]) as host:
+        # One warm-up job: the host's first job pays for the Worker (and, with fork, the zygote's start).
+        for label in ("warm-up", "measured"):
+            started = time.perf_counter()
+            req = urllib.request.Request(host.url + "/api/jobs", method="POST",
+                                         data=json.dumps({"pipeline": "thematic", "params": {}, "input": rows}).encode(),
+                                         headers={"x-functions-key": key, "content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                job_id = json.loads(resp.read())["id"]
+            while True:
+                with urllib.request.urlopen(urllib.request.Request(
+                        f"{host.url}/api/jobs/{job_id}", headers={"x-functions-key": key}), timeout=30) as resp:
+                    status = json.loads(resp.read())["status"]
+                if status in ("succeeded", "failed", "cancelled"):
+                    break
+                time.sleep(0.05)
+            assert status == "succeeded", (label, status)
+            elapsed = time.perf_counter() - started
+    return elapsed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=200, help="no-op jobs for the throughput run")
-    parser.add_argument("--requests", type=int, default=400, help="submissions per latency run")
+    parser.add_argument("--jobs", type=int, default=200, help="no-op jobs per throughput run")
+    parser.add_argument("--requests", type=int, default=200, help="submissions per latency run at 20 clients")
+    parser.add_argument("--idle-seconds", type=float, default=60, help="how long to watch an idle host's polls")
+    parser.add_argument("--sections", default="ops,throughput,idle,submit,thematic",
+                        help="comma-separated subset of: ops, throughput, idle, submit, thematic")
+    parser.add_argument("--serve-minimal", metavar="CONN", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_minimal:
+        server = minimal_server(args.serve_minimal)
+        print(server.server_address[1], flush=True)
+        threading.Event().wait()
+    sections = set(args.sections.split(","))
 
+    print(f"machine: {os.cpu_count()} cores, load average at start {loadavg()}\n")
     az = Azurite.private().start()
+    proxy = FaultProxy(az).open()
     try:
-        print("## Storage transactions per no-op (echo) job, end to end\n")
-        per_op = transactions_per_job(az.connection_string)
-        print("| operation | per job |\n|---|---|")
-        for op, v in per_op.items():
-            print(f"| {op} | {v:.2f} |")
-
-        key = "bench-key"
-        env = {"AzureWebJobsStorage": az.connection_string, "DEVHOST_FUNCTION_KEY": key, "DEFAULT_TENANT": "bench",
-               "JOBS_TABLE": "benchjobs", "JOBS_QUEUE": "bench-jobs", "RESULTS_CONTAINER": "bench-jobs"}
-        print("\n## POST /api/jobs latency through the local host (API only, no worker)\n")
-        print("| concurrent clients | requests | p50 ms | p99 ms | requests/s |\n|---|---|---|---|---|")
-        with HostProcess(env=env, args=["--no-queue", "--no-timer"]) as api:
-            for clients in (1, 20):
-                n = args.requests if clients > 1 else args.requests // 2
-                p50, p99, rps = submit_latency(api, key, n, clients)
-                print(f"| {clients} | {n} | {p50:.1f} | {p99:.1f} | {rps:.0f} |")
-            already = count_terminal(az.connection_string, "benchjobs")
-            for _ in range(args.jobs - (args.requests + args.requests // 2)):
-                post(api.url + "/api/jobs", key, {"pipeline": "echo", "input": 1})
-        queued = max(args.jobs, args.requests + args.requests // 2)
-
-        print("\n## No-op jobs per second through one worker host process\n")
-        started = time.perf_counter()
-        with HostProcess(env=env, args=["--no-http", "--no-timer"]):
-            while count_terminal(az.connection_string, "benchjobs") - already < queued:
-                time.sleep(0.5)
-            elapsed = time.perf_counter() - started
-        print("| jobs | seconds | jobs/s |\n|---|---|---|")
-        print(f"| {queued} | {elapsed:.1f} | {queued / elapsed:.2f} |")
-        print(f"\n(machine: {os.cpu_count()} cores; one run; the machine is noisy, rerun for variance)")
+        if "ops" in sections:
+            section_ops(proxy)
+        if "throughput" in sections:
+            section_throughput(az.connection_string, args.jobs)
+        if "idle" in sections:
+            section_idle(proxy, args.idle_seconds)
+        if "submit" in sections:
+            section_submit(az.connection_string, args.requests)
+        if "thematic" in sections:
+            section_thematic(az.connection_string)
+        print(f"\n(load average at the end {loadavg()}; the 2 cores are shared with other work: rerun for variance)")
     finally:
+        proxy.close()
         az.close()
     return 0
+
+
+def section_ops(proxy: FaultProxy) -> None:
+    print("## 1. Billable storage operations per no-op (echo) job, end to end\n")
+    per_op, billable, proxied = operations_per_job(proxy)
+    print("| operation (meter) | per job |\n|---|---|")
+    for op, v in per_op.items():
+        print(f"| {op} | {v:.2f} |")
+    print(f"| **billable (meter)** | **{billable:.2f}** |")
+    print(f"| requests seen by the counting proxy | {proxied:.2f} |")
+
+
+def section_throughput(conn: str, jobs: int) -> None:
+    print("\n## 2. No-op jobs per second, one worker host (queue filled first)\n")
+    floor = floor_loop(conn, jobs)
+    fork, fork_s, fork_first = host_throughput(conn, "fork", jobs)
+    spawn_n = max(20, jobs // 4)
+    spawn, spawn_s, spawn_first = host_throughput(conn, "spawn", spawn_n)
+    print("| path | jobs | seconds | jobs/s | × floor | first job after host start, s |\n|---|---|---|---|---|---|")
+    print(f"| floor: the same storage calls in one plain loop | {jobs} | {jobs / floor:.1f} | {floor:.1f} | 1.00 | |")
+    print(f"| ATTEMPT_PROCESS=fork | {jobs} | {fork_s:.1f} | {fork:.1f} | {fork / floor:.2f} | {fork_first:.1f} |")
+    print(f"| ATTEMPT_PROCESS=spawn | {spawn_n} | {spawn_s:.1f} | {spawn:.1f} | {spawn / floor:.2f} | {spawn_first:.1f} |")
+
+
+def section_idle(proxy: FaultProxy, seconds: float) -> None:
+    print("\n## 3. Idle, no jobs, default settings\n")
+    per_run = idle_reaper_ops(proxy)
+    polls = idle_polls_per_hour(proxy, seconds)
+    print("| what | operations/hour |\n|---|---|")
+    print(f"| reaper (every 5 min = 12 runs/h × {per_run:.1f} operations) | {12 * per_run:.0f} |")
+    print(f"| empty queue polls while an instance is alive (each queue trigger, maxPollingInterval 2 s) | {polls:.0f} |")
+
+
+def section_submit(conn: str, requests: int) -> None:
+    print("\n## 4. POST /api/jobs latency (API only, no worker)\n")
+    key = "bench-key"
+    env = {"AzureWebJobsStorage": conn, "DEVHOST_FUNCTION_KEY": key, "DEFAULT_TENANT": "bench",
+           "JOBS_TABLE": "benchapi", "JOBS_QUEUE": "bench-api", "RESULTS_CONTAINER": "bench-api"}
+    server, floor_url = minimal_server_process(conn)
+    print("| server | clients | requests | p50 ms | p99 ms | requests/s |\n|---|---|---|---|---|---|")
+    p99s: dict[str, float] = {}
+    try:
+        with HostProcess(env=env, args=["--no-queue", "--no-timer"]) as api:
+            for clients in (1, 20):
+                n = requests if clients > 1 else requests // 2
+                for name, url in (("minimal (insert + send)", floor_url), ("Thematiq local host", api.url + "/api/jobs")):
+                    p50, p99, rps = submit_latency(url, key, n, clients)
+                    p99s[f"{name}@{clients}"] = p99
+                    print(f"| {name} | {clients} | {n} | {p50:.1f} | {p99:.1f} | {rps:.0f} |")
+    finally:
+        server.kill()
+        server.wait()
+    ratio = p99s["Thematiq local host@20"] / p99s["minimal (insert + send)@20"]
+    print(f"\np99 at 20 clients, Thematiq / minimal: {ratio:.2f}")
+
+
+def section_thematic(conn: str) -> None:
+    print("\n## 5. A 40-answer thematic job, submit to succeeded (local host, second job of the host)\n")
+    print("| ATTEMPT_PROCESS | seconds |\n|---|---|")
+    for mode in ("spawn", "fork"):
+        print(f"| {mode} | {thematic_job(conn, mode):.2f} |")
 
 
 if __name__ == "__main__":

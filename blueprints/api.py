@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from shared.api import views
-from shared.api.http import api_handler, json_response, tenant_of
+from shared.api import polling, views
+from shared.api.http import AUTH_LEVEL, anonymous_handler, api_handler, base_url, json_response, tenant_of
 from shared.api.service import JobService
 from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
 from shared.core.errors import BadRequest
+from shared.core.jobs import Job
 from shared.observability import telemetry
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
@@ -32,44 +33,57 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
     return str(key)
 
 
+def _poll_headers(job: Job) -> dict[str, str]:
+    """``Retry-After`` for a job that is not finished yet: when polling it again is worth it."""
+    seconds = polling.retry_after(job, service().pipeline_timeout(job.pipeline))
+    return {} if seconds is None else {"Retry-After": str(seconds)}
+
+
 @bp.function_name("submit_job")
-@bp.route(route="jobs", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs", methods=["POST"], auth_level=AUTH_LEVEL)
 @api_handler
 def submit_job(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
     submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), telemetry.traceparent())
-    body = views.public(submitted.job, API)
-    location = body["links"]["self"]
-    return json_response(202 if submitted.created else 200, body, {"Location": location})
+    body = views.public(submitted.job, base_url(req))
+    headers = {"Location": body["links"]["self"], **_poll_headers(submitted.job)}
+    return json_response(202 if submitted.created else 200, body, headers)
 
 
 @bp.function_name("list_jobs")
-@bp.route(route="jobs", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def list_jobs(req: func.HttpRequest) -> func.HttpResponse:
     jobs, cursor = service().list(tenant_of(req), dict(req.params))
-    body = {"items": [views.public(j, API) for j in jobs], "next_cursor": cursor}
+    base = base_url(req)
+    body = {"items": [views.public(j, base) for j in jobs], "next_cursor": cursor}
     return json_response(200, body)
 
 
 @bp.function_name("get_job")
-@bp.route(route="jobs/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs/{id}", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def get_job(req: func.HttpRequest) -> func.HttpResponse:
     job = service().get(tenant_of(req), req.route_params["id"])
-    return json_response(200, views.public(job, API))
+    body = views.public(job, base_url(req))
+    etag = polling.etag_of(body)
+    # no-cache: a cache may keep it, but must revalidate (the 304 is what makes that cheap).
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache", **_poll_headers(job)}
+    if polling.matches(req.headers.get("If-None-Match"), etag):
+        return func.HttpResponse(status_code=304, headers=headers)
+    return json_response(200, body, headers)
 
 
 @bp.function_name("cancel_job")
-@bp.route(route="jobs/{id}/cancel", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs/{id}/cancel", methods=["POST"], auth_level=AUTH_LEVEL)
 @api_handler
 def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
     job = service().cancel(tenant_of(req), req.route_params["id"])
-    return json_response(200 if job.status.terminal else 202, views.public(job, API))
+    return json_response(200 if job.status.terminal else 202, views.public(job, base_url(req)), _poll_headers(job))
 
 
 @bp.function_name("get_job_result")
-@bp.route(route="jobs/{id}/result", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs/{id}/result", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     fmt = req.params.get("format", "json")
@@ -80,7 +94,7 @@ def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
 
 @bp.function_name("health")
 @bp.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
-@api_handler
+@anonymous_handler
 def health(req: func.HttpRequest) -> func.HttpResponse:
     # One queue call proves Storage is reachable and reports the backlog; anonymous
     # so probes need no key, and it reveals nothing about any tenant.

@@ -16,12 +16,11 @@ from pathlib import Path
 import azure.functions as func
 
 from shared.api import views
-from shared.api.http import api_handler, json_response, tenant_of
+from shared.api.http import AUTH_LEVEL, api_handler, base_url, html_page, json_response, tenant_of
 from shared.api.retry_job import retry_job
 from shared.api.service import JobService
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
-API = "/api"
 #: Deployed with the app (see .funcignore); no build step.
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 _CSS_TAG = '<link rel="stylesheet" href="app.css">'
@@ -84,29 +83,17 @@ def page() -> Page:
 
 
 @bp.function_name("ui")
-@bp.route(route="ui", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="ui", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def ui(req: func.HttpRequest) -> func.HttpResponse:
     built = page()
-    return func.HttpResponse(
-        built.html,
-        status_code=200,
-        headers={
-            "Content-Type": "text/html; charset=utf-8",
-            "Content-Security-Policy": built.csp,
-            # The first load carries ?code=KEY: never cache it, never send it on as a Referer.
-            "Cache-Control": "no-store",
-            "Referrer-Policy": "no-referrer",
-            "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY",
-        },
-    )
+    return html_page(built.html, built.csp)
 
 
 @bp.function_name("retry_job")
-@bp.route(route="jobs/{id}/retry", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route="jobs/{id}/retry", methods=["POST"], auth_level=AUTH_LEVEL)
 @api_handler
 def retry(req: func.HttpRequest) -> func.HttpResponse:
     submitted = retry_job(service(), tenant_of(req), req.route_params["id"], req.headers.get("traceparent"))
-    body = views.public(submitted.job, API)
+    body = views.public(submitted.job, base_url(req))
     return json_response(202 if submitted.created else 200, body, {"Location": body["links"]["self"]})

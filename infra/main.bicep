@@ -31,9 +31,13 @@ param openAIName string = ''
 // ---------------------------------------------------------------------------
 // Function app sizing (Flex Consumption FC1)
 // ---------------------------------------------------------------------------
-@minValue(1)
+// Flex Consumption refuses a maximumInstanceCount below 40 in most regions
+// (a few allow less: docs/deploy.md, Scaling); 40 is also the floor here so that
+// a first `azd up` cannot fail on it. Lower spend with host.json batch sizes and
+// LLM_MAX_TOKENS_PER_JOB instead.
+@minValue(40)
 @maxValue(1000)
-@description('Upper bound on instances the app scales out to; the main cost and blast-radius guard.')
+@description('Upper bound on instances the app scales out to; the main cost and blast-radius guard. At least 40.')
 param maximumInstanceCount int = 40
 
 @allowed([512, 2048, 4096])
@@ -68,8 +72,13 @@ param llmApiVersion string = '2024-10-21'
 
 @description('Create an Azure OpenAI account with one chat model deployment, and grant the app identity Cognitive Services OpenAI User on it.')
 param deployOpenAI bool = false
-param openAIModelName string = 'gpt-4o-mini'
-param openAIModelVersion string = '2024-07-18'
+// Models are retired on a schedule: check that the pair is deployable in your
+// region with GlobalStandard before `azd up` (docs/deploy.md, "Choosing the chat
+// model"); set THEMATIQ_OPENAI_MODEL / THEMATIQ_OPENAI_MODEL_VERSION to change it.
+@description('Chat model to deploy when deployOpenAI is true.')
+param openAIModelName string = 'gpt-4.1-mini'
+@description('Version of openAIModelName.')
+param openAIModelVersion string = '2025-04-14'
 @description('Thousands of tokens per minute for the model deployment.')
 param openAIModelCapacity int = 10
 
@@ -84,8 +93,23 @@ param apimPublisherName string = 'Thematiq'
 @description('Tenants to onboard: one APIM subscription per tenant, named after the tenant (the name becomes the x-thematiq-tenant header).')
 param tenants array = []
 
-@description('Deny direct calls to the function app except from the APIM gateway IPs. Only possible on tiers with static IPs (not Consumption).')
+@description('Also deny direct calls to the function app by network, except from the APIM gateway IPs. Applied only on the classic tiers with static IPs; never a deny-all (infra/app/access.bicep).')
 param restrictToApim bool = false
+
+@description('Base URL clients use (PUBLIC_BASE_URL), for Location and links. Empty: the APIM gateway\'s default host + /thematiq. Set it for a custom domain.')
+param publicBaseUrl string = ''
+
+@description('Application (client) id of an existing Entra app registration for the API (the token audience). Empty: one is created (needs the right to register applications).')
+param apiAppId string = ''
+
+// ---------------------------------------------------------------------------
+// Operators
+// ---------------------------------------------------------------------------
+@description('Object id of an operator (azd sets AZURE_PRINCIPAL_ID to the signed-in user) given data-plane read access to Storage. Empty: nobody.')
+param principalId string = ''
+
+@allowed(['User', 'Group', 'ServicePrincipal'])
+param principalType string = 'User'
 
 // ---------------------------------------------------------------------------
 // Alerts
@@ -110,6 +134,10 @@ var abbrs = {
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName, app: 'thematiq' }
 var appName = !empty(functionAppName) ? functionAppName : '${abbrs.func}${resourceToken}'
+var apimServiceName = !empty(apimName) ? apimName : '${abbrs.apim}${resourceToken}'
+// Known before APIM exists (its default gateway host is <name>.azure-api.net in the public cloud), so the app
+// can be told where clients reach it in the same deployment; the policy's X-Forwarded-* headers say the same.
+var clientBaseUrl = !empty(publicBaseUrl) ? publicBaseUrl : 'https://${apimServiceName}.azure-api.net/thematiq'
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: !empty(resourceGroupName) ? resourceGroupName : '${abbrs.rg}${environmentName}'
@@ -128,6 +156,29 @@ module identity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1
     tags: tags
   }
 }
+
+// API Management's identity: the only caller App Service Authentication admits.
+// User-assigned, so that its ids exist before both the app (which must know
+// whom to trust) and APIM (which calls with it): no cycle, no second provision.
+module apimIdentity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1' = {
+  scope: rg
+  name: 'apim-identity'
+  params: {
+    name: '${abbrs.id}apim-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+// The API's app registration (the audience of APIM's token), unless one is given.
+module entra 'app/entra.bicep' = if (empty(apiAppId)) {
+  name: 'entra'
+  params: {
+    uniqueName: 'thematiq-api-${resourceToken}'
+    displayName: 'Thematiq API (${environmentName})'
+  }
+}
+var audience = !empty(apiAppId) ? apiAppId : entra!.outputs.appId
 
 module monitoring 'app/monitoring.bicep' = {
   scope: rg
@@ -154,6 +205,8 @@ module storage 'app/storage.bicep' = {
     resultsContainer: resultsContainer
     llmCacheTable: llmCacheTable
     deploymentContainer: 'app-package-${take(appName, 32)}'
+    operatorPrincipalId: principalId
+    operatorPrincipalType: principalType
   }
 }
 
@@ -186,6 +239,10 @@ module api 'app/api.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.applicationInsightsConnectionString
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
+    apiAppId: audience
+    apimPrincipalId: apimIdentity.outputs.principalId
+    apimClientId: apimIdentity.outputs.clientId
+    publicBaseUrl: clientBaseUrl
     jobsTable: jobsTable
     jobsQueue: jobsQueue
     resultsContainer: resultsContainer
@@ -207,17 +264,23 @@ module apim 'app/apim.bicep' = {
   params: {
     location: location
     tags: tags
-    name: !empty(apimName) ? apimName : '${abbrs.apim}${resourceToken}'
+    name: apimServiceName
     sku: apimSku
     publisherEmail: apimPublisherEmail
     publisherName: apimPublisherName
-    functionAppName: api.outputs.name
     functionAppHostName: api.outputs.defaultHostName
+    identityResourceId: apimIdentity.outputs.resourceId
+    identityClientId: apimIdentity.outputs.clientId
+    apiAppId: audience
     tenants: tenants
   }
 }
 
-module access 'app/access.bicep' = if (restrictToApim && apimSku != 'Consumption') {
+// Only the classic tiers have static outbound IPs; on Consumption and the v2
+// tiers the list is empty or not the gateway's, and a Deny with no allow rule
+// would lock APIM out. access.bicep also refuses to deny with an empty list.
+var staticIpTiers = ['Developer', 'Basic', 'Standard', 'Premium']
+module access 'app/access.bicep' = if (restrictToApim && contains(staticIpTiers, apimSku)) {
   scope: rg
   name: 'access'
   params: {
@@ -259,4 +322,6 @@ output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output AZURE_APIM_NAME string = apim.outputs.name
 output THEMATIQ_API_URL string = apim.outputs.apiUrl
 output THEMATIQ_FUNCTION_URL string = 'https://${api.outputs.defaultHostName}/api'
+output THEMATIQ_API_APP_ID string = audience
+output THEMATIQ_APIM_PRINCIPAL_ID string = apimIdentity.outputs.principalId
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName

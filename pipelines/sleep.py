@@ -21,6 +21,7 @@ class Failure(StrEnum):
     PERMANENT = "permanent"  # a PermanentError: failed at once
     EXIT = "exit"  # the process dies hard (os._exit)
     KILL = "kill"  # the process is killed by SIGKILL, like the OOM killer
+    SEGV = "segv"  # the process segfaults (SIGSEGV), like a crash in native code
     HANG = "hang"  # ignores cancellation and never finishes
     LINGER = "linger"  # succeeds, but leaves a thread running that keeps the process alive
 
@@ -33,6 +34,8 @@ class SleepParams(BaseModel):
     fail: Failure = Failure.NONE
     #: Fail only on attempts up to this number (0: every attempt), to test recovery.
     fail_attempts: int = Field(default=0, ge=0, le=100)
+    #: Hold this many MiB (touched, so resident) while sleeping; declared in the memory estimate.
+    hold_mb: int = Field(default=0, ge=0, le=4096)
 
 
 def run(ctx: PipelineContext, params: SleepParams, data: Any) -> Any:
@@ -41,6 +44,9 @@ def run(ctx: PipelineContext, params: SleepParams, data: Any) -> Any:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
             time.sleep(1)
+    held = bytearray(params.hold_mb << 20)
+    for i in range(0, len(held), 4096):
+        held[i] = 1  # touch every page so the memory is really resident
     step = params.seconds / params.steps
     for i in range(params.steps):
         ctx.raise_if_cancelled()
@@ -55,9 +61,12 @@ def run(ctx: PipelineContext, params: SleepParams, data: Any) -> Any:
                 os._exit(3)
             if params.fail == Failure.KILL:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if params.fail == Failure.SEGV:
+                os.kill(os.getpid(), signal.SIGSEGV)
     if failing and params.fail == Failure.LINGER:
         threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()
     ctx.progress("sleep", params.steps, params.steps, "done")
+    del held
     return {"slept_seconds": params.seconds, "steps": params.steps, "attempt": ctx.attempt}
 
 
@@ -68,5 +77,7 @@ PIPELINE = Pipeline(
     # Five attempts, matching host.json maxDequeueCount, with short delays so tests stay quick.
     retry=RetryPolicy(max_attempts=5, base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=10)),
     timeout_seconds=3600,
+    # What it holds, plus a forked attempt's own resident memory.
+    memory_mb=lambda params, _input: 48.0 + params.hold_mb,
     description="Sleeps in steps, reporting progress; can fail in several ways on purpose.",
 )

@@ -1,28 +1,32 @@
-"""A small HTTP client of the Thematiq API (stdlib ``urllib`` only, no dependencies).
+"""The CLI's view of the API: :class:`thematiq_client.Client` underneath, plain dicts and CLI errors on top.
 
-Errors are turned into two exception types the CLI prints without a traceback:
+Transport, retries (429/503 with ``Retry-After``), idempotency keys, ETags and the models are the
+client library's; this module only adds what a command line needs:
 
-* :class:`ApiError` - the service answered with an error status; carries the
-  RFC 9457 problem document (or a synthetic one if the body was not problem+json).
-* :class:`ConnectionFailed` - nothing answered (refused, DNS, timeout).
+* a URL convenience: ``http://host:7071`` (no path) means the API at ``/api``; any URL with a path is
+  used as given, so a gateway path (``https://contoso.azure-api.net/thematiq``) works unchanged;
+* two exception types the CLI prints without a traceback: :class:`ApiError` (the service answered an
+  error; carries the RFC 9457 problem as a dict) and :class:`ConnectionFailed` (nothing answered);
+* dict results for the renderers and ``--json`` output, exactly the JSON the service sent.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import thematiq_client
+from thematiq_client import Poll
 
 DEFAULT_URL = "http://127.0.0.1:7071"
 API_PREFIX = "/api"
-KEY_HEADER = "x-functions-key"
-TENANT_HEADER = "x-thematiq-tenant"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-USER_AGENT = "thematiq-cli/0.1"
+USER_AGENT = "thematiq-cli/0.2"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class CliError(Exception):
@@ -54,7 +58,7 @@ class ApiError(CliError):
     @property
     def transient(self) -> bool:
         """Worth retrying while polling: storage blips (503), gateway errors and throttling."""
-        return self.status in (429, 502, 503, 504)
+        return self.status in (408, 429, 502, 503, 504)
 
     def render(self) -> str:
         p = self.problem
@@ -69,167 +73,125 @@ class ApiError(CliError):
                 if isinstance(e, dict):
                     lines.append(f"  - {e.get('field', '?')}: {e.get('message', '')}")
         if self.status == 401:
-            lines.append("  hint: pass the function key with --key or THEMATIQ_KEY")
+            lines.append("  hint: pass the function key with --key or THEMATIQ_KEY "
+                         "(through API Management: --subscription-key or THEMATIQ_SUBSCRIPTION_KEY)")
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
+def api_root(url: str) -> str:
+    """``http://host:7071`` → ``http://host:7071/api``; a URL with a path is the API root as given."""
+    url = url.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(url)
+    # Checked here so nothing ever opens file:// or similar.
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CliError(f"error: the URL must start with http:// or https:// (got {url!r})")
+    return url + API_PREFIX if parts.path in ("", "/") else url
 
-    def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8"))
+
+def _translated(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn the library's errors into the CLI's."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except thematiq_client.ApiError as err:
+            problem = err.problem.model_dump(mode="json", exclude_none=True)
+            raise ApiError(err.status, problem, err.retry_after) from None
+        except thematiq_client.TransportError as err:
+            raise ConnectionFailed(
+                f"error: {err}.\n"
+                "  Is the host running? Locally start it with `python -m devhost` (or scripts/demo --keep-running);\n"
+                "  otherwise point the CLI at it with --url or THEMATIQ_URL."
+            ) from None
+        except thematiq_client.ThematiqError as err:
+            raise CliError(f"error: {err}") from None
+
+    return wrapper
 
 
-@dataclass
+def _dump(job: thematiq_client.Job) -> dict[str, Any]:
+    out: dict[str, Any] = job.model_dump(mode="json", by_alias=True, exclude_none=False)
+    for key in ("created_at", "started_at", "heartbeat_at", "finished_at"):
+        if isinstance(out.get(key), str):
+            out[key] = out[key].replace("+00:00", "Z")
+    if out.get("callback") is None:
+        out.pop("callback", None)
+    if out.get("links", {}).get("result") is None:
+        out.get("links", {}).pop("result", None)
+    return out
+
+
 class Client:
-    """The API at ``url`` (the base, without ``/api``), authenticated with a function key."""
+    """The API at ``url`` (see :func:`api_root`), authenticated with a function key and/or a subscription key."""
 
-    url: str = DEFAULT_URL
-    key: str | None = None
-    tenant: str | None = None
-    timeout: float = 30.0
-    extra_headers: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.url = self.url.rstrip("/")
-        if self.url.endswith(API_PREFIX):
-            # Accept both http://host:7071 and http://host:7071/api.
-            self.url = self.url[: -len(API_PREFIX)]
-        scheme = urllib.parse.urlsplit(self.url).scheme
-        # Checked here so urlopen never sees file:// or similar (ruff S310).
-        if scheme not in ("http", "https"):
-            raise CliError(f"the URL must start with http:// or https:// (got {self.url!r})")
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        key: str | None = None,
+        tenant: str | None = None,
+        subscription_key: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.url = api_root(url)
+        self.api = thematiq_client.Client(
+            self.url, key=key, subscription_key=subscription_key, tenant=tenant, timeout=timeout,
+            user_agent=USER_AGENT,
+        )
 
     @classmethod
-    def from_env(cls, url: str | None = None, key: str | None = None, tenant: str | None = None) -> Client:
-        """Flags win over ``THEMATIQ_URL`` / ``THEMATIQ_KEY`` / ``THEMATIQ_TENANT``."""
+    def from_env(
+        cls, url: str | None = None, key: str | None = None, tenant: str | None = None,
+        subscription_key: str | None = None,
+    ) -> Client:
+        """Flags win over ``THEMATIQ_URL`` / ``THEMATIQ_KEY`` / ``THEMATIQ_TENANT`` / ``THEMATIQ_SUBSCRIPTION_KEY``."""
         return cls(
             url=url or os.environ.get("THEMATIQ_URL") or DEFAULT_URL,
             key=key or os.environ.get("THEMATIQ_KEY") or None,
             tenant=tenant or os.environ.get("THEMATIQ_TENANT") or None,
+            subscription_key=subscription_key or os.environ.get("THEMATIQ_SUBSCRIPTION_KEY") or None,
         )
 
-    # -- transport -------------------------------------------------------------
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        query: dict[str, str | int | None] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        """Send one request to ``/api{path}``; raise :class:`ApiError` for any status >= 400."""
-        url = f"{self.url}{API_PREFIX}{path}"
-        q = {k: str(v) for k, v in (query or {}).items() if v is not None}
-        if q:
-            url += "?" + urllib.parse.urlencode(q)
-        h = {"Accept": "application/json", "User-Agent": USER_AGENT, **self.extra_headers}
-        if self.key:
-            h[KEY_HEADER] = self.key
-        if self.tenant:
-            h[TENANT_HEADER] = self.tenant
-        data = None
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            h["Content-Type"] = "application/json"
-        h.update(headers or {})
-        req = urllib.request.Request(url, data=data, headers=h, method=method)  # noqa: S310 - scheme checked above
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:  # noqa: S310 - scheme checked above
-                return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, r.read())
-        except urllib.error.HTTPError as err:
-            raw = err.read()
-            raise _api_error(err.code, {k.lower(): v for k, v in err.headers.items()}, raw) from None
-        except urllib.error.URLError as err:
-            raise ConnectionFailed(self._unreachable(err.reason)) from None
-        except (TimeoutError, ConnectionError) as err:
-            raise ConnectionFailed(self._unreachable(err)) from None
-
-    def _unreachable(self, reason: object) -> str:
-        if isinstance(reason, ConnectionRefusedError):
-            why = "connection refused"
-        elif isinstance(reason, TimeoutError):
-            why = f"no answer within {self.timeout:g}s"
-        else:
-            why = str(reason) or type(reason).__name__
-        return (
-            f"error: cannot reach Thematiq at {self.url} ({why}).\n"
-            "  Is the host running? Locally start it with `python -m devhost` (or scripts/demo --keep-running);\n"
-            "  otherwise point the CLI at it with --url or THEMATIQ_URL."
-        )
-
-    def _json(self, method: str, path: str, **kw: Any) -> Any:
-        resp = self.request(method, path, **kw)
-        try:
-            return resp.json()
-        except (ValueError, UnicodeDecodeError):
-            raise CliError(f"error: the service sent a response that is not JSON (HTTP {resp.status})") from None
-
-    # -- API -------------------------------------------------------------------
+    @_translated
     def submit(
-        self, pipeline: str, params: dict[str, Any], input_: Any, idempotency_key: str | None = None
+        self, pipeline: str, params: dict[str, Any], input_: Any, idempotency_key: str | None = None,
+        callback_url: str | None = None,
     ) -> tuple[bool, dict[str, Any]]:
         """Submit a job; returns ``(created, job)``. ``created`` is False for an idempotent replay."""
-        headers = {IDEMPOTENCY_HEADER: idempotency_key} if idempotency_key else None
-        resp = self.request("POST", "/jobs", body={"pipeline": pipeline, "params": params, "input": input_},
-                            headers=headers)
-        return resp.status == 202, resp.json()
+        done = self.api.submit_detailed(pipeline, input_, params, idempotency_key, callback_url=callback_url)
+        return done.created, _dump(done.job)
 
+    @_translated
     def get(self, job_id: str) -> dict[str, Any]:
-        job: dict[str, Any] = self._json("GET", f"/jobs/{_seg(job_id)}")
-        return job
+        return _dump(self.api.get(job_id))
 
+    @_translated
+    def poll(self, job_id: str) -> Poll:
+        return self.api.poll(job_id)
+
+    @_translated
     def list(
         self, status: str | None = None, pipeline: str | None = None, limit: int | None = None,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        page: dict[str, Any] = self._json(
-            "GET", "/jobs", query={"status": status, "pipeline": pipeline, "limit": limit, "cursor": cursor}
-        )
-        return page
+        page = next(self.api.list(status=status, pipeline=pipeline, limit=limit, cursor=cursor))
+        return {"items": [_dump(j) for j in page.items], "next_cursor": page.next_cursor}
 
+    @_translated
     def cancel(self, job_id: str) -> dict[str, Any]:
-        job: dict[str, Any] = self._json("POST", f"/jobs/{_seg(job_id)}/cancel")
-        return job
+        return _dump(self.api.cancel(job_id))
 
+    @_translated
+    def retry(self, job_id: str) -> dict[str, Any]:
+        return _dump(self.api.retry(job_id))
+
+    @_translated
     def result(self, job_id: str, fmt: str = "json") -> bytes:
-        return self.request("GET", f"/jobs/{_seg(job_id)}/result", query={"format": fmt}).body
+        return self.api.result_bytes(job_id, fmt)
 
+    @_translated
     def health(self) -> dict[str, Any]:
-        body: dict[str, Any] = self._json("GET", "/health")
-        return body
+        return self.api.health().model_dump()
 
 
-def _seg(value: str) -> str:
-    """A path segment, quoted so a user-typed id can never change the route."""
-    return urllib.parse.quote(value, safe="")
-
-
-def _api_error(status: int, headers: dict[str, str], raw: bytes) -> ApiError:
-    problem: dict[str, Any] | None = None
-    try:
-        value = json.loads(raw.decode("utf-8")) if raw else None
-        if isinstance(value, dict):
-            problem = value
-    except (ValueError, UnicodeDecodeError):
-        pass
-    if problem is None:
-        # Not problem+json (a proxy, or the dev host's bare 401/404): synthesise one.
-        text = raw.decode("utf-8", "replace").strip()[:300]
-        problem = {"title": _REASONS.get(status, "HTTP error"), "status": status, "detail": text}
-    retry_after = None
-    ra = headers.get("retry-after")
-    if ra and ra.strip().isdigit():
-        retry_after = float(ra)
-    return ApiError(status, problem, retry_after)
-
-
-_REASONS = {
-    400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-    409: "Conflict", 413: "Payload too large", 415: "Unsupported media type", 422: "Unprocessable content",
-    429: "Too many requests", 500: "Internal error", 502: "Bad gateway", 503: "Service unavailable",
-    504: "Gateway timeout",
-}
+dump_job = _dump

@@ -2,10 +2,15 @@
 
 Supported formats, chosen by extension:
 
-* ``.csv`` / ``.tsv`` - a header row; the text column is ``--column`` or the
-  first header named text/response/answer/comment/feedback (or the only
-  column); ids come from ``--id-column``, a column named ``id``, or the row
-  number; every other column goes into ``metadata``.
+* ``.xlsx`` - an Excel workbook (openpyxl, read-only): the first worksheet or
+  ``--sheet``; then as CSV.
+* ``.csv`` / ``.tsv`` - UTF-8 (with or without a BOM), UTF-16 with a BOM (Excel's
+  "Unicode text") or Windows-1252 (older Excel "CSV" on Windows), detected in
+  that order (``--encoding`` overrides). A header row (title rows above it and
+  blank rows are skipped); the text column is ``--column`` or the first header
+  named text/response/answer/comment/feedback (or the only column); ids come
+  from ``--id-column``, a column named ``id``, or the row number under the
+  header; every other column goes into ``metadata``.
 * ``.jsonl`` / ``.ndjson`` - one JSON object per line with ``id`` and ``text``
   (or ``--column`` / ``--id-column``); other keys go into ``metadata``.
 * ``.json`` - a JSON array of such objects.
@@ -36,6 +41,8 @@ class InputError(CliError):
 
 def detect_format(path: Path) -> str:
     suffix = path.suffix.lower()
+    if suffix in (".xlsx", ".xlsm"):
+        return "xlsx"
     if suffix in (".csv", ".tsv"):
         return "csv"
     if suffix in (".jsonl", ".ndjson"):
@@ -46,20 +53,26 @@ def detect_format(path: Path) -> str:
 
 
 def load_responses(
-    path: str | Path, column: str | None = None, id_column: str | None = None, fmt: str | None = None
+    path: str | Path, column: str | None = None, id_column: str | None = None, fmt: str | None = None,
+    *, sheet: str | None = None, encoding: str | None = None,
 ) -> list[dict[str, Any]]:
     """Parse ``path`` (see the module docstring); raises :class:`InputError` with a readable reason."""
     p = Path(path)
     try:
-        # utf-8-sig: spreadsheet exports often start with a byte-order mark.
-        text = p.read_text(encoding="utf-8-sig")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise InputError(f"error: no such file: {p}") from None
-    except UnicodeDecodeError as err:
-        raise InputError(f"error: {p} is not UTF-8 text (byte {err.start}); re-save it as UTF-8") from None
     except OSError as err:
         raise InputError(f"error: cannot read {p}: {err.strerror}") from None
     kind = fmt or detect_format(p)
+    if kind == "xlsx":
+        items = parse_xlsx(data, column, id_column, sheet=sheet, name=p.name)
+        if not items:
+            raise InputError(f"error: {p} contains no responses")
+        return items
+    if sheet is not None:
+        raise InputError("error: --sheet is for .xlsx workbooks")
+    text = decode_text(data, p.name, encoding)
     if kind == "csv":
         items = parse_csv(text, column, id_column, delimiter="\t" if p.suffix.lower() == ".tsv" else None)
     elif kind == "jsonl":
@@ -88,6 +101,119 @@ def _pick(names: Iterable[str], wanted: str | None, candidates: tuple[str, ...],
     return None
 
 
+def decode_text(data: bytes, name: str = "the file", encoding: str | None = None) -> str:
+    """Bytes to text: a BOM (UTF-8, UTF-16) wins, then UTF-8, then Windows-1252; binary files are refused."""
+    if encoding:
+        try:
+            return data.decode(encoding)
+        except LookupError:
+            raise InputError(f"error: unknown encoding {encoding!r}") from None
+        except UnicodeDecodeError as err:
+            raise InputError(f"error: {name} is not {encoding} (byte {err.start})") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        candidates: tuple[str, ...] = ("utf-8-sig",)
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        candidates = ("utf-16",)
+    else:
+        candidates = ("utf-8", "cp1252")
+    text = None
+    for enc in candidates:
+        try:
+            text = data.decode(enc)
+            break
+        except UnicodeDecodeError as err:
+            first_error = err
+    if text is None or "\x00" in text:
+        where = f" (byte {first_error.start})" if text is None and candidates[0] == "utf-8" else ""
+        raise InputError(
+            f"error: {name} is not text in UTF-8, UTF-16 or Windows-1252{where}; "
+            "export it as CSV or .xlsx, or name the encoding with --encoding"
+        )
+    return text
+
+
+def _column_letter(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, rem = divmod(index - 1, 26)
+        letters = chr(65 + rem) + letters
+    return letters
+
+
+#: Rows of a table as ``(row number in the file, cells)``; cells are None where the file has nothing.
+Rows = list[tuple[int, list[str | None]]]
+
+
+def _filled(cells: list[str | None]) -> int:
+    return sum(1 for c in cells if c is not None and c.strip() != "")
+
+
+def _header_index(rows: Rows, column: str | None) -> int | None:
+    """Which row is the header: title rows above it and blank rows are skipped."""
+    candidates = [i for i, (_, cells) in enumerate(rows[:50]) if _filled(cells)]
+    if not candidates:
+        return None
+    wanted = [column.strip().lower()] if column else list(TEXT_COLUMNS)
+    for i in candidates[:20]:
+        names = {(c or "").strip().lower() for c in rows[i][1]}
+        if any(w in names for w in wanted):
+            return i
+    widest = max(_filled(rows[i][1]) for i in candidates[:20])
+    return next(i for i in candidates[:20] if _filled(rows[i][1]) == widest)
+
+
+def table_items(
+    rows: Rows, column: str | None = None, id_column: str | None = None, *, where: str = "row",
+    letters: bool = False,
+) -> list[dict[str, Any]]:
+    """A table (header, then one response per row) to items; errors name the row and the column."""
+    h = _header_index(rows, column)
+    if h is None:
+        return []
+    _, raw_header = rows[h]
+    header = [(c or "").strip() for c in raw_header]
+    named = [n for n in header if n]
+    text_col = _pick(named, column, TEXT_COLUMNS, "text")
+    if text_col is None:
+        if len(named) == 1:
+            text_col = named[0]
+        else:
+            raise InputError(
+                "error: cannot tell which column holds the text; the columns are: "
+                f"{', '.join(named)}\n  hint: choose one with --column NAME"
+            )
+    id_col = _pick(named, id_column, ID_COLUMNS, "id")
+    ti = header.index(text_col)
+    ii = header.index(id_col) if id_col is not None else None
+
+    def col(j: int) -> str:
+        return f"column {_column_letter(j)} ({header[j]!r})" if letters else f"column {header[j]!r}"
+
+    items: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for offset, (number, cells) in enumerate(rows[h + 1:], start=1):
+        if not cells or all(c is None for c in cells):
+            continue  # a blank row, not an empty answer (that would be an empty cell in a row with others)
+        cells = cells + [None] * (len(header) - len(cells))
+        # Without an id column the id is the row number under the header (blank rows count, so it points back).
+        rid: str | int = (cells[ii] or "").strip() if ii is not None else offset
+        if rid == "":
+            raise InputError(f"error: {where} {number}, {col(ii or 0)}: the id is empty")
+        if ii is not None:
+            if str(rid) in seen:
+                raise InputError(
+                    f"error: {where} {number}, {col(ii)}: id {rid!r} was already used in {where} {seen[str(rid)]}"
+                )
+            seen[str(rid)] = number
+        meta = {n: cells[j] or "" for j, n in enumerate(header) if j not in (ti, ii) and n}
+        item: dict[str, Any] = {"id": rid, "text": cells[ti] or ""}
+        if meta:
+            item["metadata"] = meta
+        items.append(item)
+    return items
+
+
 def parse_csv(
     text: str, column: str | None = None, id_column: str | None = None, delimiter: str | None = None
 ) -> list[dict[str, Any]]:
@@ -98,42 +224,63 @@ def parse_csv(
         except csv.Error:
             delimiter = ","
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    rows: Rows = []
     try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    except csv.Error as err:
-        raise InputError(f"error: malformed CSV header: {err}") from None
-    header = [h.strip() for h in header]
-    text_col = _pick(header, column, TEXT_COLUMNS, "text")
-    if text_col is None:
-        if len(header) == 1:
-            text_col = header[0]
-        else:
-            raise InputError(
-                "error: cannot tell which column holds the text; the columns are: "
-                f"{', '.join(header)}\n  hint: choose one with --column NAME"
-            )
-    id_col = _pick(header, id_column, ID_COLUMNS, "id")
-    ti = header.index(text_col)
-    ii = header.index(id_col) if id_col is not None else None
-    items: list[dict[str, Any]] = []
-    try:
-        for n, row in enumerate(reader, start=1):
-            if not row:
-                continue  # a blank line, not an empty answer (that would be ",,")
-            cells = row + [""] * (len(header) - len(row))
-            rid: str | int = cells[ii].strip() if ii is not None else n
-            if rid == "":
-                raise InputError(f"error: row {n} has an empty {id_col!r}")
-            meta = {h: cells[j] for j, h in enumerate(header) if j not in (ti, ii) and h}
-            item: dict[str, Any] = {"id": rid, "text": cells[ti]}
-            if meta:
-                item["metadata"] = meta
-            items.append(item)
+        for row in reader:
+            rows.append((reader.line_num, list(row)))
     except csv.Error as err:
         raise InputError(f"error: malformed CSV near line {reader.line_num}: {err}") from None
-    return items
+    # Errors name the physical line (a quoted cell may span lines); ids are the row number under the header.
+    return table_items(rows, column, id_column, where="line")
+
+
+def _cell_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
+
+
+def parse_xlsx(
+    data: bytes, column: str | None = None, id_column: str | None = None, *, sheet: str | None = None,
+    name: str = "the workbook",
+) -> list[dict[str, Any]]:
+    """The responses of one worksheet (the first unless ``sheet`` names one), read with openpyxl in read-only mode."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise InputError("error: reading .xlsx needs openpyxl: pip install openpyxl") from None
+    import zipfile
+
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
+        raise InputError(f"error: {name} is not an .xlsx workbook ({type(err).__name__}); "
+                         "save it as Excel Workbook (.xlsx) or CSV") from None
+    try:
+        names = wb.sheetnames
+        if sheet is None:
+            ws = wb.worksheets[0]
+        elif sheet in names:
+            ws = wb[sheet]
+        elif sheet.isdigit() and 1 <= int(sheet) <= len(names):
+            ws = wb.worksheets[int(sheet) - 1]
+        else:
+            raise InputError(f"error: no worksheet {sheet!r} in {name}; the sheets are: {', '.join(names)}")
+        rows: Rows = []
+        for number, values in enumerate(ws.iter_rows(values_only=True), start=1):
+            cells = [_cell_text(v) for v in values]
+            while cells and cells[-1] is None:
+                cells.pop()
+            rows.append((number, cells))
+    finally:
+        wb.close()
+    return table_items(rows, column, id_column, where="row", letters=True)
 
 
 def _from_object(obj: Any, where: str, n: int, column: str | None, id_column: str | None) -> dict[str, Any]:

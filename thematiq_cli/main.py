@@ -35,9 +35,11 @@ LIST_PAGE_MAX = 200
 
 EPILOG = f"""\
 environment:
-  THEMATIQ_URL     base URL of the API (default {DEFAULT_URL})
-  THEMATIQ_KEY     function key, sent as x-functions-key
-  THEMATIQ_TENANT  tenant header (locally the host defaults to "local")
+  THEMATIQ_URL               the API: a host (default {DEFAULT_URL}, meaning its /api),
+                             or the API root with its path, e.g. a gateway's https://NAME.azure-api.net/thematiq
+  THEMATIQ_KEY               function key, sent as x-functions-key
+  THEMATIQ_SUBSCRIPTION_KEY  API Management subscription key, sent as Ocp-Apim-Subscription-Key
+  THEMATIQ_TENANT            tenant header (locally the host defaults to "local")
 
 exit codes:
   0 success   1 job failed or cancelled   2 usage or input error
@@ -52,6 +54,8 @@ def _connection_flags(default: Any) -> argparse.ArgumentParser:
     g = p.add_argument_group("connection")
     g.add_argument("--url", default=default, help="API base URL (env THEMATIQ_URL)")
     g.add_argument("--key", default=default, help="function key (env THEMATIQ_KEY)")
+    g.add_argument("--subscription-key", default=default,
+                   help="API Management subscription key (env THEMATIQ_SUBSCRIPTION_KEY)")
     g.add_argument("--tenant", default=default, help="tenant header value (env THEMATIQ_TENANT)")
     return p
 
@@ -77,16 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, parents=[common, *parents])
 
     s = add("submit", "submit a file of responses as a job", _wait_flags())
-    s.add_argument("file", type=Path, help="CSV/TSV, JSONL, JSON array, or text with one response per line")
+    s.add_argument("file", type=Path,
+                   help="Excel .xlsx, CSV/TSV (UTF-8, UTF-16 with BOM or cp1252), JSONL, JSON array, "
+                        "or text with one response per line")
     s.add_argument("--pipeline", "-p", default="thematic", help="pipeline name (default: thematic)")
     s.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a pipeline parameter; VALUE is parsed as JSON when possible (repeatable)")
     s.add_argument("--params-json", metavar="JSON", help="all parameters as a JSON object (--param wins)")
     s.add_argument("--column", "-c", help="text column/field (default: text, response, answer, comment, feedback)")
     s.add_argument("--id-column", help="id column/field (default: a column named id, else the row number)")
-    s.add_argument("--format", choices=["csv", "jsonl", "json", "text"], dest="input_format",
+    s.add_argument("--format", choices=["csv", "jsonl", "json", "text", "xlsx"], dest="input_format",
                    help="input format (default: from the file extension)")
-    s.add_argument("--idempotency-key", metavar="KEY", help="resubmitting with the same key returns the same job")
+    s.add_argument("--idempotency-key", metavar="KEY",
+                   help="resubmitting with the same key returns the same job (default: a fresh key per submit)")
+    s.add_argument("--callback-url", metavar="URL", help="POST the job's JSON to this https URL when it ends")
+    s.add_argument("--sheet", help="worksheet of an .xlsx file (default: the first)")
+    s.add_argument("--encoding", help="text encoding of a CSV/text file (default: detected; UTF-8, UTF-16, cp1252)")
     s.add_argument("--wait", "-w", action="store_true", help="wait for the job to finish, showing progress")
     s.set_defaults(func=cmd_submit)
 
@@ -100,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_wait)
 
     s = add("list", "list jobs, newest first")
-    s.add_argument("--status", choices=["queued", "running", "retrying", "succeeded", "failed", "cancelled"])
+    s.add_argument("--status",
+                   choices=["queued", "running", "retrying", "waiting", "succeeded", "failed", "cancelled"])
     s.add_argument("--pipeline", "-p")
     s.add_argument("--limit", "-n", type=int, default=20, help="jobs per page (default 20, max 200)")
     s.add_argument("--all", action="store_true", help="follow next_cursor through every page")
@@ -110,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("cancel", "cancel a job")
     s.add_argument("job_id", metavar="ID")
     s.set_defaults(func=cmd_cancel)
+
+    s = add("retry", "resubmit a failed or cancelled job's input as a new job", _wait_flags())
+    s.add_argument("job_id", metavar="ID")
+    s.add_argument("--wait", "-w", action="store_true", help="wait for the new job to finish")
+    s.set_defaults(func=cmd_retry)
 
     s = add("result", "download a job's result")
     s.add_argument("job_id", metavar="ID")
@@ -142,14 +158,15 @@ class Io:
 
 
 def client_of(args: argparse.Namespace) -> Client:
-    return Client.from_env(args.url, args.key, args.tenant)
+    return Client.from_env(args.url, args.key, args.tenant, args.subscription_key)
 
 
 def cmd_submit(args: argparse.Namespace, io: Io) -> int:
     params = parse_params(args.param, args.params_json)
-    items = load_responses(args.file, args.column, args.id_column, args.input_format)
+    items = load_responses(args.file, args.column, args.id_column, args.input_format, sheet=args.sheet,
+                           encoding=args.encoding)
     client = client_of(args)
-    created, job = client.submit(args.pipeline, params, items, args.idempotency_key)
+    created, job = client.submit(args.pipeline, params, items, args.idempotency_key, args.callback_url)
     job_id = str(job["id"])
     how = "submitted" if created else "already submitted (same Idempotency-Key)"
     io.note(f"{how}: job {job_id} ({args.pipeline}, {len(items)} responses from {args.file.name}, "
@@ -238,6 +255,14 @@ def cmd_cancel(args: argparse.Namespace, io: Io) -> int:
         io.note(f"cancel requested: job {job['id']} is {status} and will stop shortly "
                 f"(thematiq wait {job['id']} to follow it).")
     return EXIT_OK
+
+
+def cmd_retry(args: argparse.Namespace, io: Io) -> int:
+    client = client_of(args)
+    job = client.retry(args.job_id)
+    io.note(f"job {args.job_id} resubmitted as job {job['id']} (status {job.get('status')})")
+    io.say(str(job["id"]))
+    return follow(client, str(job["id"]), io, args.timeout, args.quiet) if args.wait else EXIT_OK
 
 
 def cmd_result(args: argparse.Namespace, io: Io) -> int:

@@ -5,9 +5,9 @@ processed/total, elapsed time); otherwise (CI logs, pipes) a plain line is
 printed when something changes, and at most every ``quiet_every`` seconds
 while nothing does, so logs stay short.
 
-Polling backs off: fast at first and whenever progress moves, up to
-``max_interval`` while a job sits still, and it honours ``Retry-After`` when
-the service is briefly unavailable.
+Polling is cheap and paced by the service: each look is a conditional GET
+(304 while nothing changed), spaced by the job's ``Retry-After``, and it honours
+``Retry-After`` when the service is briefly unavailable.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .client import ApiError, Client, ConnectionFailed
+from .client import ApiError, Client, ConnectionFailed, dump_job
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 BAR_WIDTH = 24
@@ -121,19 +121,22 @@ def wait_for_job(
 ) -> dict[str, Any]:
     """Poll ``job_id`` until it reaches a terminal status; returns the final job JSON.
 
-    Raises :class:`TimeoutError` after ``timeout`` seconds. ``KeyboardInterrupt``
-    propagates (after ending the progress line) so the caller can print a hint.
+    Each look is a conditional GET (the client sends the last ETag, so an unchanged job is
+    a 304), paced by the ``Retry-After`` the service suggests for this job, within
+    ``poller.min_interval``..``poller.max_interval``; without a suggestion the pace backs
+    off while the job sits still. Raises :class:`TimeoutError` after ``timeout`` seconds.
+    ``KeyboardInterrupt`` propagates (after ending the progress line) so the caller can
+    print a hint.
     """
     poller = poller or Poller()
     line = ProgressLine(out or sys.stderr, tty=tty, quiet_every=poller.quiet_every) if show else None
     started = time.monotonic()
     interval = poller.min_interval
-    last_progress: Any = None
     errors = 0
     try:
         while True:
             try:
-                job = client.get(job_id)
+                seen = client.poll(job_id)
                 errors = 0
             except (ApiError, ConnectionFailed) as err:
                 # A restarting host or a storage blip should not abort a long wait.
@@ -145,6 +148,7 @@ def wait_for_job(
                 poller.sleep(min(poller.max_interval * 2, delay))
                 interval = min(poller.max_interval, interval * poller.factor)
                 continue
+            job = dump_job(seen.job)
             elapsed = time.monotonic() - started
             if line:
                 line.update(job, elapsed)
@@ -152,12 +156,15 @@ def wait_for_job(
                 return job
             if timeout is not None and elapsed > timeout:
                 raise TimeoutError(f"job {job_id} is still {job.get('status')} after {timeout:g}s")
-            snapshot = (job.get("status"), job.get("progress"))
-            # Moving jobs are polled quickly; idle ones less and less often.
-            interval = poller.min_interval * 2 if snapshot != last_progress else min(
-                poller.max_interval, interval * poller.factor
-            )
-            last_progress = snapshot
+            if seen.retry_after is not None:
+                interval = seen.retry_after
+            elif seen.changed:
+                interval = poller.min_interval * 2  # moving jobs are polled quickly
+            else:
+                interval = interval * poller.factor  # idle ones less and less often
+            interval = max(poller.min_interval, min(poller.max_interval, interval))
+            if timeout is not None:
+                interval = min(interval, max(0.05, timeout - elapsed))
             poller.sleep(interval)
     finally:
         if line:

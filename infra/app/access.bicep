@@ -1,9 +1,15 @@
 // Optional network lock-down of the function app to the APIM gateway's static
-// public IPs. Only deployed when restrictToApim is true and the APIM tier has
-// static IPs (not Consumption: its outbound addresses are shared and change).
-// The function key, known only to APIM, is the primary control either way.
+// public IPs: defence in depth on top of App Service Authentication, which
+// already refuses every caller but API Management's identity.
+//
+// Never a deny-all: main.bicep deploys this only for the classic tiers with
+// static IPs, and if the list of addresses is empty anyway (a v2 tier, or an
+// address not yet assigned) the default action stays Allow and no rule is
+// written, rather than locking API Management out with `Deny` and no allow rule.
 param functionAppName string
 param apimPublicIps array
+
+var restrict = !empty(apimPublicIps)
 
 resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
   name: functionAppName
@@ -13,7 +19,7 @@ resource web 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: functionApp
   name: 'web'
   properties: {
-    ipSecurityRestrictionsDefaultAction: 'Deny'
+    ipSecurityRestrictionsDefaultAction: restrict ? 'Deny' : 'Allow'
     ipSecurityRestrictions: [
       for (ip, i) in apimPublicIps: {
         name: 'apim-${i}'
@@ -26,3 +32,5 @@ resource web 'Microsoft.Web/sites/config@2024-04-01' = {
     scmIpSecurityRestrictionsUseMain: false
   }
 }
+
+output restricted bool = restrict

@@ -10,8 +10,22 @@ param identityClientId string
 param storageAccountName string
 param deploymentContainerUrl string
 param applicationInsightsConnectionString string
+@minValue(40)
+@description('Flex Consumption rejects fewer than 40 instances in most regions (docs/deploy.md, Scaling).')
 param maximumInstanceCount int
 param instanceMemoryMB int
+
+// Tenant trust (docs/security.md): API Management calls the app with its own
+// user-assigned identity; App Service Authentication admits only that identity,
+// and the app checks the principal id it reports. No function key anywhere.
+@description('Application (client) id of the Entra app registration that stands for this API (the token audience).')
+param apiAppId string
+@description('Object (principal) id of API Management\'s user-assigned identity: the only caller admitted.')
+param apimPrincipalId string
+@description('Client id of API Management\'s user-assigned identity (the token\'s azp/appid).')
+param apimClientId string
+@description('PUBLIC_BASE_URL: where clients reach the API (the gateway), for Location and links.')
+param publicBaseUrl string = ''
 
 // Storage names (defaults = shared/settings.py defaults).
 param jobsTable string = 'jobs'
@@ -46,17 +60,31 @@ var appSettings = {
   // The platform's test pipelines can hold a worker for minutes or kill their own process: not for tenants.
   DISABLED_PIPELINES: 'echo,sleep,fanout'
   MAX_CHUNKS_IN_FLIGHT_PER_JOB: '8'
+  CALLBACKS_QUEUE: 'callbacks'
+  // Never true in Azure: it lifts the SSRF checks of webhook URLs. WEBHOOK_SECRET is a Key Vault reference (docs/deploy.md).
+  WEBHOOK_ALLOW_PRIVATE: 'false'
   RESULTS_CONTAINER: resultsContainer
   // Empty on purpose: behind API Management the tenant header is required, and
   // a request without it is refused rather than filed under a default tenant.
   DEFAULT_TENANT: ''
+  // Only requests App Service Authentication vouches for as API Management may name a tenant.
+  TRUSTED_GATEWAY_PRINCIPAL_ID: apimPrincipalId
+  // No function key: App Service Authentication (below) is the gate, the app checks the caller.
+  HTTP_AUTH_LEVEL: 'anonymous'
+  // The gateway's URL (main.bicep); the policy's X-Forwarded-* headers say the same.
+  PUBLIC_BASE_URL: publicBaseUrl
   MAX_INPUT_BYTES: '26214400'
   HEARTBEAT_SECONDS: '15'
   HEARTBEAT_STALE_SECONDS: '120'
   QUEUED_STALE_SECONDS: '900'
   PROGRESS_MIN_INTERVAL_SECONDS: '3'
   CANCEL_GRACE_SECONDS: '10'
-  REAPER_SCHEDULE: '0 */1 * * * *'
+  REAPER_SCHEDULE: '0 */5 * * * *'
+  ATTEMPT_PROCESS: 'fork'
+  INSTANCE_MEMORY_MB: '2048'
+  MEMORY_MARGIN_MB: '512'
+  DEFAULT_ATTEMPT_MEMORY_MB: '128'
+  ADMISSION_DELAY_SECONDS: '5'
   RETENTION_DAYS: '30'
   PIPELINE_TIMEOUT_SECONDS: '1500'
   LLM_PROVIDER: llmProvider
@@ -141,14 +169,55 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
   }
 }
 
-// A host-level function key used only by API Management. No value is given, so
-// the Functions runtime generates one; it never appears in the repo, the
-// parameters or the deployment history. apim.bicep copies it into a secret
-// named value with listKeys().
-resource apimKey 'Microsoft.Web/sites/host/functionKeys@2024-04-01' = {
-  name: '${name}/default/apim'
+resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
+  name: name
+}
+
+// App Service Authentication ("Easy Auth"): every request but the health probe
+// needs an Entra token for this API, issued to API Management's identity and
+// nobody else (allowedPrincipals + allowedApplications). It also strips any
+// client-sent X-MS-CLIENT-PRINCIPAL-* header and sets X-MS-CLIENT-PRINCIPAL-ID
+// from the token, which is what the app compares with TRUSTED_GATEWAY_PRINCIPAL_ID.
+// No secret: the token is validated against the directory's signing keys.
+resource auth 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: functionApp
+  name: 'authsettingsV2'
   properties: {
-    name: 'apim'
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'Return401'
+      // Probes and the postdeploy smoke test; it reveals only the queue depth.
+      excludedPaths: ['/api/health']
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: apiAppId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [apiAppId, 'api://${apiAppId}']
+          defaultAuthorizationPolicy: {
+            allowedPrincipals: {
+              identities: [apimPrincipalId]
+            }
+            allowedApplications: [apimClientId]
+          }
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: false
+      }
+    }
   }
   dependsOn: [site]
 }
@@ -156,4 +225,3 @@ resource apimKey 'Microsoft.Web/sites/host/functionKeys@2024-04-01' = {
 output id string = site.outputs.resourceId
 output name string = site.outputs.name
 output defaultHostName string = site.outputs.defaultHostname
-output apimKeyName string = apimKey.properties.name

@@ -13,6 +13,10 @@ param chunksQueue string = 'chunks'
 param resultsContainer string
 param llmCacheTable string
 param deploymentContainer string
+@description('An operator (user or group) to give data-plane read access: blobs, queues, tables. Empty: nobody.')
+param operatorPrincipalId string = ''
+@allowed(['User', 'Group', 'ServicePrincipal'])
+param operatorPrincipalType string = 'User'
 
 // Role choice, least that works for identity-based AzureWebJobsStorage:
 // - Storage Blob Data Owner: the Functions host (not our code) needs it. With an
@@ -36,6 +40,27 @@ var roles = {
   queueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   tableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
 }
+// Operators read (never write) what the app stores, with their own Entra
+// identity: there are no account keys to hand out (shared keys are disabled).
+var readerRoles = {
+  blobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
+  queueDataReader: '19e7f393-937e-4f77-808e-94535e297925'
+  tableDataReader: '76199698-9eea-4c19-bc75-cec21354c6b6'
+}
+var appAssignments = [
+  for role in items(roles): {
+    principalId: identityPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionIdOrName: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role.value)
+  }
+]
+var operatorAssignments = [
+  for role in items(readerRoles): {
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+    roleDefinitionIdOrName: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role.value)
+  }
+]
 
 module account 'br/public:avm/res/storage/storage-account:0.32.1' = {
   name: 'storage-account'
@@ -70,6 +95,9 @@ module account 'br/public:avm/res/storage/storage-account:0.32.1' = {
         // Map-stage chunks (fan-out) have a queue and a poison queue of their own.
         { name: chunksQueue }
         { name: '${chunksQueue}-poison' }
+        // Completion webhooks (docs/webhooks.md); dead letters are copied to -poison.
+        { name: 'callbacks' }
+        { name: 'callbacks-poison' }
       ]
     }
     tableServices: {
@@ -78,13 +106,7 @@ module account 'br/public:avm/res/storage/storage-account:0.32.1' = {
         { name: llmCacheTable }
       ]
     }
-    roleAssignments: [
-      for role in items(roles): {
-        principalId: identityPrincipalId
-        principalType: 'ServicePrincipal'
-        roleDefinitionIdOrName: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role.value)
-      }
-    ]
+    roleAssignments: empty(operatorPrincipalId) ? appAssignments : concat(appAssignments, operatorAssignments)
   }
 }
 

@@ -39,6 +39,21 @@ def check_params(params: ThematicParams) -> None:
         )
 
 
+def memory_mb(params: Any, data: Any) -> float:
+    """Estimated peak memory of one attempt (MiB), for the host's admission (docs/performance.md).
+
+    About 250 MiB for onnxruntime, the model and numpy, plus per text a fixed part (row, embedding,
+    clustering state) and a part that grows with its length (tokens in the embedding batches).
+    Fitted to the measured peaks: 20,000 survey-length answers in one process peak at 2.04 GiB.
+    Conservative when the embed stage fans out to chunk workers (above 5,000 answers).
+    """
+    items = data if isinstance(data, list) else []
+    count = len(items)
+    chars = sum(len(t.get("text", "")) if isinstance(t, dict) else len(str(t)) for t in items)
+    mean = chars / count if count else 0.0
+    return 250.0 + count * (0.05 + 0.00025 * min(mean, 2000.0))
+
+
 def _run(ctx: Any, params: Any, data: Any) -> Any:
     return run(ctx, params, data)
 
@@ -55,4 +70,5 @@ PIPELINE = Pipeline(
     timeout_seconds=1500,
     renderers={"csv": render_csv, "md": render_md},
     description="Discover themes in free-text responses: labels, keywords, quotes, per-response assignments.",
+    memory_mb=memory_mb,
 )

@@ -92,6 +92,14 @@ def pick_quotes(
 Embed = Callable[[list[str]], NDArray[np.float32]]
 
 
+def _contextual(phrases: list[str]) -> NDArray[np.float32]:  # pragma: no cover - a marker, never called
+    raise AssertionError("CONTEXTUAL is a marker")
+
+
+#: Pass as ``embed`` to rank label phrases by contextual vectors (:func:`contextual_vectors`): no model calls.
+CONTEXTUAL: Embed = _contextual
+
+
 def describe(
     labels: NDArray[np.int64],
     centroids: NDArray[np.float32],
@@ -112,7 +120,12 @@ def describe(
     order = sorted(range(k), key=lambda t: (-len(groups[t]), t))
     member_texts = [[texts[i] for i in groups[t]] for t in order]
     kws = ctfidf(member_texts)
-    phrases = key_phrases(member_texts, centroids[order], embed) if embed is not None else None
+    member_vecs = [emb[groups[t]] for t in order]
+    phrases = (
+        None
+        if embed is None
+        else key_phrases(member_texts, centroids[order], None if embed is CONTEXTUAL else embed, member_vecs)
+    )
     used = used if used is not None else set()
     out = []
     for n, (t, kw) in enumerate(zip(order, kws, strict=True), start=1):
@@ -153,25 +166,60 @@ CANDIDATE_BUDGET = 1200
 MMR_LAMBDA = 0.7
 #: Key phrases kept per theme (the first is the label).
 KEY_PHRASES = 3
+#: Weight of the penalty for a phrase's best cosine to another theme's centre (distinctiveness).
+OTHER_WEIGHT = 0.0
 #: Weight of the coverage bonus (sqrt of the share of the theme's responses using the phrase).
 COVER_WEIGHT = 0.1
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
 PHRASE_BONUS = 0.03
 
 
+def contextual_vectors(
+    vocab: list[str], member_texts: list[list[str]], member_vecs: list[NDArray[np.float32]]
+) -> NDArray[np.float32]:
+    """A vector per phrase without calling a model: the mean embedding of the responses that use it.
+
+    Over every group given, so a phrase used across themes lands between them
+    (and scores lower against any one centre) while a phrase used by a theme's
+    core lands on that core.
+    """
+    from .keywords import phrases as phrase_set
+
+    index = {p: i for i, p in enumerate(vocab)}
+    dims = member_vecs[0].shape[1] if member_vecs else 0
+    sums = np.zeros((len(vocab), dims), dtype=np.float32)
+    for texts, vecs in zip(member_texts, member_vecs, strict=True):
+        for text, v in zip(texts, vecs, strict=True):
+            for p in phrase_set(text):
+                j = index.get(p)
+                if j is not None:
+                    sums[j] += v
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    out: NDArray[np.float32] = (sums / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
+
+
 def key_phrases(
-    member_texts: list[list[str]], centroids: NDArray[np.float32], embed: Embed
+    member_texts: list[list[str]],
+    centroids: NDArray[np.float32],
+    embed: Embed | None,
+    member_vecs: list[NDArray[np.float32]] | None = None,
 ) -> list[list[str]]:
     """KeyBERT-style key phrases per theme: c-TF-IDF candidates ranked by embedding similarity, MMR for diversity.
 
     1. Candidates: 1-3-grams of adjacent content words used by >= 3 % of the
        theme's responses, the top ``CANDIDATES`` by c-TF-IDF (so a phrase must
        be frequent in the theme and distinctive against the others).
-    2. Each candidate is embedded with the job's own model; its score is the
-       cosine to the theme centre (what the theme's texts share) minus half
-       its best cosine to another theme's centre (so "card" does not name
-       five card themes), plus small bonuses for coverage and for 2-3-word
-       phrases.
+    2. Each candidate gets a vector: with ``embed``, the phrase embedded by a
+       model (KeyBERT proper); without it (what the pipeline uses), its
+       contextual vector, the mean embedding of the responses using it
+       (:func:`contextual_vectors`), which needs no model or API call and so
+       gives the same labels however the embed stage ran (in process, fanned
+       out, an embeddings deployment). Its score is the cosine to the theme
+       centre (what the theme's texts share), minus ``OTHER_WEIGHT`` x its best
+       cosine to another centre (0: measured best), plus small bonuses for
+       coverage and for 2-3-word phrases. A chosen phrase is expanded to a
+       longer candidate most of its uses share ("cold" -> "arrived cold").
     3. MMR (lambda 0.7) picks ``KEY_PHRASES`` phrases: each next one is close
        to the centre and far from those already picked. The first names the
        theme; a label is therefore one phrase that the texts share, never two
@@ -183,7 +231,11 @@ def key_phrases(
     vocab = sorted({p for c in cands for p, _, _ in c})
     if not vocab:
         return [[] for _ in range(k)]
-    vecs = embed(vocab)
+    if embed is not None:
+        vecs = embed(vocab)
+    else:
+        assert member_vecs is not None
+        vecs = contextual_vectors(vocab, member_texts, member_vecs)
     index = {p: i for i, p in enumerate(vocab)}
     sims = vecs @ centroids.T  # phrase x theme
     out: list[list[str]] = []
@@ -199,18 +251,44 @@ def key_phrases(
             other = np.zeros_like(own)
         cover = np.array([f for _, _, f in c], dtype=np.float32) / max(1, len(member_texts[t]))
         words = np.array([p.count(" ") for p, _, _ in c], dtype=np.float32)
-        score = own - 0.5 * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(cover) + PHRASE_BONUS * np.minimum(words, 2)
+        score = own - OTHER_WEIGHT * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(cover) + PHRASE_BONUS * np.minimum(words, 2)
         picked: list[int] = []
         while len(picked) < min(KEY_PHRASES, len(c)):
             if picked:
                 red = (vecs[rows] @ vecs[rows[picked]].T).max(axis=1)
                 mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
             else:
-                mmr = score.copy()
+                # The label names what many of the theme's texts share: only phrases used by at least
+                # LABEL_MIN_USES x the most-used candidate's responses may lead.
+                counts = np.array([f for _, _, f in c], dtype=np.float32)
+                mmr = np.where(counts >= LABEL_MIN_USES * counts.max(), score, -np.inf)
             mmr[picked] = -np.inf
             picked.append(int(np.argmax(mmr)))
-        out.append([c[i][0] for i in picked])
+        out.append([_expand(c[i][0], member_texts[t]) for i in picked])
     return out
+
+
+#: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
+LABEL_MIN_USES = 0.33
+#: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
+EXPAND_MIN_SHARE = 0.5
+
+
+def _expand(phrase: str, texts: list[str]) -> str:
+    """"cold" -> "arrived cold" when most of the theme's responses saying "cold" say "arrived cold"."""
+    from collections import Counter
+
+    from .keywords import phrases as phrase_set
+
+    uses = 0
+    longer: Counter[str] = Counter()
+    for t in texts:
+        ps = phrase_set(t)
+        if phrase in ps:
+            uses += 1
+            longer.update(p for p in ps if p != phrase and f" {phrase} " in f" {p} ")
+    best = [(f, -len(p), p) for p, f in longer.items() if f >= EXPAND_MIN_SHARE * uses and f >= 2]
+    return max(best)[2] if best else phrase
 
 
 def unique_label(phrases: list[str], used: set[str]) -> str:

@@ -6,6 +6,8 @@ import csv
 import io
 from typing import Any
 
+from pipelines.thematic import mdsafe
+
 CSV_COLUMNS = ("response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes")
 
 
@@ -42,7 +44,8 @@ def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def _md(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    # Data (quotes, LLM labels, codebook names) renders as its text only: no HTML, links, images or new rows.
+    return mdsafe.text(s)
 
 
 def _count_confidence(choice: dict[str, Any]) -> str:
@@ -112,7 +115,7 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     lines += [
         "",
         "---",
-        f"Embedding model: {run.get('embedding_model', {}).get('name', '')}; "
-        f"LLM: {llm.get('model') if llm.get('used') else 'not used'}.",
+        f"Embedding model: {_md(run.get('embedding_model', {}).get('name', ''))}; "
+        f"LLM: {_md(llm.get('model')) if llm.get('used') else 'not used'}.",
     ]
     return "text/markdown; charset=utf-8", ("\n".join(lines) + "\n").encode("utf-8")

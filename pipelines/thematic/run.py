@@ -191,8 +191,9 @@ def _run_with(
     raw = st.restore("describe")
     t0 = time.perf_counter()
     if raw is None:
-        # Key-phrase labels embed their candidates with the job's own embedder (memoised across levels).
-        phrase_embed = D.memo_embed(embedder)
+        # Key-phrase labels rank their candidates by contextual vectors (the mean embedding of the responses
+        # using a phrase): no model or API call, so labels are the same however the embed stage ran.
+        phrase_embed = D.CONTEXTUAL
         themes = D.describe(labels, centroids, emb, texts, embed=phrase_embed)
         # Near-duplicate merge by centroid similarity + keyword overlap, with or without an LLM.
         themes, labels, merge_records = D.merge_near_duplicates(

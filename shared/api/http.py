@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import uuid
@@ -11,10 +12,10 @@ from typing import Any
 
 import azure.functions as func
 
+from shared.api import tenancy
 from shared.api.problems import problem_type
-from shared.config.constants import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE, TENANT_HEADER, TENANT_RE
-from shared.config.settings import get_settings
-from shared.core.errors import BadRequest, StorageUnavailable, ThematiqError, Unauthorized, ValidationFailed
+from shared.config.constants import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
+from shared.core.errors import StorageUnavailable, ThematiqError, ValidationFailed
 from shared.observability import telemetry
 
 log = logging.getLogger("thematiq.api")
@@ -28,6 +29,23 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
         mimetype=_JSON,
         charset="utf-8",
         headers=headers,
+    )
+
+
+def html_page(html: bytes, csp: str) -> func.HttpResponse:
+    """A self-contained page (the dashboard, the API docs) under its Content-Security-Policy."""
+    return func.HttpResponse(
+        html,
+        status_code=200,
+        headers={
+            "Content-Type": "text/html; charset=utf-8",
+            "Content-Security-Policy": csp,
+            # The first load carries ?code=KEY: never cache it, never send it on as a Referer.
+            "Cache-Control": "no-store",
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY",
+        },
     )
 
 
@@ -65,37 +83,63 @@ def _public_detail(err: ThematiqError) -> str:
 
 
 def tenant_of(req: func.HttpRequest) -> str:
-    """The caller's tenant, from the header API Management sets; the local default otherwise."""
-    value = req.headers.get(TENANT_HEADER) or get_settings().default_tenant
-    if not value:
-        raise Unauthorized("no tenant: this API must be called through API Management")
-    if not TENANT_RE.match(value):
-        raise BadRequest("invalid tenant header", field=TENANT_HEADER)
-    return value
+    """The caller's tenant, only as API Management vouches for it (``shared.api.tenancy``, docs/security.md)."""
+    return tenancy.tenant_of(req.headers)
+
+
+def base_url(req: func.HttpRequest) -> str:
+    """The base clients use for ``Location`` and links: the gateway's URL behind API Management, else ``/api``."""
+    return tenancy.base_url(req.headers)
+
+
+#: The auth level of every HTTP route but health: ``function`` (a key; local) or ``anonymous`` (Azure, where App
+#: Service Authentication admits only API Management's identity and the app checks it). See docs/security.md.
+AUTH_LEVEL = func.AuthLevel.ANONYMOUS if tenancy.auth_level_name() == "anonymous" else func.AuthLevel.FUNCTION
 
 
 Handler = Callable[[func.HttpRequest], func.HttpResponse]
 
 
 def api_handler(fn: Handler) -> Handler:
-    """Map project errors to problem+json and anything unexpected to a bare 500, never a traceback."""
+    """Map project errors to problem+json and anything unexpected to a bare 500, never a traceback.
 
-    @functools.wraps(fn)
-    def wrapper(req: func.HttpRequest) -> func.HttpResponse:
-        with telemetry.request_span(fn.__name__, req.headers) as span:
+    Every route wrapped here serves only callers the tenancy rules trust (API Management in Azure);
+    :func:`anonymous_handler` is the one exception, for the health probe."""
+    return _wrap(fn, check=True)
+
+
+def anonymous_handler(fn: Handler) -> Handler:
+    """:func:`api_handler` without the caller check: for ``GET /health``, which reveals no tenant's data."""
+    return _wrap(fn, check=False)
+
+
+def _wrap(fn: Handler, *, check: bool) -> Handler:
+    def wrapper(req: func.HttpRequest, context: func.Context | None = None) -> func.HttpResponse:
+        host = context.trace_context.trace_parent if context is not None else None
+        with telemetry.request_span(fn.__name__, req.headers, host_traceparent=host) as span:
             span.set_attribute("http.request.method", req.method)
-            response = _handle(fn, req)
+            response = _handle(fn, req, check)
             span.set_attribute("http.response.status_code", response.status_code)
             if response.status_code >= 500:
                 telemetry.mark_error(span, str(response.status_code))
             return response
 
+    functools.update_wrapper(wrapper, fn)
+    # The Functions worker binds parameters by name from the signature: ask it for ``context`` as well,
+    # so the request span hangs off the host's invocation.
+    del wrapper.__wrapped__  # type: ignore[attr-defined]
+    params = list(inspect.signature(fn).parameters.values())[:1]
+    params.append(inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=func.Context))
+    wrapper.__signature__ = inspect.Signature(params, return_annotation=func.HttpResponse)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {params[0].name: func.HttpRequest, "context": func.Context, "return": func.HttpResponse}
     return wrapper
 
 
-def _handle(fn: Handler, req: func.HttpRequest) -> func.HttpResponse:
+def _handle(fn: Handler, req: func.HttpRequest, check: bool) -> func.HttpResponse:
     instance = _path(req.url)
     try:
+        if check:
+            tenancy.check_caller(req.headers)
         return fn(req)
     except ThematiqError as err:
         status = problem_type(err).status

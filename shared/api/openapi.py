@@ -120,12 +120,32 @@ _JOB_ID = {
     "schema": {"type": "string", "pattern": JOB_ID_RE.pattern},
 }
 _COMMON = (401, 500, 503)
+_WEBHOOK = {
+    "summary": "The job ended: its JSON, signed (docs/webhooks.md)",
+    "description": "Sent at least once per event; retried with backoff for 24 h until a 2xx. "
+    "Verify Thematiq-Signature (HMAC-SHA256 of `<t>.<body>` with WEBHOOK_SECRET) and dedupe by Thematiq-Delivery.",
+    "parameters": [
+        {"name": "Thematiq-Event", "in": "header", "required": True,
+         "schema": {"type": "string", "enum": ["job.succeeded", "job.failed", "job.cancelled"]}},
+        {"name": "Thematiq-Delivery", "in": "header", "required": True,
+         "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+        {"name": "Thematiq-Signature", "in": "header", "required": True,
+         "schema": {"type": "string", "pattern": "^t=[0-9]+,v1=[0-9a-f]{64}$"}},
+    ],
+    "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobView"}}}},
+    "responses": {"2XX": {"description": "Received; any other answer is retried."}},
+}
+_ETAG = {"schema": {"type": "string"}, "description": "Send it back as If-None-Match to poll cheaply."}
+_RETRY_AFTER = {
+    "schema": {"type": "integer", "minimum": 1},
+    "description": "While the job is unfinished: seconds until polling it again is worth it (by pipeline and progress).",
+}
 
 
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    job = _json("JobView", "The job.")
-    location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}}
+    location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."},
+                "Retry-After": _RETRY_AFTER}
     paths: dict[str, Any] = {
         "/jobs": {
             "post": {
@@ -142,6 +162,7 @@ def document() -> dict[str, Any]:
                     },
                 ],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SubmitBody")}}},
+                "callbacks": {"jobFinished": {"{$request.body#/callback/url}": {"post": _WEBHOOK}}},
                 "responses": {
                     "202": _json("JobView", "Accepted: the job is committed and queued.", location),
                     "200": _json("JobView", "Idempotent replay: the job created earlier with this key.", location),
@@ -178,8 +199,25 @@ def document() -> dict[str, Any]:
             "get": {
                 "operationId": "get_job",
                 "summary": "A job's status, progress, attempts and error",
-                "parameters": [_JOB_ID, _TENANT],
-                "responses": {"200": job, **_problems(400, 404, *_COMMON)},
+                "parameters": [
+                    _JOB_ID,
+                    _TENANT,
+                    {
+                        "name": "If-None-Match",
+                        "in": "header",
+                        "required": False,
+                        "description": "The ETag of the copy you hold: 304 with no body while the job is unchanged.",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": _json("JobView", "The job.", {"ETag": _ETAG, "Retry-After": _RETRY_AFTER}),
+                    "304": {
+                        "description": "Not modified: the job is as the ETag you sent describes it.",
+                        "headers": {"ETag": _ETAG, "Retry-After": _RETRY_AFTER},
+                    },
+                    **_problems(400, 404, *_COMMON),
+                },
             }
         },
         "/jobs/{id}/cancel": {

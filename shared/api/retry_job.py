@@ -36,5 +36,8 @@ def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | 
             raise Conflict("the job's input is no longer stored", field="input") from err
     else:
         raise Conflict("the job's input is no longer stored", field="input")
-    body = json.dumps({"pipeline": job.pipeline, "params": job.params, "input": data}, separators=(",", ":"))
+    request: dict[str, object] = {"pipeline": job.pipeline, "params": job.params, "input": data}
+    if job.callback_url:
+        request["callback"] = {"url": job.callback_url}  # the new job notifies the same receiver
+    body = json.dumps(request, separators=(",", ":"))
     return service.submit(tenant, body.encode(), retry_idempotency_key(job.id), traceparent)

@@ -25,7 +25,8 @@ from shared.config.constants import (
     PIPELINE_NAME_RE,
 )
 from shared.config.hostconfig import host_config
-from shared.config.settings import get_settings
+from shared.config.settings import get_settings, raw
+from shared.core.callbacks import MAX_URL_CHARS, UnsafeUrl, check_url
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
@@ -40,12 +41,24 @@ _MAX_JSON_DEPTH = 64
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+class CallbackSpec(BaseModel):
+    """Where to POST the job's JSON when it ends (docs/webhooks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        min_length=1, max_length=MAX_URL_CHARS,
+        description="An https URL that resolves to a public address; called once the job is terminal.",
+    )
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pipeline: str = Field(pattern=PIPELINE_NAME_RE.pattern)
     params: dict[str, Any] = Field(default_factory=dict)
     input: Any = Field(...)
+    callback: CallbackSpec | None = Field(default=None, description="A completion webhook.")
 
 
 @dataclass(frozen=True)
@@ -150,14 +163,16 @@ class JobService:
             pipeline.validate_params(params_model)
         params = params_model.model_dump(mode="json")
         data = pipeline.validate_input(body.input) if pipeline.validate_input else body.input
+        callback_url = self._callback_url(body.callback)
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:
             raise PayloadTooLarge("params are too large to store", field="params")
         # The idempotency fingerprint covers what the client sent, canonicalised.
+        fingerprint: dict[str, Any] = {"p": body.pipeline, "params": body.params, "input": body.input}
+        if callback_url:
+            fingerprint["callback"] = callback_url
         request_hash = hashlib.sha256(
-            json.dumps(
-                {"p": body.pipeline, "params": body.params, "input": body.input}, sort_keys=True, separators=(",", ":")
-            ).encode()
+            json.dumps(fingerprint, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
         now = utcnow()
         job_id = new_job_id()
@@ -181,11 +196,27 @@ class JobService:
             input_bytes=len(raw_body),
             request_hash=request_hash,
             traceparent=traceparent,
+            callback_url=callback_url,
+            callback_status="pending" if callback_url else None,
         )
         stored, created = self.lifecycle.submit(job, idempotency_key)
         if not created and blob_name:
             self._forget_blob(blob_name)
         return Submitted(stored, created)
+
+    @staticmethod
+    def _callback_url(spec: CallbackSpec | None) -> str | None:
+        if spec is None:
+            return None
+        if not raw("WEBHOOK_SECRET"):
+            raise ValidationFailed(
+                "webhooks are not configured", [{"field": "callback", "message": "this deployment has no WEBHOOK_SECRET"}]
+            )
+        try:
+            check_url(spec.url, allow_private=get_settings().webhook_allow_private)
+        except UnsafeUrl as err:
+            raise ValidationFailed("invalid callback URL", [{"field": "callback.url", "message": str(err)}]) from None
+        return spec.url
 
     def _forget_blob(self, name: str) -> None:
         try:
@@ -194,6 +225,11 @@ class JobService:
             log.warning("could not delete orphaned input blob")
 
     # -- read ----------------------------------------------------------------
+    def pipeline_timeout(self, name: str) -> float | None:
+        """The pipeline's own attempt timeout, if it declares one (polling hints scale with it)."""
+        pipeline = self.registry.get(name)
+        return pipeline.timeout_seconds if pipeline else None
+
     def get(self, tenant: str, job_id: str) -> Job:
         job = self.stores.jobs.get(tenant, check_job_id(job_id))
         summed = self.lifecycle.progress_of(job)
@@ -221,7 +257,8 @@ class JobService:
         if pipeline is not None and not PIPELINE_NAME_RE.match(pipeline):
             raise ValidationFailed("invalid pipeline", [{"field": "pipeline", "message": "not a pipeline name"}])
         limit_text = query.get("limit") or "50"
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
+        # isascii(): str.isdigit() also accepts '²' or '٣', which int() then rejects or reads as a number.
+        if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= LIST_MAX_LIMIT:
             raise ValidationFailed(
                 "invalid limit", [{"field": "limit", "message": f"an integer from 1 to {LIST_MAX_LIMIT}"}]
             )
@@ -234,14 +271,16 @@ class JobService:
         """Queued, retrying or waiting for chunks: cancelled at once (chunks not yet run are skipped, running
         ones stop at their next heartbeat). Running: flagged; the worker stops it, or kills it after the grace
         period."""
-        return self.lifecycle.cancel(self.stores.jobs.get(tenant, check_job_id(job_id)))
+        # Read whole, so the terminal write's row carries the callback URL its webhook needs.
+        return self.lifecycle.cancel(self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True))
 
     # -- result --------------------------------------------------------------
     def result(self, tenant: str, job_id: str, fmt: str) -> ResultBody:
-        job = self.stores.jobs.get(tenant, check_job_id(job_id))
+        # The full row: a small result is stored in it (result_inline), a large one in its blob.
+        job = self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
         if job.status != Status.SUCCEEDED or not job.result_blob:
             raise Conflict(f"the job has no result (status {job.status})", field="status")
-        data = self.stores.blobs.get(job.result_blob)
+        data = job.result_inline if job.result_inline is not None else self.stores.blobs.get(job.result_blob)
         if fmt == "json":
             return ResultBody("application/json", data, f"{job.id}.json")
         pipeline = self.registry.get(job.pipeline)

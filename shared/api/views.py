@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from shared.config.constants import JOB_ID_RE
 from shared.core.jobs import Job, Status
+
+#: An RFC 3339 UTC timestamp (``2026-12-01T09:00:00.123456Z``).
+DateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class ProgressView(BaseModel):
@@ -31,6 +34,18 @@ class JobLinks(BaseModel):
     result: str | None = Field(default=None, description="Present once the job has succeeded.")
 
 
+class CallbackView(BaseModel):
+    """The completion webhook of a job and how its delivery stands (docs/webhooks.md)."""
+
+    url: str
+    status: Literal["pending", "retrying", "delivered", "failed"] = Field(
+        description="`pending` until the job ends; `retrying` after a failed delivery; `delivered` once the "
+        "receiver answered 2xx; `failed` (dead letter) when deliveries kept failing for 24 h."
+    )
+    attempts: int = Field(ge=0, description="Delivery attempts so far.")
+    last_error: str | None = Field(default=None, description="Why the last delivery failed.")
+
+
 class JobView(BaseModel):
     """A job as the API returns it. Storage details and the input are never shown."""
 
@@ -44,15 +59,16 @@ class JobView(BaseModel):
     attempts: int = Field(ge=0)
     max_attempts: int = Field(ge=1)
     cancel_requested: bool
-    created_at: str = Field(json_schema_extra={"format": "date-time"})
-    started_at: str | None = Field(json_schema_extra={"format": "date-time"})
-    heartbeat_at: str | None = Field(json_schema_extra={"format": "date-time"})
-    finished_at: str | None = Field(json_schema_extra={"format": "date-time"})
+    created_at: DateTime
+    started_at: DateTime | None
+    heartbeat_at: DateTime | None
+    finished_at: DateTime | None
     error: ErrorView | None
     usage: dict[str, float]
     input_bytes: int = Field(ge=0)
     result_bytes: int | None
     links: JobLinks
+    callback: CallbackView | None = Field(default=None, description="Present when the job was submitted with one.")
 
     @classmethod
     def of(cls, job: Job, base_path: str) -> JobView:
@@ -77,6 +93,10 @@ class JobView(BaseModel):
             usage=job.usage,
             input_bytes=job.input_bytes,
             result_bytes=job.result_bytes,
+            callback=CallbackView(
+                url=job.callback_url, status=job.callback_status or "pending",  # type: ignore[arg-type]
+                attempts=job.callback_attempts, last_error=job.callback_error,
+            ) if job.callback_url else None,
             links=JobLinks.model_validate({
                 "self": self_link,
                 "cancel": f"{self_link}/cancel",
@@ -90,6 +110,8 @@ def public(job: Job, base_path: str) -> dict[str, Any]:
     body = JobView.of(job, base_path).model_dump(mode="json", by_alias=True)
     if body["links"].get("result") is None:
         body["links"].pop("result", None)
+    if body.get("callback") is None:
+        body.pop("callback", None)
     return body
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,6 +56,27 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "",
         "Tenant used when the trusted tenant header is absent. Set it locally (`local`); leave it empty behind API Management so that a missing header is refused.",
     ),
+    Setting(
+        "TRUSTED_GATEWAY_PRINCIPAL_ID",
+        "",
+        "Object id of API Management's managed identity. When set, every route but health serves only requests that App Service Authentication vouches for as that identity (`X-MS-CLIENT-PRINCIPAL-ID`); only those may name a tenant or set `X-Forwarded-*` (docs/security.md).",
+    ),
+    Setting(
+        "HTTP_AUTH_LEVEL",
+        "function",
+        "Auth level of the HTTP routes: `function` (a function key; local) or `anonymous` (Azure: App Service Authentication admits only API Management, and the app checks it; needs `TRUSTED_GATEWAY_PRINCIPAL_ID`).",
+    ),
+    Setting(
+        "PUBLIC_BASE_URL",
+        "",
+        "Base URL clients use, e.g. `https://<apim>.azure-api.net/thematiq`; `Location` and links are built on it. Empty: the trusted gateway's `X-Forwarded-Host`/`-Proto`/`-Prefix`, else `/api`.",
+    ),
+    Setting(
+        "WEBSITE_AUTH_ENABLED",
+        "",
+        "Set by App Service when App Service Authentication is on (`True`). With `TRUSTED_GATEWAY_PRINCIPAL_ID` set and this not `True`, every request is refused.",
+        "platform",
+    ),
     Setting("MAX_INPUT_BYTES", "26214400", "Largest accepted request body in bytes (413 above it)."),
     Setting("HEARTBEAT_SECONDS", "15", "How often a running job's heartbeat is renewed."),
     Setting("HEARTBEAT_STALE_SECONDS", "120", "A running job whose heartbeat is older than this is reaped."),
@@ -81,9 +102,54 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "At most this many chunks of one job are queued or running at once, so one large job cannot starve the others.",
     ),
     Setting(
+        "CALLBACKS_QUEUE",
+        "callbacks",
+        "Queue of completion-webhook deliveries (docs/webhooks.md); retried with backoff for 24 h, then a dead letter on the job.",
+    ),
+    Setting(
+        "WEBHOOK_SECRET",
+        "",
+        "HMAC-SHA256 key of the `Thematiq-Signature` header of completion webhooks. A Key Vault reference in Azure; without it no webhook is sent.",
+        "secret",
+    ),
+    Setting(
+        "WEBHOOK_ALLOW_PRIVATE",
+        "false",
+        "`true` accepts http:// and private, loopback or link-local webhook URLs. Local development only: it turns off the SSRF checks.",
+    ),
+    Setting(
         "CANCEL_GRACE_SECONDS", "10", "How long a running pipeline may take to stop cooperatively before it is killed."
     ),
-    Setting("REAPER_SCHEDULE", "0 */1 * * * *", "NCRONTAB schedule of the reaper and retention timer."),
+    Setting(
+        "REAPER_SCHEDULE",
+        "0 */5 * * * *",
+        "NCRONTAB schedule of the reaper and retention timer (every 5 minutes: 288 wake-ups a day; active jobs come from an index, not a scan).",
+    ),
+    Setting(
+        "ATTEMPT_PROCESS",
+        "fork",
+        "How an attempt's process starts: `fork` (a fresh fork of a warm zygote per host; Linux) or `spawn` (a fresh interpreter per attempt).",
+    ),
+    Setting(
+        "INSTANCE_MEMORY_MB",
+        "2048",
+        "Memory of one instance (the Flex Consumption instance size: 2048 or 4096). Attempts are admitted while their declared estimates fit in it minus `MEMORY_MARGIN_MB`.",
+    ),
+    Setting(
+        "MEMORY_MARGIN_MB",
+        "512",
+        "Memory kept for the host, the zygote and estimation error; attempts may use `INSTANCE_MEMORY_MB` minus this.",
+    ),
+    Setting(
+        "DEFAULT_ATTEMPT_MEMORY_MB",
+        "128",
+        "Memory estimate of an attempt whose pipeline declares none.",
+    ),
+    Setting(
+        "ADMISSION_DELAY_SECONDS",
+        "5",
+        "A message whose attempt does not fit in memory now is sent again, invisible for this long (no dequeue is burnt).",
+    ),
     Setting(
         "RETENTION_DAYS",
         "30",
@@ -112,7 +178,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         "LLM_CACHE_TABLE",
         "llmcache",
-        "Table that caches LLM responses by hash of model + prompt, so a retried job does not pay twice.",
+        "Table that caches LLM responses per tenant, by hash of tenant + model + prompt, so a retried job does not pay twice; rows expire with `RETENTION_DAYS`.",
     ),
     Setting("LLM_TIMEOUT_SECONDS", "60", "Timeout of one LLM call."),
     Setting(
@@ -143,6 +209,8 @@ class Settings(BaseModel):
     jobs_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
     chunks_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
     max_chunks_in_flight_per_job: int = Field(ge=1, le=1000)
+    callbacks_queue: str = Field(default="callbacks", pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
+    webhook_allow_private: bool = False
     results_container: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     default_tenant: str
     max_input_bytes: int = Field(gt=0)
@@ -154,6 +222,11 @@ class Settings(BaseModel):
     retention_days: float = Field(ge=0)
     pipeline_timeout_seconds: float = Field(gt=0)
     llm_max_tokens_per_job: int = Field(ge=0)
+    attempt_process: Literal["fork", "spawn"] = "fork"
+    instance_memory_mb: float = Field(default=2048, gt=0)
+    memory_margin_mb: float = Field(default=512, ge=0)
+    default_attempt_memory_mb: float = Field(default=128, ge=0)
+    admission_delay_seconds: float = Field(default=5, ge=1)
 
     @property
     def poison_queue(self) -> str:
@@ -168,6 +241,8 @@ def get_settings() -> Settings:
         jobs_queue=raw("JOBS_QUEUE"),
         chunks_queue=raw("CHUNKS_QUEUE"),
         max_chunks_in_flight_per_job=int(raw("MAX_CHUNKS_IN_FLIGHT_PER_JOB")),
+        callbacks_queue=raw("CALLBACKS_QUEUE"),
+        webhook_allow_private=raw("WEBHOOK_ALLOW_PRIVATE").strip().lower() in ("1", "true", "yes"),
         results_container=raw("RESULTS_CONTAINER"),
         default_tenant=raw("DEFAULT_TENANT"),
         max_input_bytes=int(raw("MAX_INPUT_BYTES")),
@@ -179,6 +254,11 @@ def get_settings() -> Settings:
         retention_days=float(raw("RETENTION_DAYS")),
         pipeline_timeout_seconds=float(raw("PIPELINE_TIMEOUT_SECONDS")),
         llm_max_tokens_per_job=int(raw("LLM_MAX_TOKENS_PER_JOB")),
+        attempt_process=raw("ATTEMPT_PROCESS").strip().lower() or "fork",  # type: ignore[arg-type]
+        instance_memory_mb=float(raw("INSTANCE_MEMORY_MB")),
+        memory_margin_mb=float(raw("MEMORY_MARGIN_MB")),
+        default_attempt_memory_mb=float(raw("DEFAULT_ATTEMPT_MEMORY_MB")),
+        admission_delay_seconds=float(raw("ADMISSION_DELAY_SECONDS")),
     )
 
 

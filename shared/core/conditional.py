@@ -88,7 +88,9 @@ def apply(
         try:
             return Applied(write(row, fields), True)
         except EtagMismatch:
-            fresh = read()
+            # A 412 is exactly what the SDK's retry of a committed write returns: the read that
+            # decides must ride out a blip like any other.
+            fresh = reread(read)
         except StorageUnavailable as err:
             if not err.maybe_applied:
                 raise  # never sent: nothing to decide, the caller retries or answers 503

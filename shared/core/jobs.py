@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import time
@@ -22,7 +23,7 @@ class Status(StrEnum):
     ``retrying``  an attempt failed transiently; the next one is due at ``available_at``.
     ``waiting``   the attempt fanned a map stage out into chunks and released its
                   worker; the last chunk to finish wakes it (see ``shared.runtime.fanout``).
-    ``succeeded`` terminal: the result is in Blob Storage.
+    ``succeeded`` terminal: the result is in the row (small) or in Blob Storage.
     ``failed``    terminal: ``error`` says why.
     ``cancelled`` terminal: cancelled by the client.
     """
@@ -134,6 +135,9 @@ class Job:
     cancel_requested: bool = False
     result_blob: str | None = None
     result_bytes: int | None = None
+    #: A small result (at most ``RESULT_INLINE_MAX_BYTES``) kept in the row instead of a blob;
+    #: ``result_blob`` still names the attempt's result, which is how "this attempt stored it" is told.
+    result_inline: bytes | None = None
     usage: dict[str, float] = field(default_factory=dict)
     traceparent: str | None = None
     requeues: int = 0
@@ -144,6 +148,12 @@ class Job:
     #: Token of the lifecycle write that last changed the row: how a writer whose answer was lost
     #: recognises, on re-reading, that its own write landed (``shared.core.conditional``).
     op: str | None = None
+    #: Completion webhook (shared.runtime.callbacks): the URL, and how its delivery stands
+    #: (``pending``, ``retrying``, ``delivered``, ``failed``), after how many attempts, the last error.
+    callback_url: str | None = None
+    callback_status: str | None = None
+    callback_attempts: int = 0
+    callback_error: str | None = None
     #: ETag of the entity this value was read from; never stored.
     etag: str | None = field(default=None, compare=False)
 
@@ -179,17 +189,48 @@ class Job:
             "finished_at": self.finished_at,
             "result_blob": self.result_blob,
             "result_bytes": self.result_bytes,
+            "result_inline": self.result_inline,
             "traceparent": self.traceparent,
             "wait_stage": self.wait_stage,
             "fan_in_at": self.fan_in_at,
             "op": self.op,
+            "callback_url": self.callback_url,
+            "callback_status": self.callback_status,
+            "callback_error": self.callback_error,
         }
+        if self.callback_attempts:
+            e["callback_attempts"] = self.callback_attempts
         e.update({k: v for k, v in optional.items() if v is not None})
         e.update(progress_fields(self.progress))
         e.update(error_fields(self.error))
         if self.usage:
             e["usage"] = json.dumps(self.usage, separators=(",", ":"))
         return e
+
+    def snapshot(self) -> dict[str, Any]:
+        """The row as stored, JSON-safe (datetimes and bytes tagged): what the first message carries."""
+        out: dict[str, Any] = {}
+        for key, value in self.to_entity().items():
+            if isinstance(value, datetime):
+                out[key] = {"$dt": value.isoformat()}
+            elif isinstance(value, bytes | bytearray):
+                out[key] = {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+            else:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict[str, Any], etag: str) -> Job:
+        """The row a :meth:`snapshot` describes, as of ``etag`` (a conditional write on it proves it is current)."""
+        entity: dict[str, Any] = {}
+        for key, value in snapshot.items():
+            if isinstance(value, dict) and "$dt" in value:
+                entity[key] = datetime.fromisoformat(value["$dt"])
+            elif isinstance(value, dict) and "$b" in value:
+                entity[key] = base64.b64decode(value["$b"])
+            else:
+                entity[key] = value
+        return cls.from_entity(entity).with_changes(etag=etag)
 
     @classmethod
     def from_entity(cls, e: Any) -> Job:
@@ -225,6 +266,7 @@ class Job:
             cancel_requested=bool(e.get("cancel_requested", False)),
             result_blob=e.get("result_blob") or None,
             result_bytes=_opt_int(e.get("result_bytes")),
+            result_inline=e.get("result_inline") or None,
             usage=json.loads(e["usage"]) if e.get("usage") else {},
             traceparent=e.get("traceparent") or None,
             requeues=int(e.get("requeues", 0)),
@@ -232,6 +274,10 @@ class Job:
             fan_ins=int(e.get("fan_ins", 0)),
             fan_in_at=_dt(e.get("fan_in_at") or None),
             op=e.get("op") or None,
+            callback_url=e.get("callback_url") or None,
+            callback_status=e.get("callback_status") or None,
+            callback_attempts=int(e.get("callback_attempts", 0)),
+            callback_error=e.get("callback_error") or None,
             etag=metadata.get("etag"),
         )
 

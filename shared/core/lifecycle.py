@@ -34,12 +34,12 @@ from typing import Any
 
 from shared.config.constants import CONDITIONAL_TRIES, REAPER_MAX_REQUEUES_PER_RUN, SEND_RETRY_DELAY, SEND_TRIES
 from shared.config.settings import get_settings
-from shared.core import conditional
+from shared.core import callbacks, conditional
 from shared.core.chunks import Chunk, ChunkStatus
-from shared.core.conditional import Applied
+from shared.core.conditional import Applied, Contended
 from shared.core.errors import AlreadyExists, Conflict, LostClaim, NotFound, StorageUnavailable, ThematiqError
 from shared.core.jobs import Job, JobError, Progress, Status, utcnow
-from shared.core.messages import ChunkMessage, JobMessage
+from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
 from shared.core.ports import Stores
 from shared.observability import telemetry
@@ -49,9 +49,27 @@ log = logging.getLogger(__name__)
 Fields = dict[str, Any]
 
 
+def first_message(job: Job) -> JobMessage:
+    """A new job's first message: with the inserted row and its ETag when they fit, else ids only."""
+    message = JobMessage(job.tenant, job.id, 1, job.traceparent)
+    if job.etag and job.attempts == 0:
+        carrying = JobMessage(job.tenant, job.id, 1, job.traceparent, etag=job.etag, row=job.snapshot())
+        if len(carrying.encode()) <= SNAPSHOT_MAX_CHARS:
+            return carrying
+    return message
+
+
 def new_owner() -> str:
     """A claim's identity: unique per claim, so a re-read can tell our claim from anyone else's."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class ClaimUnresolved(ThematiqError):
+    """A claim whose outcome could not be learnt. ``claim`` is the row as it would be if it had landed."""
+
+    def __init__(self, claim: Job) -> None:
+        super().__init__(f"job {claim.id}: the claim's outcome is unknown")
+        self.claim = claim
 
 
 class Lifecycle:
@@ -87,6 +105,8 @@ class Lifecycle:
             telemetry.TRANSITIONS.add(1, {"transition": name, "kind": "job"})
             if result.row.status != job.status or name in ("claim", "resume"):
                 telemetry.record_transition(result.row)
+                if result.row.status.terminal:
+                    callbacks.job_ended(result.row)  # its completion webhook, after the terminal write landed
         return result
 
     def _chunk(
@@ -152,7 +172,7 @@ class Lifecycle:
         for _ in range(3):
             try:
                 stored = self.stores.jobs.create(job, idempotency_key)
-                return self._accepted(stored), True
+                return self._accepted(stored, carry_row=True), True
             except AlreadyExists:
                 pass
             except StorageUnavailable as err:
@@ -169,11 +189,13 @@ class Lifecycle:
             return existing, False
         raise StorageUnavailable("could not store the job")
 
-    def _accepted(self, job: Job) -> Job:
+    def _accepted(self, job: Job, *, carry_row: bool = False) -> Job:
         telemetry.record_transition(job)
         # Row first, then message. A send that never goes leaves a queued job that the
-        # reaper's lost-message pass enqueues; the row is never deleted to undo it.
-        self.send(JobMessage(job.tenant, job.id, 1, job.traceparent))
+        # reaper's lost-message pass enqueues; the row is never deleted to undo it. Only the
+        # row we inserted (with its input, and the insert's ETag) travels in the message; a
+        # row learnt by re-reading goes as ids only.
+        self.send(first_message(job) if carry_row else JobMessage(job.tenant, job.id, 1, job.traceparent))
         return job
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
@@ -201,13 +223,20 @@ class Lifecycle:
         def plan(row: Job) -> Fields | None:
             if not row.status.claimable or row.attempts != attempt - 1 or row.cancel_requested:
                 return None
+            if row.result_blob == result_blob_name(row.tenant, row.id, attempt):
+                return None  # this attempt's result is stored: finish from it (succeed_from_blob), never run again
             now = utcnow()
             return {
                 "status": Status.RUNNING, "attempts": attempt, "owner": owner,
                 "started_at": row.started_at or now, "heartbeat_at": now,
             }
 
-        result = self._job(job, "claim", plan, lambda row: row.owner == owner, with_input=True)
+        try:
+            result = self._job(job, "claim", plan, lambda row: row.owner == owner, with_input=True)
+        except (StorageUnavailable, Contended) as err:
+            # The claim may have landed and nobody can tell now: whoever handles this must give it back by
+            # owner (a release conditional on our owner is right whether or not the claim landed).
+            raise ClaimUnresolved(job.with_changes(status=Status.RUNNING, attempts=attempt, owner=owner)) from err
         return result.row if result.applied else None
 
     def resume(self, job: Job, attempt: int) -> Job | None:
@@ -240,7 +269,9 @@ class Lifecycle:
             raise LostClaim(f"job is now {result.row.status} owned by {result.row.owner}")
         return result.row
 
-    def release(self, job: Job, before: Job, result: tuple[str, int] | None = None) -> Job | None:
+    def release(
+        self, job: Job, before: Job, result: tuple[str, int] | None = None, inline: bytes | None = None
+    ) -> Job | None:
         """Give back a claim after the worker itself failed, so the next delivery of the same message can take it.
 
         ``before`` is the row as it was when this delivery claimed it. If the attempt had
@@ -256,6 +287,8 @@ class Lifecycle:
             }
             if result is not None:
                 fields.update(result_blob=result[0], result_bytes=result[1])
+                if inline is not None:
+                    fields["result_inline"] = inline  # a small result lives in the row: keep it there
             return fields
 
         applied = self._job(job, "release", plan)
@@ -298,12 +331,35 @@ class Lifecycle:
         name = result_blob_name(job.tenant, job.id, attempt)
 
         def plan(row: Job) -> Fields | None:
-            if not row.status.claimable or row.attempts != attempt - 1 or row.result_blob != name:
+            # A claimable row released before attempt ``attempt`` was recorded, or a waiting row of that
+            # attempt (a resumed attempt released after it stored its result).
+            released = row.status.claimable and row.attempts == attempt - 1
+            resumed = row.status == Status.WAITING and row.attempts == attempt
+            if not (released or resumed) or row.result_blob != name:
                 return None
             return {
                 "status": Status.SUCCEEDED, "attempts": attempt, "owner": None, "finished_at": utcnow(),
-                "error": None, "started_at": row.started_at or utcnow(),
+                "error": None, "started_at": row.started_at or utcnow(), "wait_stage": None, "fan_in_at": None,
             }
+
+        applied = self._job(job, "finish:succeeded", plan)
+        return applied.row if applied.applied else None
+
+    def recover_stored_result(self, job: Job) -> Job | None:
+        """A job the reaper re-enqueued whose previous attempt's result turned out to be stored: finish it.
+
+        One blob listing, only for jobs retried after a lost worker, never on the first attempt's path.
+        """
+        name = result_blob_name(job.tenant, job.id, job.attempts)
+        size = self.stores.blobs.size(name) if job.attempts >= 1 else None
+        if size is None:
+            return None
+
+        def plan(row: Job) -> Fields | None:
+            if row.status != Status.RETRYING or row.attempts != job.attempts:
+                return None
+            return {"status": Status.SUCCEEDED, "owner": None, "finished_at": utcnow(), "error": None,
+                    "result_blob": name, "result_bytes": size}
 
         applied = self._job(job, "finish:succeeded", plan)
         return applied.row if applied.applied else None
@@ -386,6 +442,23 @@ class Lifecycle:
         if applied.applied:
             self.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
+
+    def postpone(self, job: Job, delay: timedelta) -> None:
+        """A queued or retrying job whose delivery was deferred (no memory on this host): due again later.
+
+        Best effort: if the row moved on, the deferred message is a no-op anyway.
+        """
+        due = utcnow() + delay
+
+        def plan(row: Job) -> Fields | None:
+            if not row.status.claimable or row.attempts != job.attempts:
+                return None
+            return {"available_at": max(row.available_at, due)}
+
+        try:
+            self._job(job, "postpone", plan)
+        except ThematiqError:
+            log.warning("job %s: could not move its due time on after a deferral", job.id)
 
     def resend_resume(self, job: Job) -> bool:
         """A waiting job that fanned in long ago but never resumed: its resume message was lost."""

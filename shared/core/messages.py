@@ -1,11 +1,24 @@
-"""The job queue message: ids only, never the payload (a message holds at most 64 KiB)."""
+"""The job queue message: ids, and for a new job the row as inserted when it is small.
+
+A queue message holds at most 64 KiB once base64-encoded (48 KiB of text). The first
+message of a job carries the inserted row (its small inline input included) and the
+insert's ETag when they fit in :data:`SNAPSHOT_MAX_CHARS`, so the worker's claim is a
+conditional write on that ETag with no read before it: if the row is unchanged the
+claim lands, and if anything changed it (a cancel, a duplicate delivery's claim, the
+reaper) the write fails with 412 and the claim re-reads and decides, as always.
+Other messages, and jobs with a large input (claim check), carry ids only.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from shared.config.constants import JOB_ID_RE, STAGE_RE, TENANT_RE
+
+#: Largest encoded job message that carries the row (base64 makes it at most 64,000 bytes on the queue).
+SNAPSHOT_MAX_CHARS = 48_000
 
 
 class BadMessage(ValueError):
@@ -23,6 +36,9 @@ class JobMessage:
     traceparent: str | None = None
     #: Wake a ``waiting`` job after its chunks finished: continue attempt ``attempt``.
     resume: bool = False
+    #: The insert's ETag and the row as inserted (``Job.snapshot()``), for a claim without a read.
+    etag: str | None = None
+    row: dict[str, Any] | None = None
 
     def encode(self) -> str:
         body: dict[str, object] = {"t": self.tenant, "j": self.job_id, "a": self.attempt}
@@ -30,17 +46,32 @@ class JobMessage:
             body["tp"] = self.traceparent
         if self.resume:
             body["r"] = 1
+        if self.etag and self.row is not None:
+            body["e"] = self.etag
+            body["s"] = self.row
         return json.dumps(body, separators=(",", ":"))
+
+    def without_row(self) -> JobMessage:
+        return JobMessage(self.tenant, self.job_id, self.attempt, self.traceparent, self.resume)
 
     @classmethod
     def decode(cls, text: str) -> JobMessage:
         try:
             body = json.loads(text)
-            msg = cls(str(body["t"]), str(body["j"]), int(body["a"]), body.get("tp"), bool(body.get("r")))
+            row = body.get("s")
+            etag = body.get("e")
+            if row is not None and (not isinstance(row, dict) or not isinstance(etag, str)):
+                raise TypeError("a row needs its etag")
+            msg = cls(
+                str(body["t"]), str(body["j"]), int(body["a"]), body.get("tp"), bool(body.get("r")),
+                etag if row is not None else None, row,
+            )
         except (ValueError, KeyError, TypeError) as err:
             raise BadMessage("not a job message") from err
         if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1:
             raise BadMessage("job message with invalid ids")
+        if msg.row is not None and (msg.row.get("PartitionKey") != msg.tenant or msg.row.get("RowKey") != msg.job_id):
+            raise BadMessage("job message whose row is another job's")
         return msg
 
 

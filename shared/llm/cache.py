@@ -6,8 +6,17 @@ token budget) a second time. The key is the sha256 of everything that decides
 the answer (see :func:`cache_key`), so a changed prompt, schema, model, API
 version, temperature or ``max_tokens`` is a miss, never a wrong hit.
 
+**Per tenant, and not forever.** The row key is the sha256 of the tenant and
+that key, so one tenant's prompts can never be answered from (or probe for)
+another tenant's rows: the cache is not a cross-tenant hit oracle. The tenant is
+the one the pipeline process runs for (:func:`set_cache_scope`, or the job's
+log context in-process); without one, rows are filed under an empty scope that
+no job uses. Rows older than ``RETENTION_DAYS`` are a miss, and each process
+deletes the expired rows of a partition when it writes to it (at most once per
+partition and hour), so derived content does not outlive the jobs it came from.
+
 Layout: table ``LLM_CACHE_TABLE``; ``PartitionKey`` = first two hex digits of
-the hash (256 partitions spread the load), ``RowKey`` = the full hash. The
+the scoped hash (256 partitions spread the load), ``RowKey`` = the scoped hash. The
 response text is stored in the entity itself, split over ``content``,
 ``content_1``, ``content_2``, ... when longer than one string property may
 hold. A blob would add a second round trip and a container dependency for a
@@ -27,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
@@ -35,6 +44,7 @@ from azure.data.tables import TableClient, UpdateMode
 
 from shared.config.constants import MAX_STRING_PROPERTY_CHARS
 from shared.config.settings import raw
+from shared.observability import telemetry
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,39 @@ KEY_VERSION: Final = 1
 MAX_CHUNKS: Final = 15
 #: After a Storage failure, skip the cache for this long (seconds).
 BACKOFF_SECONDS: Final = 30.0
+#: A process sweeps one partition's expired rows at most this often (seconds), at most this many per sweep.
+SWEEP_EVERY_SECONDS: Final = 3600.0
+SWEEP_MAX_ROWS: Final = 50
+
+_process_scope: str | None = None
+
+
+def set_cache_scope(tenant: str) -> None:
+    """The tenant this process caches for: the pipeline process sets it once, before the pipeline runs."""
+    global _process_scope
+    _process_scope = tenant
+
+
+def current_scope() -> str:
+    """The tenant the cache is scoped to: the process's (:func:`set_cache_scope`), else the job's log context,
+    else ``""``."""
+    if _process_scope is not None:
+        return _process_scope
+    return str(telemetry.current_job_field("tenant") or "")
+
+
+def scoped_key(key: str, scope: str | None = None) -> str:
+    """The row key of ``key`` for a tenant: sha256 of both, so equal prompts of two tenants never share a row."""
+    tenant = current_scope() if scope is None else scope
+    return hashlib.sha256(f"v{KEY_VERSION}\x00{tenant}\x00{key}".encode()).hexdigest()
+
+
+def _retention() -> timedelta | None:
+    try:
+        days = float(raw("RETENTION_DAYS"))
+    except ValueError:
+        return None
+    return timedelta(days=days) if days > 0 else None
 
 # Tables this process has created (or found to exist), so creation costs at most
 # one call per table per process.
@@ -135,6 +178,8 @@ class LLMCache:
         self.hits = 0
         self.misses = 0
         self.errors = 0
+        self.expired = 0
+        self._swept: dict[str, float] = {}
 
     @classmethod
     def from_settings(cls) -> LLMCache | None:
@@ -168,6 +213,7 @@ class LLMCache:
         """The cached answer for ``key``, or None (a miss, or the cache is unavailable)."""
         if not self._available():
             return None
+        key = scoped_key(key)
         try:
             entity = self._client().get_entity(partition_key=key[:2], row_key=key)
         except ResourceNotFoundError:
@@ -189,8 +235,22 @@ class LLMCache:
         except (KeyError, TypeError, ValueError) as err:
             self._failed("decode", err)
             return None
+        if self._is_expired(entity.get("cached_at")):
+            self.expired += 1
+            self.misses += 1
+            return None
         self.hits += 1
         return hit
+
+    @staticmethod
+    def _is_expired(cached_at: Any) -> bool:
+        keep = _retention()
+        if keep is None:
+            return False
+        if not isinstance(cached_at, datetime):
+            return True  # a row without a date cannot prove it is fresh
+        when = cached_at if cached_at.tzinfo else cached_at.replace(tzinfo=UTC)
+        return datetime.now(UTC) - when > keep
 
     def put(self, key: str, value: CachedResponse, *, purpose: str = "") -> None:
         """Store ``value`` under ``key``; failures are logged and ignored."""
@@ -200,6 +260,7 @@ class LLMCache:
         if len(chunks) > MAX_CHUNKS:
             log.warning("llm cache skip: response too large (%d chunks) purpose=%s", len(chunks), purpose)
             return
+        key = scoped_key(key)
         entity: dict[str, Any] = {
             "PartitionKey": key[:2],
             "RowKey": key,
@@ -223,6 +284,34 @@ class LLMCache:
                 table.upsert_entity(entity, mode=UpdateMode.REPLACE)
         except Exception as err:  # noqa: BLE001 - the cache must never fail the call
             self._failed("put", err)
+            return
+        self._sweep(key[:2])
+
+    def _sweep(self, partition: str) -> None:
+        """Delete up to SWEEP_MAX_ROWS expired rows of ``partition``, at most once an hour per process."""
+        keep = _retention()
+        now = time.monotonic()
+        if keep is None or now - self._swept.get(partition, -SWEEP_EVERY_SECONDS) < SWEEP_EVERY_SECONDS:
+            return
+        self._swept[partition] = now
+        cutoff = datetime.now(UTC) - keep
+        try:
+            table = self._client()
+            rows = table.query_entities(
+                "PartitionKey eq @pk and cached_at lt @cutoff",
+                parameters={"pk": partition, "cutoff": cutoff},
+                select=["PartitionKey", "RowKey"],
+                results_per_page=SWEEP_MAX_ROWS,
+            )
+            for n, row in enumerate(rows):
+                if n >= SWEEP_MAX_ROWS:
+                    break
+                try:
+                    table.delete_entity(row["PartitionKey"], row["RowKey"])
+                except ResourceNotFoundError:
+                    pass
+        except Exception as err:  # noqa: BLE001 - the cache must never fail the call
+            self._failed("sweep", err)
 
     @staticmethod
     def _ensure_table(table: TableClient) -> None:

@@ -1,7 +1,9 @@
 """The LLM provider layer: JSON completions and embeddings from Azure OpenAI or any OpenAI-compatible endpoint.
 
-Callers are synchronous pipeline code in a worker child process, so this is a
-small synchronous client on ``urllib.request`` (no SDK, no extra dependency).
+Callers are synchronous pipeline code in a worker child process. The transport is
+the official ``openai`` package (``AzureOpenAI`` with an Entra ID token provider, or
+``OpenAI`` for any compatible endpoint), imported on first use so that the function
+host's cold start never pays for it; its own retries are off and ours apply.
 It adds what the pipelines must not each reinvent:
 
 * **Structured output.** :meth:`LLMClient.complete_json` asks for a JSON object
@@ -37,7 +39,6 @@ Errors, and what the caller should do with them:
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import logging
 import math
@@ -45,9 +46,7 @@ import random
 import re
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -84,6 +83,8 @@ CHARS_PER_TOKEN: Final = 4
 #: Per-message overhead of the chat format, in tokens.
 TOKENS_PER_MESSAGE: Final = 4
 EMBED_BATCH: Final = 64
+#: Deployment or model names of reasoning models (o1, o3, o4-mini, gpt-5…): ``max_completion_tokens``, no temperature.
+REASONING_MODEL_RE: Final = re.compile(r"^(o\d|gpt-5)")
 
 # USD per 1M tokens (input, output). APPROXIMATE list prices of the public
 # OpenAI / Azure OpenAI "global standard" offers; regional, provisioned and
@@ -339,11 +340,11 @@ class LLMClient:
         credential: TokenCredential | None = None,
         max_retry_after: float = MAX_RETRY_AFTER_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        reasoning: bool | None = None,
     ) -> None:
         if provider not in ("azure", "openai"):
             raise ValueError(f"unknown LLM provider {provider!r}")
         if urllib.parse.urlsplit(endpoint).scheme not in ("http", "https"):
-            # urllib would also open file: and ftp: URLs; an endpoint is only ever HTTP(S).
             raise ValueError("LLM endpoint must be an http(s) URL")
         self.provider: Provider = provider
         self.endpoint = endpoint.rstrip("/")
@@ -363,9 +364,10 @@ class LLMClient:
         # A separate lock: fetching a token is network I/O and must not block usage reads.
         self._token_lock = threading.Lock()
         self._usage = Usage()
-        # An opener of our own: honours HTTP(S)_PROXY/NO_PROXY like urlopen, but
-        # without a global install_opener that other code could change.
-        self._opener = urllib.request.build_opener()
+        #: Send ``max_completion_tokens`` and no ``temperature`` (o-series); by default from the model name.
+        self.reasoning = is_reasoning_model(deployment) if reasoning is None else reasoning
+        self._client: Any = None
+        self._sdk_lock = threading.Lock()
 
     @classmethod
     def from_settings(
@@ -507,13 +509,11 @@ class LLMClient:
             # The API rejects empty strings; a single space embeds as "nothing".
             batch = [t if t.strip() else " " for t in texts[start : start + EMBED_BATCH]]
             estimate = math.ceil(sum(len(t) for t in batch) / CHARS_PER_TOKEN) + len(batch)
-            body: dict[str, Any] = {"input": batch}
-            if self.provider == "openai":
-                body["model"] = self.embeddings_deployment
+            body: dict[str, Any] = {"model": self.embeddings_deployment, "input": batch, "encoding_format": "float"}
             reserved = self._reserve(estimate, "embed")
             spent = 0
             try:
-                payload, _ = self._post(self._url("embeddings", self.embeddings_deployment), body, "embed", "embed")
+                payload, _ = self._post(body, "embed", "embed")
                 data = sorted(payload["data"], key=lambda d: int(d["index"]))
                 if len(data) != len(batch):
                     raise LLMError(f"embeddings: got {len(data)} vectors for {len(batch)} inputs")
@@ -532,12 +532,6 @@ class LLMClient:
 
     # -- Internals --------------------------------------------------------------------
 
-    def _url(self, operation: Literal["chat/completions", "embeddings"], deployment: str) -> str:
-        if self.provider == "azure":
-            query = urllib.parse.urlencode({"api-version": self.api_version})
-            return f"{self.endpoint}/openai/deployments/{urllib.parse.quote(deployment, safe='')}/{operation}?{query}"
-        return f"{self.endpoint}/{operation}"
-
     def _reserve(self, tokens: int, purpose: str) -> int:
         if self.budget is None:
             return 0
@@ -555,19 +549,36 @@ class LLMClient:
     def _chat(
         self, messages: list[dict[str, str]], max_tokens: int, temperature: float, purpose: str
     ) -> tuple[str, str, Usage]:
-        """One chat completion (with HTTP retries): (content, model, usage)."""
-        body: dict[str, Any] = {
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "response_format": {"type": "json_object"},
-        }
-        if self.provider == "openai":
-            body["model"] = self.deployment
+        """One chat completion (with HTTP retries): (content, model, usage).
+
+        A deployment whose name did not say it is a reasoning model, and that refuses ``max_tokens`` or
+        ``temperature`` (400 ``unsupported_parameter``/``unsupported_value``), is switched once and remembered.
+        """
+        try:
+            return self._chat_once(messages, max_tokens, temperature, purpose)
+        except LLMRequestRejected as err:
+            if self.reasoning or err.extra.get("code") not in ("unsupported_parameter", "unsupported_value"):
+                raise
+            log.info("llm chat model=%s: a reasoning model; sending max_completion_tokens", self.deployment)
+            self.reasoning = True
+            return self._chat_once(messages, max_tokens, temperature, purpose)
+
+    def _chat_once(
+        self, messages: list[dict[str, str]], max_tokens: int, temperature: float, purpose: str
+    ) -> tuple[str, str, Usage]:
+        # For Azure the SDK routes by deployment: ``model`` is the deployment name.
+        body: dict[str, Any] = {"model": self.deployment, "messages": messages,
+                                "response_format": {"type": "json_object"}}
+        if self.reasoning:
+            # o-series: the limit includes the hidden reasoning tokens, and only the default temperature exists.
+            body["max_completion_tokens"] = max_tokens
+        else:
+            body["max_tokens"] = max_tokens
+            body["temperature"] = temperature
         reserved = self._reserve(estimate_tokens(messages) + max_tokens, purpose)
         spent = 0
         try:
-            payload, latency = self._post(self._url("chat/completions", self.deployment), body, "chat", purpose)
+            payload, latency = self._post(body, "chat", purpose)
             try:
                 choice = payload["choices"][0]
                 message = choice.get("message") or {}
@@ -603,17 +614,6 @@ class LLMClient:
             )
         return (content if isinstance(content, str) else ""), model, usage
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.provider == "azure":
-            if self._api_key:
-                headers["api-key"] = self._api_key
-            else:
-                headers["Authorization"] = "Bearer " + self._azure_token()
-        elif self._api_key:
-            headers["Authorization"] = "Bearer " + self._api_key
-        return headers
-
     def _azure_token(self) -> str:
         with self._token_lock:
             # Refresh five minutes early so a token never expires mid-request.
@@ -628,47 +628,67 @@ class LLMClient:
             self._token = (tok.token, float(tok.expires_on))
             return tok.token
 
-    def _post(self, url: str, body: Mapping[str, Any], kind: str, purpose: str) -> tuple[dict[str, Any], float]:
-        """POST JSON with retries; returns (parsed body, latency of the successful attempt)."""
-        data = json.dumps(body).encode("utf-8")
+    def _sdk(self) -> Any:
+        """The official ``openai`` client (imported on first use: it costs about a second of start-up).
+
+        Its own retries are off (``max_retries=0``): ours decide, so a long ``Retry-After`` becomes a job
+        retry instead of a blocked worker, and every attempt is charged and logged the same way.
+        """
+        with self._sdk_lock:
+            if self._client is None:
+                import openai
+
+                common: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout}
+                if self.provider == "azure":
+                    auth: dict[str, Any] = (
+                        {"api_key": self._api_key} if self._api_key else {"azure_ad_token_provider": self._azure_token}
+                    )
+                    self._client = openai.AzureOpenAI(
+                        azure_endpoint=self.endpoint, api_version=self.api_version, **auth, **common
+                    )
+                else:
+                    # Compatible servers without auth still need a non-empty key for the SDK.
+                    self._client = openai.OpenAI(base_url=self.endpoint, api_key=self._api_key or "none", **common)
+            return self._client
+
+    def _send(self, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        sdk = self._sdk()
+        api = sdk.chat.completions if kind == "chat" else sdk.embeddings
+        response = api.with_raw_response.create(**body)
+        payload = json.loads(response.http_response.content)
+        if not isinstance(payload, dict):
+            raise ValueError("response is not a JSON object")
+        return payload
+
+    def _post(self, body: Mapping[str, Any], kind: str, purpose: str) -> tuple[dict[str, Any], float]:
+        """One call through the SDK, with our retries; returns (parsed body, latency of the successful attempt)."""
+        import openai
+
         attempt = 0
         while True:
             attempt += 1
             retry_after: float | None = None
             started = time.monotonic()
             try:
-                # The scheme was checked in __init__ (http/https only).
-                request = urllib.request.Request(  # noqa: S310
-                    url, data=data, headers=self._headers(), method="POST"
-                )
-                with self._opener.open(request, timeout=self.timeout) as response:
-                    raw_body = response.read()
-                latency = time.monotonic() - started
-                payload = json.loads(raw_body)
-                if not isinstance(payload, dict):
-                    raise ValueError("response is not a JSON object")
-                return payload, latency
-            except urllib.error.HTTPError as err:
-                status = err.code
-                code = _error_code(err)
-                err.close()
+                payload = self._send(kind, body)
+                return payload, time.monotonic() - started
+            except openai.APIStatusError as err:
+                status = err.status_code
+                code = _error_code(err.response.content)
                 if status not in (408, 429) and status < 500:
                     log.warning(
                         "llm %s rejected model=%s purpose=%s status=%d code=%s",
-                        kind,
-                        self.deployment,
-                        purpose,
-                        status,
-                        code,
+                        kind, self.deployment, purpose, status, code,
                     )
                     raise LLMRequestRejected(
                         f"{kind} request rejected: HTTP {status} ({code})", status_code=status, code=code
                     ) from None
-                retry_after = parse_retry_after(err.headers)
+                retry_after = parse_retry_after(err.response.headers)
                 reason = f"HTTP {status}" + (f" ({code})" if code else "")
-            except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
-                # URLError wraps connect failures and connect timeouts; TimeoutError is a read timeout.
-                inner = getattr(err, "reason", None)
+            except openai.APITimeoutError:
+                reason = "TimeoutError"
+            except openai.APIConnectionError as err:
+                inner = err.__cause__
                 reason = type(inner).__name__ if isinstance(inner, BaseException) else type(err).__name__
             except ValueError:
                 # A 200 whose body is not JSON: a proxy or gateway page, worth another try.
@@ -676,13 +696,7 @@ class LLMClient:
             elapsed = time.monotonic() - started
             log.warning(
                 "llm %s attempt %d/%d failed model=%s purpose=%s reason=%s elapsed_ms=%d",
-                kind,
-                attempt,
-                self.retry.max_attempts,
-                self.deployment,
-                purpose,
-                reason,
-                elapsed * 1000,
+                kind, attempt, self.retry.max_attempts, self.deployment, purpose, reason, elapsed * 1000,
             )
             if retry_after is not None and retry_after > self.max_retry_after:
                 raise LLMError(f"{kind}: {reason}; endpoint asks to wait {retry_after:.0f} s", retry_after=retry_after)
@@ -704,14 +718,19 @@ def _cost(model: str, deployment: str, prompt_tokens: int, completion_tokens: in
     return price(model, prompt_tokens, completion_tokens)
 
 
-def _error_code(err: urllib.error.HTTPError) -> str:
+def _error_code(content: bytes) -> str:
     # Only the machine-readable code/type: error messages can quote keys or input.
     try:
-        body = json.loads(err.read() or b"{}")
+        body = json.loads(content or b"{}")
         e = body.get("error") or {}
         return str(e.get("code") or e.get("type") or "")[:64]
     except Exception:  # noqa: BLE001 - any unreadable body just has no code
         return ""
+
+
+def is_reasoning_model(name: str) -> bool:
+    """o-series and GPT-5 models take ``max_completion_tokens`` and no ``temperature``."""
+    return bool(REASONING_MODEL_RE.match(name.strip().lower()))
 
 
 def _with_schema_instruction(

@@ -19,8 +19,19 @@ class TransactionMeter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._local = threading.local()
+
+    def answered(self) -> int:
+        """How many responses this thread has seen: lets a caller tell whether any try of a call was answered.
+
+        azure-core retries a connection error on every method and then raises the *last*
+        error, so "could not connect" at the end does not prove that an earlier try of
+        the same write was not answered (and applied).
+        """
+        return int(getattr(self._local, "answered", 0))
 
     def hook(self, service: str, response: Any) -> None:
+        self._local.answered = self.answered() + 1
         request = response.http_request
         op = _operation(service, request.method, request.url)
         if op == "queue:receive":

@@ -7,8 +7,14 @@
   structured events that docs/operations.md queries (``job.transition``,
   ``stage.finished``, ``job.poisoned``).
 * **Traces.** One span per API request, one per job attempt, one per pipeline
-  stage. The request's ``traceparent`` is stored with the job and travels in the
-  queue message, so the attempt's span continues the request's trace.
+  stage, all of kind ``INTERNAL``: the Functions host already writes one
+  ``requests`` row per invocation, and a second SERVER/CONSUMER span of the app
+  would count every execution twice (and double the failure rate). The request
+  span's parent is the host's invocation when the host passes one (the
+  ``context`` parameter), else the caller's ``traceparent`` (API Management's).
+  The request's context is stored with the job and travels in the queue message,
+  so every attempt and stage of a job is in the request's trace; the attempt span
+  *links* to the host's queue-trigger invocation, which starts a trace of its own.
 * **Metrics.** Job transitions and durations, LLM usage, queue depth, the age of
   the oldest message and the poison queue's depth.
 
@@ -28,7 +34,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.propagate import extract, inject
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from shared.config.settings import raw
 
@@ -103,6 +109,11 @@ def job_context(**fields: Any) -> Iterator[dict[str, Any]]:
         _context.reset(token)
 
 
+def current_job_field(name: str) -> Any:
+    """A field of the current job context (``tenant``, ``job_id``, ...), or None outside a job."""
+    return (_context.get() or {}).get(name)
+
+
 def set_stage(stage: str) -> None:
     ctx = _context.get()
     if ctx is not None:
@@ -128,18 +139,32 @@ def traceparent() -> str | None:
 
 
 @contextmanager
-def request_span(name: str, headers: Mapping[str, str]) -> Iterator[Span]:
-    parent = extract({k.lower(): v for k, v in headers.items()})
-    with tracer.start_as_current_span(name, context=parent, kind=SpanKind.SERVER) as span:
+def request_span(name: str, headers: Mapping[str, str], host_traceparent: str | None = None) -> Iterator[Span]:
+    """The app's span of one HTTP request: INTERNAL, under the host's invocation when it gave one.
+
+    Parent, first that exists: ``host_traceparent`` (the invocation's ``context.trace_context``), a span the
+    worker already made current (its OpenTelemetry integration), the request's ``traceparent`` header."""
+    if host_traceparent:
+        parent = extract({"traceparent": host_traceparent})
+    elif trace.get_current_span().get_span_context().is_valid:
+        parent = None  # the current context
+    else:
+        parent = extract({k.lower(): v for k, v in headers.items()})
+    with tracer.start_as_current_span(name, context=parent, kind=SpanKind.INTERNAL) as span:
         yield span
 
 
 @contextmanager
 def attempt_span(parent_traceparent: str | None, **attributes: Any) -> Iterator[Span]:
-    """The span of one job attempt, continuing the trace of the request that created the job."""
+    """The span of one job attempt, continuing the trace of the request that created the job.
+
+    INTERNAL (the host's invocation is the ``requests`` row); linked to the host's invocation span when one
+    is current, since that one starts a trace of its own for every queue message."""
     parent = extract({"traceparent": parent_traceparent}) if parent_traceparent else None
+    current = trace.get_current_span().get_span_context()
+    links = [Link(current)] if current.is_valid and parent_traceparent else None
     with tracer.start_as_current_span(
-        "job.attempt", context=parent, kind=SpanKind.CONSUMER,
+        "job.attempt", context=parent, kind=SpanKind.INTERNAL, links=links,
         attributes={f"thematiq.{k}": v for k, v in attributes.items() if v is not None},
     ) as span:
         yield span

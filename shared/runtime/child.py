@@ -176,6 +176,10 @@ def main(argv: list[str]) -> int:
     from shared.llm.client import set_job_allowance
 
     set_job_allowance(spec.llm_tokens_used, spec.llm_token_limit if spec.llm_token_limit is not None else 1 << 62)
+    # The LLM cache is per tenant: a cached answer is never served to, or probed by, another tenant.
+    from shared.llm.cache import set_cache_scope
+
+    set_cache_scope(spec.tenant)
     try:
         pipeline = load_ref(spec.pipeline_ref)
         params = pipeline.params_model.model_validate(spec.params)

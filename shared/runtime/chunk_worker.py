@@ -15,22 +15,22 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import time
+from datetime import timedelta
 
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
-from shared.core.errors import NotFound, ThematiqError
+from shared.core.errors import NotFound, StorageUnavailable, ThematiqError
 from shared.core.jobs import Job, Progress, Status
 from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage, ChunkMessage
 from shared.core.names import chunk_blob_name
-from shared.core.ports import Stores
-from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
+from shared.runtime.admission import BUDGET
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import AttemptRunner, Outcome, RunnerFactory
+from shared.runtime.runner import AttemptHost, Outcome
 from shared.sdk.retry import RetryPolicy
-from shared.storage import azure_stores
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +42,17 @@ class ChunkLease:
         self.lifecycle = lifecycle
         self.chunk = chunk
         self.label = f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}"
+        self.renewed_at = time.monotonic()  # just claimed
 
     def renew(self, progress: Progress | None) -> bool:
         self.chunk = self.lifecycle.renew_chunk(self.chunk, progress.processed if progress is not None else None)
+        self.renewed_at = time.monotonic()
         parent = self.lifecycle.stores.jobs.get(self.chunk.tenant, self.chunk.job_id)
         return parent.status.terminal or parent.cancel_requested
 
 
-class ChunkWorker:
-    def __init__(
-        self, stores: Stores | None = None, registry: Registry | None = None, runner: RunnerFactory = AttemptRunner
-    ) -> None:
-        self.stores = stores or azure_stores()
-        #: How an attempt is run: in a child process by default (``AttemptRunner``).
-        self.runner = runner
-        self.lifecycle = Lifecycle(self.stores)
-        self.registry = registry or default_registry()
+class ChunkWorker(AttemptHost):
+    """One delivery of a chunk message runs one attempt of one chunk."""
 
     def handle(self, text: str, dequeue_count: int) -> str:
         try:
@@ -137,8 +132,27 @@ class ChunkWorker:
             // max(1, chunk.of),
         )
         timeout = attempt_timeout(pipeline.timeout_seconds, settings.pipeline_timeout_seconds)
-        lease = ChunkLease(self.lifecycle, chunk)
-        outcome = self.runner(lease, spec, timeout, settings).run(items)
+        # The same host memory budget as job attempts (shared.runtime.admission): the chunk's items are its input.
+        estimate = settings.default_attempt_memory_mb
+        if pipeline.memory_mb is not None:
+            try:
+                estimate = float(pipeline.memory_mb(pipeline.params_model.model_validate(job.params), items))
+            except Exception:  # noqa: BLE001 - a broken estimate must not block the chunk
+                log.warning("chunk %s/%d: the memory estimate failed; using the default", chunk.stage, chunk.index)
+        reservation = BUDGET.try_reserve(estimate)
+        if reservation is None:
+            # No room now: give the claim back (attempts restored) and send the message again a little later.
+            self.lifecycle.release_chunk(chunk, held[-1][1])
+            held.clear()
+            msg = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts, traceparent)
+            if not self.lifecycle.send(msg, timedelta(seconds=settings.admission_delay_seconds)):
+                raise StorageUnavailable("could not defer the chunk message")
+            return "deferred"
+        try:
+            lease = ChunkLease(self.lifecycle, chunk)
+            outcome = self.runner(lease, spec, timeout, settings).run(items)
+        finally:
+            reservation.release()
         held[-1] = (lease.chunk, held[-1][1])
         return self._record(lease.chunk, outcome, pipeline.retry, traceparent, held)
 

@@ -128,7 +128,7 @@ class Reaper:
 
         def requeue(job: Job) -> None:
             nonlocal budget
-            if oldest is not None and oldest <= job.available_at + QUEUE_TIME_GRANULARITY:
+            if _behind(oldest, job.available_at):
                 # Messages older than the job's due time are still waiting: its own may be among them.
                 report.backlog_skipped += 1
                 return
@@ -159,25 +159,41 @@ class Reaper:
             else:
                 report.conflicts += 1
 
+        chunks = self.stores.chunks
+        self._each(chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale}),
+                   "recover a stale chunk", report, recover)
+        candidates = chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost})
+        if not candidates:
+            return
+        # The same backlog rule and cap as for jobs: a chunk behind a deep chunks queue is not lost.
+        oldest = self.stores.messages.oldest_visible(self.settings.chunks_queue)
+        budget = self.lifecycle.max_requeues_per_run()
+
         def resend(chunk: Chunk) -> None:
+            nonlocal budget
+            if chunk.queued_at is not None and _behind(oldest, chunk.queued_at):
+                report.backlog_skipped += 1
+                return
+            if budget <= 0:
+                return
             if self.lifecycle.requeue_lost_chunk(chunk):
+                budget -= 1
                 report.chunks_requeued.append(f"{chunk.job_id}/{chunk.stage}/{chunk.index}")
             else:
                 report.conflicts += 1
 
-        chunks = self.stores.chunks
-        self._each(chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale}),
-                   "recover a stale chunk", report, recover)
-        self._each(chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost}),
-                   "re-send a lost chunk", report, resend)
+        self._each(candidates, "re-send a lost chunk", report, resend)
 
     def _waiting(self, report: ReapReport) -> None:
         """Waiting jobs: re-send a resume that was lost, or settle a stage whose last finisher crashed."""
         lost = utcnow_minus(self.settings.queued_stale_seconds)
+        oldest = self.stores.messages.oldest_visible()
 
         def check(job: Job) -> None:
             if job.fan_in_at is not None:
-                if job.fan_in_at < lost and self.lifecycle.resend_resume(job):
+                if job.fan_in_at < lost and _behind(oldest, job.fan_in_at):
+                    report.backlog_skipped += 1  # its resume may still be waiting in the jobs queue
+                elif job.fan_in_at < lost and self.lifecycle.resend_resume(job):
                     report.resumes_resent.append(job.id)
             elif job.wait_stage:
                 self.lifecycle.settle(job.tenant, job.id, job.wait_stage, job.traceparent)
@@ -208,6 +224,11 @@ class Reaper:
         telemetry.QUEUE_OLDEST.set(oldest)
         telemetry.POISON_DEPTH.set(poison)
         telemetry.event("queue.metrics", depth=depth, oldest_age_seconds=round(oldest, 1), poison_depth=poison)
+
+
+def _behind(oldest_visible: datetime | None, sent_by: datetime) -> bool:
+    """Whether a message sent by ``sent_by`` may still be waiting: the queue holds a message at least as old."""
+    return oldest_visible is not None and oldest_visible <= sent_by + QUEUE_TIME_GRANULARITY
 
 
 def utcnow_minus(seconds: float) -> datetime:

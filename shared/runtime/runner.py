@@ -27,11 +27,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from opentelemetry.trace import Span
 
@@ -40,6 +41,9 @@ from shared.config.settings import Settings
 from shared.core.conditional import Contended
 from shared.core.errors import LostClaim, StorageUnavailable
 from shared.core.jobs import JobError, Progress
+from shared.core.lifecycle import Lifecycle
+from shared.core.ports import Stores
+from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
 from shared.observability.metering import METER
 from shared.runtime import protocol
@@ -57,6 +61,8 @@ class Lease(Protocol):
     """What the runner keeps alive while the attempt runs: a job's or a chunk's claim."""
 
     label: str
+    #: When the claim's heartbeat was last written (``time.monotonic()``): where the fence starts counting.
+    renewed_at: float
 
     def renew(self, progress: Progress | None) -> bool:
         """Conditionally renew the heartbeat (and write progress). True once a cancel was requested.
@@ -81,12 +87,41 @@ class Outcome:
     suspended: protocol.Suspended | None = None
 
 
+class ChildProcess(Protocol):
+    """The attempt's process as the runner sees it: ``subprocess.Popen``, or a forked child of the zygote."""
+
+    pid: int
+    stdin: IO[bytes] | None
+
+    @property
+    def returncode(self) -> Any: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class Runner(Protocol):
     def run(self, input_value: Any) -> Outcome: ...
 
 
 #: Builds the runner of one attempt: ``AttemptRunner`` (a child process), or another strategy.
 RunnerFactory = Callable[[Lease, AttemptSpec, float, Settings], Runner]
+
+
+def default_runner(settings: Settings | None = None) -> RunnerFactory:
+    """The runner ``ATTEMPT_PROCESS`` selects: ``fork`` (a warm zygote; Linux) or ``spawn`` (a fresh interpreter)."""
+    from shared.config.settings import get_settings
+
+    mode = (settings or get_settings()).attempt_process
+    if mode == "fork":
+        from shared.runtime.prefork import ForkRunner, fork_supported, prewarm
+
+        if fork_supported():
+            prewarm()
+            return ForkRunner
+        log.warning("ATTEMPT_PROCESS=fork is not supported on this platform; spawning a process per attempt")
+    return AttemptRunner
 
 
 def describe_exit(code: int) -> str:
@@ -117,30 +152,63 @@ class AttemptRunner:
         self._last_write = time.monotonic()
         self._usage: dict[str, float] = {}
         self._terminal_event: protocol.Terminal | None = None
-        # When the lease was last known to be ours (monotonic): the self-fencing clock.
-        self._renewed_at = time.monotonic()
+        # When the lease was last known to be ours: the self-fencing clock. It starts at the claim's own
+        # heartbeat, and each renewal moves it to when that renewal *started* (its heartbeat_at was
+        # planned then, not when the answer came back).
+        self._renewed_at = getattr(lease, "renewed_at", time.monotonic())
         self._fence_after = FENCE_FRACTION * settings.heartbeat_stale_seconds
+        # Renewals run on their own thread, so a renewal that blocks inside the SDK (a read timeout,
+        # re-reads after an ambiguous write) cannot keep the loop from enforcing the fence.
+        self._renewal: threading.Thread | None = None
+        self._renewal_lost: LostClaim | None = None
+        self._cancel_wanted = False
         self._cancel_deadline: float | None = None
         self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: ChildProcess | None = None
         self._terminal_at: float | None = None
         # The open stage span: stages are traced here, from the progress
         # events, so the pipeline process needs no telemetry of its own.
         self._stage: tuple[str, Span, float] | None = None
 
     # -- heartbeat writes --------------------------------------------------------
-    def _write(self, progress: Progress | None = None) -> None:
-        """Renew the lease (with progress); a cancel request makes the next write fail with 412, then shows."""
-        try:
-            cancel = self.lease.renew(progress)
-            self._renewed_at = time.monotonic()
-        except (StorageUnavailable, Contended):
-            # The child keeps working and the next heartbeat tries again, until the fence.
-            log.warning("heartbeat for %s failed: storage unavailable", self.lease.label)
-            cancel = False
-        self._last_write = time.monotonic()
-        if cancel and self._cancel_deadline is None:
+    def _write(self, progress: Progress | None = None) -> bool:
+        """Start renewing the lease (with progress) unless a renewal is still in flight; True if one started.
+
+        A cancel request makes the renewal's write fail with 412 and then shows on the re-read row.
+        """
+        if self._renewal is not None and self._renewal.is_alive():
+            return False
+        started = time.monotonic()
+        self._last_write = started
+
+        def renew() -> None:
+            try:
+                cancel = self.lease.renew(progress)
+                self._renewed_at = max(self._renewed_at, started)
+                self._cancel_wanted = self._cancel_wanted or cancel
+            except LostClaim as lost:
+                self._renewal_lost = lost
+            except (StorageUnavailable, Contended):
+                # The child keeps working and the next heartbeat tries again, until the fence.
+                log.warning("heartbeat for %s failed: storage unavailable", self.lease.label)
+            except Exception:
+                log.exception("heartbeat for %s failed", self.lease.label)
+
+        self._renewal = threading.Thread(target=renew, name=f"renew {self.lease.label}", daemon=True)
+        self._renewal.start()
+        return True
+
+    def _renewals_settled(self) -> None:
+        """Apply what the last renewal learnt: a lost claim ends the attempt, a cancel request asks it to stop."""
+        if self._renewal_lost is not None:
+            raise self._renewal_lost
+        if self._cancel_wanted and self._cancel_deadline is None:
             self._request_cancel()
+
+    def _join_renewal(self) -> None:
+        # The outcome write follows: let an in-flight renewal finish first (bounded: it may be stuck).
+        if self._renewal is not None:
+            self._renewal.join(timeout=_EXIT_GRACE_SECONDS)
 
     def _request_cancel(self) -> None:
         log.info("%s: cancellation requested, asking the pipeline to stop", self.lease.label)
@@ -164,19 +232,9 @@ class AttemptRunner:
         spec_path.write_text(spec.model_dump_json())
         read_fd, write_fd = os.pipe()
         stderr_path = tmp / "stderr.txt"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
         try:
             with open(stderr_path, "wb") as stderr:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "shared.runtime.child", str(spec_path), str(write_fd)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    pass_fds=(write_fd,),
-                    cwd=str(APP_ROOT),
-                    env=env,
-                    start_new_session=True,
-                )
+                self._proc = self._start(spec_path, write_fd, stderr.fileno())
         except BaseException:
             os.close(read_fd)
             raise
@@ -184,7 +242,14 @@ class AttemptRunner:
             os.close(write_fd)
         started = time.monotonic()
         try:
+            if started - self._last_write >= self.settings.heartbeat_seconds:
+                # Starting took a while (a zygote starting up, a loaded machine): renew the lease now and wait
+                # for it, but no longer than the fence allows, so the fence measures the attempt, not its start.
+                if self._write() and self._renewal is not None:
+                    self._renewal.join(timeout=max(0.0, self._renewed_at + self._fence_after - time.monotonic()))
             self._supervise(read_fd, started)
+            self._join_renewal()
+            self._renewals_settled()
         except LostClaim as lost:
             self._kill()
             log.warning("%s: lost the claim (%s); attempt abandoned", self.lease.label, lost)
@@ -196,6 +261,20 @@ class AttemptRunner:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()
         return self._outcome(result_path, stderr_path)
+
+    def _start(self, spec_path: Path, event_fd: int, stderr_fd: int) -> ChildProcess:
+        """Start the attempt's process: a fresh interpreter (``spawn``); ``ForkRunner`` forks a warm zygote."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
+        return subprocess.Popen(
+            [sys.executable, "-m", "shared.runtime.child", str(spec_path), str(event_fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr_fd,
+            pass_fds=(event_fd,),
+            cwd=str(APP_ROOT),
+            env=env,
+            start_new_session=True,
+        )
 
     def _supervise(self, read_fd: int, started: float) -> None:
         assert self._proc is not None
@@ -225,8 +304,13 @@ class AttemptRunner:
                     for line in lines:
                         self._on_event(line)
             else:
-                time.sleep(0.05)
+                # The event pipe is closed: wait (briefly) for the exit status rather than sleep.
+                try:
+                    self._proc.wait(0.05)
+                except subprocess.TimeoutExpired:
+                    pass
             now = time.monotonic()
+            self._renewals_settled()
             if self._kill_reason is None and self._terminal_event is None:
                 if now - self._renewed_at > self._fence_after:
                     log.error(
@@ -251,8 +335,8 @@ class AttemptRunner:
                     self._kill()
             since = now - self._last_write
             if self._progress_dirty and since >= self.settings.progress_min_interval_seconds:
-                self._progress_dirty = False
-                self._write(progress=self._progress)
+                if self._write(progress=self._progress):
+                    self._progress_dirty = False
             elif since >= self.settings.heartbeat_seconds:
                 self._write()
         sel.close()
@@ -342,3 +426,19 @@ class AttemptRunner:
         size = stderr_path.stat().st_size if stderr_path.exists() else 0
         log.error("%s: %s (%d bytes of stderr not logged)", self.lease.label, reason, size)
         return Outcome("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
+
+
+class AttemptHost:
+    """What the job worker and the chunk worker share: the injected stores, the lifecycle, the pipelines, and how
+    an attempt's process is started."""
+
+    def __init__(
+        self, stores: Stores | None = None, registry: Registry | None = None, runner: RunnerFactory | None = None
+    ) -> None:
+        from shared.storage import azure_stores
+
+        self.stores = stores or azure_stores()
+        #: How an attempt is run: a fork of the host's zygote or a fresh interpreter (``ATTEMPT_PROCESS``).
+        self.runner = runner or default_runner()
+        self.lifecycle = Lifecycle(self.stores)
+        self.registry = registry or default_registry()

@@ -19,37 +19,47 @@ it: a delivery that never claimed has no business failing a job.
 from __future__ import annotations
 
 import logging
+import time
+from datetime import timedelta
 from typing import Any
 
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import Settings, get_settings
-from shared.core.errors import NotFound, PermanentError
+from shared.core.errors import NotFound, PermanentError, StorageUnavailable
 from shared.core.jobs import Job, JobError, Status
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import ClaimUnresolved, Lifecycle
 from shared.core.messages import BadMessage, JobMessage
 from shared.core.names import result_blob_name
-from shared.core.ports import Stores
-from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
+from shared.runtime.admission import BUDGET, Reservation
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import AttemptRunner, Outcome, RunnerFactory
+from shared.runtime.runner import AttemptHost, Outcome
+from shared.sdk.pipeline import Pipeline
 from shared.sdk.retry import RetryPolicy
-from shared.storage import azure_stores
 from shared.storage.blobs import decode_input
 
 log = logging.getLogger(__name__)
+
+#: "The input has not been read yet" (an input may itself be null).
+_NO_INPUT: Any = object()
+
+#: A result up to this size is stored in the job row (a binary property holds 64 KiB) instead of a blob.
+RESULT_INLINE_MAX_BYTES = 32 * 1024
 
 
 class JobLease:
     """The claim on a running job: heartbeat, progress and cancel detection through the lifecycle."""
 
-    def __init__(self, lifecycle: Lifecycle, job: Job) -> None:
+    def __init__(self, lifecycle: Lifecycle, job: Job, claimed_at: float | None = None) -> None:
         self.lifecycle = lifecycle
         self.job = job
         self.label = f"job {job.id}"
+        #: The claim's heartbeat (monotonic): the runner's fence counts from here, not from when it started.
+        self.renewed_at = time.monotonic() if claimed_at is None else claimed_at
 
     def renew(self, progress: Any) -> bool:
         self.job = self.lifecycle.renew(self.job, progress)
+        self.renewed_at = time.monotonic()
         return self.job.cancel_requested
 
 
@@ -60,17 +70,15 @@ class _Delivery:
         self.before: Job | None = None
         self.claimed: Job | None = None
         self.result: tuple[str, int] | None = None
+        self.inline: bytes | None = None
+        #: When this delivery's claim was written (monotonic): the start of the attempt's fence.
+        self.claimed_at: float | None = None
+        #: This delivery's share of the host's memory budget, while its attempt runs.
+        self.reservation: Reservation | None = None
 
 
-class Worker:
-    def __init__(
-        self, stores: Stores | None = None, registry: Registry | None = None, runner: RunnerFactory = AttemptRunner
-    ) -> None:
-        self.stores = stores or azure_stores()
-        #: How an attempt is run: in a child process by default (``AttemptRunner``).
-        self.runner = runner
-        self.lifecycle = Lifecycle(self.stores)
-        self.registry = registry or default_registry()
+class Worker(AttemptHost):
+    """One delivery of a job message runs one attempt."""
 
     @property
     def settings(self) -> Settings:
@@ -107,25 +115,46 @@ class Worker:
             # This delivery never held the job: whatever state it is in is someone else's to change.
             return
         try:
-            if last:
+            if last and delivery.result is None:
                 reason = (
                     f"the worker failed on the last allowed delivery ({type(err).__name__}); "
                     "the message went to the poison queue"
                 )
                 self.lifecycle.fail_claimed(claimed, JobError.of("PoisonMessage", reason))
             else:
-                self.lifecycle.release(claimed, before, delivery.result)
+                # Not the last delivery, or the result is already stored: give the claim back (with the
+                # result), so a redelivery, or the reaper's lost-message pass after the poison queue took
+                # the message, finishes the job from it instead of failing or re-running it.
+                self.lifecycle.release(claimed, before, delivery.result, delivery.inline)
         except Exception:
             # Storage is away: the claim goes stale and the reaper takes it (finishing from the result blob).
             log.exception("job %s: could not release the claim after a worker error", claimed.id)
 
     # -- claim -------------------------------------------------------------------
     def _handle(self, msg: JobMessage, text: str, delivery: _Delivery) -> str:
+        # A new job's first message carries the row as inserted and its ETag: the claim is a conditional
+        # write on that ETag, with no read before it. If the row changed since, the claim's 412 re-reads it
+        # (shared.core.conditional) and, if the claim no longer applies, the job is looked at afresh below.
+        if msg.row is not None and msg.etag and not msg.resume:
+            try:
+                job = Job.from_snapshot(msg.row, msg.etag)
+            except (KeyError, TypeError, ValueError):
+                log.warning("job %s: the message's row is unreadable; reading the job", msg.job_id)
+            else:
+                outcome = self._check_and_claim(job, msg, text, delivery, fresh=False)
+                if outcome is not None:
+                    return outcome
         try:
             job = self.stores.jobs.get(msg.tenant, msg.job_id, with_input=True)
         except NotFound:
             log.warning("job %s: not found (deleted?); message dropped", msg.job_id)
             return "missing"
+        outcome = self._check_and_claim(job, msg, text, delivery, fresh=True)
+        assert outcome is not None
+        return outcome
+
+    def _check_and_claim(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery, *, fresh: bool) -> str | None:
+        """Claim and run; None if ``job`` came from the message and the claim found the row changed."""
         if job.status.terminal:
             log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
             return "noop-terminal"
@@ -144,23 +173,101 @@ class Worker:
             # A delivery of this attempt stored the result, then could not record it: finish from the blob.
             done = self.lifecycle.succeed_from_blob(job, msg.attempt)
             return "succeeded" if done is not None else "noop-lost-race"
-        claimed = self.lifecycle.claim(job, msg.attempt)
-        if claimed is None:
-            return "noop-lost-race"
-        delivery.before, delivery.claimed = job, claimed
-        return self._run(claimed, text, delivery)
+        if job.status == Status.RETRYING and job.error is not None and job.error.type == "WorkerLost":
+            # The reaper handed the attempt on while its worker was still storing the result (a slow
+            # upload): if the blob is there now, the job is done; nothing runs again.
+            if self.lifecycle.recover_stored_result(job) is not None:
+                return "succeeded"
+        reservation, input_value = None, _NO_INPUT
+        if job.input_blob is None:
+            # The input is in the row (or the message): admission is decided before the claim, for free.
+            pipeline = self.registry.get(job.pipeline)
+            input_value = self._input_or_none(job)
+            estimate = self._estimate(pipeline, job, input_value)
+            reservation = BUDGET.try_reserve(estimate)
+            if reservation is None:
+                return self._defer(job, msg, estimate)
+        try:
+            try:
+                claimed = self.lifecycle.claim(job, msg.attempt)
+            except NotFound:
+                log.warning("job %s: not found (deleted?); message dropped", msg.job_id)
+                return "missing"
+            except ClaimUnresolved as unknown:
+                # It may have landed: hold it as ours so that the error path releases it by owner.
+                delivery.before, delivery.claimed = job, unknown.claim
+                raise
+            if claimed is None:
+                return "noop-lost-race" if fresh else None
+            delivery.before, delivery.claimed, delivery.claimed_at = job, claimed, time.monotonic()
+            return self._run(claimed, msg, delivery, input_value, reservation)
+        finally:
+            if reservation is not None:
+                reservation.release()
+
+    # -- admission ---------------------------------------------------------------
+    def _input_or_none(self, job: Job) -> Any:
+        try:
+            return self._load_input(job)
+        except PermanentError:
+            return _NO_INPUT  # reported by the run, after the claim
+
+    def _estimate(self, pipeline: Pipeline | None, job: Job, value: Any) -> float:
+        """The attempt's declared memory estimate in MiB (``Pipeline.memory_mb``), or the default."""
+        default = self.settings.default_attempt_memory_mb
+        if pipeline is None or pipeline.memory_mb is None or value is _NO_INPUT:
+            return default
+        try:
+            return float(pipeline.memory_mb(pipeline.params_model.model_validate(job.params), value))
+        except Exception:  # noqa: BLE001 - a broken estimate must not block the job
+            log.warning("job %s: the memory estimate of pipeline %s failed; using the default", job.id, job.pipeline)
+            return default
+
+    def _defer(self, job: Job, msg: JobMessage, estimate: float) -> str:
+        """No room in this host's memory budget: send the message again, a little later; this delivery completes.
+
+        The new message starts with a dequeue count of 0, so waiting for memory never pushes a job
+        towards the poison queue. Were the send lost, this delivery fails instead and the host redelivers it.
+        """
+        delay = timedelta(seconds=self.settings.admission_delay_seconds)
+        log.info(
+            "job %s: needs about %.0f MB, which does not fit beside the %d attempts running; again in %.0f s",
+            msg.job_id, estimate, BUDGET.running, delay.total_seconds(),
+        )
+        # Move the job's due time on, so the reaper's lost-message pass does not take a job that is only
+        # waiting for memory for one whose message was lost (and add a copy each period).
+        self.lifecycle.postpone(job, delay)
+        if not self.lifecycle.send(msg, delay):
+            raise StorageUnavailable("could not defer the message")
+        return "deferred"
 
     def _resume(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery) -> str:
         """Continue a waiting job's attempt after its fan-in (same attempt number)."""
+        if job.status == Status.WAITING and job.result_blob == result_blob_name(job.tenant, job.id, msg.attempt):
+            # This resumed attempt stored its result and then released its claim: finish from it.
+            done = self.lifecycle.succeed_from_blob(job, msg.attempt)
+            return "succeeded" if done is not None else "noop-stale"
         resumed = self.lifecycle.resume(job, msg.attempt)
         if resumed is None:
             log.info("job %s: resume for attempt %d does not apply (%s); ignored", job.id, msg.attempt, job.status)
             return "noop-stale"
-        delivery.before, delivery.claimed = job, resumed
-        return self._run(resumed, text, delivery)
+        delivery.before, delivery.claimed, delivery.claimed_at = job, resumed, time.monotonic()
+        return self._run(resumed, msg, delivery)
 
     # -- run ---------------------------------------------------------------------
-    def _run(self, job: Job, text: str, delivery: _Delivery) -> str:
+    def _run(
+        self, job: Job, msg: JobMessage, delivery: _Delivery, preloaded: Any = _NO_INPUT,
+        reservation: Reservation | None = None,
+    ) -> str:
+        delivery.reservation = reservation
+        try:
+            return self._run_admitted(job, msg, delivery, preloaded)
+        finally:
+            if delivery.reservation is not None:
+                delivery.reservation.release()
+
+    def _run_admitted(self, job: Job, msg: JobMessage, delivery: _Delivery, preloaded: Any) -> str:
+        text = msg.without_row().encode()  # what goes to the poison queue: ids, never the input
         with telemetry.job_context(pipeline=job.pipeline, attempt=job.attempts):
             pipeline = self.registry.get(job.pipeline)
             if pipeline is None:
@@ -169,10 +276,18 @@ class Worker:
                 return "failed"
             timeout = attempt_timeout(pipeline.timeout_seconds, self.settings.pipeline_timeout_seconds)
             try:
-                input_value = self._load_input(job)
+                input_value = preloaded if preloaded is not _NO_INPUT else self._load_input(job)
             except PermanentError as err:
                 self.lifecycle.finish(job, Status.FAILED, error=JobError.of("BadInput", str(err)))
                 return "failed"
+            if delivery.reservation is None:
+                # The input came from its blob (or this is a resume): admission is decided now, after the claim.
+                estimate = self._estimate(pipeline, job, input_value)
+                delivery.reservation = BUDGET.try_reserve(estimate)
+                if delivery.reservation is None:
+                    self.lifecycle.release(job, delivery.before or job)  # give the claim back, attempts restored
+                    delivery.claimed = None
+                    return self._defer(job, msg, estimate)
             log.info(
                 "job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline
             )
@@ -188,7 +303,7 @@ class Worker:
                 # The job's LLM token budget spans attempts: start from what earlier ones spent.
                 llm_tokens_used=int(job.usage.get("llm_tokens", 0)),
             )
-            lease = JobLease(self.lifecycle, job)
+            lease = JobLease(self.lifecycle, job, delivery.claimed_at)
             outcome = self.runner(lease, spec, timeout, self.settings).run(input_value)
             delivery.claimed = lease.job
             return self._record(outcome, lease.job, pipeline.retry, text, delivery)
@@ -210,12 +325,27 @@ class Worker:
         if outcome.kind == "succeeded":
             assert outcome.result is not None
             name = result_blob_name(job.tenant, job.id, job.attempts)
-            self.stores.blobs.put(name, outcome.result, "application/json")
+            stored: dict[str, Any] = {}
+            if len(outcome.result) <= RESULT_INLINE_MAX_BYTES:
+                # Small: the result goes into the row with the final state, in the same write (no blob put).
+                stored["result_inline"] = delivery.inline = outcome.result
+            else:
+                self.stores.blobs.put(name, outcome.result, "application/json")
             delivery.result = (name, len(outcome.result))
-            done = self.lifecycle.finish(
-                job, Status.SUCCEEDED, error=None, result_blob=name, result_bytes=len(outcome.result),
-                usage=usage, **progress,
-            )
+            try:
+                done = self.lifecycle.finish(
+                    job, Status.SUCCEEDED, error=None, result_blob=name, result_bytes=len(outcome.result),
+                    usage=usage, **stored, **progress,
+                )
+            except Exception:
+                if stored:
+                    # The row did not take the result: keep it in its blob too, so that whoever finishes the
+                    # job (the redelivery after the release, or the reaper) finds it and nothing runs twice.
+                    try:
+                        self.stores.blobs.put(name, outcome.result, "application/json")
+                    except Exception:  # noqa: BLE001 - the release below still carries it in the row
+                        log.warning("job %s: could not keep the result in its blob either", job.id)
+                raise
             return "succeeded" if done is not None else "lost"
         if outcome.kind == "cancelled":
             self.lifecycle.finish(job, Status.CANCELLED, usage=usage, **progress)

@@ -88,3 +88,7 @@ class Pipeline:
     timeout_seconds: float | None = None
     renderers: Mapping[str, Renderer] = field(default_factory=dict)
     description: str = ""
+    #: Estimated peak memory of one attempt in MiB, from the validated params and the input. A host
+    #: starts an attempt only while the estimates of its running attempts fit in its memory budget
+    #: (``INSTANCE_MEMORY_MB`` minus ``MEMORY_MARGIN_MB``); None counts ``DEFAULT_ATTEMPT_MEMORY_MB``.
+    memory_mb: Callable[[Any, Any], float] | None = None

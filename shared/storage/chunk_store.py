@@ -1,17 +1,12 @@
-"""Chunk rows in Table Storage (the model is ``shared.core.chunks``): one entity each, in the parent job's partition.
+"""Chunk rows in Table Storage, in the parent job's partition (the model and its row keys: ``shared.core.chunks``).
 
-RowKey ``{job_id}~c~{stage}~{index:05d}`` keeps a job's chunks together and in
-order, so "the chunks of this stage" is one range query inside one partition.
-A chunk has its own status, attempts, owner and heartbeat, claimed with the
-same ETag discipline as a job.
-
-Status: ``pending`` (waiting for a slot in the job's window), ``queued`` (has
-a message), ``running``, then ``succeeded``, ``failed`` (attempts used up) or
-``cancelled`` (the parent ended first).
+A stage's chunks are one range query inside one partition; they are inserted in
+entity-group transactions and never overwritten.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +18,7 @@ from shared.core.errors import AlreadyExists
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 
+log = logging.getLogger(__name__)
 _BATCH = 100  # entity-group transactions hold at most 100 entities
 
 
@@ -127,13 +123,18 @@ class ChunkStore:
         return chunk.with_changes(**changes, etag=meta.get("etag"))
 
     def scan(self, query: str, parameters: dict[str, Any]) -> list[Chunk]:
+        out: list[Chunk] = []
         with storage_call("scan chunks"):
-            return [
-                Chunk.from_entity(e)
-                for e in self.table.query_entities(
-                    f"kind eq '{KIND_CHUNK}' and ( {query} )", parameters=parameters, select=_SUMMARY
-                )
-            ]
+            for e in self.table.query_entities(
+                f"kind eq '{KIND_CHUNK}' and ( {query} )", parameters=parameters, select=_SUMMARY
+            ):
+                try:
+                    out.append(Chunk.from_entity(e))
+                except (KeyError, TypeError, ValueError) as err:
+                    # One unreadable row must not stop chunk recovery for every tenant.
+                    log.error("skipping unreadable chunk row %s/%s (%s)", e.get("PartitionKey"), e.get("RowKey"),
+                              type(err).__name__)
+        return out
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int:
         """Delete every chunk row of a job (retention), in transactions of up to 100."""

@@ -16,11 +16,13 @@ from azure.core.exceptions import (
 )
 
 from shared.core.errors import AlreadyExists, Conflict, EtagMismatch, NotFound, StorageError, StorageUnavailable
+from shared.observability.metering import METER
 
 
 @contextmanager
 def storage_call(what: str) -> Iterator[None]:
     """Run a Storage call and re-raise its failure as a :class:`ThematiqError`."""
+    answered = METER.answered()
     try:
         yield
     except ResourceModifiedError as err:
@@ -30,8 +32,10 @@ def storage_call(what: str) -> Iterator[None]:
     except ResourceExistsError as err:
         raise AlreadyExists(f"{what}: already exists") from err
     except ServiceRequestError as err:
-        # The request was never sent (no connection): nothing can have been applied.
-        raise StorageUnavailable(f"{what}: storage unreachable", maybe_applied=False) from err
+        # The last try could not connect. Nothing was applied only if no earlier try was answered
+        # (a 5xx that committed, then a retry that could not connect, ends here too).
+        maybe = METER.answered() > answered
+        raise StorageUnavailable(f"{what}: storage unreachable", maybe_applied=maybe) from err
     except ServiceResponseError as err:
         raise StorageUnavailable(f"{what}: storage did not answer") from err
     except HttpResponseError as err:

@@ -62,6 +62,10 @@ _PUBLIC_COLUMNS = [
     "fan_ins",
     "fan_in_at",
     "op",
+    "callback_url",
+    "callback_status",
+    "callback_attempts",
+    "callback_error",
     "input_blob",
 ]
 

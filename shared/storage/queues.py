@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,8 @@ class Queues:
     def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> None:
         """A job message to the jobs queue, a chunk message to the chunks queue."""
         queue = get_settings().chunks_queue if isinstance(message, ChunkMessage) else None
-        seconds = 0 if delay is None else int(min(delay, _MAX_DELAY).total_seconds())
+        # Whole seconds, rounded up: a backoff is never shorter than asked.
+        seconds = 0 if delay is None else math.ceil(min(delay, _MAX_DELAY).total_seconds())
         with storage_call("enqueue"):
             self._queue_for(queue).send_message(message.encode(), visibility_timeout=seconds or None)
 

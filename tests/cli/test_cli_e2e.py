@@ -169,3 +169,32 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
 
         run(argv)
     assert info.value.code == 2
+
+
+def test_xlsx_and_cp1252_csv_are_submitted(cli: Cli, tmp_path: Path) -> None:
+    from tests.cli.test_spreadsheets import ACCENTED, make_xlsx
+
+    xlsx = make_xlsx(tmp_path / "survey.xlsx", [["Survey"], ["Respondent", "Answer"],
+                                                *[[f"r{i}", t] for i, t in enumerate(ACCENTED)]])
+    cp1252 = tmp_path / "export.csv"
+    cp1252.write_bytes(("id;text\r\n" + "".join(f"c{i};{t}\r\n" for i, t in enumerate(ACCENTED))).encode("cp1252"))
+    for f, extra, ids in ((xlsx, ["--sheet", "Responses", "--id-column", "Respondent"], ["r0", "r1", "r2"]),
+                          (cp1252, [], ["c0", "c1", "c2"])):
+        code, out, err = cli("submit", str(f), "-p", "echo", *extra, "--wait", "--quiet", "--timeout", "30")
+        assert code == EXIT_OK, err
+        _, body, _ = cli("result", out.strip())
+        echoed = json.loads(body)["echo"]
+        assert [i["id"] for i in echoed] == ids and [i["text"] for i in echoed] == ACCENTED
+    code, _, err = cli("submit", str(xlsx), "-p", "echo", "--sheet", "Nope")
+    assert code == 2 and "no worksheet 'Nope'" in err
+
+
+def test_retry_command_and_subscription_key_flag(cli: Cli, tmp_path: Path) -> None:
+    code, out, err = cli("submit", str(_csv(tmp_path)), "-p", "sleep",
+                         "--params-json", '{"fail": "permanent", "seconds": 0.1}', "--wait", "--quiet")
+    assert code == EXIT_JOB_FAILED
+    code, new_id, err = cli("retry", out.strip())
+    assert code == EXIT_OK and new_id.strip() != out.strip() and "resubmitted as job" in err
+    # A subscription key is sent along (the dev host ignores it; API Management would check it).
+    code, _, err = cli("status", new_id.strip(), "--subscription-key", "sub-key")
+    assert code == EXIT_OK, err

@@ -70,8 +70,8 @@ def test_missing_empty_and_binary_files(tmp_path: Path) -> None:
     (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(InputError, match="contains no responses"):
         load_responses(tmp_path / "empty.txt")
-    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00abc")
-    with pytest.raises(InputError, match="not UTF-8"):
+    (tmp_path / "bin.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    with pytest.raises(InputError, match="not text in UTF-8, UTF-16 or Windows-1252"):
         load_responses(tmp_path / "bin.txt")
 
 
@@ -98,10 +98,15 @@ def test_problem_json_renders_title_detail_and_field_errors() -> None:
     ]
 
 
-def test_client_rejects_non_http_urls_and_strips_api_suffix() -> None:
+def test_client_rejects_non_http_urls_and_finds_the_api_root() -> None:
     with pytest.raises(CliError, match="http"):
         Client(url="file:///etc/passwd")
-    assert Client(url="http://h:1/api/").url == "http://h:1"
+    # A bare host means its /api; a URL with a path (a gateway's API path) is used as given.
+    assert Client(url="http://h:1").url == "http://h:1/api"
+    assert Client(url="http://h:1/api/").url == "http://h:1/api"
+    assert Client(url="https://contoso.azure-api.net/thematiq").url == "https://contoso.azure-api.net/thematiq"
+    c = Client.from_env("https://gw.example/t", subscription_key="sub")
+    assert c.api.subscription_key == "sub" and c.api.base_url == "https://gw.example/t"
 
 
 def test_progress_line_on_a_tty_and_in_a_log() -> None:

@@ -1,22 +1,82 @@
-"""Security over real HTTP against a local host: auth on every route, tenant isolation, hostile input,
-the OpenAPI document, and no secrets or response texts in the logs (last, so it sees every other test's logs)."""
+"""Security over real HTTP against a local host run as in Azure: auth on every route, tenant trust (only the
+gateway names a tenant), tenant isolation, the gateway stand-in, hostile input, the OpenAPI document, and no
+secrets or response texts in the logs (last, so it sees every other test's logs).
+
+The hosts run in gateway mode (``TRUSTED_GATEWAY_PRINCIPAL_ID`` set, ``DEFAULT_TENANT`` empty,
+``WEBSITE_AUTH_ENABLED=True`` as App Service sets it). ``sec_api`` calls them the way App Service
+Authentication hands API Management's requests to the app (with the gateway's principal id); a caller that
+only holds a function key gets 401 whatever tenant it names (docs/security.md)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import time
 import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devhost.gateway import Gateway
+from devhost.process import HostProcess
 from shared.api.openapi import JobView
 from tests.e2e.conftest import Api
 from tests.fault.conftest import CANARY_KEY, CANARY_LLM_KEY
 from tests.fault.scenarios import PROBLEM, Cluster
+
+#: API Management's managed identity, as App Service Authentication reports it (X-MS-CLIENT-PRINCIPAL-ID).
+GATEWAY_ID = str(uuid.uuid4())
+PRINCIPAL = "x-ms-client-principal-id"
+
+
+@dataclass
+class TrustedApi(Api):
+    """Calls as API Management does once App Service Authentication has admitted it."""
+
+    tenant: str = "t-default"
+
+    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+             raw: bytes | None = None, key: bool = True) -> tuple[int, dict[str, str], Any]:
+        h = {PRINCIPAL: GATEWAY_ID, "x-thematiq-tenant": self.tenant, **(headers or {})}
+        return super().call(method, path, body, h, raw, key)
+
+
+@pytest.fixture(scope="module")
+def sec(azurite: str) -> Iterator[Cluster]:
+    # Two workers: the matrix holds three 60-second jobs running at once, and the worker's concurrency
+    # (host.json batchSize/newBatchThreshold) is what production needs, not what this test needs.
+    c = Cluster(azurite, 2, {
+        "DEVHOST_FUNCTION_KEY": CANARY_KEY, "LLM_API_KEY": CANARY_LLM_KEY,
+        # Run as in Azure: no default tenant, the gateway's identity is the only one trusted.
+        "DEFAULT_TENANT": "", "TRUSTED_GATEWAY_PRINCIPAL_ID": GATEWAY_ID, "WEBSITE_AUTH_ENABLED": "True",
+    })
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def sec_api(sec: Cluster) -> TrustedApi:
+    assert sec.api_host is not None
+    return TrustedApi(sec.api_host.url, CANARY_KEY)
+
+
+@pytest.fixture(scope="module")
+def key_only(sec: Cluster) -> Api:
+    """A caller that holds a valid function key and nothing else (what issue 12 found was enough)."""
+    assert sec.api_host is not None
+    return Api(sec.api_host.url, CANARY_KEY)
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 FAKE_ID = "f" * 28
@@ -42,7 +102,7 @@ def assert_problem(status: int, headers: dict[str, str], body: Any, expected: in
 # -- auth -----------------------------------------------------------------------------
 
 
-def test_every_route_but_health_needs_the_function_key(sec: Cluster, sec_api: Api) -> None:
+def test_every_route_but_health_needs_the_function_key(sec: Cluster, sec_api: TrustedApi) -> None:
     routes = http_routes(sec)
     anonymous = set()
     for name, (methods, path) in routes.items():
@@ -115,6 +175,7 @@ def test_tenant_isolation_matrix_is_404_never_403(sec_api: Api) -> None:
                     ("GET", "/result"),
                     ("POST", "/cancel"),
                     ("GET", "/result?format=csv"),
+                    ("POST", "/retry"),
                 ):
                     status, headers, body = _as(api, other, method, f"/api/jobs/{job_id}{suffix}")
                     assert_problem(status, headers, body, 404)
@@ -132,7 +193,120 @@ def test_tenant_isolation_matrix_is_404_never_403(sec_api: Api) -> None:
     # Own result is readable; the matrix covered every (owner, other, state, operation).
     status, _, body = _as(api, "t-alpha", "GET", f"/api/jobs/{jobs['t-alpha']['succeeded']}/result")
     assert status == 200 and body == {"echo": "t-alpha"}
-    assert checked == 3 * 2 * (4 * 4 + 4)
+    # Own retry of a failed job works; another tenant's was 404 above and created nothing.
+    status, _, body = _as(api, "t-alpha", "POST", f"/api/jobs/{jobs['t-alpha']['failed']}/retry")
+    assert status == 202 and body["id"] not in jobs["t-alpha"].values(), body
+    assert checked == 3 * 2 * (4 * 5 + 4)
+
+
+# -- tenant trust: only the gateway names a tenant ---------------------------------------
+
+
+def test_a_function_key_and_a_forged_tenant_are_401_on_every_route(
+    sec: Cluster, sec_api: TrustedApi, key_only: Api
+) -> None:
+    """Issue 12: with a valid key and `x-thematiq-tenant: <anyone>`, list was 200 and submit 202."""
+    victim = _as(sec_api, "t-victim", "POST", "/api/jobs", {"pipeline": "sleep", "params": {
+        "seconds": 0.1, "steps": 1, "fail": "permanent"}, "input": "victim"})[2]["id"]
+    forgeries: list[dict[str, str]] = [
+        {"x-thematiq-tenant": "t-victim"},
+        {"x-thematiq-tenant": "t-victim", PRINCIPAL: str(uuid.uuid4())},  # another identity of the directory
+        {"x-thematiq-tenant": "t-victim", PRINCIPAL: ""},
+        {"x-thematiq-tenant": "t-victim", PRINCIPAL: GATEWAY_ID + "x"},
+        {},
+    ]
+    checked = 0
+    for name, (methods, path) in http_routes(sec).items():
+        if name == "health":
+            continue
+        path = path.replace("{id}", victim)
+        for method in sorted(methods):
+            for forged in forgeries:
+                body = {"pipeline": "echo", "params": {}, "input": 1} if method == "POST" else None
+                status, headers, problem = key_only.call(method, path, body, headers=forged)
+                assert_problem(status, headers, problem, 401)
+                assert "t-victim" not in json.dumps(problem), problem
+                checked += 1
+    assert checked >= 8 * len(forgeries), checked
+    # Nothing was created, cancelled or retried on the victim's behalf.
+    status, _, listed = _as(sec_api, "t-victim", "GET", "/api/jobs")
+    assert status == 200 and [j["id"] for j in listed["items"]] == [victim], listed
+    assert not _as(sec_api, "t-victim", "GET", f"/api/jobs/{victim}")[2]["cancel_requested"]
+    # The trusted path still works, and health stays anonymous.
+    assert _as(sec_api, "t-victim", "GET", f"/api/jobs/{victim}")[0] == 200
+    assert key_only.call("GET", "/api/health", key=False)[0] == 200
+
+
+def test_with_anonymous_routes_as_in_azure_only_the_gateway_gets_in(sec: Cluster) -> None:
+    """In Azure the routes are `anonymous` (App Service Authentication is the gate, no function key exists):
+    without the gateway's principal every route but health is still 401, with or without a key."""
+    env = {**sec.env, "HTTP_AUTH_LEVEL": "anonymous"}
+    with HostProcess(env=env, args=["--no-queue", "--no-timer"]) as h:
+        open_api, trusted = Api(h.url, "no-key"), TrustedApi(h.url, "no-key", tenant="t-anon")
+        routes = [r for n, r in http_routes(sec).items() if n != "health"]
+        for methods, path in routes:
+            for method in sorted(methods):
+                for headers in ({"x-thematiq-tenant": "t-victim"}, {}):
+                    status, hdrs, body = open_api.call(method, path.replace("{id}", FAKE_ID), headers=headers,
+                                                       key=False)
+                    assert_problem(status, hdrs, body, 401)
+        assert trusted.call("GET", "/api/jobs", key=False)[0] == 200
+        assert open_api.call("GET", "/api/health", key=False)[0] == 200
+
+
+@pytest.fixture(scope="module")
+def gateway(sec: Cluster) -> Iterator[Gateway]:
+    assert sec.api_host is not None
+    subs = {"t-alpha": "sub-alpha-" + uuid.uuid4().hex, "t-beta": "sub-beta-" + uuid.uuid4().hex}
+    with Gateway(sec.api_host.url, CANARY_KEY, GATEWAY_ID, subs) as gw:
+        gw.keys = subs  # type: ignore[attr-defined]
+        yield gw
+
+
+def _gw(gw: Gateway, method: str, path: str, key: str | None, body: Any = None,
+        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    h = {"content-type": "application/json", **(headers or {})}
+    if key:
+        h["Ocp-Apim-Subscription-Key"] = key
+    data = None if body is None else json.dumps(body).encode()
+    url = path if path.startswith("http") else gw.url + path
+    req = urllib.request.Request(url, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            status, hdrs = resp.status, dict(resp.headers)
+    except urllib.error.HTTPError as err:
+        raw, status, hdrs = err.read(), err.code, dict(err.headers)
+    try:
+        return status, hdrs, json.loads(raw) if raw else None
+    except ValueError:
+        return status, hdrs, raw
+
+
+def test_through_the_gateway_stand_in_the_subscription_is_the_tenant_and_links_point_at_the_gateway(
+    gateway: Gateway,
+) -> None:
+    keys: dict[str, str] = gateway.keys  # type: ignore[attr-defined]
+    assert _gw(gateway, "GET", "/jobs", None)[0] == 401
+    assert _gw(gateway, "GET", "/jobs", "not-a-key")[0] == 401
+    # Whatever tenant, principal or key the client sends is replaced by the gateway.
+    forged = {"x-thematiq-tenant": "t-beta", PRINCIPAL: GATEWAY_ID, "x-functions-key": "nope",
+              "X-Forwarded-Host": "evil.example"}
+    status, headers, job = _gw(gateway, "POST", "/jobs", keys["t-alpha"], {"pipeline": "echo", "params": {},
+                                                                         "input": "via-gw"}, forged)
+    assert status == 202, job
+    assert headers["Location"] == f"{gateway.url}/jobs/{job['id']}", headers
+    assert job["links"]["self"] == headers["Location"] and job["links"]["cancel"].startswith(gateway.url)
+    status, _, seen = _gw(gateway, "GET", headers["Location"], keys["t-alpha"])
+    assert status == 200 and seen["id"] == job["id"]
+    # t-beta cannot see it, even when naming t-alpha.
+    status, _, _ = _gw(gateway, "GET", f"/jobs/{job['id']}", keys["t-beta"], headers={"x-thematiq-tenant": "t-alpha"})
+    assert status == 404
+    status, _, listed = _gw(gateway, "GET", "/jobs?limit=200", keys["t-beta"])
+    assert status == 200 and job["id"] not in {j["id"] for j in listed["items"]}
+    # The dashboard is served through the gateway with the key in the query, as a browser opens it.
+    status, headers, page = _gw(gateway, "GET", f"/ui?subscription-key={keys['t-alpha']}", None)
+    assert status == 200 and headers["Content-Type"].startswith("text/html"), page
 
 
 def test_forged_cursor_cannot_reach_another_partition(sec_api: Api) -> None:
@@ -144,6 +318,29 @@ def test_forged_cursor_cannot_reach_another_partition(sec_api: Api) -> None:
                 assert _as(sec_api, "t-gamma", "GET", f"/api/jobs/{j['id']}")[0] == 200
         else:
             assert status == 400, body
+
+
+def test_the_cli_works_through_the_gateway_stand_in(gateway: Gateway, tmp_path: Path) -> None:
+    """`thematiq --url https://<apim>/thematiq --subscription-key …`: the gateway's path, no /api added."""
+    keys: dict[str, str] = gateway.keys  # type: ignore[attr-defined]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEMATIQ_")}
+    answers = tmp_path / "answers.txt"
+    answers.write_text("late again\nbox damaged\n", encoding="utf-8")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "thematiq_cli", "--url", gateway.url, "--subscription-key", keys["t-beta"], *args],
+            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )
+
+    done = cli("submit", str(answers), "-p", "echo", "--wait", "--quiet", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    status, _, job = _gw(gateway, "GET", f"/jobs/{job_id}", keys["t-beta"])
+    assert status == 200 and job["status"] == "succeeded", job
+    assert _gw(gateway, "GET", f"/jobs/{job_id}", keys["t-alpha"])[0] == 404, "filed under the key's tenant only"
+    listed = cli("list")
+    assert listed.returncode == 0 and job_id[:8] in listed.stdout, listed
 
 
 # -- hostile input --------------------------------------------------------------------
@@ -220,6 +417,9 @@ HOSTILE_QUERIES = [
     ("pipeline=" + urllib.parse.quote("echo' or PartitionKey ne '"), 422),
     ("limit=" + urllib.parse.quote("1 or 1 eq 1"), 422),
     ("limit=99999999999999999999", 422),
+    ("limit=" + urllib.parse.quote("\u00b2"), 422),  # str.isdigit() is true for a superscript two
+    ("limit=" + urllib.parse.quote("\u0663"), 422),  # an Arabic-Indic digit: int() takes it, the API must not
+    ("cursor=" + base64.urlsafe_b64encode(b'{"PartitionKey":"t-default","RowKey":"","NextTableName":"jobs"}').decode(), 400),
     ("cursor=" + urllib.parse.quote("' or 'a' eq 'a"), 400),
     ("cursor=" + "A" * 5000, 400),
     ("cursor=" + base64.urlsafe_b64encode(b'{"PartitionKey":1}').decode(), 400),
@@ -293,7 +493,9 @@ def test_openapi_document_is_served_with_a_key_and_covers_every_api_route(sec: C
     assert status == 200 and headers["Content-Type"].startswith("application/json")
     assert doc["openapi"].startswith("3.1")
     documented = {(m.upper(), "/api" + p) for p, ops in doc["paths"].items() for m in ops}
-    served = {(m, path) for name, (methods, path) in http_routes(sec).items() if name != "ui" for m in methods}
+    # The dashboard and the docs page are HTML pages, not API operations.
+    served = {(m, path) for name, (methods, path) in http_routes(sec).items() if name not in ("ui", "docs")
+              for m in methods}
     assert served <= documented, served - documented
     assert doc["paths"]["/health"]["get"]["security"] == []
     for path, ops in doc["paths"].items():

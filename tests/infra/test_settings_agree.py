@@ -33,11 +33,15 @@ DERIVED_IN_AZURE = {
     "AzureWebJobsStorage__queueServiceUri",
     "AzureWebJobsStorage__tableServiceUri",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",
+    # API Management's identity: the only caller the app trusts (docs/security.md).
+    "TRUSTED_GATEWAY_PRINCIPAL_ID",
 }
 # Settings whose Azure value differs from the local default on purpose.
 DIFFERS_IN_AZURE = {
     # The platform's test pipelines are not for tenants.
     "DISABLED_PIPELINES": "echo,sleep,fanout",
+    # No function key in Azure: App Service Authentication admits only API Management's identity.
+    "HTTP_AUTH_LEVEL": "anonymous",
 }
 
 
@@ -254,16 +258,18 @@ def test_policy_rate_limits_per_subscription() -> None:
     assert m and m.group(1) in POLICY.read_text()
 
 
-def test_policy_passes_function_key_from_named_value() -> None:
+def test_policy_calls_the_app_with_apims_identity_not_a_key() -> None:
+    """Keyless (issue 12): no function key is created, read or sent; the backend call carries APIM's token."""
     inbound = _policy().find("inbound")
     assert inbound is not None
     keys = [e for e in inbound.iter("set-header") if e.get("name", "").lower() == "x-functions-key"]
-    assert [k.get("exists-action") for k in keys] == ["delete", "override"]
-    value = keys[-1].find("value")
-    assert value is not None and value.text == "{{function-key}}"
+    assert [k.get("exists-action") for k in keys] == ["delete"], "a client-sent key is dropped, none is added"
+    mi = list(inbound.iter("authentication-managed-identity"))
+    assert len(mi) == 1 and mi[0].get("resource") == "__API_APP_ID__"
+    assert mi[0].get("client-id") == "__APIM_IDENTITY_CLIENT_ID__"
     apim = (INFRA / "app" / "apim.bicep").read_text()
-    assert "name: 'function-key'" in apim and "secret: true" in apim
-    assert "listKeys(" in apim
+    assert "'__APIM_IDENTITY_CLIENT_ID__', identityClientId" in apim and "'__API_APP_ID__', apiAppId" in apim
+    assert "{{function-key}}" not in POLICY.read_text()
 
 
 def test_policy_strips_backend_errors() -> None:
@@ -311,7 +317,10 @@ def test_only_health_is_anonymous(functions: list[Any]) -> None:
         if name == "health":
             assert level == "anonymous"
         else:
-            assert level == "function", f"{name} must be FUNCTION-level (APIM holds the key), is {level}"
+            # Locally (HTTP_AUTH_LEVEL=function) every other route needs a key; in Azure api.bicep sets
+            # HTTP_AUTH_LEVEL=anonymous and App Service Authentication + the app's caller check are the gate
+            # (tests/infra/test_gateway_infra.py, tests/fault/test_security.py).
+            assert level == "function", f"{name} must be FUNCTION-level locally, is {level}"
 
 
 def test_every_function_accounted_for(functions: list[Any]) -> None:

@@ -8,7 +8,7 @@ import pytest
 from azure.data.tables import TableClient
 from pydantic import BaseModel
 
-from shared.llm.cache import CachedResponse, LLMCache, cache_key, split_chunks
+from shared.llm.cache import CachedResponse, LLMCache, cache_key, scoped_key, split_chunks
 from shared.llm.client import LLMClient, TokenBudget, Usage
 from tests.llm.conftest import FAST_RETRY
 from tests.llm.fake_server import FakeLLMServer, chat_json
@@ -104,7 +104,8 @@ def test_long_content_is_chunked(azurite: str) -> None:
     cache.put(key, CachedResponse(content, "m", 1, 2))
     hit = cache.get(key)
     assert hit == CachedResponse(content, "m", 1, 2)
-    entity = table.get_entity(key[:2], key)
+    row = scoped_key(key)  # the row is the tenant-scoped hash of the key
+    entity = table.get_entity(row[:2], row)
     assert entity["chunks"] == 3 and entity.get("content_2")
 
 

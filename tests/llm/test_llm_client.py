@@ -101,7 +101,8 @@ def test_azure_api_key_and_url_shape(llm_env: dict[str, str], fake_llm: FakeLLMS
     assert req.query == {"api-version": ["2024-10-21"]}
     assert req.headers["api-key"] == "azure-key"
     assert "authorization" not in req.headers
-    assert "model" not in req.body
+    # The official SDK sends the deployment as `model` too (Azure routes by the path and ignores it).
+    assert req.body["model"] == "chat-dep"
 
 
 class FakeToken:
@@ -309,7 +310,7 @@ def test_embeddings_openai(llm_env: dict[str, str], fake_llm: FakeLLMServer, mon
     np.testing.assert_allclose(vecs, [[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]], rtol=1e-6)
     (req,) = fake_llm.requests
     assert req.path == "/v1/embeddings"
-    assert req.body == {"input": ["first", " "], "model": "text-embedding-3-small"}
+    assert req.body == {"input": ["first", " "], "model": "text-embedding-3-small", "encoding_format": "float"}
     assert budget.used == 8 and c.usage_total.prompt_tokens == 8
 
 
@@ -320,7 +321,7 @@ def test_embeddings_azure_url(fake_llm: FakeLLMServer) -> None:
     assert c.embed(["x"]).shape == (1, 2)
     (req,) = fake_llm.requests
     assert req.path == "/openai/deployments/emb/embeddings" and req.query["api-version"] == ["2024-10-21"]
-    assert "model" not in req.body
+    assert req.body["model"] == "emb"
 
 
 def test_embed_without_deployment_raises(llm_env: dict[str, str], fake_llm: FakeLLMServer) -> None:
@@ -348,3 +349,36 @@ def test_logs_never_contain_prompt_response_or_key(llm_env: dict[str, str], fake
     assert "llm chat" in text and "purpose=label" in text
     for secret in ("PROMPT-SECRET", "RESPONSE-SECRET", "sk-test-secret-key"):
         assert secret not in text
+
+
+@pytest.mark.parametrize("deployment", ["o3-mini", "o4-mini-2025-04-16", "gpt-5-mini"])
+def test_reasoning_models_get_max_completion_tokens_and_no_temperature(fake_llm: FakeLLMServer,
+                                                                        deployment: str) -> None:
+    c = LLMClient(provider="openai", endpoint=fake_llm.url + "/v1", deployment=deployment, api_key="k",
+                  retry=FAST_RETRY)
+    fake_llm.script(chat_json(GOOD))
+    assert c.complete_json(MESSAGES, Theme, max_tokens=300).value.label == "Delivery delays"
+    (req,) = fake_llm.requests
+    assert req.body["max_completion_tokens"] == 300
+    assert "max_tokens" not in req.body and "temperature" not in req.body
+
+
+def test_a_deployment_that_rejects_max_tokens_is_switched_once(fake_llm: FakeLLMServer) -> None:
+    # Azure deployments have arbitrary names: an o-series one answers 400 unsupported_parameter to max_tokens.
+    c = LLMClient(provider="azure", endpoint=fake_llm.url, deployment="reasoner", api_key="k", retry=FAST_RETRY)
+    fake_llm.script(error(400, "unsupported_parameter"), chat_json(GOOD), chat_json(GOOD))
+    assert c.complete_json(MESSAGES, Theme, max_tokens=300).value.label == "Delivery delays"
+    first, second = fake_llm.requests
+    assert "max_tokens" in first.body and second.body["max_completion_tokens"] == 300
+    assert "temperature" not in second.body and c.reasoning
+    c.complete_json([{"role": "user", "content": "again"}], Theme)
+    assert "max_completion_tokens" in fake_llm.requests[2].body  # remembered
+
+
+def test_the_sdk_is_imported_lazily() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, shared.llm.client; print('openai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -30,9 +30,9 @@ def test_a_retried_attempt_inherits_the_tokens_spent_before() -> None:
     msg = receive()
     assert msg is not None
     assert Worker(registry=registry).handle(msg.get_body().decode(), 1) == "succeeded"
-    done = store.get("local", j["id"])
+    done = store.get("local", j["id"], with_input=True)
     assert done.status == Status.SUCCEEDED and done.result_blob
-    assert json.loads(BlobStore().get(done.result_blob)) == {"used": 120, "limit": 1000}
+    assert json.loads(done.result_inline or BlobStore().get(done.result_blob)) == {"used": 120, "limit": 1000}
 
 
 def test_allowance_caps_a_process_budget(monkeypatch: pytest.MonkeyPatch) -> None:

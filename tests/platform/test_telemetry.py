@@ -70,3 +70,55 @@ def test_application_insights_is_configured_with_the_managed_identity(monkeypatc
     assert isinstance(calls[0]["credential"], ManagedIdentityCredential)
     telemetry.configure()  # idempotent
     assert len(calls) == 1
+
+
+class _HostContext:
+    """The ``context`` the Functions host passes: only its invocation's trace context matters here."""
+
+    class _Trace:
+        def __init__(self, traceparent: str) -> None:
+            self.trace_parent, self.trace_state, self.attributes = traceparent, "", {}
+
+    def __init__(self, traceparent: str) -> None:
+        self.trace_context = self._Trace(traceparent)
+
+
+def test_app_spans_are_internal_and_hang_off_the_host_invocation() -> None:
+    """No double counting: the host writes the requests row; the app's spans are INTERNAL children of it,
+    and one trace runs from the gateway's request through the queue hop to every stage."""
+    from opentelemetry.trace import SpanKind
+
+    from tests.platform.direct import body_of
+
+    _EXPORTER.clear()
+    host_trace, host_span = "ab" * 16, "cd" * 8
+    import azure.functions as func
+
+    req = func.HttpRequest(
+        method="POST", url="http://localhost:7071/api/jobs",
+        # The gateway's traceparent: the host already made its invocation a child of it.
+        headers={"traceparent": f"00-{host_trace}-{'ef' * 8}-01"},
+        params={}, route_params={}, body=b'{"pipeline": "sleep", "params": {"seconds": 0.2, "steps": 2}, "input": 1}',
+    )
+    resp = functions()["submit_job"](req, context=_HostContext(f"00-{host_trace}-{host_span}-01"))
+    assert resp.status_code == 202, resp.get_body()
+    job = body_of(resp)
+    # The queue trigger's invocation, as the worker's OpenTelemetry integration makes it current.
+    with trace.get_tracer("host").start_as_current_span("host.queue_invocation", kind=SpanKind.CONSUMER) as q:
+        run_worker_once()
+    spans = _EXPORTER.get_finished_spans()
+    app = [s for s in spans if s.name != "host.queue_invocation"]
+    assert app and all(s.kind == SpanKind.INTERNAL for s in app), [(s.name, s.kind) for s in app]
+    by = {s.name: s for s in app}
+    request, attempt = by["submit_job"], by["job.attempt"]
+    stages = [s for s in app if s.name.startswith("stage ")]
+    assert request.context.trace_id == int(host_trace, 16)
+    assert request.parent is not None and request.parent.span_id == int(host_span, 16)
+    assert attempt.context.trace_id == request.context.trace_id
+    assert attempt.parent is not None and attempt.parent.span_id == request.context.span_id
+    assert attempt.attributes and attempt.attributes["thematiq.job_id"] == job["id"]
+    assert [link.context.span_id for link in attempt.links] == [q.get_span_context().span_id]
+    assert stages and all(
+        s.context.trace_id == request.context.trace_id and s.parent and s.parent.span_id == attempt.context.span_id
+        for s in stages
+    )

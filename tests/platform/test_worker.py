@@ -190,7 +190,7 @@ def test_an_attempt_over_its_timeout_is_killed_and_fails(monkeypatch: pytest.Mon
 def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.MonkeyPatch) -> None:
     from shared.storage.blobs import BlobStore, job_prefix
 
-    j = submit("echo", {}, {"keep": False})
+    j = submit("echo", {}, {"keep": "x" * 40_000})  # a result over 32 KiB goes to a blob
     run_worker_once()
     prefix = job_prefix("local", j["id"])
     assert list(BlobStore().container.list_blobs(name_starts_with=prefix))

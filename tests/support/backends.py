@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from azure.data.tables import TableClient
@@ -18,6 +19,7 @@ from azure.storage.queue import LinearRetry, QueueClient, TextBase64EncodePolicy
 
 from shared.config.settings import get_settings
 from shared.core.ports import Stores
+from shared.observability.metering import METER
 from shared.storage.blobs import BlobStore
 from shared.storage.chunk_store import ChunkStore
 from shared.storage.fake import FakeStorage
@@ -87,10 +89,11 @@ def azurite_backend(connection_string: str) -> Backend:
     # The production clients' retry counts (shared.storage.connections), with short backoffs:
     # the SDK's retry semantics are what matters here, not its pauses.
     kw: dict[str, Any] = {"connection_timeout": 5, "read_timeout": 30}
+    hooks = {s_: {"raw_response_hook": partial(METER.hook, s_)} for s_ in ("table", "queue", "blob")}
     storage_retry = {"retry_policy": LinearRetry(backoff=0.05, random_jitter_range=0.01, retry_total=2)}
     table = TableClient.from_connection_string(
         connection_string, s.jobs_table, transport=FaultTransport(faults, "table"), retry_total=2, retry_backoff_factor=0.05,
-        **kw
+        **kw, **hooks["table"]
     )
     table_service_ensure(connection_string, s.jobs_table)
     queues: dict[str, QueueClient] = {}
@@ -100,14 +103,15 @@ def azurite_backend(connection_string: str) -> Backend:
         if name not in queues:
             q = QueueClient.from_connection_string(
                 connection_string, name, transport=FaultTransport(faults, "queue"),
-                message_encode_policy=TextBase64EncodePolicy(), **kw, **storage_retry,
+                message_encode_policy=TextBase64EncodePolicy(), **kw, **storage_retry, **hooks["queue"],
             )
             _ensure(q.create_queue)
             queues[name] = q
         return queues[name]
 
     container = ContainerClient.from_connection_string(
-        connection_string, s.results_container, transport=FaultTransport(faults, "blob"), **kw, **storage_retry
+        connection_string, s.results_container, transport=FaultTransport(faults, "blob"), **kw, **storage_retry,
+        **hooks["blob"],
     )
     _ensure(container.create_container)
     raw: dict[str, QueueClient] = {}

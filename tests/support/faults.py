@@ -5,7 +5,9 @@ Every storage call can fail three ways (see docs/architecture.md#ambiguous-outco
 * ``refuse``     answered 503 and never applied (the SDK retries it itself);
 * ``drop``       applied, then the connection drops before the answer (azure-core does
                  not retry POST, MERGE or ``$batch`` then: the caller sees ServiceResponseError);
-* ``commit-5xx`` applied, answered 503, so the SDK's own retry comes back 409 or 412.
+* ``commit-5xx`` applied, answered 503, so the SDK's own retry comes back 409 or 412;
+* ``commit-5xx-unreachable`` applied and answered 503, then every retry cannot connect: azure-core
+                 raises the last error, ServiceRequestError ("never sent"), for a write that happened.
 
 :class:`FaultTransport` does this at the azure-core transport, under the real SDK
 clients talking to Azurite, so the SDK's retry behaviour is the real one. For the
@@ -23,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
-from azure.core.exceptions import HttpResponseError, ServiceResponseError
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import RequestsTransport, RequestsTransportResponse
 from requests.structures import CaseInsensitiveDict
 
-MODES = ("refuse", "drop", "commit-5xx")
+MODES = ("refuse", "drop", "commit-5xx", "commit-5xx-unreachable")
 _SDK_RETRIES = 2  # shared.storage.connections: retry_total=2 on every client
 
 
@@ -41,6 +43,8 @@ class Rule:
     contains: str | None = None
     count: int = 1
     hits: int = 0
+    #: Only once this other rule has been hit (a fault that follows another one).
+    after: Rule | None = None
 
 
 @dataclass
@@ -52,9 +56,9 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def arm(self, service: str, mode: str, *, method: str | None = None, contains: str | None = None,
-            count: int = 1) -> Rule:
+            count: int = 1, after: Rule | None = None) -> Rule:
         assert mode in MODES, mode
-        rule = Rule(service, mode, method.upper() if method else None, contains, count)
+        rule = Rule(service, mode, method.upper() if method else None, contains, count, after=after)
         with self.lock:
             self.rules.append(rule)
         return rule
@@ -69,7 +73,7 @@ class Faults:
         body = body.replace('": ', '":').replace(", ", ",")  # match JSON however it was spaced
         with self.lock:
             for rule in self.rules:
-                if rule.count <= 0 or rule.service != service:
+                if rule.count <= 0 or rule.service != service or (rule.after is not None and not rule.after.hits):
                     continue
                 if read and rule.method != method:
                     continue  # reads are faulted only by a rule that names them
@@ -109,6 +113,9 @@ class FaultTransport(RequestsTransport):
             body = body.decode("utf-8", "replace")
         elif not isinstance(body, str):
             body = str(body)
+        if getattr(self, "unreachable", 0) > 0:
+            self.unreachable -= 1  # every retry of this call
+            raise ServiceRequestError("Failed to establish a new connection: [Errno 111] Connection refused (injected)")
         mode = self.faults.take(self.service or _service_of(request.url), request.method.upper(), body)
         if mode == "refuse":
             return self._busy(request)
@@ -118,8 +125,10 @@ class FaultTransport(RequestsTransport):
         if mode == "drop":
             response.body()  # the service has answered: the write is applied
             raise ServiceResponseError("Connection reset by peer (injected after the write committed)")
-        if mode == "commit-5xx":
+        if mode in ("commit-5xx", "commit-5xx-unreachable"):
             response.body()
+            if mode == "commit-5xx-unreachable":
+                self.unreachable = _SDK_RETRIES
             return self._busy(request)
         return response
 
@@ -180,6 +189,9 @@ class _Faulty:
                 fn(*args, **kwargs)  # applied
                 if mode == "drop":
                     raise ServiceResponseError("Connection reset by peer (injected after the write committed)")
+                if mode == "commit-5xx-unreachable":
+                    _answered(self._service)  # the 503 was an answer, as the storage clients' hook would count
+                    raise ServiceRequestError("Failed to establish a new connection (injected)")
                 if attempt == _SDK_RETRIES:
                     raise _busy_error()
                 # commit-5xx: the SDK retries the request that had already been applied
@@ -187,6 +199,15 @@ class _Faulty:
             raise AssertionError("unreachable")
 
         return call
+
+
+def _answered(service: str) -> None:
+    from types import SimpleNamespace
+
+    from shared.observability.metering import METER
+
+    request = SimpleNamespace(method="POST", url="http://fake/")
+    METER.hook(service, SimpleNamespace(http_request=request, http_response=None))
 
 
 def faulty(client: Any, service: str, faults: Faults) -> Any:

@@ -3,12 +3,13 @@
 
 const API = location.pathname.replace(/\/ui\/?$/, "");   // "/api" under the default routePrefix
 const KEY = "thematiq.key";
+const KIND = "thematiq.key-kind";   // "function" (x-functions-key, the app itself) or "apim" (a subscription key)
 const INPUT = "thematiq.input.";                           // sessionStorage: inputs submitted from this tab
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled"];
 const THEMATIC_STAGES = ["clean", "embed", "cluster", "describe", "assign", "done"];
 //: Polling intervals (ms). Hidden tabs back off from HIDDEN_MS, doubling up to MAX_HIDDEN_MS.
-export const POLL = { jobMs: 1500, listMs: 3000, hiddenMs: 15000, maxHiddenMs: 120000, maxErrorMs: 30000 };
+export const POLL = { jobMs: 1500, listMs: 3000, hiddenMs: 15000, maxHiddenMs: 120000, maxErrorMs: 30000, maxHintMs: 10000 };
 
 const main = document.getElementById("main");
 const announcer = document.getElementById("announcer");
@@ -62,14 +63,25 @@ const statusBadge = (s) => h("span", { class: `status status-${s}` }, s);
 
 // ---------------------------------------------------------------- the key: ?code= on first load, then sessionStorage
 function takeKeyFromUrl() {
+  // ?code= is a function key (the app itself, e.g. devhost); ?subscription-key= is an API Management
+  // subscription key (through the gateway). Either moves to sessionStorage and leaves the address bar.
   const url = new URL(location.href);
-  const code = url.searchParams.get("code");
-  if (code) {
-    sessionStorage.setItem(KEY, code);
-    url.searchParams.delete("code");
-    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  for (const [param, kind] of [["code", "function"], ["subscription-key", "apim"]]) {
+    const value = url.searchParams.get(param);
+    if (value) {
+      sessionStorage.setItem(KEY, value);
+      sessionStorage.setItem(KIND, kind);
+      url.searchParams.delete(param);
+    }
   }
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
 }
+// Without a hint, the page's own path tells: the app serves it under /api, a gateway under its API path.
+const keyKind = () => sessionStorage.getItem(KIND) || (API === "/api" ? "function" : "apim");
+const keyHeader = () => (keyKind() === "apim" ? "Ocp-Apim-Subscription-Key" : "x-functions-key");
+const keyName = () => (keyKind() === "apim" ? "API Management subscription key" : "function key");
+// A 401 the app wrote (problem+json of its own type) is not about the key: a new key would not help.
+const fromApp = (problem) => typeof problem?.type === "string" && problem.type.startsWith("https://thematiq.dev/problems/");
 let keyPrompt = null;
 function askKey(reason) {
   // One dialog for every request that needs it; they all wait for the same answer.
@@ -78,12 +90,14 @@ function askKey(reason) {
   const form = document.getElementById("key-form");
   const input = document.getElementById("key-input");
   document.getElementById("key-reason").textContent = reason;
+  document.getElementById("key-title").textContent = keyKind() === "apim" ? "Subscription key" : "Function key";
   input.value = "";
   keyPrompt = new Promise((resolve) => {
     const done = (ev) => {
       ev.preventDefault();
       if (!input.value) return;
       sessionStorage.setItem(KEY, input.value);
+      sessionStorage.setItem(KIND, keyKind());
       form.removeEventListener("submit", done);
       dialog.close();
       keyPrompt = null;
@@ -107,17 +121,29 @@ export class ApiError extends Error {
 async function api(path, { method = "GET", body, headers = {}, signal, raw = false } = {}) {
   for (let attempt = 0; ; attempt++) {
     let key = sessionStorage.getItem(KEY);
-    if (!key) key = await askKey("Enter the function key to use the API. It is kept in this tab only.");
-    const init = { method, signal, headers: { "x-functions-key": key, ...headers }, cache: "no-store" };
+    if (!key) key = await askKey(`Enter the ${keyName()} to use the API. It is kept in this tab only.`);
+    const init = { method, signal, headers: { [keyHeader()]: key, ...headers }, cache: "no-store" };
     if (body !== undefined) { init.body = JSON.stringify(body); init.headers["content-type"] = "application/json"; }
     const resp = await fetch(API + path, init);
-    if (resp.status === 401 && attempt < 3) {
-      sessionStorage.removeItem(KEY);
-      await askKey("The API refused the key (401). Enter the function key again.");
-      continue;
+    const type = resp.headers.get("content-type") || "";
+    if (resp.status === 401) {
+      const data = type.includes("json") ? await resp.json().catch(() => null) : null;
+      if (fromApp(data)) {
+        // The key was fine; the app refused the caller: no tenant, or not called through API Management.
+        throw new ApiError(401, { ...data, title: "The API does not know your tenant",
+          detail: `The API does not know your tenant (${data.detail || "no tenant"}); your key was accepted. ` +
+            "Open the dashboard through API Management " +
+            "(https://<gateway>/<api>/ui?subscription-key=KEY); locally set DEFAULT_TENANT or use devhost.gateway." });
+      }
+      if (attempt < 3) {
+        sessionStorage.removeItem(KEY);
+        await askKey(`The API refused the key (401). Enter the ${keyName()} again.`);
+        continue;
+      }
+      throw new ApiError(401, data || { detail: "the key was refused" });
     }
     if (raw && resp.ok) return resp;
-    const type = resp.headers.get("content-type") || "";
+    if (resp.status === 304) return { status: 304, data: null, headers: resp.headers };   // If-None-Match: unchanged
     const data = type.includes("json") ? await resp.json() : await resp.text();
     if (!resp.ok) throw new ApiError(resp.status, typeof data === "object" ? data : { detail: data || resp.statusText });
     return { status: resp.status, data, headers: resp.headers };
@@ -139,7 +165,7 @@ document.addEventListener("visibilitychange", () => { for (const p of pollers) p
 export class Poller {
   // task(signal) -> true to poll again, false to stop for good.
   constructor(task, visibleMs) { this.task = task; this.visibleMs = visibleMs; this.timer = null; this.ctrl = null;
-    this.stopped = false; this.hiddenDelay = 0; this.errors = 0; this.inFlight = false; }
+    this.stopped = false; this.hiddenDelay = 0; this.errors = 0; this.inFlight = false; this.hintMs = 0; }
   start() { pollers.add(this); this.schedule(0); return this; }
   stop() {
     this.stopped = true; pollers.delete(this);
@@ -153,7 +179,9 @@ export class Poller {
       return this.hiddenDelay;
     }
     this.hiddenDelay = 0;
-    return this.errors ? Math.min(this.visibleMs * 2 ** this.errors, POLL.maxErrorMs) : this.visibleMs;
+    // The service's Retry-After for this job (hintMs) paces a visible poller, never faster than visibleMs.
+    const base = Math.max(this.visibleMs, this.hintMs || 0);
+    return this.errors ? Math.min(base * 2 ** this.errors, POLL.maxErrorMs) : base;
   }
   visibilityChanged() {
     // Back in view: poll now rather than wait out a long hidden delay.
@@ -318,6 +346,7 @@ function jobView(jobId) {
       update(data);
       announce(data.status === "cancelled" ? "Job cancelled." : "Cancel requested; the job stops at its next check.");
       if (poller.stopped && !TERMINAL.has(data.status)) poller = new Poller(task, POLL.jobMs).start();
+      else if (!TERMINAL.has(data.status)) { poller.hintMs = 0; if (!poller.inFlight) poller.schedule(POLL.jobMs); }
     } catch (err) { errSlot.replaceChildren(errorBox(err, "Could not cancel")); cancelBtn.disabled = false; }
   });
   retryBtn.addEventListener("click", async () => {
@@ -381,12 +410,17 @@ function jobView(jobId) {
     }
   }
 
+  let etag = null;   // the job as last seen: an unchanged job answers 304 with no body
   const task = async (signal) => {
     try {
-      const { data } = await api(`/jobs/${jobId}`, { signal });
+      const resp = await api(`/jobs/${jobId}`, { signal, headers: etag ? { "if-none-match": etag } : {} });
       errSlot.replaceChildren();
-      update(data);
-      return !TERMINAL.has(data.status);   // finished: no more polls for this job
+      const retryAfter = Number(resp.headers.get("retry-after"));
+      poller.hintMs = retryAfter > 0 ? Math.min(retryAfter * 1000, POLL.maxHintMs) : 0;
+      if (resp.status === 304 && job) return !TERMINAL.has(job.status);
+      etag = resp.headers.get("etag");
+      update(resp.data);
+      return !TERMINAL.has(resp.data.status);   // finished: no more polls for this job
     } catch (err) {
       if (err?.name === "AbortError") throw err;
       if (err instanceof ApiError && err.status === 404) {
@@ -535,29 +569,131 @@ function levelDetail(doc, t) {
 }
 
 // ---------------------------------------------------------------- #/new
-export function parseCsv(text) {
-  // RFC 4180: quoted fields, "" escapes, newlines inside quotes, CRLF or LF.
+export function parseCsv(text, delimiter = ",") {
+  // RFC 4180: quoted fields, "" escapes, newlines inside quotes, CRLF or LF. Returns [{ line, cells }].
   const rows = [];
-  let row = [], field = "", quoted = false;
+  let row = [], field = "", quoted = false, line = 1, start = 1;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (quoted) {
       if (c === '"') { if (text[i + 1] === '"') { field += '"'; i++; } else quoted = false; }
-      else field += c;
+      else { if (c === "\n") line++; field += c; }
     } else if (c === '"') quoted = true;
-    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === delimiter) { row.push(field); field = ""; }
     else if (c === "\n" || c === "\r") {
       if (c === "\r" && text[i + 1] === "\n") i++;
-      row.push(field); rows.push(row); row = []; field = "";
+      row.push(field); rows.push({ line: start, cells: row }); row = []; field = ""; line++; start = line;
     } else field += c;
   }
-  if (field !== "" || row.length) { row.push(field); rows.push(row); }
-  return rows.filter((r) => r.some((v) => v.trim() !== ""));
+  if (field !== "" || row.length) { row.push(field); rows.push({ line: start, cells: row }); }
+  return rows;
 }
 
-function parseFile(name, text) {
-  // -> { columns: [...], records: [{col: value}] }
-  text = text.replace(/^\uFEFF/, "");
+export function decodeText(bytes) {
+  // A BOM wins (UTF-8, UTF-16 as Excel's "Unicode text" writes it), then UTF-8, then Windows-1252.
+  const b = new Uint8Array(bytes);
+  let text;
+  if (b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) text = new TextDecoder("utf-8").decode(b.subarray(3));
+  else if (b[0] === 0xff && b[1] === 0xfe) text = new TextDecoder("utf-16le").decode(b.subarray(2));
+  else if (b[0] === 0xfe && b[1] === 0xff) text = new TextDecoder("utf-16be").decode(b.subarray(2));
+  else {
+    try { text = new TextDecoder("utf-8", { fatal: true }).decode(b); }
+    catch { text = new TextDecoder("windows-1252").decode(b); }
+  }
+  if (text.includes("\0")) throw new Error("this is not a text file (UTF-8, UTF-16 or Windows-1252); export it as CSV or .xlsx");
+  return text;
+}
+
+// ---- .xlsx without a library: ZIP (DecompressionStream) + the sheet XML (DOMParser)
+async function unzip(buffer) {
+  const v = new DataView(buffer), u8 = new Uint8Array(buffer), dec = new TextDecoder();
+  let eocd = -1;
+  for (let i = buffer.byteLength - 22; i >= Math.max(0, buffer.byteLength - 65557); i--) {
+    if (v.getUint32(i, true) === 0x06054b50) { eocd = i; break; }
+  }
+  if (eocd < 0) throw new Error("this is not an .xlsx workbook (no ZIP directory); save it as Excel Workbook (.xlsx) or CSV");
+  const files = new Map();
+  let p = v.getUint32(eocd + 16, true);
+  for (let n = v.getUint16(eocd + 10, true); n > 0; n--) {
+    if (v.getUint32(p, true) !== 0x02014b50) throw new Error("the workbook's ZIP directory is damaged");
+    const method = v.getUint16(p + 10, true), size = v.getUint32(p + 20, true);
+    const nameLen = v.getUint16(p + 28, true), extraLen = v.getUint16(p + 30, true), commentLen = v.getUint16(p + 32, true);
+    const local = v.getUint32(p + 42, true);
+    files.set(dec.decode(u8.subarray(p + 46, p + 46 + nameLen)), { method, size, local });
+    p += 46 + nameLen + extraLen + commentLen;
+  }
+  return async (name) => {
+    const f = files.get(name);
+    if (!f) return null;
+    const start = f.local + 30 + v.getUint16(f.local + 26, true) + v.getUint16(f.local + 28, true);
+    const raw = u8.subarray(start, start + f.size);
+    if (f.method === 0) return dec.decode(raw);
+    if (f.method !== 8) throw new Error(`unsupported ZIP compression in ${name}`);
+    const stream = new Blob([raw]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+    return dec.decode(await new Response(stream).arrayBuffer());
+  };
+}
+
+const xml = (text) => new DOMParser().parseFromString(text, "application/xml");
+const colIndex = (ref) => [...ref.replace(/[0-9]/g, "")].reduce((n, ch) => n * 26 + ch.charCodeAt(0) - 64, 0) - 1;
+export const colLetter = (i) => { let s = ""; for (i += 1; i; i = Math.floor((i - 1) / 26)) s = String.fromCharCode(65 + ((i - 1) % 26)) + s; return s; };
+
+export async function readXlsx(buffer, sheetName) {
+  // -> { sheets: [names], sheet, rows: [{ line, cells }] } (line = the spreadsheet's row number)
+  const read = await unzip(buffer);
+  const wbXml = await read("xl/workbook.xml");
+  if (!wbXml) throw new Error("this ZIP file is not an .xlsx workbook");
+  const rels = xml((await read("xl/_rels/workbook.xml.rels")) || "<Relationships/>");
+  const targets = new Map([...rels.getElementsByTagName("Relationship")].map((r) => [r.getAttribute("Id"), r.getAttribute("Target")]));
+  const sheets = [...xml(wbXml).getElementsByTagName("sheet")].map((s) => ({
+    name: s.getAttribute("name"),
+    target: targets.get(s.getAttribute("r:id") || s.getAttributeNS("http://schemas.openxmlformats.org/officeDocument/2006/relationships", "id")),
+  }));
+  const sheet = sheetName ? sheets.find((s) => s.name === sheetName) : sheets[0];
+  if (!sheet) throw new Error(`no worksheet "${sheetName}"; the sheets are: ${sheets.map((s) => s.name).join(", ")}`);
+  const shared = [...xml((await read("xl/sharedStrings.xml")) || "<sst/>").getElementsByTagName("si")]
+    .map((si) => [...si.getElementsByTagName("t")].map((t) => t.textContent).join(""));
+  const path = sheet.target.startsWith("/") ? sheet.target.slice(1) : `xl/${sheet.target.replace(/^\.\//, "")}`;
+  const doc = xml(await read(path) || "");
+  const rows = [...doc.getElementsByTagName("row")].map((r) => {
+    const cells = [];
+    for (const c of r.getElementsByTagName("c")) {
+      const t = c.getAttribute("t"), vEl = c.getElementsByTagName("v")[0];
+      let value = null;
+      if (t === "s") value = shared[Number(vEl?.textContent)] ?? "";
+      else if (t === "inlineStr") value = [...c.getElementsByTagName("t")].map((x) => x.textContent).join("");
+      else if (t === "b") value = vEl?.textContent === "1" ? "true" : "false";
+      else if (vEl) value = vEl.textContent;
+      cells[c.getAttribute("r") ? colIndex(c.getAttribute("r")) : cells.length] = value;
+    }
+    return { line: Number(r.getAttribute("r")), cells: Array.from(cells, (x) => x ?? null) };
+  });
+  return { sheets: sheets.map((s) => s.name), sheet: sheet.name, rows };
+}
+
+const filled = (cells) => cells.filter((c) => c !== null && c !== undefined && String(c).trim() !== "").length;
+
+export function tableRecords(rows) {
+  // The header row (title rows above it and blank rows skipped); -> { columns, records, lines, headerLine }
+  const candidates = rows.slice(0, 50).filter((r) => filled(r.cells)).slice(0, 20);
+  if (!candidates.length) throw new Error("the file is empty");
+  const header = candidates.find((r) => r.cells.some((c) => /^(text|response|answer|comment|feedback)s?$/i.test(String(c ?? "").trim())))
+    || candidates.find((r) => filled(r.cells) === Math.max(...candidates.map((x) => filled(x.cells))));
+  const columns = header.cells.map((c, i) => String(c ?? "").trim() || `column ${colLetter(i)}`);
+  const body = rows.slice(rows.indexOf(header) + 1).filter((r) => r.cells.length && r.cells.some((c) => c !== null && c !== undefined));
+  return {
+    columns, headerLine: header.line, lines: body.map((r) => r.line),
+    records: body.map((r) => Object.fromEntries(columns.map((c, i) => [c, r.cells[i] ?? ""]))),
+  };
+}
+
+async function parseFile(name, buffer, sheet) {
+  // -> { columns: [...], records: [{col: value}], lines, headerLine, sheets?, sheet? }
+  if (/\.(xlsx|xlsm)$/i.test(name)) {
+    const book = await readXlsx(buffer, sheet);
+    return { ...tableRecords(book.rows), sheets: book.sheets, sheet: book.sheet, where: "row" };
+  }
+  const text = decodeText(buffer);
   if (/\.(jsonl|ndjson)$/i.test(name)) {
     const records = [];
     text.split(/\r?\n/).forEach((line, i) => {
@@ -568,13 +704,12 @@ function parseFile(name, text) {
       records.push(v);
     });
     const columns = [...new Set(records.flatMap((r) => Object.keys(r)))];
-    return { columns, records };
+    return { columns, records, lines: records.map((_, i) => i + 1), headerLine: 0, where: "line" };
   }
-  const rows = parseCsv(text);
-  if (!rows.length) throw new Error("the file is empty");
-  const columns = rows[0].map((c, i) => c.trim() || `column ${i + 1}`);
-  const records = rows.slice(1).map((r) => Object.fromEntries(columns.map((c, i) => [c, r[i] ?? ""])));
-  return { columns, records };
+  const first = text.split(/\r?\n/, 1)[0];
+  const delimiter = [",", ";", "\t"].reduce((best, d) => (first.split(d).length > first.split(best).length ? d : best), ",");
+  const rows = parseCsv(text, delimiter).map((r) => ({ line: r.line, cells: r.cells.every((c) => c.trim() === "") ? [] : r.cells }));
+  return { ...tableRecords(rows), where: "line" };
 }
 
 function newView() {
@@ -582,10 +717,13 @@ function newView() {
   document.querySelector('[data-nav="new"]').setAttribute("aria-current", "page");
   let file = null;   // { name, columns, records }
   const textarea = h("textarea", { id: "responses-text", name: "responses", "aria-describedby": "responses-hint" });
-  const fileInput = h("input", { id: "responses-file", type: "file", accept: ".csv,.jsonl,.ndjson,text/csv,application/x-ndjson" });
+  const fileInput = h("input", { id: "responses-file", type: "file",
+    accept: ".csv,.tsv,.txt,.xlsx,.jsonl,.ndjson,text/csv,application/x-ndjson,application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" });
+  const sheetSel = h("select", { id: "sheet" });
+  const sheetField = h("div", { class: "field", hidden: true }, h("label", { for: "sheet" }, "Worksheet"), sheetSel);
   const textCol = h("select", { id: "text-column" });
   const idCol = h("select", { id: "id-column" });
-  const columns = h("div", { class: "row", hidden: true },
+  const columns = h("div", { class: "row", hidden: true }, sheetField,
     h("div", { class: "field" }, h("label", { for: "text-column" }, "Text column"), textCol),
     h("div", { class: "field" }, h("label", { for: "id-column" }, "ID column"), idCol));
   const fileInfo = h("p", { class: "hint", id: "file-info", "aria-live": "polite" });
@@ -601,7 +739,7 @@ function newView() {
     h("fieldset", {}, h("legend", {}, "Responses"),
       h("div", { class: "field" }, h("label", { for: "responses-text" }, "Paste responses, one per line"), textarea,
         h("p", { class: "hint", id: "responses-hint" }, "Each non-empty line is one response; its line number is its id.")),
-      h("div", { class: "field" }, h("label", { for: "responses-file" }, "…or upload a CSV or JSONL file"),
+      h("div", { class: "field" }, h("label", { for: "responses-file" }, "…or upload a spreadsheet (.xlsx), CSV or JSONL file"),
         h("div", { class: "row" }, fileInput, clearFile), fileInfo),
       columns, count),
     h("fieldset", {}, h("legend", {}, "Parameters"),
@@ -612,11 +750,22 @@ function newView() {
     errSlot, h("div", { class: "actions" }, submit));
   main.append(h("h1", {}, "New analysis"), h("p", { class: "muted" }, "Thematic analysis of free-text responses."), form);
 
-  function responses() {
+  function responses(strict = false) {
     if (file) {
       const t = textCol.value, idc = idCol.value;
-      return file.records.map((r, i) => ({ id: idc ? r[idc] : i + 1, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) }))
-        .map((r) => ({ id: typeof r.id === "number" || typeof r.id === "string" ? r.id : String(r.id), text: r.text }));
+      const seen = new Map();
+      const where = (i, c) => `${file.where} ${file.lines[i]}, column ${file.where === "row" ? `${colLetter(file.columns.indexOf(c))} ` : ""}"${c}"`;
+      return file.records.map((r, i) => {
+        // Without an id column the id is the row number under the header, so it points back into the file.
+        let id = idc ? r[idc] : file.lines[i] - file.headerLine;
+        if (idc && strict) {
+          if (id === undefined || id === null || String(id).trim() === "") throw new Error(`${where(i, idc)}: the id is empty`);
+          if (seen.has(String(id))) throw new Error(`${where(i, idc)}: id "${id}" was already used in ${file.where} ${seen.get(String(id))}`);
+          seen.set(String(id), file.lines[i]);
+        }
+        if (typeof id !== "number" && typeof id !== "string") id = String(id);
+        return { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
+      });
     }
     const out = [];
     textarea.value.split(/\r?\n/).forEach((line, i) => { if (line.trim()) out.push({ id: i + 1, text: line.trim() }); });
@@ -630,30 +779,42 @@ function newView() {
     file = null; fileInput.value = ""; columns.hidden = true; clearFile.hidden = true; textarea.disabled = false;
     fileInfo.textContent = ""; recount(); fileInput.focus();
   });
-  fileInput.addEventListener("change", async () => {
+  async function load(sheet) {
     errSlot.replaceChildren();
     const f = fileInput.files[0];
     if (!f) return;
     try {
-      const parsed = parseFile(f.name, await f.text());
+      const parsed = await parseFile(f.name, await f.arrayBuffer(), sheet);
       file = { name: f.name, ...parsed };
     } catch (err) {
       file = null; errSlot.replaceChildren(errorBox(err, `Could not read ${f.name}`)); return;
     }
-    const guess = file.columns.find((c) => /^(text|response|answer|comment|feedback)s?$/i.test(c)) || file.columns[0];
+    sheetField.hidden = !(file.sheets && file.sheets.length > 1);
+    if (file.sheets) sheetSel.replaceChildren(...file.sheets.map((n) => h("option", { value: n, selected: n === file.sheet }, n)));
+    // A column named like text/response/…; else the one with the longest answers (a survey's question as header).
+    const avg = (c) => file.records.reduce((n, r) => n + String(r[c] ?? "").length, 0) / Math.max(1, file.records.length);
+    const guess = file.columns.find((c) => /^(text|response|answer|comment|feedback)s?$/i.test(c))
+      || file.columns.reduce((best, c) => (avg(c) > avg(best) ? c : best), file.columns[0]);
     const idGuess = file.columns.find((c) => /^(id|response_id)$/i.test(c)) || "";
     textCol.replaceChildren(...file.columns.map((c) => h("option", { value: c, selected: c === guess }, c)));
     idCol.replaceChildren(h("option", { value: "" }, "(row number)"),
       ...file.columns.map((c) => h("option", { value: c, selected: c === idGuess }, c)));
     columns.hidden = false; clearFile.hidden = false; textarea.disabled = true;
-    fileInfo.textContent = `${f.name}: ${file.records.length} rows, ${file.columns.length} columns. The pasted text is ignored while a file is chosen.`;
+    fileInfo.textContent = `${f.name}${file.sheet ? ` (${file.sheet})` : ""}: ${file.records.length} rows, ${file.columns.length} columns. The pasted text is ignored while a file is chosen.`;
     recount();
-  });
+  }
+  fileInput.addEventListener("change", () => load());
+  sheetSel.addEventListener("change", () => load(sheetSel.value));
 
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     errSlot.replaceChildren();
-    const input = responses();
+    let input;
+    try { input = responses(true); } catch (err) {
+      errSlot.replaceChildren(errorBox(err, `Could not read ${file ? file.name : "the responses"}`));
+      idCol.focus();
+      return;
+    }
     if (!input.length) {
       errSlot.replaceChildren(errorBox(new Error("Paste at least one response or choose a file."), "Nothing to analyse"));
       (file ? textCol : textarea).focus();

@@ -1,0 +1,182 @@
+"""The researcher's codebook: the themes of a finished result as names, descriptions, keywords and quotes, and the
+edits a researcher makes to them (rename, merge, split off by keyword, delete), applied so that assignments and
+counts follow and every edit is logged.
+
+Edits are pure functions from a result document to a new one, so the platform can store each edited version next
+to the original and apply them under its own concurrency rules (an ``If-Match`` on the job).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Rename(_Edit):
+    op: Literal["rename"]
+    theme: str
+    label: str = Field(min_length=1, max_length=120)
+    description: str | None = Field(default=None, max_length=1000)
+
+
+class Merge(_Edit):
+    op: Literal["merge"]
+    themes: list[str] = Field(min_length=2, max_length=50)
+    label: str | None = Field(default=None, min_length=1, max_length=120)
+
+
+class Split(_Edit):
+    """Move the responses of ``theme`` whose text contains ``keyword`` (a whole word) into a new theme."""
+
+    op: Literal["split"]
+    theme: str
+    keyword: str = Field(min_length=2, max_length=60)
+    label: str = Field(min_length=1, max_length=120)
+
+
+class Delete(_Edit):
+    """Remove a theme; its responses become ``other``."""
+
+    op: Literal["delete"]
+    theme: str
+
+
+Edit = Annotated[Rename | Merge | Split | Delete, Field(discriminator="op")]
+EDITS: TypeAdapter[list[Edit]] = TypeAdapter(list[Edit])
+
+
+class EditError(ValueError):
+    """An edit that does not fit the document (an unknown theme, a keyword nothing matches). Names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def codebook(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The themes as a codebook: what seeds the next wave (``seed_themes``) and what a researcher edits."""
+    return [
+        {
+            "id": t["id"],
+            "name": t["label"],
+            "description": t.get("description", ""),
+            "keywords": list(t.get("keywords", [])),
+            "examples": [q["text"] for q in t.get("quotes", [])[:3]],
+            "count": t.get("count", 0),
+        }
+        for t in doc.get("themes", [])
+    ]
+
+
+def apply_edits(doc: dict[str, Any], edits: list[Edit], texts: dict[str, str] | None = None) -> dict[str, Any]:
+    """A new document with ``edits`` applied in order, counts and shares recomputed, and the edits logged.
+
+    ``texts`` (response id → text) is needed for a split; quotes are used when it is not given.
+    """
+    out = copy.deepcopy(doc)
+    for i, edit in enumerate(edits):
+        where = f"edits[{i}]"
+        if isinstance(edit, Rename):
+            theme = _theme(out, edit.theme, f"{where}.theme")
+            theme["label"] = edit.label
+            if edit.description is not None:
+                theme["description"] = edit.description
+        elif isinstance(edit, Merge):
+            _merge(out, edit, where)
+        elif isinstance(edit, Split):
+            _split(out, edit, where, texts or {})
+        else:
+            _theme(out, edit.theme, f"{where}.theme")
+            _reassign(out, {edit.theme: None})
+            out["themes"] = [t for t in out["themes"] if t["id"] != edit.theme]
+        out.setdefault("edits", []).append(edit.model_dump())
+    _recount(out)
+    return out
+
+
+def _theme(doc: dict[str, Any], theme_id: str, field: str) -> dict[str, Any]:
+    for t in doc.get("themes", []):
+        if t["id"] == theme_id:
+            return t  # type: ignore[no-any-return]
+    raise EditError(field, f"no theme {theme_id!r} in this result")
+
+
+def _merge(doc: dict[str, Any], edit: Merge, where: str) -> None:
+    themes = [_theme(doc, t, f"{where}.themes") for t in edit.themes]
+    into = themes[0]
+    for other in themes[1:]:
+        into["keywords"] = list(dict.fromkeys([*into.get("keywords", []), *other.get("keywords", [])]))[:10]
+        into["quotes"] = [*into.get("quotes", []), *other.get("quotes", [])][:5]
+        into.setdefault("merged_from", []).append(other["id"])
+    if edit.label:
+        into["label"] = edit.label
+    _reassign(doc, {t["id"]: into["id"] for t in themes[1:]})
+    gone = {t["id"] for t in themes[1:]}
+    doc["themes"] = [t for t in doc["themes"] if t["id"] not in gone]
+
+
+def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> None:
+    source = _theme(doc, edit.theme, f"{where}.theme")
+    pattern = re.compile(rf"\b{re.escape(edit.keyword)}\b", re.IGNORECASE)
+    quotes = {str(q["response_id"]): q["text"] for q in source.get("quotes", [])}
+    new_id = _next_id(doc)
+    moved = 0
+    for a in doc.get("assignments", []):
+        if not a.get("themes") or a["themes"][0]["theme_id"] != source["id"]:
+            continue
+        text = texts.get(str(a["response_id"])) or quotes.get(str(a["response_id"]), "")
+        if pattern.search(text):
+            a["themes"][0] = {**a["themes"][0], "theme_id": new_id}
+            moved += 1
+    if not moved:
+        raise EditError(f"{where}.keyword", f"no response of theme {edit.theme!r} contains {edit.keyword!r}")
+    doc["themes"].append({
+        **{k: v for k, v in source.items() if k not in ("subthemes", "merged_from")},
+        "id": new_id, "label": edit.label, "keywords": [edit.keyword],
+        "quotes": [q for q in source.get("quotes", []) if pattern.search(q["text"])][:5],
+        "description": f"Responses of \u201c{source['label']}\u201d that mention \u201c{edit.keyword}\u201d.",
+        "parent": source.get("parent"),
+    })
+    source["quotes"] = [q for q in source.get("quotes", []) if not pattern.search(q["text"])]
+
+
+def _next_id(doc: dict[str, Any]) -> str:
+    used = {t["id"] for t in doc.get("themes", [])}
+    n = len(used) + 1
+    while f"t{n}" in used:
+        n += 1
+    return f"t{n}"
+
+
+def _reassign(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
+    for a in doc.get("assignments", []):
+        refs: list[dict[str, Any]] = []
+        for ref in a.get("themes", []):
+            if ref["theme_id"] in mapping:
+                target = mapping[ref["theme_id"]]
+                if target is not None and all(r["theme_id"] != target for r in refs):
+                    refs.append({**ref, "theme_id": target})
+            elif all(r["theme_id"] != ref["theme_id"] for r in refs):
+                refs.append(ref)
+        a["themes"] = refs
+        if not refs and a.get("bucket") == "theme":
+            a["bucket"] = "other"
+
+
+def _recount(doc: dict[str, Any]) -> None:
+    counts: Counter[str] = Counter(
+        a["themes"][0]["theme_id"] for a in doc.get("assignments", []) if a.get("themes")
+    )
+    usable = sum(1 for a in doc.get("assignments", []) if a.get("bucket") != "unusable") or 1
+    for t in doc.get("themes", []):
+        t["count"] = counts.get(t["id"], 0)
+        t["share"] = round(t["count"] / usable, 4)
+    doc["themes"].sort(key=lambda t: -t["count"])

@@ -1,0 +1,190 @@
+"""From themes to insight: breakdowns by segment and change between waves, with honest statistics.
+
+Pure functions over the per-response theme assignments and metadata; the pipeline
+adds their output to the result document. The tests are a two-proportion z-test per
+(group, theme) cell against the rest of the responses, and Benjamini–Hochberg over
+all the cells of one breakdown (or one comparison), so that "significant" keeps the
+expected share of false discoveries at ``alpha`` however many cells a table has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MISSING = "(missing)"
+OTHER_VALUES = "other values"
+#: Groups smaller than this are pooled as "other values": a share of 3 responses says nothing.
+MIN_GROUP_SIZE = 20
+MAX_BREAKDOWN_FIELDS = 5
+MAX_GROUPS = 12
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """How a metadata field's values became groups."""
+
+    kind: str  # "categorical" | "nps" | "numeric"
+    labels: list[str]  # one per response
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def bucket(values: Sequence[Any]) -> Bucketing:
+    """Groups for one field: categories as they are; an NPS-like 0–10 integer score as detractor/passive/promoter;
+    other numbers in quartile ranges; missing values as ``(missing)``."""
+    present = [v for v in values if v is not None and v != ""]
+    if present and all(_is_number(v) for v in present):
+        nums = [float(v) for v in present]
+        if min(nums) >= 0 and max(nums) <= 10 and all(n.is_integer() for n in nums) and len(set(nums)) > 2:
+            def nps(v: Any) -> str:
+                if v is None or v == "":
+                    return MISSING
+                n = float(v)
+                return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
+
+            return Bucketing("nps", [nps(v) for v in values])
+        edges = _quartile_edges(sorted(nums))
+
+        def rng(v: Any) -> str:
+            if v is None or v == "":
+                return MISSING
+            n = float(v)
+            for lo, hi in edges:
+                if n <= hi:
+                    return f"{_fmt(lo)}–{_fmt(hi)}"
+            lo, hi = edges[-1]
+            return f"{_fmt(lo)}–{_fmt(hi)}"
+
+        return Bucketing("numeric", [rng(v) for v in values])
+    return Bucketing("categorical", [MISSING if v is None or v == "" else str(v)[:80] for v in values])
+
+
+def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:
+    qs = sorted({nums[min(len(nums) - 1, int(len(nums) * q))] for q in (0.25, 0.5, 0.75)} | {nums[-1]})
+    edges, lo = [], nums[0]
+    for hi in qs:
+        if hi < lo:
+            continue
+        edges.append((lo, hi))
+        lo = next((n for n in nums if n > hi), hi)
+    return edges
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if x.is_integer() else f"{x:.3g}"
+
+
+def pool_small(labels: list[str], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[str]:
+    """Groups under ``min_size`` (and beyond the ``max_groups`` largest) become ``other values``; ``(missing)`` stays."""
+    sizes = Counter(labels)
+    keep = {g for g, n in sizes.most_common(max_groups) if n >= min_size or g == MISSING}
+    return [g if g in keep else OTHER_VALUES for g in labels]
+
+
+def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled two-proportion z-test (normal approximation)."""
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    p = (x1 + x2) / (n1 + n2)
+    se = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 1.0
+    z = (x1 / n1 - x2 / n2) / se
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """BH-adjusted q-values, in the input's order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    q = [1.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, pvalues[i] * m / rank)
+        q[i] = min(1.0, running)
+    return q
+
+
+def breakdown(
+    field: str, groups: list[str], theme_of: Sequence[str | None], themes: Sequence[str], *, kind: str,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """Per group: its size, and per theme the count, share, lift against the rest, p, BH q and significance.
+
+    ``theme_of[i]`` is response i's theme (None for responses in no theme: they count in ``n``).
+    """
+    assert len(groups) == len(theme_of)
+    total = len(groups)
+    sizes = Counter(groups)
+    per_group: dict[str, Counter[str]] = {g: Counter() for g in sizes}
+    overall: Counter[str] = Counter()
+    for g, t in zip(groups, theme_of, strict=True):
+        if t is not None:
+            per_group[g][t] += 1
+            overall[t] += 1
+    cells: list[dict[str, Any]] = []
+    out_groups: list[dict[str, Any]] = []
+    for g, n in sorted(sizes.items(), key=lambda kv: (kv[0] in (MISSING, OTHER_VALUES), -kv[1], kv[0])):
+        rows = []
+        for t in themes:
+            x = per_group[g][t]
+            rest_x, rest_n = overall[t] - x, total - n
+            share = x / n if n else 0.0
+            rest_share = rest_x / rest_n if rest_n else 0.0
+            lift = share / rest_share if rest_share > 0 else (math.inf if share > 0 else 1.0)
+            cell: dict[str, Any] = {"theme_id": t, "count": x, "share": round(share, 4),
+                    "lift": round(lift, 3) if math.isfinite(lift) else None,
+                    "p": two_proportion_p(x, n, rest_x, rest_n)}
+            rows.append(cell)
+            cells.append(cell)
+        out_groups.append({"value": g, "n": n, "themes": rows})
+    for cell, q in zip(cells, benjamini_hochberg([float(c["p"]) for c in cells]), strict=True):
+        cell["q"] = round(q, 4)
+        cell["significant"] = q < alpha
+        cell["p"] = round(float(cell["p"]), 6)
+    return {"field": field, "kind": kind, "groups": out_groups}
+
+
+def breakdowns(
+    fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None], theme_of: Sequence[str | None],
+    themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE,
+) -> list[dict[str, Any]]:
+    out = []
+    for f in fields:
+        b = bucket([(m or {}).get(f) for m in metadata])
+        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind))
+    return out
+
+
+def compare(
+    then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA
+) -> dict[str, Any]:
+    """Theme shares in an earlier wave and now: change, significance (BH over the themes), new and gone themes."""
+    ids = list(dict.fromkeys([*now, *then]))
+    rows: list[dict[str, Any]] = []
+    for t in ids:
+        a, b = then.get(t, 0), now.get(t, 0)
+        rows.append({
+            "theme_id": t,
+            "share_then": round(a / then_n, 4) if then_n else 0.0,
+            "share_now": round(b / now_n, 4) if now_n else 0.0,
+            "p": two_proportion_p(b, now_n, a, then_n),
+        })
+    for row, q in zip(rows, benjamini_hochberg([float(r["p"]) for r in rows]), strict=True):
+        row["change"] = round(float(row["share_now"]) - float(row["share_then"]), 4)
+        row["q"] = round(q, 4)
+        row["significant"] = q < alpha
+        row["p"] = round(float(row["p"]), 6)
+    return {
+        "themes": rows,
+        "new": [t for t in ids if then.get(t, 0) == 0 and now.get(t, 0) > 0],
+        "gone": [t for t in ids if now.get(t, 0) == 0 and then.get(t, 0) > 0],
+    }

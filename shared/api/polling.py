@@ -1,0 +1,85 @@
+"""Cheap polling: an ETag of the job's JSON, ``If-None-Match`` → 304, and a ``Retry-After`` that fits the job.
+
+The ETag is a (weak) hash of the representation the client would get, so it changes when
+anything it cares about changes (status, progress, including a waiting job's summed chunk
+progress, attempts, error, callback) and not when only the heartbeat moved. A 304 still
+costs the one row read, but no body and no parsing.
+
+``Retry-After`` (seconds) tells a poller when the next look is worth it:
+
+* ``queued``: soon (a worker picks it up within the queue's polling interval);
+* ``retrying``: when the next attempt is due;
+* ``running``: a tenth of the time it has run so far (a job that has run for ten
+  minutes will not end in the next second), never faster than progress is written
+  (``PROGRESS_MIN_INTERVAL_SECONDS``); and if its progress rate says it should be done
+  sooner, that time instead;
+* ``waiting`` (a map stage): like running, from the chunks' summed progress;
+* always between 1 s and a ceiling that grows with the pipeline's timeout (a long
+  pipeline may be polled less often, up to 30 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from shared.config.settings import get_settings
+from shared.core.jobs import Job, Status, utcnow
+
+MIN_SECONDS = 1
+MAX_SECONDS = 30
+
+
+#: Fields that change without the job changing for its reader: a running job's heartbeat moves every
+#: HEARTBEAT_SECONDS. The ETag is weak (RFC 9110: equivalent, not byte-identical) and leaves them out, so
+#: a poll between two progress writes is a 304 even though the heartbeat went on.
+UNTRACKED = frozenset({"heartbeat_at"})
+
+
+def etag_of(body: Any) -> str:
+    tracked = {k: v for k, v in body.items() if k not in UNTRACKED} if isinstance(body, dict) else body
+    data = json.dumps(tracked, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return 'W/"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
+def matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison of an ``If-None-Match`` list (or ``*``) with ``etag``."""
+    if not if_none_match:
+        return False
+    bare = etag.removeprefix("W/")
+    for candidate in if_none_match.split(","):
+        c = candidate.strip()
+        if c == "*" or c.removeprefix("W/") == bare:
+            return True
+    return False
+
+
+def _seconds(since: datetime | None, now: datetime) -> float:
+    return max(0.0, (now - since).total_seconds()) if since else 0.0
+
+
+def retry_after(job: Job, pipeline_timeout: float | None = None, now: datetime | None = None) -> int | None:
+    """Seconds until the next poll of ``job`` is worth it; None once the job is terminal."""
+    if job.status.terminal:
+        return None
+    now = now or utcnow()
+    settings = get_settings()
+    timeout = pipeline_timeout or settings.pipeline_timeout_seconds
+    ceiling = max(2, min(MAX_SECONDS, round(timeout / 60)))
+    floor = max(MIN_SECONDS, math.ceil(settings.progress_min_interval_seconds))
+    if job.status == Status.QUEUED:
+        value = 1.0
+    elif job.status == Status.RETRYING:
+        value = max(1.0, (job.available_at - now).total_seconds())
+    else:
+        ran = _seconds(job.started_at, now)
+        value = max(float(floor), ran / 10)
+        p = job.progress
+        if p.total and 0 < p.processed < p.total and ran > 0:
+            # Nearly done at this rate: come back when it should be, not a full interval later.
+            left = ran * (p.total - p.processed) / p.processed
+            value = min(value, max(float(MIN_SECONDS), left))
+    return int(max(MIN_SECONDS, min(ceiling, math.ceil(value))))

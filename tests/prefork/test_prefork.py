@@ -1,0 +1,231 @@
+"""Pre-forked attempts (``ATTEMPT_PROCESS=fork``): each attempt a fresh fork of the host's zygote, isolated as before.
+
+These run the real zygote and real forked children with a stand-in lease (no storage is
+needed: the sleep and echo pipelines never touch it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.config.settings import get_settings
+from shared.core.jobs import Progress
+from shared.core.registry import default_registry
+from shared.runtime.prefork import ForkRunner, fork_supported, zygote
+from shared.runtime.protocol import AttemptSpec
+from shared.runtime.runner import Outcome, default_runner
+
+pytestmark = pytest.mark.skipif(not fork_supported(), reason="fork attempts need Linux")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Lease:
+    label = "test attempt"
+
+    def __init__(self, cancel_after: float | None = None) -> None:
+        self.cancel_at = None if cancel_after is None else time.monotonic() + cancel_after
+        self.renewals = 0
+
+    def renew(self, progress: Progress | None) -> bool:
+        self.renewals += 1
+        return self.cancel_at is not None and time.monotonic() >= self.cancel_at
+
+
+def spec(pipeline: str, params: dict[str, Any], job_id: str = "fe5dcf1cfd2e8b0a0177784c1eb0") -> AttemptSpec:
+    return AttemptSpec(
+        mode="run", job_id=job_id, tenant="local", attempt=1, pipeline=pipeline,
+        pipeline_ref=default_registry().ref(pipeline), params=params, max_attempts=3,
+    )
+
+
+def run(pipeline: str, params: dict[str, Any], timeout: float = 30, lease: Lease | None = None) -> Outcome:
+    return ForkRunner(lease or Lease(), spec(pipeline, params), timeout, get_settings()).run({"x": 1})
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_fork_is_the_default_runner_on_linux() -> None:
+    assert default_runner() is ForkRunner
+
+
+def test_a_forked_attempt_succeeds_and_the_zygote_stays() -> None:
+    out = run("echo", {})
+    assert out.kind == "succeeded" and out.result == b'{"echo":{"x":1}}'
+    pid = zygote().pid
+    assert run("echo", {}).kind == "succeeded"
+    assert zygote().pid == pid, "one zygote serves every attempt"
+
+
+@pytest.mark.parametrize(
+    ("fail", "reason"),
+    [
+        ("segv", "the pipeline process was killed by SIGSEGV"),
+        ("exit", "the pipeline process exited with code 3"),
+        ("kill", "the pipeline process was killed by SIGKILL"),
+    ],
+)
+def test_a_crashing_forked_attempt_fails_only_itself(fail: str, reason: str) -> None:
+    healthy: list[Outcome] = []
+    neighbour = threading.Thread(target=lambda: healthy.append(run("sleep", {"seconds": 1.5, "steps": 3})))
+    neighbour.start()
+    time.sleep(0.3)
+    out = run("sleep", {"seconds": 0.4, "steps": 2, "fail": fail})
+    neighbour.join()
+    assert out.kind == "failed" and out.retryable
+    assert out.error is not None and out.error.type == "ProcessDied" and out.error.message.startswith(reason)
+    assert healthy and healthy[0].kind == "succeeded", "the attempt beside it carried on"
+    assert zygote().alive() and run("echo", {}).kind == "succeeded", "the zygote carried on"
+
+
+def test_a_hanging_forked_attempt_is_killed_with_its_process_group_at_the_timeout() -> None:
+    seen: dict[str, int] = {}
+    zpid = zygote().pid or 0
+
+    def watch() -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not seen:
+            for child in children_of(zygote().pid or zpid):
+                seen["pid"] = child
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    out = run("sleep", {"seconds": 60, "fail": "hang"}, timeout=2)
+    watcher.join()
+    assert out.kind == "failed" and out.error is not None and out.error.type == "Timeout"
+    assert time.monotonic() - started < 10
+    assert seen, "the attempt ran as a child of the zygote"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(seen["pid"], 0)  # the whole group is gone
+
+
+def test_a_cancel_that_is_ignored_kills_the_attempt_after_the_grace_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CANCEL_GRACE_SECONDS", "1")
+    monkeypatch.setenv("HEARTBEAT_SECONDS", "0.2")
+    get_settings.cache_clear()
+    try:
+        out = run("sleep", {"seconds": 60, "fail": "hang"}, lease=Lease(cancel_after=0.3))
+    finally:
+        get_settings.cache_clear()
+    assert out.kind == "cancelled"
+
+
+def test_a_cooperative_cancel_reaches_the_forked_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEARTBEAT_SECONDS", "0.2")
+    get_settings.cache_clear()
+    try:
+        started = time.monotonic()
+        out = run("sleep", {"seconds": 30, "steps": 300}, lease=Lease(cancel_after=0.3))
+    finally:
+        get_settings.cache_clear()
+    assert out.kind == "cancelled" and time.monotonic() - started < 5
+
+
+def test_a_dead_zygote_is_replaced() -> None:
+    assert run("echo", {}).kind == "succeeded"
+    old = zygote().pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while alive(old) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run("echo", {}).kind == "succeeded"
+    assert zygote().pid not in (None, old)
+
+
+def test_the_attempt_sees_the_hosts_environment_of_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zygote started earlier; an attempt still gets the host's current settings, as a spawned one would."""
+    assert run("echo", {}).kind == "succeeded"
+    monkeypatch.setenv("DISABLED_PIPELINES", "nothing-real")
+    code = run("sleep", {"seconds": 0, "steps": 1})
+    assert code.kind == "succeeded"
+
+
+def test_the_zygote_has_no_python_threads_and_no_sockets_but_its_own() -> None:
+    assert run("echo", {}).kind == "succeeded"
+    pid = zygote().pid
+    assert pid is not None
+    comms = [Path(f"/proc/{pid}/task/{t}/comm").read_text().strip() for t in os.listdir(f"/proc/{pid}/task")]
+    # The main thread, and at most OpenBLAS's pool (numpy), which is fork-aware (pthread_atfork).
+    assert len(comms) <= 2, comms
+    sockets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    inet = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    own_inodes = {s[len("socket:[") : -1] for s in sockets if s.startswith("socket:")}
+    # No TCP connection (no storage client) belongs to the zygote: only its Unix listening socket.
+    assert not [line for line in inet if line.split()[9] in own_inodes]
+
+
+HOST = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from shared.config.settings import get_settings
+    from shared.core.registry import default_registry
+    from shared.runtime.prefork import ForkRunner, zygote
+    from shared.runtime.protocol import AttemptSpec
+
+    class Lease:
+        label = "host"
+        def renew(self, progress):
+            return False
+
+    spec = AttemptSpec(mode="run", job_id="fe5dcf1cfd2e8b0a0177784c1eb1", tenant="local", attempt=1,
+                       pipeline="sleep", pipeline_ref=default_registry().ref("sleep"),
+                       params={{"seconds": 120, "steps": 120}}, max_attempts=1)
+    zygote().ensure()
+    print(zygote().pid, flush=True)
+    ForkRunner(Lease(), spec, 300, get_settings()).run(None)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_killing_the_host_kills_its_zygote_and_its_attempts(how: str) -> None:
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST.format(root=str(ROOT))], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert host.stdout is not None
+        zpid = int(host.stdout.readline())
+        deadline = time.monotonic() + 20
+        attempts: list[int] = []
+        while not attempts and time.monotonic() < deadline:
+            attempts = children_of(zpid)
+            time.sleep(0.05)
+        assert attempts, "the attempt should be running"
+        host.send_signal(getattr(signal, how))
+        host.wait(10)
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in [zpid, *attempts]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(zpid), "the zygote outlived its host"
+        assert not any(alive(p) for p in attempts), "an attempt outlived its host"
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()

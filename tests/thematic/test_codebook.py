@@ -1,0 +1,63 @@
+"""Codebook edits (issue 15): assignments and counts follow every rename, merge, split and delete."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.thematic import codebook
+
+
+def _doc() -> dict:
+    texts = {"1": "late delivery again", "2": "delivery was late", "3": "cold food", "4": "refund took weeks",
+             "5": "cold pizza and late", "6": "refund please"}
+    themes = [
+        {"id": "t1", "label": "Late delivery", "description": "", "keywords": ["late"], "count": 2, "share": 0,
+         "quotes": [{"response_id": "1", "text": texts["1"]}]},
+        {"id": "t2", "label": "Cold food", "description": "", "keywords": ["cold"], "count": 2, "share": 0,
+         "quotes": [{"response_id": "3", "text": texts["3"]}, {"response_id": "5", "text": texts["5"]}]},
+        {"id": "t3", "label": "Refunds", "description": "", "keywords": ["refund"], "count": 2, "share": 0,
+         "quotes": [{"response_id": "4", "text": texts["4"]}]},
+    ]
+    of = {"1": "t1", "2": "t1", "3": "t2", "5": "t2", "4": "t3", "6": "t3"}
+    assignments = [{"response_id": r, "bucket": "theme", "themes": [{"theme_id": t, "confidence": 0.9}]}
+                   for r, t in of.items()]
+    return {"themes": themes, "assignments": assignments}, texts
+
+
+def test_merge_moves_assignments_and_counts() -> None:
+    doc, _ = _doc()
+    out = codebook.apply_edits(doc, codebook.EDITS.validate_python(
+        [{"op": "merge", "themes": ["t1", "t2"], "label": "Delivery problems"}]))
+    ids = {t["id"]: t for t in out["themes"]}
+    assert set(ids) == {"t1", "t3"} and ids["t1"]["count"] == 4 and ids["t1"]["label"] == "Delivery problems"
+    assert all(a["themes"][0]["theme_id"] in ("t1", "t3") for a in out["assignments"])
+    assert out["edits"][0]["op"] == "merge" and doc["themes"][1]["id"] == "t2"  # the input is not changed
+
+
+def test_split_by_keyword_and_delete_and_rename() -> None:
+    doc, texts = _doc()
+    edits = codebook.EDITS.validate_python([
+        {"op": "split", "theme": "t2", "keyword": "pizza", "label": "Pizza"},
+        {"op": "delete", "theme": "t3"},
+        {"op": "rename", "theme": "t1", "label": "Lateness"},
+    ])
+    out = codebook.apply_edits(doc, edits, texts)
+    by_label = {t["label"]: t["count"] for t in out["themes"]}
+    assert by_label == {"Lateness": 2, "Cold food": 1, "Pizza": 1}
+    others = [a for a in out["assignments"] if a["bucket"] == "other"]
+    assert sorted(a["response_id"] for a in others) == ["4", "6"]
+    assert [e["op"] for e in out["edits"]] == ["split", "delete", "rename"]
+
+
+def test_an_edit_of_an_unknown_theme_names_the_field() -> None:
+    doc, _ = _doc()
+    with pytest.raises(codebook.EditError) as err:
+        codebook.apply_edits(doc, codebook.EDITS.validate_python([{"op": "delete", "theme": "t9"}]))
+    assert err.value.field == "edits[0].theme"
+
+
+def test_the_codebook_lists_names_descriptions_keywords_and_examples() -> None:
+    doc, _ = _doc()
+    book = codebook.codebook(doc)
+    assert [c["name"] for c in book] == ["Late delivery", "Cold food", "Refunds"]
+    assert book[1]["examples"] == ["cold food", "cold pizza and late"]

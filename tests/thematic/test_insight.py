@@ -1,0 +1,84 @@
+"""Breakdowns and wave comparison on synthetic data with planted effects (issue 15)."""
+
+from __future__ import annotations
+
+import random
+
+from pipelines.thematic import insight
+
+
+def _survey(rng: random.Random, n: int, rates: dict[str, dict[str, float]], sizes: dict[str, float]):
+    groups, themes = [], []
+    names = list(sizes)
+    for _ in range(n):
+        g = rng.choices(names, weights=[sizes[x] for x in names])[0]
+        r, acc, theme = rng.random(), 0.0, None
+        for t, p in rates[g].items():
+            acc += p
+            if r < acc:
+                theme = t
+                break
+        groups.append(g)
+        themes.append(theme)
+    return groups, themes
+
+
+def _cell(result: dict, group: str, theme: str) -> dict:
+    g = next(x for x in result["groups"] if x["value"] == group)
+    return next(c for c in g["themes"] if c["theme_id"] == theme)
+
+
+def test_a_theme_three_times_as_common_in_one_segment_is_flagged_and_a_flat_one_is_not() -> None:
+    rng = random.Random(1)
+    rates = {"enterprise": {"t1": 0.30, "t2": 0.20, "t3": 0.10}, "free": {"t1": 0.10, "t2": 0.20, "t3": 0.10}}
+    groups, themes = _survey(rng, 2000, rates, {"enterprise": 0.3, "free": 0.7})
+    result = insight.breakdown("plan", groups, themes, ["t1", "t2", "t3"], kind="categorical")
+    hot = _cell(result, "enterprise", "t1")
+    assert hot["significant"] and hot["lift"] > 2.0, hot
+    assert not _cell(result, "enterprise", "t2")["significant"]
+    assert not _cell(result, "free", "t3")["significant"]
+    assert sum(g["n"] for g in result["groups"]) == 2000
+
+
+def test_the_false_positive_rate_under_no_effect_stays_near_alpha() -> None:
+    runs, with_discovery = 200, 0
+    rates = {g: {f"t{i}": 0.12 for i in range(6)} for g in "abcd"}
+    for seed in range(runs):
+        groups, themes = _survey(random.Random(seed), 800, rates, dict.fromkeys("abcd", 1.0))
+        result = insight.breakdown("g", groups, themes, [f"t{i}" for i in range(6)], kind="categorical")
+        if any(c["significant"] for g in result["groups"] for c in g["themes"]):
+            with_discovery += 1
+    # Under the global null BH's FDR equals the chance of any discovery: about alpha (0.05).
+    assert with_discovery / runs <= 0.10, with_discovery
+
+
+def test_nps_scores_are_bucketed_missing_values_get_a_group_and_small_groups_are_pooled() -> None:
+    values = [0, 5, 6, 7, 8, 9, 10, None, 3, 9] * 10
+    b = insight.bucket(values)
+    assert b.kind == "nps"
+    assert set(b.labels) == {"detractor", "passive", "promoter", insight.MISSING}
+    cats = ["web"] * 50 + ["app"] * 40 + ["fax"] * 3 + [None] * 7
+    pooled = insight.pool_small(insight.bucket(cats).labels, min_size=20)
+    assert pooled.count(insight.OTHER_VALUES) == 3 and pooled.count(insight.MISSING) == 7
+
+
+def test_numeric_fields_become_ranges() -> None:
+    b = insight.bucket([float(i) for i in range(100)] + [None])
+    assert b.kind == "numeric" and 3 <= len(set(b.labels) - {insight.MISSING}) <= 4
+    assert b.labels[-1] == insight.MISSING
+
+
+def test_a_planted_change_between_waves_is_found_and_new_and_gone_themes_are_listed() -> None:
+    result = insight.compare({"t1": 100, "t2": 200, "old": 30}, 1000, {"t1": 250, "t2": 205, "fresh": 40}, 1000)
+    rows = {r["theme_id"]: r for r in result["themes"]}
+    assert rows["t1"]["significant"] and rows["t1"]["change"] > 0.1
+    assert not rows["t2"]["significant"]
+    assert result["new"] == ["fresh"] and result["gone"] == ["old"]
+
+
+def test_bh_q_values_are_monotone_in_p() -> None:
+    p = [0.001, 0.04, 0.03, 0.2, 0.5]
+    q = insight.benjamini_hochberg(p)
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    assert all(q[order[i]] <= q[order[i + 1]] for i in range(len(p) - 1))
+    assert q[0] == 0.005

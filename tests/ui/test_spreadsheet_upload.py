@@ -1,0 +1,78 @@
+"""The dashboard reads spreadsheets in the browser: an .xlsx survey (sheet and column choice, a title row, blank rows)
+and a Windows-1252 CSV, submitted through the form; a bad id names its row and column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from devhost.process import HostProcess
+from tests.cli.test_spreadsheets import ACCENTED, make_xlsx
+from tests.e2e.conftest import Api
+
+
+def _open_new(page: Any, host: HostProcess, api: Api) -> list[dict[str, Any]]:
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    page.wait_for_selector("#responses-file")
+    posted: list[dict[str, Any]] = []
+    page.on("request", lambda r: posted.append(json.loads(r.post_data))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
+    return posted
+
+
+def _submit_and_wait(page: Any, posted: list[dict[str, Any]], api: Api) -> dict[str, Any]:
+    page.click("#submit-job")
+    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    assert posted, "the form did not submit"
+    job_id = page.url.rsplit("/", 1)[-1]
+    assert api.job(job_id)["pipeline"] == "thematic"
+    return posted[-1]
+
+
+def test_xlsx_with_sheet_and_column_choice(page: Any, host: HostProcess, api: Api, tmp_path: Path) -> None:
+    rows: list[list[object]] = [["Customer survey, Q4 export"], [], ["Respondent", "Channel", "What could we do better?"]]
+    rows += [[f"r{i}", "web", t] for i, t in enumerate(ACCENTED)]
+    rows.insert(5, [None, None, None])  # a blank row in the middle
+    f = make_xlsx(tmp_path / "survey.xlsx", rows)
+    posted = _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(f))
+    # The first sheet ("Notes") has one line: pick the survey's sheet.
+    page.wait_for_selector("#sheet", state="visible")
+    page.select_option("#sheet", "Responses")
+    expect(page.locator("#file-info")).to_contain_text("(Responses)")
+    assert page.locator("#text-column").input_value() == "What could we do better?"
+    page.select_option("#id-column", "Respondent")
+    body = _submit_and_wait(page, posted, api)
+    assert [(i["id"], i["text"]) for i in body["input"]] == [(f"r{i}", t) for i, t in enumerate(ACCENTED)]
+    # Without an id column the ids are row numbers under the header (the blank row counts).
+    posted2 = _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(f))
+    page.select_option("#sheet", "Responses")
+    expect(page.locator("#file-info")).to_contain_text("(Responses)")
+    page.select_option("#id-column", "")
+    assert [i["id"] for i in _submit_and_wait(page, posted2, api)["input"]] == [1, 2, 4]
+
+
+def test_cp1252_csv_and_a_bad_id_named_by_row_and_column(page: Any, host: HostProcess, api: Api,
+                                                        tmp_path: Path) -> None:
+    f = tmp_path / "windows.csv"
+    f.write_bytes(("id;comment\r\n" + "".join(f"c{i};{t}\r\n" for i, t in enumerate(ACCENTED))).encode("cp1252"))
+    posted = _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#file-info")).to_contain_text("3 rows")
+    assert page.locator("#text-column").input_value() == "comment"
+    body = _submit_and_wait(page, posted, api)
+    assert [(i["id"], i["text"]) for i in body["input"]] == [(f"c{i}", t) for i, t in enumerate(ACCENTED)]
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,comment\na,fine\n,no id\n", encoding="utf-8")
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(bad))
+    expect(page.locator("#file-info")).to_contain_text("2 rows")
+    page.click("#submit-job")
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert 'line 3, column "id": the id is empty' in alert.inner_text()

@@ -1,0 +1,47 @@
+"""A typed Python client of the Thematiq jobs API (stdlib + pydantic).
+
+    from thematiq_client import Client
+    client = Client("https://contoso.azure-api.net/thematiq", subscription_key="...")
+    job = client.wait(client.submit("thematic", [{"id": "r1", "text": "Delivery was late"}]))
+    print(client.result(job, format="md"))
+"""
+
+from __future__ import annotations
+
+__version__ = "0.2.0"
+
+from .client import Client, Poll, Submitted, parse_retry_after
+from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
+from .models import (
+    CallbackView,
+    ErrorView,
+    Health,
+    Job,
+    JobList,
+    JobView,
+    Page,
+    Problem,
+    ProgressView,
+    Status,
+)
+
+__all__ = [
+    "ApiError",
+    "CallbackView",
+    "Client",
+    "ErrorView",
+    "Health",
+    "Job",
+    "JobList",
+    "JobView",
+    "Page",
+    "Poll",
+    "Problem",
+    "ProgressView",
+    "Status",
+    "Submitted",
+    "ThematiqError",
+    "TransportError",
+    "WaitTimeout",
+    "parse_retry_after",
+]

@@ -1,0 +1,419 @@
+"""The client: one class, stdlib HTTP (``urllib``), pydantic models.
+
+* ``base_url`` is the API's root as the caller reaches it: ``http://127.0.0.1:7071/api`` locally, or a
+  gateway URL such as ``https://contoso.azure-api.net/thematiq``. Paths (``/jobs``…) are appended to it.
+* ``key`` is sent as ``x-functions-key`` (direct to the function app), ``subscription_key`` as
+  ``Ocp-Apim-Subscription-Key`` (through API Management), ``tenant`` as ``x-thematiq-tenant`` (local only:
+  the gateway sets it from the subscription and strips a client's value).
+* 429 and 503 (and, for requests that are safe to repeat, 502/504 and connection errors) are retried,
+  waiting what ``Retry-After`` says (seconds or an HTTP date), otherwise exponential backoff with jitter.
+  ``submit`` always sends an ``Idempotency-Key`` (a fresh one unless given), so a retried submission never
+  creates a second job.
+* ``get`` remembers each job's ``ETag`` and sends ``If-None-Match``: an unchanged job costs a 304 with no body.
+  ``wait`` polls at the pace the service's ``Retry-After`` suggests.
+* Redirects are not followed, so a key is never sent to another host.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import __version__
+from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
+from .models import Health, Job, JobList, Problem, Status
+
+KEY_HEADER = "x-functions-key"
+SUBSCRIPTION_HEADER = "Ocp-Apim-Subscription-Key"
+TENANT_HEADER = "x-thematiq-tenant"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+#: Statuses retried for every request: the service did not process it.
+_RETRY_ALWAYS = frozenset({429, 503})
+#: Retried too when repeating the request is safe (GET, or a POST the service dedupes).
+_RETRY_SAFE = frozenset({408, 502, 504})
+_ETAGS_KEPT = 512
+
+JobRef = Job | str
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: Job
+    #: False when the service answered an idempotent replay (200): the job existed already.
+    created: bool
+
+
+@dataclass(frozen=True)
+class Poll:
+    job: Job
+    #: False when the service answered 304 (nothing changed since the last look).
+    changed: bool
+    #: Seconds the service suggests before the next poll (None once the job is finished).
+    retry_after: float | None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _id(job: JobRef) -> str:
+    return job.id if isinstance(job, Job) else str(job)
+
+
+def _seg(value: str) -> str:
+    """A path segment, quoted so an id can never change the route."""
+    return urllib.parse.quote(value, safe="")
+
+
+class Client:
+    """A client of the Thematiq jobs API.
+
+    >>> client = Client("http://127.0.0.1:7071/api", key="local-function-key-change-me")
+    >>> job = client.submit("thematic", [{"id": "r1", "text": "Delivery was late"}], {"max_themes": 8})
+    >>> job = client.wait(job, on_progress=lambda j: print(j.status, j.progress.stage))
+    >>> themes = client.result(job)["themes"]
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str | None = None,
+        subscription_key: str | None = None,
+        tenant: str | None = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        max_retry_wait: float = 60.0,
+        user_agent: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        parts = urllib.parse.urlsplit(self.base_url)
+        # Checked here so urlopen never sees file:// or similar.
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an http:// or https:// URL (got {base_url!r})")
+        self.key = key
+        self.subscription_key = subscription_key
+        self.tenant = tenant
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self.user_agent = user_agent or f"thematiq-client/{__version__}"
+        self._sleep = sleep
+        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._etags: OrderedDict[str, tuple[str, Job]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"
+
+    # -- transport ------------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        safe: bool | None = None,
+    ) -> Response:
+        """One API call to ``base_url + path``, with retries; raises :class:`ApiError` for a status >= 400.
+
+        ``safe`` (default: GET/HEAD) says the request may be repeated after a connection error or a
+        502/504 without doing anything twice.
+        """
+        url = self.base_url + path
+        q = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        if q:
+            url += "?" + urllib.parse.urlencode(q)
+        h = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if self.key:
+            h[KEY_HEADER] = self.key
+        if self.subscription_key:
+            h[SUBSCRIPTION_HEADER] = self.subscription_key
+        if self.tenant:
+            h[TENANT_HEADER] = self.tenant
+        data = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        repeatable = method in ("GET", "HEAD") if safe is None else safe
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._send(urllib.request.Request(url, data=data, headers=h, method=method))  # noqa: S310
+            except TransportError:
+                if not repeatable or attempt > self.max_retries:
+                    raise
+                self._sleep(self._backoff(attempt))
+                continue
+            if response.status < 400 or response.status == 304:
+                return response
+            err = _api_error(response)
+            retryable = response.status in _RETRY_ALWAYS or (repeatable and response.status in _RETRY_SAFE)
+            if not retryable or attempt > self.max_retries:
+                raise err
+            wait = err.retry_after if err.retry_after is not None else self._backoff(attempt)
+            if wait > self.max_retry_wait:
+                raise err  # the service asks for longer than we are willing to block: let the caller decide
+            self._sleep(wait + random.uniform(0, min(1.0, wait * 0.1)))
+
+    def _send(self, req: urllib.request.Request) -> Response:
+        try:
+            with self._opener.open(req, timeout=self.timeout) as r:
+                return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, r.read())
+        except urllib.error.HTTPError as err:
+            with err:
+                return Response(err.code, {k.lower(): v for k, v in err.headers.items()}, err.read())
+        except urllib.error.URLError as err:
+            raise TransportError(self._unreachable(err.reason)) from None
+        except (TimeoutError, ConnectionError, OSError) as err:
+            raise TransportError(self._unreachable(err)) from None
+
+    def _unreachable(self, reason: object) -> str:
+        if isinstance(reason, ConnectionRefusedError):
+            why = "connection refused"
+        elif isinstance(reason, TimeoutError):
+            why = f"no answer within {self.timeout:g}s"
+        else:
+            why = str(reason) or type(reason).__name__
+        return f"cannot reach {self.base_url} ({why})"
+
+    @staticmethod
+    def _backoff(attempt: int) -> float:
+        base: float = min(20.0, 0.5 * 2 ** (attempt - 1))
+        return base * random.uniform(0.5, 1.0)
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        resp = self.request(method, path, **kw)
+        try:
+            return resp.json()
+        except (ValueError, UnicodeDecodeError):
+            raise ThematiqError(f"the service sent a response that is not JSON (HTTP {resp.status})") from None
+
+    def _job(self, value: Any) -> Job:
+        try:
+            return Job.model_validate(value)
+        except ValidationError as err:
+            raise ThematiqError(f"the service sent a job this client cannot read: {err}") from None
+
+    # -- the API --------------------------------------------------------------------------------------
+    def submit(
+        self,
+        pipeline: str,
+        input: Any,
+        params: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        *,
+        callback_url: str | None = None,
+    ) -> Job:
+        """Submit a job. Without ``idempotency_key`` a fresh one is made, so retries never duplicate it."""
+        return self.submit_detailed(pipeline, input, params, idempotency_key, callback_url=callback_url).job
+
+    def submit_detailed(
+        self,
+        pipeline: str,
+        input: Any,
+        params: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        *,
+        callback_url: str | None = None,
+    ) -> Submitted:
+        """Like :meth:`submit`, and says whether the job is new (202) or an idempotent replay (200)."""
+        body: dict[str, Any] = {"pipeline": pipeline, "params": params or {}, "input": input}
+        if callback_url:
+            body["callback"] = {"url": callback_url}
+        key = idempotency_key or f"tq-{uuid.uuid4().hex}"
+        resp = self.request("POST", "/jobs", body=body, headers={IDEMPOTENCY_HEADER: key}, safe=True)
+        return Submitted(self._job(resp.json()), resp.status == 202)
+
+    def poll(self, job: JobRef) -> Poll:
+        """Read a job once, cheaply: ``If-None-Match`` with the ETag last seen, so an unchanged job is a 304."""
+        job_id = _id(job)
+        cached = self._etags.get(job_id)
+        headers = {"If-None-Match": cached[0]} if cached else None
+        resp = self.request("GET", f"/jobs/{_seg(job_id)}", headers=headers)
+        retry_after = parse_retry_after(resp.headers.get("retry-after"))
+        if resp.status == 304 and cached:
+            self._etags.move_to_end(job_id)
+            return Poll(cached[1], False, retry_after)
+        try:
+            value = self._job(resp.json())
+        except (ValueError, UnicodeDecodeError):
+            raise ThematiqError(f"the service sent a response that is not JSON (HTTP {resp.status})") from None
+        etag = resp.headers.get("etag")
+        if etag:
+            self._etags[job_id] = (etag, value)
+            self._etags.move_to_end(job_id)
+            while len(self._etags) > _ETAGS_KEPT:
+                self._etags.popitem(last=False)
+        return Poll(value, True, retry_after)
+
+    def get(self, job: JobRef) -> Job:
+        """The job as it is now (after a 304, the copy last read: only its heartbeat_at may be older)."""
+        return self.poll(job).job
+
+    def list(
+        self,
+        status: Status | str | None = None,
+        pipeline: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Iterator[JobList]:
+        """The tenant's jobs, newest first, one page at a time (follows ``next_cursor`` lazily)."""
+        while True:
+            query = {"status": str(status) if status else None, "pipeline": pipeline, "limit": limit, "cursor": cursor}
+            page = JobList.model_validate(self._json("GET", "/jobs", query=query))
+            yield page
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def jobs(self, status: Status | str | None = None, pipeline: str | None = None,
+             limit: int | None = None) -> Iterator[Job]:
+        """Every job of :meth:`list`, across pages."""
+        for page in self.list(status, pipeline, limit):
+            yield from page.items
+
+    def cancel(self, job: JobRef) -> Job:
+        """Cancel: a queued job at once; a running one is asked to stop (its status says when it has)."""
+        return self._job(self._json("POST", f"/jobs/{_seg(_id(job))}/cancel", safe=True))
+
+    def retry(self, job: JobRef) -> Job:
+        """Resubmit a failed or cancelled job's input as a new job (the same new job however often it is asked)."""
+        return self._job(self._json("POST", f"/jobs/{_seg(_id(job))}/retry", safe=True))
+
+    def result_bytes(self, job: JobRef, format: str = "json") -> bytes:
+        """The result exactly as the service sends it."""
+        return self.request("GET", f"/jobs/{_seg(_id(job))}/result", query={"format": format}).body
+
+    def result(self, job: JobRef, format: str = "json") -> Any:
+        """The result of a succeeded job: parsed JSON for ``json``, text for ``csv``/``md``."""
+        body = self.result_bytes(job, format)
+        return json.loads(body) if format == "json" else body.decode("utf-8")
+
+    def health(self) -> Health:
+        return Health.model_validate(self._json("GET", "/health"))
+
+    def openapi(self) -> dict[str, Any]:
+        """The service's OpenAPI document."""
+        doc: dict[str, Any] = self._json("GET", "/openapi.json")
+        return doc
+
+    def wait(
+        self,
+        job: JobRef,
+        on_progress: Callable[[Job], None] | None = None,
+        timeout: float | None = None,
+        *,
+        min_interval: float = 0.25,
+        max_interval: float = 30.0,
+    ) -> Job:
+        """Poll until the job is finished and return it; ``on_progress(job)`` is called whenever it changed.
+
+        Paced by the service's ``Retry-After`` (within ``min_interval``..``max_interval``), so a long job is
+        polled rarely and each unchanged look is a 304. Raises :class:`WaitTimeout` after ``timeout`` seconds
+        (the job keeps running). Transient errors (a restarting host, a storage blip) do not end the wait.
+        """
+        started = time.monotonic()
+        last: Job | None = job if isinstance(job, Job) else None
+        errors = 0
+        delay = min_interval
+        while True:
+            try:
+                seen = self.poll(job)
+                errors = 0
+            except (ApiError, TransportError) as err:
+                if isinstance(err, ApiError) and not err.transient:
+                    raise
+                errors += 1
+                if errors > 10:
+                    raise
+                delay = min(max_interval, max(delay * 2, min_interval))
+                self._sleep_within(delay, started, timeout, last, _id(job))
+                continue
+            last = seen.job
+            if seen.changed and on_progress is not None:
+                on_progress(seen.job)
+            if seen.job.terminal:
+                return seen.job
+            suggested = seen.retry_after if seen.retry_after is not None else delay * 1.5
+            delay = min(max_interval, max(min_interval, suggested))
+            self._sleep_within(delay, started, timeout, last, _id(job))
+
+    def _sleep_within(self, delay: float, started: float, timeout: float | None, last: Job | None,
+                      job_id: str) -> None:
+        if timeout is not None:
+            left = timeout - (time.monotonic() - started)
+            if left <= 0:
+                status = last.status.value if last else "unknown"
+                raise WaitTimeout(f"job {job_id} is still {status} after {timeout:g}s", last)
+            delay = min(delay, left)
+        self._sleep(delay)
+
+
+def _api_error(resp: Response) -> ApiError:
+    problem: Problem | None = None
+    try:
+        value = json.loads(resp.body.decode("utf-8")) if resp.body else None
+        if isinstance(value, dict):
+            problem = Problem.model_validate(
+                {"type": "about:blank", "title": _REASONS.get(resp.status, "HTTP error"), "status": resp.status,
+                 "detail": "", "instance": "", **value}
+            )
+    except (ValueError, UnicodeDecodeError, ValidationError):
+        problem = None
+    if problem is None:
+        # Not problem+json (a gateway, or the host's bare 401): make one up from the status.
+        text = resp.body.decode("utf-8", "replace").strip()[:300]
+        problem = Problem(type="about:blank", title=_REASONS.get(resp.status, "HTTP error"), status=resp.status,
+                          detail=text, instance="")
+    return ApiError(resp.status, problem, parse_retry_after(resp.headers.get("retry-after")), resp.headers)
+
+
+_REASONS = {
+    400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
+    408: "Request timeout", 409: "Conflict", 413: "Payload too large", 415: "Unsupported media type",
+    422: "Unprocessable content", 429: "Too many requests", 500: "Internal error", 502: "Bad gateway",
+    503: "Service unavailable", 504: "Gateway timeout",
+}
