@@ -34,9 +34,7 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
 
 
 def _poll_headers(job: Job) -> dict[str, str]:
-    """``Retry-After`` for a job that is not finished yet: when polling it again is worth it."""
-    seconds = polling.retry_after(job, service().pipeline_timeout(job.pipeline))
-    return {} if seconds is None else {"Retry-After": str(seconds)}
+    return polling.headers(job, service().pipeline_timeout(job.pipeline))
 
 
 @bp.function_name("submit_job")

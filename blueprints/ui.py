@@ -15,7 +15,7 @@ from pathlib import Path
 
 import azure.functions as func
 
-from shared.api import views
+from shared.api import polling, views
 from shared.api.http import AUTH_LEVEL, api_handler, base_url, html_page, json_response, tenant_of
 from shared.api.retry_job import retry_job
 from shared.api.service import JobService
@@ -96,4 +96,6 @@ def ui(req: func.HttpRequest) -> func.HttpResponse:
 def retry(req: func.HttpRequest) -> func.HttpResponse:
     submitted = retry_job(service(), tenant_of(req), req.route_params["id"], req.headers.get("traceparent"))
     body = views.public(submitted.job, base_url(req))
-    return json_response(202 if submitted.created else 200, body, {"Location": body["links"]["self"]})
+    job = submitted.job
+    headers = {"Location": body["links"]["self"], **polling.headers(job, service().pipeline_timeout(job.pipeline))}
+    return json_response(202 if submitted.created else 200, body, headers)

@@ -83,3 +83,9 @@ def retry_after(job: Job, pipeline_timeout: float | None = None, now: datetime |
             left = ran * (p.total - p.processed) / p.processed
             value = min(value, max(float(MIN_SECONDS), left))
     return int(max(MIN_SECONDS, min(ceiling, math.ceil(value))))
+
+
+def headers(job: Job, pipeline_timeout: float | None = None) -> dict[str, str]:
+    """``Retry-After`` for a job that is not finished yet: when polling it again is worth it."""
+    seconds = retry_after(job, pipeline_timeout)
+    return {} if seconds is None else {"Retry-After": str(seconds)}

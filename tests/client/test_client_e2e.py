@@ -117,6 +117,10 @@ def test_etag_304_and_retry_after(client: Client, client_host: HostProcess) -> N
     final = client.wait(job, timeout=30)
     status, headers, _ = _raw_get(url, key, headers["etag"])
     assert status == 200 and "retry-after" not in headers and final.status == Status.CANCELLED
+    # The retry route's 202 (the dashboard's) paces its polling the same way.
+    req = urllib.request.Request(f"{url}/retry", data=b"", method="POST", headers={"x-functions-key": key})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 202 and int(r.headers["Retry-After"]) >= 1
 
 
 def test_wait_timeout_leaves_the_job_running(client: Client) -> None:
