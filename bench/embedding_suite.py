@@ -29,7 +29,6 @@ _HERE = str(Path(__file__).resolve().parent)
 # bench/platform.py would shadow the stdlib module: drop bench/ from the import path before anything is imported.
 sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
 sys.path.insert(0, str(ROOT))
-
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import importlib.resources  # noqa: E402
@@ -39,6 +38,8 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from bench.metrics import ari, nmi  # noqa: E402
 
 csv.field_size_limit(10**8)
 
@@ -68,37 +69,6 @@ def load_set(name: str, n: int | None, seed: int = 0) -> tuple[list[str], list[s
     if n is not None and len(rows) > n:
         rows = random.Random(seed).sample(rows, n)
     return [t for t, _ in rows], [lab for _, lab in rows]
-
-
-def nmi(a: list[Any], b: list[Any]) -> float:
-    p = _contingency(a, b)
-    p /= p.sum()
-    pa, pb = p.sum(1), p.sum(0)
-    nz = p > 0
-    mi = float((p[nz] * np.log(p[nz] / np.outer(pa, pb)[nz])).sum())
-    ha, hb = -float((pa * np.log(pa)).sum()), -float((pb * np.log(pb)).sum())
-    return 2 * mi / (ha + hb) if ha + hb > 0 else 1.0
-
-
-def ari(a: list[Any], b: list[Any]) -> float:
-    m = _contingency(a, b)
-    n = m.sum()
-
-    def c2(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    idx, ea, eb = c2(m), c2(m.sum(1)), c2(m.sum(0))
-    exp = ea * eb / (n * (n - 1) / 2)
-    mx = (ea + eb) / 2
-    return (idx - exp) / (mx - exp) if mx != exp else 1.0
-
-
-def _contingency(a: list[Any], b: list[Any]) -> np.ndarray:
-    _, ai = np.unique(np.array(a, dtype=str), return_inverse=True)
-    _, bi = np.unique(np.array(b, dtype=str), return_inverse=True)
-    m = np.zeros((ai.max() + 1, bi.max() + 1))
-    np.add.at(m, (ai, bi), 1)
-    return m
 
 
 class Fp32Reference:

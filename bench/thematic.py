@@ -67,7 +67,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
+from bench.metrics import _contingency, ari, nmi  # noqa: E402
 
 # -- data ---------------------------------------------------------------------
 
@@ -171,38 +171,6 @@ def scored(labels: list[str], pred: list[str]) -> tuple[list[str], list[str]]:
 
 
 # -- metrics (numpy) ----------------------------------------------------------
-
-
-def _contingency(a: list[Any], b: list[Any]) -> np.ndarray:
-    _, ai = np.unique(np.array(a, dtype=str), return_inverse=True)
-    _, bi = np.unique(np.array(b, dtype=str), return_inverse=True)
-    m = np.zeros((ai.max() + 1, bi.max() + 1))
-    np.add.at(m, (ai, bi), 1)
-    return m
-
-
-def nmi(a: list[Any], b: list[Any]) -> float:
-    """Normalised mutual information, arithmetic mean normalisation (sklearn's default)."""
-    p = _contingency(a, b)
-    p /= p.sum()
-    pa, pb = p.sum(1), p.sum(0)
-    nz = p > 0
-    mi = float((p[nz] * np.log(p[nz] / np.outer(pa, pb)[nz])).sum())
-    ha, hb = -float((pa * np.log(pa)).sum()), -float((pb * np.log(pb)).sum())
-    return 2 * mi / (ha + hb) if ha + hb > 0 else 1.0
-
-
-def ari(a: list[Any], b: list[Any]) -> float:
-    m = _contingency(a, b)
-    n = m.sum()
-
-    def c2(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    idx, ea, eb = c2(m), c2(m.sum(1)), c2(m.sum(0))
-    exp = ea * eb / (n * (n - 1) / 2)
-    mx = (ea + eb) / 2
-    return (idx - exp) / (mx - exp) if mx != exp else 1.0
 
 
 def hungarian(a: list[Any], b: list[Any]) -> float:
