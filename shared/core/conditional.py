@@ -71,22 +71,24 @@ def apply(
     read: Callable[[], Row],
     write: Callable[[Row, dict[str, Any]], Row],
     plan: Callable[[Row], dict[str, Any] | None],
-    landed: Callable[[Row], bool],
     name: str,
+    landed: Callable[[Row], bool] | None = None,
 ) -> Applied[Row]:
     """Apply ``plan(current)`` with a conditional write, re-planning on the fresh row until it lands or no longer applies.
 
-    ``plan`` returns the fields to MERGE (they must include the transition's ``op``
-    token) or None when the transition does not apply to that row. ``landed`` tells
-    whether a freshly read row already shows this transition's write.
+    ``plan`` returns the fields to MERGE, or None when the transition does not apply to
+    that row. Every write carries this call's ``op`` token, so a fresh row whose ``op`` is
+    ours shows that our write landed; ``landed`` can add another sign (the owner a claim
+    set), for when someone else wrote after us.
     """
+    op = new_op()
     row = current
     for _ in range(CONDITIONAL_TRIES):
         fields = plan(row)
         if fields is None:
             return Applied(row, False)
         try:
-            return Applied(write(row, fields), True)
+            return Applied(write(row, {**fields, "op": op}), True)
         except EtagMismatch:
             # A 412 is exactly what the SDK's retry of a committed write returns: the read that
             # decides must ride out a blip like any other.
@@ -97,7 +99,7 @@ def apply(
             # The write may have committed: only the row can say.
             log.info("%s: storage did not answer a write; re-reading to decide", name)
             fresh = reread(read)
-        if landed(fresh):
+        if getattr(fresh, "op", None) == op or (landed is not None and landed(fresh)):
             return Applied(fresh, True)
         row = fresh
     raise Contended(f"{name}: the row kept changing under {CONDITIONAL_TRIES} attempts")

@@ -86,19 +86,13 @@ class Lifecycle:
         *,
         with_input: bool = False,
     ) -> Applied[Job]:
-        op = conditional.new_op()
         jobs = self.stores.jobs
-
-        def planned(row: Job) -> Fields | None:
-            fields = plan(row)
-            return None if fields is None else {**fields, "op": op}
-
         result = conditional.apply(
             job,
             read=lambda: jobs.get(job.tenant, job.id, with_input=with_input),
             write=lambda row, fields: jobs.update(row, **fields),
-            plan=planned,
-            landed=lambda row: row.op == op or (landed is not None and landed(row)),
+            plan=plan,
+            landed=landed,
             name=f"job {job.id}: {name}",
         )
         if result.applied:
@@ -118,19 +112,13 @@ class Lifecycle:
         *,
         with_input: bool = False,
     ) -> Applied[Chunk]:
-        op = conditional.new_op()
         chunks = self.stores.chunks
-
-        def planned(row: Chunk) -> Fields | None:
-            fields = plan(row)
-            return None if fields is None else {**fields, "op": op}
-
         result = conditional.apply(
             chunk,
             read=lambda: chunks.get(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, with_input=with_input),
             write=lambda row, fields: chunks.update(row, **fields),
-            plan=planned,
-            landed=lambda row: row.op == op or (landed is not None and landed(row)),
+            plan=plan,
+            landed=landed,
             name=f"chunk {chunk.job_id}/{chunk.stage}/{chunk.index}: {name}",
         )
         if result.applied:
@@ -442,6 +430,15 @@ class Lifecycle:
         if applied.applied:
             self.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
+
+    def record_callback(self, job: Job, status: str, attempts: int, error: str | None) -> bool:
+        """How a job's completion webhook stands (``shared.runtime.callbacks``); a later or final one is kept."""
+        def plan(row: Job) -> Fields | None:
+            if row.callback_status in ("delivered", "failed") or row.callback_attempts > attempts:
+                return None
+            return {"callback_status": status, "callback_attempts": attempts, "callback_error": error}
+
+        return self._job(job, f"callback:{status}", plan, with_input=True).applied
 
     def postpone(self, job: Job, delay: timedelta) -> None:
         """A queued or retrying job whose delivery was deferred (no memory on this host): due again later.

@@ -38,10 +38,10 @@ from typing import Any
 from shared.config.constants import POISON_SUFFIX
 from shared.config.settings import get_settings, raw
 from shared.core import callbacks as core
-from shared.core import conditional
 from shared.core.callbacks import CallbackMessage, UnsafeUrl, check_url, delivery_id, event_of, sign
 from shared.core.errors import NotFound, ThematiqError
 from shared.core.jobs import Job, utcnow
+from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.observability import telemetry
@@ -209,24 +209,9 @@ class CallbackSender:
         return "retrying"
 
     def _record(self, job: Job, status: str, attempts: int, error: str | None) -> None:
-        """Write how the callback stands on the job row (conditional, decided by re-reading)."""
-        def plan(row: Job) -> dict[str, Any] | None:
-            if row.callback_status in ("delivered", "failed") or row.callback_attempts > attempts:
-                return None  # a later or final outcome is already recorded
-            return {"callback_status": status, "callback_attempts": attempts,
-                    "callback_error": error[:MAX_ERROR_CHARS] if error else None, "op": op}
-
-        op = conditional.new_op()
-        jobs = self.stores.jobs
+        """Write how the callback stands on the job row (a lifecycle transition, decided by re-reading)."""
         try:
-            conditional.apply(
-                job,
-                read=lambda: jobs.get(job.tenant, job.id, with_input=True),
-                write=lambda row, fields: jobs.update(row, **fields),
-                plan=plan,
-                landed=lambda row: row.op == op,
-                name=f"job {job.id}: callback {status}",
-            )
+            Lifecycle(self.stores).record_callback(job, status, attempts, error[:MAX_ERROR_CHARS] if error else None)
         except ThematiqError:
             # The delivery itself happened (or is queued again); only its record is late.
             log.warning("job %s: could not record callback %s", job.id, status)
