@@ -48,6 +48,11 @@ PROBLEM_TYPE_BASE: Final = "https://thematiq.dev/problems/"
 # transition re-plans after losing to another writer, and how long it waits
 # between re-reads when the storage answer to a write was lost.
 CONDITIONAL_TRIES: Final = 8
+#: First full-jitter pause after a conditional write lost to another writer; doubles each round up to the cap.
+CONDITIONAL_BACKOFF_SECONDS: Final = 0.005
+CONDITIONAL_BACKOFF_CAP_SECONDS: Final = 0.25
+#: A cancel is a person's request and must not lose to a heartbeat: it keeps trying for a few seconds.
+CANCEL_CONDITIONAL_TRIES: Final = 20
 AMBIGUOUS_REREAD_DELAYS: Final = (0.2, 0.5, 1.0, 2.0)
 # Sends that fail are retried this often before the work is left to the reaper
 # (a duplicate message is harmless: every claim is conditional).

@@ -21,22 +21,24 @@ the job), and the caller learns which. It never guesses.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from shared.config.constants import AMBIGUOUS_REREAD_DELAYS, CONDITIONAL_TRIES
-from shared.core.errors import EtagMismatch, StorageUnavailable, ThematiqError
+from shared.config.constants import (
+    AMBIGUOUS_REREAD_DELAYS,
+    CONDITIONAL_BACKOFF_CAP_SECONDS,
+    CONDITIONAL_BACKOFF_SECONDS,
+    CONDITIONAL_TRIES,
+)
+from shared.core.errors import Contended, EtagMismatch, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
 Row = TypeVar("Row")
-
-
-class Contended(ThematiqError):
-    """A transition kept losing to other writers; the caller treats it like a transient storage fault."""
 
 
 @dataclass(frozen=True)
@@ -73,17 +75,19 @@ def apply(
     plan: Callable[[Row], dict[str, Any] | None],
     name: str,
     landed: Callable[[Row], bool] | None = None,
+    tries: int = CONDITIONAL_TRIES,
 ) -> Applied[Row]:
     """Apply ``plan(current)`` with a conditional write, re-planning on the fresh row until it lands or no longer applies.
 
     ``plan`` returns the fields to MERGE, or None when the transition does not apply to
     that row. Every write carries this call's ``op`` token, so a fresh row whose ``op`` is
     ours shows that our write landed; ``landed`` can add another sign (the owner a claim
-    set), for when someone else wrote after us.
+    set), for when someone else wrote after us. ``tries`` bounds the rounds lost to other
+    writers before :class:`Contended`.
     """
     op = new_op()
     row = current
-    for _ in range(CONDITIONAL_TRIES):
+    for tried in range(tries):
         fields = plan(row)
         if fields is None:
             return Applied(row, False)
@@ -102,4 +106,11 @@ def apply(
         if getattr(fresh, "op", None) == op or (landed is not None and landed(fresh)):
             return Applied(fresh, True)
         row = fresh
-    raise Contended(f"{name}: the row kept changing under {CONDITIONAL_TRIES} attempts")
+        if tried + 1 == tries:
+            break
+        # Lost to another writer. A writer that chains on the ETag its own last write returned
+        # needs one round trip where a loser needs two (read, write), so it can starve the
+        # loser: a cancel between two heartbeat loops lost 8 rounds in a row on Azurite. A
+        # full-jitter, doubling pause (capped) spreads the rounds out.
+        time.sleep(random.uniform(0, min(CONDITIONAL_BACKOFF_CAP_SECONDS, CONDITIONAL_BACKOFF_SECONDS * 2**tried)))
+    raise Contended(f"{name}: the row kept changing under {tries} attempts")

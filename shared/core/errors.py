@@ -51,6 +51,17 @@ class StorageUnavailable(ThematiqError):
         self.maybe_applied = maybe_applied
 
 
+class Contended(StorageUnavailable):
+    """A conditional transition kept losing to other writers: transient, so retried or answered 503 like an outage.
+
+    The last re-read showed the transition's own write had not landed, so nothing is
+    half-applied (``maybe_applied`` is False).
+    """
+
+    def __init__(self, detail: str = "", **extra: object) -> None:
+        super().__init__(detail, maybe_applied=False, **extra)
+
+
 class StorageError(ThematiqError):
     """An unexpected answer from Storage that retrying will not fix."""
 

@@ -32,12 +32,26 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from shared.config.constants import CONDITIONAL_TRIES, REAPER_MAX_REQUEUES_PER_RUN, SEND_RETRY_DELAY, SEND_TRIES
+from shared.config.constants import (
+    CANCEL_CONDITIONAL_TRIES,
+    CONDITIONAL_TRIES,
+    REAPER_MAX_REQUEUES_PER_RUN,
+    SEND_RETRY_DELAY,
+    SEND_TRIES,
+)
 from shared.config.settings import get_settings
 from shared.core import callbacks, conditional
 from shared.core.chunks import Chunk, ChunkStatus
-from shared.core.conditional import Applied, Contended
-from shared.core.errors import AlreadyExists, Conflict, LostClaim, NotFound, StorageUnavailable, ThematiqError
+from shared.core.conditional import Applied
+from shared.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Contended,
+    LostClaim,
+    NotFound,
+    StorageUnavailable,
+    ThematiqError,
+)
 from shared.core.jobs import Job, JobError, Progress, Status, utcnow
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
@@ -85,6 +99,7 @@ class Lifecycle:
         landed: Callable[[Job], bool] | None = None,
         *,
         with_input: bool = False,
+        tries: int = CONDITIONAL_TRIES,
     ) -> Applied[Job]:
         jobs = self.stores.jobs
         result = conditional.apply(
@@ -94,6 +109,7 @@ class Lifecycle:
             plan=plan,
             landed=landed,
             name=f"job {job.id}: {name}",
+            tries=tries,
         )
         if result.applied:
             telemetry.TRANSITIONS.add(1, {"transition": name, "kind": "job"})
@@ -375,7 +391,7 @@ class Lifecycle:
                 return {"status": Status.CANCELLED, "cancel_requested": True, "finished_at": utcnow(), "owner": None}
             return None if row.cancel_requested else {"cancel_requested": True}
 
-        row = self._job(job, "cancel", plan).row
+        row = self._job(job, "cancel", plan, tries=CANCEL_CONDITIONAL_TRIES).row
         if row.status.terminal and row.status != Status.CANCELLED:
             raise Conflict(f"the job already finished ({row.status})", field="status")
         return row

@@ -38,8 +38,7 @@ from opentelemetry.trace import Span
 
 from shared.config.constants import FENCE_FRACTION
 from shared.config.settings import Settings
-from shared.core.conditional import Contended
-from shared.core.errors import LostClaim, StorageUnavailable
+from shared.core.errors import Contended, LostClaim, StorageUnavailable
 from shared.core.jobs import JobError, Progress
 from shared.core.lifecycle import Lifecycle
 from shared.core.ports import Stores
@@ -234,7 +233,7 @@ class AttemptRunner:
         stderr_path = tmp / "stderr.txt"
         try:
             with open(stderr_path, "wb") as stderr:
-                self._proc = self._start(spec_path, write_fd, stderr.fileno())
+                self._proc = self._renewing_while(lambda: self._start(spec_path, write_fd, stderr.fileno()))
         except BaseException:
             os.close(read_fd)
             raise
@@ -261,6 +260,24 @@ class AttemptRunner:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()
         return self._outcome(result_path, stderr_path)
+
+    def _renewing_while(self, start: Callable[[], ChildProcess]) -> ChildProcess:
+        """Run ``start`` while heartbeats keep the lease: starting can take seconds (a zygote's first
+        imports on a loaded machine) and a claim must not go stale, and fence itself, before its
+        attempt even began. Under CI load a 2.4 s zygote start did exactly that."""
+        started = threading.Event()
+
+        def beat() -> None:
+            while not started.wait(self.settings.heartbeat_seconds):
+                self._write()
+
+        keeper = threading.Thread(target=beat, name=f"start {self.lease.label}", daemon=True)
+        keeper.start()
+        try:
+            return start()
+        finally:
+            started.set()
+            keeper.join()
 
     def _start(self, spec_path: Path, event_fd: int, stderr_fd: int) -> ChildProcess:
         """Start the attempt's process: a fresh interpreter (``spawn``); ``ForkRunner`` forks a warm zygote."""

@@ -87,3 +87,15 @@ def test_an_attempt_that_ends_after_a_cancel_request_is_cancelled_not_retried_or
     assert running is not None
     done = life.finish(life.cancel(running), Status.SUCCEEDED)
     assert done is not None and done.status == Status.SUCCEEDED
+
+
+def test_a_transition_that_keeps_losing_is_a_503_with_retry_after_not_a_500() -> None:
+    import json
+
+    from shared.api.http import problem_from
+    from shared.core.errors import Contended
+
+    resp = problem_from(Contended("job x: cancel: the row kept changing under 20 attempts"), "/api/jobs/x/cancel")
+    body = json.loads(resp.get_body())
+    assert resp.status_code == 503 and resp.headers["Retry-After"].isdigit()
+    assert body["type"].endswith("storage-unavailable") and "row kept changing" not in body["detail"]

@@ -158,6 +158,39 @@ def test_a_dead_zygote_is_replaced() -> None:
     assert zygote().pid not in (None, old)
 
 
+def test_a_zygote_slow_to_start_does_not_let_the_claim_go_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zygote that takes longer than the fence to come up (its first imports on a loaded CI machine)
+    used to fence the attempt as soon as it started: the lease was not renewed while it waited."""
+    monkeypatch.setenv("HEARTBEAT_SECONDS", "0.2")
+    monkeypatch.setenv("HEARTBEAT_STALE_SECONDS", "2")  # the fence: 0.6 × 2 s
+    get_settings.cache_clear()
+    z = zygote()
+    z.close()
+    stalled = threading.Event()
+
+    def stall_the_zygote() -> None:
+        deadline = time.monotonic() + 10
+        while z.pid is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert z.pid is not None
+        os.kill(z.pid, signal.SIGSTOP)  # a real process, really not running: 2.5 s, past the fence
+        time.sleep(2.5)
+        os.kill(z.pid, signal.SIGCONT)
+        stalled.set()
+
+    lease = Lease()
+    staller = threading.Thread(target=stall_the_zygote)
+    staller.start()
+    try:
+        out = run("echo", {}, lease=lease)
+    finally:
+        staller.join()
+        get_settings.cache_clear()
+    assert stalled.is_set()
+    assert out.kind == "succeeded", out
+    assert lease.renewals >= 5  # heartbeats every 0.2 s while it waited
+
+
 def test_the_attempt_sees_the_hosts_environment_of_now(monkeypatch: pytest.MonkeyPatch) -> None:
     """The zygote started earlier; an attempt still gets the host's current settings, as a spawned one would."""
     assert run("echo", {}).kind == "succeeded"
