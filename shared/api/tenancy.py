@@ -21,7 +21,9 @@ shared by every route and every tenant.
 
 from __future__ import annotations
 
+import base64
 import hmac
+import json
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -32,6 +34,11 @@ from shared.core.errors import BadRequest, Unauthorized
 
 #: Set by App Service Authentication from the validated token (the caller's object id).
 PRINCIPAL_HEADER: Final = "x-ms-client-principal-id"
+#: Also set by App Service Authentication: every claim of the validated token, base64 JSON.
+CLAIMS_HEADER: Final = "x-ms-client-principal"
+#: The token's object id as App Service Authentication names it after its claim mapping, and unmapped.
+_OID_CLAIMS: Final = ("http://schemas.microsoft.com/identity/claims/objectidentifier", "oid")
+_MAX_CLAIMS_HEADER: Final = 16 * 1024
 FORWARDED_HOST: Final = "x-forwarded-host"
 FORWARDED_PROTO: Final = "x-forwarded-proto"
 FORWARDED_PREFIX: Final = "x-forwarded-prefix"
@@ -65,13 +72,37 @@ def auth_level_name() -> str:
     return value
 
 
+def _caller_ids(h: Mapping[str, str]) -> list[str]:
+    """The caller's object id as App Service Authentication states it: its ``-ID`` header, and the ``oid`` claim.
+
+    Microsoft documents ``X-MS-CLIENT-PRINCIPAL-ID`` only as "an identifier for the caller set by the
+    identity provider"; for Entra ID it is the token's ``oid``, which for a managed identity is the
+    ``principalId`` that ``TRUSTED_GATEWAY_PRINCIPAL_ID`` holds. The claims header carries the ``oid``
+    itself, so the check does not rest on that one undocumented mapping. Both headers are set only by
+    App Service Authentication, which drops any copy a client sent.
+    """
+    ids = [h.get(PRINCIPAL_HEADER, "").strip().lower()]
+    encoded = h.get(CLAIMS_HEADER, "").strip()
+    if encoded and len(encoded) <= _MAX_CLAIMS_HEADER:
+        try:
+            principal = json.loads(base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True))
+            claims = principal.get("claims", []) if isinstance(principal, dict) else []
+            ids += [
+                str(c.get("val", "")).strip().lower()
+                for c in claims
+                if isinstance(c, dict) and str(c.get("typ", "")).lower() in _OID_CLAIMS
+            ]
+        except (ValueError, TypeError):
+            pass  # not what App Service Authentication writes: no id from it
+    return [i for i in ids if i]
+
+
 def from_gateway(headers: Mapping[str, str]) -> bool:
     """True when gateway mode is on and App Service Authentication vouches for API Management's identity."""
     expected = gateway_principal()
     if not expected or raw("WEBSITE_AUTH_ENABLED").strip().lower() != "true":
         return False
-    sent = _lower(headers).get(PRINCIPAL_HEADER, "").strip().lower()
-    return bool(sent) and hmac.compare_digest(sent.encode(), expected.encode())
+    return any(hmac.compare_digest(i.encode(), expected.encode()) for i in _caller_ids(_lower(headers)))
 
 
 def check_caller(headers: Mapping[str, str]) -> None:

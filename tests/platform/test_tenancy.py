@@ -60,6 +60,34 @@ def test_gateway_mode_needs_the_gateways_principal(monkeypatch: pytest.MonkeyPat
             tenancy.tenant_of(headers)
 
 
+def _claims(*pairs: tuple[str, str]) -> str:
+    import base64
+    import json
+
+    body = {"auth_typ": "aad", "claims": [{"typ": t, "val": v} for t, v in pairs], "name_typ": "", "role_typ": ""}
+    return base64.b64encode(json.dumps(body).encode()).decode()
+
+
+def test_gateway_identity_is_also_read_from_the_oid_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The -ID header is documented only as "an identifier"; the token's oid claim settles it."""
+    _azure(monkeypatch)
+    oid = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+    other = "11111111-2222-3333-4444-555555555555"
+    trusted = {"x-thematiq-tenant": "acme", "x-ms-client-principal-id": "not-an-oid",
+               "x-ms-client-principal": _claims(("appid", other), (oid, GW.upper()))}
+    assert tenancy.tenant_of(trusted) == "acme"
+    assert tenancy.tenant_of({"x-thematiq-tenant": "acme", "x-ms-client-principal": _claims(("oid", GW))}) == "acme"
+    for claims in (
+        _claims((oid, other)),
+        _claims(("appid", GW)),  # the right value under another claim is not the caller's object id
+        "!!not base64!!",
+        _claims((oid, GW))[:-8],  # truncated
+        "A" * 20_000,
+    ):
+        with pytest.raises(Unauthorized):
+            tenancy.tenant_of({"x-thematiq-tenant": "acme", "x-ms-client-principal": claims})
+
+
 def test_gateway_mode_fails_closed_without_app_service_authentication(monkeypatch: pytest.MonkeyPatch) -> None:
     _azure(monkeypatch, auth_enabled="")
     with pytest.raises(Unauthorized, match="App Service Authentication"):
