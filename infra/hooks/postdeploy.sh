@@ -11,6 +11,8 @@
 # Needs: az (logged in, as azd is), curl. Reads the azd environment that azd
 # exports to hooks: AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, AZURE_APIM_NAME,
 # THEMATIQ_API_URL, THEMATIQ_FUNCTION_URL. Set THEMATIQ_SKIP_SMOKE=1 to skip.
+# THEMATIQ_SMOKE_PAUSE (seconds between tries, 15) and THEMATIQ_SMOKE_TRIES (override
+# each check's number of tries) exist for tests/infra/test_postdeploy_hook.py.
 set -eu
 
 if [ "${THEMATIQ_SKIP_SMOKE:-}" = "1" ]; then
@@ -24,44 +26,36 @@ secrets_url="https://management.azure.com/subscriptions/${AZURE_SUBSCRIPTION_ID}
 key=$(az rest --method post --url "$secrets_url" --query primaryKey -o tsv)
 [ -n "$key" ] || { echo "postdeploy: could not read the smoke subscription's key" >&2; exit 1; }
 
+# until_ok PATH PATTERN TRIES HINT: GET $THEMATIQ_API_URL/PATH through the gateway every 15 s until it answers
+# 200 with a body matching PATTERN; after TRIES attempts print HINT and the last answer, and fail.
+until_ok() {
+  attempt=0
+  while :; do
+    attempt=$((attempt + 1))
+    body=$(curl -sS --max-time 30 -w '\n%{http_code}' -H "Ocp-Apim-Subscription-Key: $key" "$THEMATIQ_API_URL/$1" || true)
+    code=$(printf '%s' "$body" | tail -n 1)
+    if [ "$code" = "200" ] && printf '%s' "$body" | grep -q "$2"; then
+      echo "postdeploy: $THEMATIQ_API_URL/$1 -> 200 (attempt $attempt)"
+      return 0
+    fi
+    if [ "$attempt" -ge "${THEMATIQ_SMOKE_TRIES:-$3}" ]; then
+      echo "postdeploy: $THEMATIQ_API_URL/$1 did not answer 200 after $attempt attempts (last: $code)$4" >&2
+      printf '%s\n' "$body" | head -n 5 >&2
+      exit 1
+    fi
+    sleep "${THEMATIQ_SMOKE_PAUSE:-15}"
+  done
+}
+
 # A fresh deployment takes a minute or two: role assignments, the auth settings
 # and the first cold start. Retry for up to ~5 minutes.
-attempt=0
-while :; do
-  attempt=$((attempt + 1))
-  body=$(curl -sS --max-time 30 -w '\n%{http_code}' -H "Ocp-Apim-Subscription-Key: $key" "$THEMATIQ_API_URL/health" || true)
-  code=$(printf '%s' "$body" | tail -n 1)
-  if [ "$code" = "200" ] && printf '%s' "$body" | grep -q '"status": *"ok"'; then
-    echo "postdeploy: $THEMATIQ_API_URL/health -> 200 ok (attempt $attempt)"
-    break
-  fi
-  if [ "$attempt" -ge 20 ]; then
-    echo "postdeploy: $THEMATIQ_API_URL/health did not answer 200 ok after $attempt attempts (last: $code)" >&2
-    printf '%s\n' "$body" | head -n 5 >&2
-    exit 1
-  fi
-  sleep 15
-done
+until_ok health '"status": *"ok"' 20 ""
 
 # The whole trust chain: APIM's token, App Service Authentication admitting only
-# APIM's identity, the app matching X-MS-CLIENT-PRINCIPAL-ID, the tenant header.
+# APIM's identity, the app matching the caller's object id, the tenant header.
 # The smoke subscription's tenant ("smoke") has no jobs: an empty list is the answer.
-attempt=0
-while :; do
-  attempt=$((attempt + 1))
-  body=$(curl -sS --max-time 30 -w '\n%{http_code}' -H "Ocp-Apim-Subscription-Key: $key" "$THEMATIQ_API_URL/jobs?limit=1" || true)
-  code=$(printf '%s' "$body" | tail -n 1)
-  if [ "$code" = "200" ] && printf '%s' "$body" | grep -q '"items"'; then
-    echo "postdeploy: $THEMATIQ_API_URL/jobs -> 200 through API Management's identity (attempt $attempt)"
-    break
-  fi
-  if [ "$attempt" -ge 12 ]; then
-    echo "postdeploy: $THEMATIQ_API_URL/jobs did not answer 200 (last: $code): is TRUSTED_GATEWAY_PRINCIPAL_ID APIM's identity, and App Service Authentication on? (docs/security.md)" >&2
-    printf '%s\n' "$body" | head -n 5 >&2
-    exit 1
-  fi
-  sleep 15
-done
+until_ok 'jobs?limit=1' '"items"' 12 \
+  ": is TRUSTED_GATEWAY_PRINCIPAL_ID APIM's identity, and App Service Authentication on? (docs/security.md)"
 
 code=$(curl -sS --max-time 30 -o /dev/null -w '%{http_code}' "$THEMATIQ_FUNCTION_URL/jobs" || true)
 if [ "$code" != "401" ]; then
