@@ -173,10 +173,8 @@ def test_postdeploy_hook_smoke_tests_health_through_the_gateway() -> None:
     hook = INFRA / "hooks" / "postdeploy.sh"
     text = hook.read_text()
     assert hook.stat().st_mode & 0o111, "the hook must be executable"
-    assert '"$THEMATIQ_API_URL/health"' in text and "Ocp-Apim-Subscription-Key" in text
-    assert '"$THEMATIQ_FUNCTION_URL/jobs"' in text and '!= "401"' in text
-    assert '"$THEMATIQ_API_URL/jobs?limit=1"' in text, "the trust chain itself, not only the anonymous health route"
     assert "set -eu" in text
+    # What it checks is tested by running it: tests/infra/test_postdeploy_hook.py.
 
 
 def test_azd_state_is_not_committed_or_deployed() -> None:
