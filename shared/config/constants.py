@@ -27,6 +27,19 @@ STAGE_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 KIND_JOB: Final = "job"
 KIND_IDEMPOTENCY: Final = "idem"
 IDEMPOTENCY_ROW_PREFIX: Final = "~idem-"
+# The active-jobs index (docs/architecture.md#the-reaper): one row per unfinished job beside the job row, written
+# in the same transaction as the insert and removed in the same transaction as the write that finishes the job;
+# and a small partition naming every tenant, so the reaper reads neither finished rows nor other partitions.
+KIND_ACTIVE: Final = "active"
+ACTIVE_ROW_PREFIX: Final = "~active-"
+KIND_TENANT: Final = "tenant"
+#: Not a valid tenant (TENANT_RE starts with a letter or digit), so never a tenant's own partition.
+TENANTS_PARTITION: Final = "~tenants"
+#: Job rows fetched per query by the reaper (``RowKey eq`` terms OR-ed in one filter).
+ACTIVE_ROWS_PER_QUERY: Final = 20
+#: How often a reaper process also runs the full cross-partition sweep (retention, and anything the index
+#: cannot name: rows written before it existed). It runs at a process's first timer run too.
+REAPER_SWEEP_SECONDS: Final = 24 * 3600
 
 # An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
 # the entity. Inputs whose gzip is larger go to Blob Storage (claim check).

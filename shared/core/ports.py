@@ -37,6 +37,9 @@ class JobRepo(Protocol):
     def scan(self, query: str, parameters: dict[str, Any], *, with_input: bool = False) -> Iterator[Job]:
         """Jobs of every tenant matching an OData filter; rows that cannot be read are skipped and logged."""
 
+    def active(self) -> Iterator[Job]:
+        """Every unfinished job of every tenant, through the active-jobs index (no cross-partition scan)."""
+
     def delete(self, job: Job) -> None: ...
 
 

@@ -7,6 +7,15 @@ instances, or a timer that fired twice) cannot both re-enqueue the same attempt.
 Each phase and each row is isolated: a row that cannot be read or recovered is
 logged and counted, and the run goes on for every other tenant and phase.
 
+Where the rows come from. Every run reads the **active-jobs index**
+(``JobRepo.active``): the tenants partition, then per tenant its index range and
+its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
+finished row or another partition; chunks are read only for the jobs that wait on
+them. The **full sweep** (the cross-partition scans by status, and retention) runs at
+a reaper process's first run and then every ``REAPER_SWEEP_SECONDS``: it applies
+retention and finds what the index cannot name (rows written before it existed).
+Both feed the same phases, so both decide the same way.
+
 The lost-message pass does not trust age alone. A job that waits behind a deep
 backlog is not lost: its message is still in the queue. So a queued job is
 re-enqueued only if the oldest visible message of the queue is younger than the
@@ -22,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from shared.config.constants import QUEUE_TIME_GRANULARITY
+from shared.config.constants import QUEUE_TIME_GRANULARITY, REAPER_SWEEP_SECONDS
 from shared.config.settings import get_settings
-from shared.core.chunks import Chunk
+from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
-from shared.core.jobs import Job, utcnow
+from shared.core.jobs import Job, Status, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import job_prefix
 from shared.core.ports import Stores
@@ -64,27 +73,111 @@ class ReapReport:
         )
 
 
+#: When each jobs table was last swept by this process (the platform clock): a process's first run sweeps.
+#: Keyed by the table's name, not by a store object: the timer builds a new Reaper and new stores each run.
+_LAST_SWEEP: dict[str, datetime] = {}
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The rows one run looks at, from the index or from the sweep; the phases do not care which."""
+
+    stale: list[Job]
+    lost: list[Job]
+    waiting: list[Job]
+    stale_chunks: list[Chunk]
+    lost_chunks: list[Chunk]
+
+
 class Reaper:
-    def __init__(self, stores: Stores | None = None) -> None:
+    def __init__(self, stores: Stores | None = None, *, sweep: bool | None = None) -> None:
+        """``sweep`` forces (True) or skips (False) the full sweep; by default it is due once a day."""
         self.stores = stores or azure_stores()
         self.lifecycle = Lifecycle(self.stores)
         self.settings = get_settings()
+        self.sweep = sweep
 
     def run(self) -> ReapReport:
         report = ReapReport()
-        phases: list[Callable[[ReapReport], None]] = [self._stale_running, self._lost_messages, self._stale_chunks,
-                                                        self._waiting]
-        if self.settings.retention_days > 0:
-            phases.append(self._retention)
-        for phase in phases:
+        sweeping = self._sweep_due() if self.sweep is None else self.sweep
+        try:
+            found = self._swept() if sweeping else self._indexed(report)
+        except Exception:
+            # Storage away while listing: count it, still report the queue metrics; the next run tries again.
+            report.errors += 1
+            log.exception("reaper: could not list the rows to look at (%s)", "sweep" if sweeping else "index")
+            self._queue_metrics()
+            return report
+        if sweeping:
+            _LAST_SWEEP[self.settings.jobs_table] = utcnow()
+        phases: list[Callable[[], None]] = [
+            lambda: self._stale_running(report, found.stale),
+            lambda: self._lost_messages(report, found.lost),
+            lambda: self._stale_chunks(report, found.stale_chunks, found.lost_chunks),
+            lambda: self._waiting(report, found.waiting),
+        ]
+        if sweeping and self.settings.retention_days > 0:
+            phases.append(lambda: self._retention(report))
+        for name, phase in zip(("stale", "lost", "chunks", "waiting", "retention"), phases, strict=False):
             try:
-                phase(report)
+                phase()
             except Exception:
                 # A phase that cannot even list its rows (storage away) must not stop the others.
                 report.errors += 1
-                log.exception("reaper: phase %s failed", phase.__name__)
+                log.exception("reaper: phase %s failed", name)
         self._queue_metrics()
         return report
+
+    def _sweep_due(self) -> bool:
+        last = _LAST_SWEEP.get(self.settings.jobs_table)
+        return last is None or (utcnow() - last).total_seconds() >= REAPER_SWEEP_SECONDS
+
+    def _cutoffs(self) -> tuple[datetime, datetime]:
+        return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
+
+    def _indexed(self, report: ReapReport) -> _Candidates:
+        stale_at, lost_at = self._cutoffs()
+        active = list(self.stores.jobs.active())
+        waiting = [j for j in active if j.status == Status.WAITING]
+        stale_chunks: list[Chunk] = []
+        lost_chunks: list[Chunk] = []
+        for job in waiting:
+            if not job.wait_stage:
+                continue
+            try:
+                # Only a waiting job has chunks in flight: one range query of its stage.
+                chunks = self.stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
+            except (ThematiqError, KeyError, TypeError, ValueError) as err:
+                # Storage away, or a row of that stage that cannot be read: the other jobs go on.
+                report.errors += 1
+                log.warning("reaper: could not list the chunks of %s (%s)", job.id, type(err).__name__)
+                continue
+            for chunk in chunks:
+                if chunk.status == ChunkStatus.RUNNING and chunk.heartbeat_at is not None \
+                        and chunk.heartbeat_at < stale_at:
+                    stale_chunks.append(chunk)
+                elif chunk.status == ChunkStatus.QUEUED and chunk.queued_at is not None and chunk.queued_at < lost_at:
+                    lost_chunks.append(chunk)
+        return _Candidates(
+            stale=[j for j in active if j.status == Status.RUNNING and j.heartbeat_at is not None
+                   and j.heartbeat_at < stale_at],
+            lost=[j for j in active if j.status in (Status.QUEUED, Status.RETRYING) and j.available_at < lost_at],
+            waiting=waiting,
+            stale_chunks=stale_chunks,
+            lost_chunks=lost_chunks,
+        )
+
+    def _swept(self) -> _Candidates:
+        stale_at, lost_at = self._cutoffs()
+        jobs, chunks = self.stores.jobs, self.stores.chunks
+        return _Candidates(
+            stale=list(jobs.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at})),
+            lost=list(jobs.scan("( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff",
+                                {"cutoff": lost_at})),
+            waiting=list(jobs.scan("status eq 'waiting'", {})),
+            stale_chunks=chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at}),
+            lost_chunks=chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost_at}),
+        )
 
     def _each(self, rows: Iterable[T], what: str, report: ReapReport, fn: Callable[[T], None]) -> None:
         for row in rows:
@@ -94,9 +187,7 @@ class Reaper:
                 report.errors += 1
                 log.warning("reaper: could not %s (%s)", what, type(err).__name__)
 
-    def _stale_running(self, report: ReapReport) -> None:
-        cutoff = utcnow_minus(self.settings.heartbeat_stale_seconds)
-
+    def _stale_running(self, report: ReapReport, stale: list[Job]) -> None:
         def recover(job: Job) -> None:
             outcome = self.lifecycle.reap_stale(job)
             target = {
@@ -112,15 +203,11 @@ class Reaper:
             else:
                 log.warning("reaper: job %s %s (stale heartbeat on attempt %d)", job.id, outcome, job.attempts)
 
-        stale = self.stores.jobs.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": cutoff})
         self._each(stale, "recover a stale job", report, recover)
 
-    def _lost_messages(self, report: ReapReport) -> None:
+    def _lost_messages(self, report: ReapReport, candidates: list[Job]) -> None:
         # A queued or retrying job that should have started long ago: its message was lost
         # (a crash between the row commit and the send, or a send that never went).
-        cutoff = utcnow_minus(self.settings.queued_stale_seconds)
-        query = "( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff"
-        candidates = list(self.stores.jobs.scan(query, {"cutoff": cutoff}))
         if not candidates:
             return
         oldest = self.stores.messages.oldest_visible()
@@ -143,10 +230,8 @@ class Reaper:
 
         self._each(candidates, "re-enqueue a lost job", report, requeue)
 
-    def _stale_chunks(self, report: ReapReport) -> None:
+    def _stale_chunks(self, report: ReapReport, stale: list[Chunk], candidates: list[Chunk]) -> None:
         """Chunks whose worker vanished (stale heartbeat) or whose message was lost; same rules as jobs."""
-        stale = utcnow_minus(self.settings.heartbeat_stale_seconds)
-        lost = utcnow_minus(self.settings.queued_stale_seconds)
 
         def recover(chunk: Chunk) -> None:
             label = f"{chunk.job_id}/{chunk.stage}/{chunk.index}"
@@ -159,10 +244,7 @@ class Reaper:
             else:
                 report.conflicts += 1
 
-        chunks = self.stores.chunks
-        self._each(chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale}),
-                   "recover a stale chunk", report, recover)
-        candidates = chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost})
+        self._each(stale, "recover a stale chunk", report, recover)
         if not candidates:
             return
         # The same backlog rule and cap as for jobs: a chunk behind a deep chunks queue is not lost.
@@ -184,8 +266,10 @@ class Reaper:
 
         self._each(candidates, "re-send a lost chunk", report, resend)
 
-    def _waiting(self, report: ReapReport) -> None:
+    def _waiting(self, report: ReapReport, waiting: list[Job]) -> None:
         """Waiting jobs: re-send a resume that was lost, or settle a stage whose last finisher crashed."""
+        if not waiting:
+            return  # no queue read for nothing: an idle run stays at 1 + tenants queries and the metrics
         lost = utcnow_minus(self.settings.queued_stale_seconds)
         oldest = self.stores.messages.oldest_visible()
 
@@ -199,7 +283,7 @@ class Reaper:
                 self.lifecycle.settle(job.tenant, job.id, job.wait_stage, job.traceparent)
                 report.waiting_settled.append(job.id)
 
-        self._each(self.stores.jobs.scan("status eq 'waiting'", {}), "settle a waiting job", report, check)
+        self._each(waiting, "settle a waiting job", report, check)
 
     def _retention(self, report: ReapReport) -> None:
         cutoff = utcnow_minus(self.settings.retention_days * 86400)

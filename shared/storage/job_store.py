@@ -13,13 +13,23 @@ import binascii
 import hashlib
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
-from shared.config.constants import IDEMPOTENCY_ROW_PREFIX, KIND_IDEMPOTENCY, KIND_JOB
+from shared.config.constants import (
+    ACTIVE_ROW_PREFIX,
+    ACTIVE_ROWS_PER_QUERY,
+    IDEMPOTENCY_ROW_PREFIX,
+    KIND_ACTIVE,
+    KIND_IDEMPOTENCY,
+    KIND_JOB,
+    KIND_TENANT,
+    TENANTS_PARTITION,
+)
 from shared.core.errors import AlreadyExists, BadRequest, NotFound
 from shared.core.jobs import Job, error_fields, progress_fields
 from shared.storage.connections import get_table_client
@@ -74,6 +84,24 @@ def idempotency_row_key(key: str) -> str:
     return IDEMPOTENCY_ROW_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:48]
 
 
+#: The tenants each table client has named in the tenants partition: one upsert per tenant per process (the
+#: clients are cached per process), whichever JobStore object makes the insert.
+_NAMED_TENANTS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def active_row_key(job_id: str) -> str:
+    """The RowKey of a job's entry in the active-jobs index (in the job's own partition)."""
+    return ACTIVE_ROW_PREFIX + job_id
+
+
+def _active_row(job: Job) -> dict[str, Any]:
+    return {"PartitionKey": job.tenant, "RowKey": active_row_key(job.id), "kind": KIND_ACTIVE, "job_id": job.id}
+
+
+def _range(prefix: str) -> dict[str, str]:
+    return {"lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
 def encode_cursor(token: Any) -> str | None:
     if not token:
         return None
@@ -125,35 +153,53 @@ class JobStore:
 
     # -- create --------------------------------------------------------------
     def create(self, job: Job, idempotency_key: str | None = None) -> Job:
-        """Insert ``job``; with a key, atomically with its idempotency row (one entity-group transaction).
+        """Insert ``job`` with its active-index row and, with a key, its idempotency row: one entity-group
+        transaction, so the three exist together or not at all.
 
-        Raises :class:`AlreadyExists` if either row exists and :class:`StorageUnavailable` when the
-        outcome is unknown. Deciding what an ambiguous insert did is the lifecycle's job
-        (``shared.core.lifecycle.Lifecycle.submit``), by reading.
+        The tenant is named in the tenants partition first (once per tenant per process), so the reaper
+        can find every partition that may hold an unfinished job. Raises :class:`AlreadyExists` if a row
+        exists and :class:`StorageUnavailable` when the outcome is unknown. Deciding what an ambiguous
+        insert did is the lifecycle's job (``shared.core.lifecycle.Lifecycle.submit``), by reading.
         """
+        self._register_tenant(job.tenant)
         entity = job.to_entity()
-        if idempotency_key is None:
-            with storage_call("create job"):
-                meta = self.table.create_entity(entity)
-            return job.with_changes(etag=meta.get("etag"))
-        row = idempotency_row_key(idempotency_key)
-        entity["idempotency_row"] = row
-        idem = {
-            "PartitionKey": job.tenant,
-            "RowKey": row,
-            "kind": KIND_IDEMPOTENCY,
-            "job_id": job.id,
-            "request_hash": job.request_hash,
-        }
+        ops: list[Any] = [("create", entity), ("create", _active_row(job))]
+        row = None
+        if idempotency_key is not None:
+            row = idempotency_row_key(idempotency_key)
+            entity["idempotency_row"] = row
+            ops.append((
+                "create",
+                {
+                    "PartitionKey": job.tenant,
+                    "RowKey": row,
+                    "kind": KIND_IDEMPOTENCY,
+                    "job_id": job.id,
+                    "request_hash": job.request_hash,
+                },
+            ))
         with storage_call("create job"):
             try:
-                result = self.table.submit_transaction([("create", entity), ("create", idem)])
+                result = self.table.submit_transaction(ops)
             except TableTransactionError as err:
                 if err.status_code == 409:
-                    raise AlreadyExists("idempotency key in use") from err
+                    raise AlreadyExists("the job or its idempotency key exists") from err
                 raise
         etag = result[0].get("etag") if result else None
-        return job.with_changes(idempotency_row=row, etag=etag)
+        return job.with_changes(idempotency_row=row, etag=etag) if row else job.with_changes(etag=etag)
+
+    def _register_tenant(self, tenant: str) -> None:
+        # An upsert is idempotent, so an ambiguous answer needs no decision: a failure answers the
+        # submission 503 before anything else was written, and a retry names the tenant again.
+        table = self.table
+        named = _NAMED_TENANTS.setdefault(table, set())
+        if tenant in named:
+            return
+        with storage_call("name the tenant"):
+            table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": tenant, "kind": KIND_TENANT}, mode=UpdateMode.MERGE
+            )
+        named.add(tenant)
 
     def idempotency_target(self, tenant: str, key: str) -> tuple[str, str] | None:
         """``(job_id, request_hash)`` stored for an Idempotency-Key, or None if the key is unused."""
@@ -212,22 +258,88 @@ class JobStore:
                     continue
                 yield job
 
+    def tenants(self) -> tuple[str, ...]:
+        """Every tenant that ever submitted: one query of the small tenants partition."""
+        with storage_call("list tenants"):
+            return tuple(
+                str(e["RowKey"])
+                for e in self.table.query_entities(
+                    "PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}, select=["RowKey"]
+                )
+            )
+
+    def active(self) -> Iterator[Job]:
+        """Every unfinished job, through the active-jobs index: per tenant one RowKey-range query of its
+        index rows, then its job rows ``ACTIVE_ROWS_PER_QUERY`` at a time. Never a cross-partition scan,
+        and never a finished row. A row that cannot be read is logged and skipped."""
+        for tenant in self.tenants():
+            with storage_call("read the active-jobs index"):
+                ids = [
+                    str(e["job_id"])
+                    for e in self.table.query_entities(
+                        "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                        parameters={"pk": tenant, **_range(ACTIVE_ROW_PREFIX)},
+                        select=["job_id"],
+                    )
+                ]
+            for start in range(0, len(ids), ACTIVE_ROWS_PER_QUERY):
+                part = ids[start : start + ACTIVE_ROWS_PER_QUERY]
+                # The SDK substitutes @params only where they stand between spaces.
+                terms = " or ".join(f"RowKey eq @r{i}" for i in range(len(part)))
+                params: dict[str, Any] = {"pk": tenant, **{f"r{i}": job_id for i, job_id in enumerate(part)}}
+                with storage_call("read active jobs"):
+                    entities = [*self.table.query_entities(
+                        f"PartitionKey eq @pk and ( {terms} )", parameters=params, select=_PUBLIC_COLUMNS
+                    )]
+                for entity in entities:
+                    try:
+                        yield Job.from_entity(entity)
+                    except (KeyError, TypeError, ValueError) as err:
+                        log.error("skipping unreadable job row %s/%s (%s)", tenant, entity.get("RowKey"),
+                                  type(err).__name__)
+
     # -- write ---------------------------------------------------------------
     def update(self, job: Job, **changes: Any) -> Job:
         """Conditionally apply ``changes`` (Job field names) to the stored job.
 
         Raises :class:`EtagMismatch` if the job changed since ``job`` was read.
         Only the changed properties are sent (MERGE), so a heartbeat does not
-        re-upload the inline input.
+        re-upload the inline input. A write that finishes the job removes its
+        active-index row in the same transaction, and one that brings a finished
+        job back (a retry) restores it, so the index never disagrees with the row.
         """
         if job.etag is None:
             raise ValueError("update needs the ETag the job was read with")
         entity = {"PartitionKey": job.tenant, "RowKey": job.id, **_update_fields(changes)}
+        status = changes.get("status")
+        index_op: tuple[str, dict[str, Any]] | None = None
+        if status is not None and status.terminal != job.status.terminal:
+            index_op = ("delete", _active_row(job)) if status.terminal else ("upsert", _active_row(job))
         with storage_call("update job"):
-            meta = self.table.update_entity(
-                entity, mode=UpdateMode.MERGE, etag=job.etag, match_condition=MatchConditions.IfNotModified
-            )
+            if index_op is None:
+                meta = self._merge(entity, job.etag)
+            else:
+                meta = self._merge_with_index(entity, job.etag, index_op)
         return job.with_changes(**changes, etag=meta.get("etag"))
+
+    def _merge(self, entity: dict[str, Any], etag: str) -> dict[str, Any]:
+        return dict(self.table.update_entity(
+            entity, mode=UpdateMode.MERGE, etag=etag, match_condition=MatchConditions.IfNotModified
+        ))
+
+    def _merge_with_index(self, entity: dict[str, Any], etag: str, index_op: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        merge = ("update", entity, {"mode": UpdateMode.MERGE, "etag": etag,
+                                    "match_condition": MatchConditions.IfNotModified})
+        try:
+            result = self.table.submit_transaction([merge, index_op])
+        except TableTransactionError as err:
+            if err.status_code == 404 and err.index == 0:
+                raise NotFound("job not found") from err
+            if err.status_code == 404 and index_op[0] == "delete" and err.index == 1:
+                # No index row (a job written before the index existed): finish it with the plain write.
+                return self._merge(entity, etag)
+            raise
+        return dict(result[0])
 
     def delete(self, job: Job) -> None:
         """Delete a finished job and its idempotency row in one transaction, if unchanged."""
@@ -256,4 +368,4 @@ class JobStore:
             pass
 
 
-__all__ = ["JobStore", "decode_cursor", "encode_cursor", "idempotency_row_key"]
+__all__ = ["JobStore", "active_row_key", "decode_cursor", "encode_cursor", "idempotency_row_key"]

@@ -36,7 +36,7 @@ def chunk_worker(b: Backend) -> ChunkWorker:
 
 
 def reaper(b: Backend) -> Reaper:
-    return Reaper(b.stores)
+    return Reaper(b.stores, sweep=b.reaper_sweep)
 
 
 def job(b: Backend, job_id: str) -> Job:

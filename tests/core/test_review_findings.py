@@ -246,7 +246,10 @@ def test_10_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backen
 
     j = submit(backend).job
     life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed is not None
     life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed, "s") is not None  # the job waits for its map stage
     assert life.claim_chunk(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1) is not None  # its worker dies
     table = backend.stores.chunks.table  # type: ignore[attr-defined]
     table.create_entity({"PartitionKey": "other-tenant", "RowKey": "0~c~s~00000", "kind": "chunk",

@@ -37,6 +37,9 @@ class Backend:
     raw_queue: Callable[[str], Any]
     #: The platform's clock in the scenario (``shared.core.jobs.set_clock``), if the test moves time.
     clock: Any = None
+    #: How the scenario's reaper finds rows: False the active-jobs index (every run in production),
+    #: True the full cross-partition sweep (a process's first run, then daily).
+    reaper_sweep: bool = False
 
     def deliver(self, handler: Callable[[str, int], str], queue: str | None = None) -> str | None:
         """Deliver one message the way the Functions host does; returns the handler's outcome or the error's name."""
