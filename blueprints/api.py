@@ -86,8 +86,21 @@ def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     fmt = req.params.get("format", "json")
     result = service().result(tenant_of(req), req.route_params["id"], fmt)
-    headers = {"Content-Disposition": f'inline; filename="{result.filename}"'}
+    headers = {"Content-Disposition": f'inline; filename="{result.filename}"', "ETag": result.etag}
     return func.HttpResponse(result.body, status_code=200, headers={**headers, "Content-Type": result.content_type})
+
+
+@bp.function_name("edit_job_themes")
+@bp.route(route="jobs/{id}/themes", methods=["PATCH"], auth_level=AUTH_LEVEL)
+@api_handler
+def edit_job_themes(req: func.HttpRequest) -> func.HttpResponse:
+    # Rename, merge, split off or delete themes of a finished job; If-Match is the ETag of the result read.
+    result = service().edit_themes(
+        tenant_of(req), req.route_params["id"], req.get_body(), req.headers.get("If-Match")
+    )
+    return func.HttpResponse(
+        result.body, status_code=200, headers={"ETag": result.etag, "Content-Type": result.content_type}
+    )
 
 
 @bp.function_name("health")

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from . import __version__
 from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
-from .render import elapsed_between, job_details, job_list, themes_table
+from .render import breakdown_table, elapsed_between, job_details, job_list, themes_table
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -129,13 +129,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("result", "download a job's result")
     s.add_argument("job_id", metavar="ID")
-    s.add_argument("--format", "-f", choices=["json", "md", "csv"], default="json")
+    s.add_argument("--format", "-f", choices=["json", "md", "csv", "codebook"], default="json")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_result)
 
     s = add("themes", "print the themes of a thematic result as a table")
     s.add_argument("job_id", metavar="ID")
     s.set_defaults(func=cmd_themes)
+
+    s = add("breakdown", "print how the themes of a thematic result differ by a metadata field")
+    s.add_argument("job_id", metavar="ID")
+    s.add_argument("--by", required=True, metavar="FIELD",
+                   help="a metadata key the job was submitted with in params.breakdown_by")
+    s.set_defaults(func=cmd_breakdown)
 
     s = add("health", "check that the service and its storage answer")
     s.set_defaults(func=cmd_health)
@@ -298,6 +304,21 @@ def cmd_themes(args: argparse.Namespace, io: Io) -> int:
         raise CliError(f"error: job {args.job_id} has no themes (is it a thematic job?); "
                        f"see the raw result with: thematiq result {args.job_id}")
     io.say(themes_table(result))
+    return EXIT_OK
+
+
+def cmd_breakdown(args: argparse.Namespace, io: Io) -> int:
+    client = client_of(args)
+    try:
+        result = json.loads(client.result(args.job_id, "json"))
+    except ValueError:
+        raise CliError("error: the result is not JSON") from None
+    if not isinstance(result, dict) or "themes" not in result:
+        raise CliError(f"error: job {args.job_id} has no themes (is it a thematic job?)")
+    try:
+        io.say(breakdown_table(result, args.by))
+    except KeyError as err:
+        raise CliError(f"error: {err.args[0]}; submit with --param breakdown_by='[\"{args.by}\"]'") from None
     return EXIT_OK
 
 

@@ -164,3 +164,35 @@ def elapsed_between(job: dict[str, Any]) -> str | None:
     except (KeyError, TypeError, ValueError):
         return None
     return fmt_elapsed((end - start).total_seconds())
+
+
+def _breakdown_cell(cell: dict[str, Any] | None) -> str:
+    if cell is None:
+        return ""
+    lift = cell.get("lift")
+    text = f"{float(cell['share']):.0%}" + (f" x{float(lift):.1f}" if isinstance(lift, int | float) else "")
+    # A star marks a significant cell (Benjamini-Hochberg q < 0.05), as the Markdown report's bold does.
+    return text + ("*" if cell.get("significant") else " ")
+
+
+def breakdown_table(result: dict[str, Any], field: str) -> str:
+    """One breakdown of a thematic result: a row per theme, a column per group (share, lift, * significant)."""
+    breakdown = next((b for b in result.get("breakdowns") or [] if b.get("field") == field), None)
+    if breakdown is None:
+        fields = ", ".join(str(b.get("field")) for b in result.get("breakdowns") or []) or "none"
+        raise KeyError(f"no breakdown by {field!r} in this result (breakdowns: {fields})")
+    groups = breakdown.get("groups") or []
+    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}" for g in groups)]
+    rows = []
+    for theme in result.get("themes") or []:
+        cells = [_breakdown_cell(next((c for c in g["themes"] if c["theme_id"] == theme["id"]), None)) for g in groups]
+        rows.append([clip(str(theme.get("label", theme["id"])), 40), *cells])
+    # The theme column is last in ``table``'s sense (clipped to the line): put it first by hand instead.
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(widths[i]) if i == 0 else h.rjust(widths[i]) for i, h in enumerate(headers)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for r in rows:
+        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
+    kind = breakdown.get("kind")
+    note = f"By {field} ({kind}): share of each group, x lift against the rest, * significant (BH q < 0.05)."
+    return "\n".join([note, "", *lines])

@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +64,16 @@ class Submitted:
     job: Job
     #: False when the service answered an idempotent replay (200): the job existed already.
     created: bool
+
+
+@dataclass(frozen=True)
+class Codebook:
+    """A thematic result's themes as a codebook, and the version they were read from."""
+
+    themes: list[dict[str, Any]]
+    edits: list[dict[str, Any]]
+    #: The result version's ETag: pass it to :meth:`Client.edit_themes` as ``if_match``.
+    etag: str
 
 
 @dataclass(frozen=True)
@@ -331,6 +341,24 @@ class Client:
         """The result of a succeeded job: parsed JSON for ``json``, text for ``csv``/``md``."""
         body = self.result_bytes(job, format)
         return json.loads(body) if format == "json" else body.decode("utf-8")
+
+    def codebook(self, job: JobRef) -> Codebook:
+        """The themes of a succeeded thematic job as a codebook (``?format=codebook``), with its ETag."""
+        resp = self.request("GET", f"/jobs/{_seg(_id(job))}/result", query={"format": "codebook"})
+        body = resp.json()
+        return Codebook(list(body["themes"]), list(body.get("edits", [])), resp.headers.get("etag", ""))
+
+    def edit_themes(self, job: JobRef, edits: Sequence[dict[str, Any]], if_match: str) -> Codebook:
+        """Rename, merge, split or delete themes (``PATCH /jobs/{id}/themes``) of the version ``if_match`` names.
+
+        A stale ``if_match`` is an :class:`ApiError` with status 412 and nothing changed: read the codebook again.
+        Not repeated after a lost answer (the repeat would be a 412 even though the first landed).
+        """
+        resp = self.request(
+            "PATCH", f"/jobs/{_seg(_id(job))}/themes", body={"edits": [dict(e) for e in edits]}, headers={"If-Match": if_match}, safe=False
+        )
+        body = resp.json()
+        return Codebook(list(body["themes"]), list(body.get("edits", [])), resp.headers.get("etag", ""))
 
     def health(self) -> Health:
         return Health.model_validate(self._json("GET", "/health"))

@@ -13,10 +13,11 @@ from typing import Any
 
 from shared.sdk import Pipeline, RetryPolicy, ValidationFailed
 
+from .edit import edit_result, render_codebook
 from .params import ThematicParams
 from .render import render_csv, render_md
 from .run import run
-from .validate import validate_input
+from .validate import prepare, responses_of, validate_input
 
 __all__ = ["PIPELINE", "ThematicParams", "run", "validate_input"]
 
@@ -31,6 +32,11 @@ def check_params(params: ThematicParams) -> None:
         raise ValidationFailed(
             f"embedding={params.embedding} is not available",
             [{"field": "params.embedding", "message": reason}],
+        )
+    if params.sentiment == "llm" and not llm_available():
+        raise ValidationFailed(
+            "sentiment=llm but no LLM provider is configured",
+            [{"field": "params.sentiment", "message": "no LLM provider is configured; use lexicon"}],
         )
     if params.llm == "required" and not llm_available():
         raise ValidationFailed(
@@ -47,7 +53,7 @@ def memory_mb(params: Any, data: Any) -> float:
     Fitted to the measured peaks: 20,000 survey-length answers in one process peak at 2.04 GiB.
     Conservative when the embed stage fans out to chunk workers (above 5,000 answers).
     """
-    items = data if isinstance(data, list) else []
+    items = responses_of(data) if isinstance(data, list | dict) else []
     count = len(items)
     chars = sum(len(t.get("text", "")) if isinstance(t, dict) else len(str(t)) for t in items)
     mean = chars / count if count else 0.0
@@ -64,11 +70,13 @@ PIPELINE = Pipeline(
     run=_run,
     validate_input=validate_input,
     validate_params=check_params,
+    prepare=prepare,
+    edit_result=edit_result,
     # Failures worth retrying are LLM/storage blips; checkpoints make a retry cheap.
     retry=RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=2)),
     # 100k responses embed in ~15 min on 2 cores; leave room for the rest.
     timeout_seconds=1500,
-    renderers={"csv": render_csv, "md": render_md},
+    renderers={"csv": render_csv, "md": render_md, "codebook": render_codebook},
     description="Discover themes in free-text responses: labels, keywords, quotes, per-response assignments.",
     memory_mb=memory_mb,
 )

@@ -97,6 +97,7 @@ def apply_edits(doc: dict[str, Any], edits: list[Edit], texts: dict[str, str] | 
             _theme(out, edit.theme, f"{where}.theme")
             _reassign(out, {edit.theme: None})
             out["themes"] = [t for t in out["themes"] if t["id"] != edit.theme]
+            _drop_levels(out, {edit.theme})
         out.setdefault("edits", []).append(edit.model_dump())
     _recount(out)
     return out
@@ -109,7 +110,52 @@ def _theme(doc: dict[str, Any], theme_id: str, field: str) -> dict[str, Any]:
     raise EditError(field, f"no theme {theme_id!r} in this result")
 
 
+def merge_themes(doc: dict[str, Any], ids: list[str], label: str | None = None, where: str = "themes") -> None:
+    """Merge the themes ``ids`` into the first (unlogged: the carry-over of an earlier wave uses it too)."""
+    _merge(doc, Merge(op="merge", themes=ids, label=label), where)
+
+
+def rename_ids(doc: dict[str, Any], mapping: dict[str, str]) -> None:
+    """Give themes new ids, all at once (``{"t1": "t2", "t2": "t1"}`` swaps), everywhere the document names them:
+    themes, assignments (primary, broad and fine levels), sub-themes (``t1.2`` follows ``t1``) and parents."""
+
+    def new(theme_id: str | None) -> str | None:
+        if theme_id is None:
+            return None
+        head, dot, tail = theme_id.partition(".")
+        return mapping.get(head, head) + dot + tail
+
+    for t in doc.get("themes", []):
+        t["id"] = new(t["id"])
+        t["subthemes"] = [new(x) for x in t.get("subthemes", [])]
+        t["merged_from"] = [new(x) for x in t.get("merged_from", [])]
+    for st in doc.get("subthemes") or []:
+        st["id"], st["parent"] = new(st["id"]), new(st["parent"])
+    for p in doc.get("parents") or []:
+        p["children"] = [new(c) for c in p.get("children", [])]
+    for a in doc.get("assignments", []):
+        a["themes"] = [{**r, "theme_id": new(r["theme_id"])} for r in a.get("themes", [])]
+        for level in ("broad", "fine"):
+            if a.get(level):
+                a[level] = new(a[level])
+
+
+def _drop_levels(doc: dict[str, Any], gone: set[str]) -> None:
+    # Sub-themes of a theme that no longer exists go with it; the levels of its responses are recomputed by
+    # the next run, so here they are cleared rather than guessed.
+    doc["subthemes"] = [st for st in doc.get("subthemes") or [] if st["parent"] not in gone]
+    for p in doc.get("parents") or []:
+        p["children"] = [c for c in p.get("children", []) if c not in gone]
+    for a in doc.get("assignments", []):
+        if a.get("fine") and a["fine"].partition(".")[0] in gone:
+            a["fine"] = None
+        if a.get("broad") in gone:
+            a["broad"] = None
+
+
 def _merge(doc: dict[str, Any], edit: Merge, where: str) -> None:
+    if len(set(edit.themes)) != len(edit.themes):
+        raise EditError(f"{where}.themes", "a theme is named twice")
     themes = [_theme(doc, t, f"{where}.themes") for t in edit.themes]
     into = themes[0]
     for other in themes[1:]:
@@ -121,6 +167,8 @@ def _merge(doc: dict[str, Any], edit: Merge, where: str) -> None:
     _reassign(doc, {t["id"]: into["id"] for t in themes[1:]})
     gone = {t["id"] for t in themes[1:]}
     doc["themes"] = [t for t in doc["themes"] if t["id"] not in gone]
+    into["subthemes"] = [x for x in into.get("subthemes", []) if x.partition(".")[0] not in gone]
+    _drop_levels(doc, gone)
 
 
 def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> None:
@@ -149,7 +197,10 @@ def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) 
 
 
 def _next_id(doc: dict[str, Any]) -> str:
-    used = {t["id"] for t in doc.get("themes", [])}
+    # Never reuse an id the document still refers to: an earlier wave's theme (comparison.then) or one merged
+    # away, or the comparison would read a new theme as an old one.
+    used = {t["id"] for t in doc.get("themes", [])} | set((doc.get("comparison") or {}).get("then", {}))
+    used |= {m for t in doc.get("themes", []) for m in t.get("merged_from", [])}
     n = len(used) + 1
     while f"t{n}" in used:
         n += 1
@@ -169,6 +220,11 @@ def _reassign(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
         a["themes"] = refs
         if not refs and a.get("bucket") == "theme":
             a["bucket"] = "other"
+
+
+def recount(doc: dict[str, Any]) -> None:
+    """Counts and shares of every theme from the assignments (primary theme), themes largest first."""
+    _recount(doc)
 
 
 def _recount(doc: dict[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
+
+from .insight import MAX_BREAKDOWN_FIELDS, MIN_GROUP_SIZE
 
 #: Largest number of responses in one job. 100k embeds in ~15 min on 2 cores
 #: and clusters within a few GiB; more should be split into several jobs.
@@ -42,6 +44,12 @@ FANOUT_MIN_RESPONSES: Final = 5_000
 FANOUT_CHUNK_SIZE: Final = 1_000
 
 
+#: A metadata key as a client names it: a non-empty string short enough to show as a heading.
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+#: A job id (28 lowercase hex digits, shared.core.jobs.new_job_id); pipelines may not import shared.core.
+JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
+
+
 class SeedTheme(BaseModel):
     """One entry of a user-supplied codebook."""
 
@@ -49,6 +57,12 @@ class SeedTheme(BaseModel):
 
     name: str = Field(min_length=1, max_length=120)
     description: str = Field(default="", max_length=1000)
+    #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
+    #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.
+    keywords: list[Annotated[str, StringConstraints(max_length=60)]] = Field(default_factory=list, max_length=20)
+    id: str | None = Field(default=None, max_length=40)
+    examples: list[Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=list, max_length=10)
+    count: int | None = None
 
 
 class ThematicParams(BaseModel):
@@ -84,6 +98,35 @@ class ThematicParams(BaseModel):
     #: Texts per embed chunk when fanning out (LLM coding uses at most 250,
     #: rounded to whole coding batches). Execution only.
     fanout_chunk_size: int = Field(default=FANOUT_CHUNK_SIZE, ge=1, le=MAX_RESPONSES)
+    #: Metadata keys to break the themes down by (at most 5). Every key must occur in the input's metadata
+    #: (checked at submission, ``validate.prepare``): a typo is a 422, not a table of "(missing)".
+    breakdown_by: list[MetadataKey] | None = Field(default=None, max_length=MAX_BREAKDOWN_FIELDS)
+    #: Groups of a breakdown smaller than this are pooled as "other values".
+    min_group_size: int = Field(default=MIN_GROUP_SIZE, ge=1, le=10_000)
+    #: Sentiment per response: "lexicon" (VADER, offline, English), "llm" (the configured LLM; 422 when none
+    #: is configured, llm is off, or the input has more than sentiment.LLM_MAX_RESPONSES), or "off".
+    sentiment: Literal["lexicon", "llm", "off"] = "lexicon"
+    #: A metadata rating (a 1-5 or 0-10 score, or positive/neutral/negative) to use as the sentiment instead.
+    sentiment_from: MetadataKey | None = None
+    #: Id of an earlier succeeded thematic job of the same tenant: its themes (with their edits) are carried
+    #: into this job and the result gains ``comparison`` (share then and now, per theme).
+    compare_to: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
+
+    @field_validator("breakdown_by")
+    @classmethod
+    def _unique_keys(cls, keys: list[str] | None) -> list[str] | None:
+        # A field_validator, so the 422 names params.breakdown_by rather than params.
+        if keys is not None and len(set(keys)) != len(keys):
+            raise ValueError("breakdown_by keys must be unique")
+        return keys
+
+    @field_validator("sentiment")
+    @classmethod
+    def _sentiment_needs_llm(cls, value: str, info: ValidationInfo) -> str:
+        # Here rather than in _check, so the 422 names params.sentiment (llm is declared, so validated, first).
+        if value == "llm" and info.data.get("llm") == "off":
+            raise ValueError("sentiment 'llm' needs llm 'auto' or 'required'")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> ThematicParams:

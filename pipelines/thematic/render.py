@@ -8,13 +8,20 @@ from typing import Any
 
 from pipelines.thematic import mdsafe
 
-CSV_COLUMNS = ("response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes")
+CSV_COLUMNS = (
+    "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
+    "sentiment_score",
+)
 
 
 def _cell(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with = + - @ is executed by Excel.
     s = "" if value is None else str(value)
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def _score(value: Any) -> str:
+    return f"{float(value):.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
 
 
 def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
@@ -38,6 +45,9 @@ def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
                     a["bucket"],
                     a.get("reason") or "",
                     _cell(codes),
+                    (a.get("sentiment") or {}).get("label", ""),
+                    # A number we computed (not user text), so a leading "-" is a sign, not a formula.
+                    _score((a.get("sentiment") or {}).get("score")),
                 ]
             )
     return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")
@@ -60,6 +70,53 @@ def _count_confidence(choice: dict[str, Any]) -> str:
     else:
         head = f"**Theme count confidence: {label}** ({choice.get('confidence', 0):.2f})."
     return head + readings
+
+
+def _cell_md(cell: dict[str, Any]) -> str:
+    lift = cell.get("lift")
+    text = f"{cell['share']:.0%}" + (f" ×{lift:.1f}" if isinstance(lift, int | float) else "")
+    return f"**{text}**" if cell.get("significant") else text
+
+
+def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
+    lines: list[str] = []
+    themes = doc.get("themes", [])
+    if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
+        src = doc["sentiment"]
+        by = f"the metadata rating {_md(str(src.get('field')))}" if src.get("source") == "metadata" else "VADER"
+        lines += ["", "## Sentiment", "", f"Per response, by {by}.", "",
+                  "| Theme | Positive | Neutral | Negative | Mean |", "|---|---:|---:|---:|---:|"]
+        for t in themes:
+            s = t.get("sentiment") or {}
+            mean = s.get("mean")
+            lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
+                         f"{s.get('negative', 0)} | {'' if mean is None else f'{mean:+.2f}'} |")
+    for b in doc.get("breakdowns") or []:
+        groups = b.get("groups", [])
+        lines += ["", f"## By {_md(b['field'])}", "",
+                  "Share of each group's responses, lift against the rest; **bold**: significant "
+                  "(Benjamini–Hochberg q < 0.05).", "",
+                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
+                  "|---|" + "---:|" * len(groups)]
+        for i, tid in enumerate(t["id"] for t in themes):
+            cells = []
+            for g in groups:
+                cell = next((c for c in g["themes"] if c["theme_id"] == tid), None)
+                cells.append(_cell_md(cell) if cell else "")
+            lines.append(f"| {_md(labels.get(tid, tid))} | " + " | ".join(cells) + " |")
+            if i >= 29:
+                break
+    comparison = doc.get("comparison")
+    if comparison:
+        lines += ["", "## Change since the compared job", "",
+                  f"Then {comparison['n_then']} responses, now {comparison['n_now']}; **bold**: significant.", "",
+                  "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
+        for r in comparison.get("themes", []):
+            change = f"{r['change']:+.1%}"
+            lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
+                         f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
+    return lines
 
 
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
@@ -104,6 +161,7 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
         for q in t["quotes"]:
             lines.append(f"> {_md(q['text'])}")
             lines.append("")
+    lines += _insight_md(doc, labels)
     if doc.get("seed_themes"):
         lines += ["", "## Codebook", "", "| Code | Responses | Share |", "|---|---:|---:|"]
         for s in doc["seed_themes"]:

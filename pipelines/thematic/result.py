@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = "1.1"
 """1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
-confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning."""
+confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
+Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
+``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them."""
 
 
 class _Model(BaseModel):
@@ -25,6 +27,15 @@ class _Model(BaseModel):
 class Quote(_Model):
     response_id: str | int
     text: str
+
+
+class ThemeSentiment(_Model):
+    """How the responses of one theme (primary theme) feel: counts per label and the mean score."""
+
+    positive: int
+    neutral: int
+    negative: int
+    mean: float | None = Field(description="mean score in [-1, 1]; null when no response has a sentiment")
 
 
 class Theme(_Model):
@@ -42,6 +53,7 @@ class Theme(_Model):
         default_factory=list, description="KeyBERT-style key phrases (embedding-ranked, MMR); the first is the label"
     )
     subthemes: list[str] = Field(default_factory=list, description="ids of this theme's sub-themes (<= 12 themes)")
+    sentiment: ThemeSentiment | None = None
 
 
 class ParentTheme(_Model):
@@ -92,6 +104,11 @@ class SeedCode(_Model):
     coded_by: Literal["embedding", "llm"]
 
 
+class Sentiment(_Model):
+    label: Literal["positive", "neutral", "negative"]
+    score: float = Field(description="-1 (negative) .. 1 (positive): VADER's compound score, or the rating rescaled")
+
+
 class AssignmentOut(_Model):
     response_id: str | int
     bucket: Literal["theme", "other", "unusable"]
@@ -105,6 +122,7 @@ class AssignmentOut(_Model):
     fine: str | None = Field(
         default=None, description="fine-level theme (a t… or t….n id); null when the theme has no sub-themes"
     )
+    sentiment: Sentiment | None = None
 
 
 class SeedThemeOut(_Model):
@@ -172,6 +190,66 @@ class RunInfo(_Model):
     resumed_stages: list[str]
 
 
+class SentimentInfo(_Model):
+    source: Literal["lexicon", "llm", "metadata"]
+    field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
+    model: str | None = None
+    scale: Literal["stars", "score10", "words"] | None = None
+    scored: int = 0
+    note: str | None = Field(default=None, description="why some responses were scored otherwise (LLM budget)")
+
+
+class BreakdownCell(_Model):
+    theme_id: str
+    count: int
+    share: float = Field(description="count / n of the group")
+    lift: float | None = Field(description="share in the group / share in the rest; null when the rest has none")
+    p: float = Field(description="two-sided two-proportion z-test, group against the rest")
+    q: float = Field(description="Benjamini-Hochberg q over all cells of this breakdown")
+    significant: bool = Field(description="q < 0.05")
+
+
+class BreakdownGroup(_Model):
+    value: str = Field(description='a value, a range, "other values" (pooled small groups) or "(missing)"')
+    n: int
+    themes: list[BreakdownCell]
+
+
+class Breakdown(_Model):
+    field: str
+    kind: Literal["categorical", "nps", "numeric"]
+    groups: list[BreakdownGroup]
+
+
+class ThenTheme(_Model):
+    label: str
+    count: int
+
+
+class ComparisonRow(_Model):
+    theme_id: str
+    label: str
+    share_then: float
+    share_now: float
+    change: float
+    count_then: int
+    count_now: int
+    p: float
+    q: float
+    significant: bool
+    status: Literal["kept", "new", "gone"]
+
+
+class Comparison(_Model):
+    job_id: str = Field(description="the earlier job (params.compare_to)")
+    n_then: int
+    n_now: int
+    then: dict[str, ThenTheme]
+    themes: list[ComparisonRow]
+    new: list[str]
+    gone: list[str]
+
+
 class ThematicResult(_Model):
     schema_version: Literal["1.1"]
     themes: list[Theme]
@@ -181,6 +259,12 @@ class ThematicResult(_Model):
     seed_themes: list[SeedThemeOut] | None = None
     assignments: list[AssignmentOut]
     run: RunInfo
+    sentiment: SentimentInfo | None = None
+    breakdowns: list[Breakdown] = Field(default_factory=list)
+    comparison: Comparison | None = None
+    edits: list[dict[str, Any]] = Field(
+        default_factory=list, description="the codebook edits applied since the run, oldest first (PATCH themes)"
+    )
 
 
 def json_schema() -> str:

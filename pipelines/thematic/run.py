@@ -26,16 +26,20 @@ from numpy.typing import NDArray
 from shared.sdk import PermanentError, PipelineContext
 
 from . import assign as A
+from . import baseline as B
 from . import clean as C
 from . import cluster as K
+from . import derive as V
 from . import describe as D
 from . import lang as L
 from . import mapped as M
+from . import sentiment as S
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .params import ThematicParams
 from .pii import redact
 from .result import SCHEMA_VERSION, ThematicResult
+from .validate import responses_of
 
 PIPELINE_VERSION = "1.2.0"
 #: Texts per partial embedding checkpoint (and per cancellation check): at
@@ -80,24 +84,31 @@ class _Stages:
         self.timings[name] = round(time.perf_counter() - started, 3)
 
 
-def run(ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]]) -> dict[str, Any]:
+def run(ctx: PipelineContext, params: ThematicParams, data: Any) -> dict[str, Any]:
     if not isinstance(params, ThematicParams):
         params = ThematicParams.model_validate(params)
     client = M.job_client(params)
-    return run_with(ctx, params, items, client=client)
+    return run_with(ctx, params, data, client=client)
 
 
-def run_with(
-    ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None
-) -> dict[str, Any]:
-    """``run`` with an explicit LLM client (None = no LLM); the seam unit tests use."""
+def run_with(ctx: PipelineContext, params: ThematicParams, data: Any, *, client: ChatClient | None) -> dict[str, Any]:
+    """``run`` with an explicit LLM client (None = no LLM); the seam unit tests use.
+
+    ``data`` is the stored input: the responses, or ``{"responses": [...], "baseline": {...}}`` when the
+    submission named ``compare_to`` (``validate.prepare``).
+    """
+    items = responses_of(data)
+    baseline = data.get("baseline") if isinstance(data, dict) else None
+    if params.compare_to is not None and baseline is None:
+        raise PermanentError("compare_to is set but the input carries no baseline (submitted before it existed?)")
     # Keyword stopwords/tokenisation follow the job's languages (lang.keyword_languages); reset after the job.
     with L.keyword_languages(("en",)):
-        return _run_with(ctx, params, items, client=client)
+        return _run_with(ctx, params, items, client=client, baseline=baseline)
 
 
 def _run_with(
-    ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None
+    ctx: PipelineContext, params: ThematicParams, items: list[dict[str, Any]], *, client: ChatClient | None,
+    baseline: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if params.llm == "required" and client is None:
         raise PermanentError("llm=required but no LLM client is available")
@@ -249,6 +260,14 @@ def _run_with(
         seed_codes, seed_summary = _code_seed(
             ctx, params, client, embedder, emb, texts, usage, quote_text_full=_redactor(redact_on, pii_counts)
         )
+    llm_sentiment: tuple[dict[str, S.Scored], str | None] | None = None
+    if params.sentiment == "llm" and params.sentiment_from is None and client is not None:
+        # Keyed by usable position; texts leave the process truncated and redacted like every LLM prompt.
+        ctx.progress("assign", 0, len(texts), "sentiment with the LLM")
+        red = _redactor(redact_on, pii_counts)
+        llm_sentiment = S.by_llm(
+            client, [(str(n), red(t[:1000])) for n, t in enumerate(texts)], usage, cancelled=ctx.raise_if_cancelled
+        )
     st.timings["assign"] = round(time.perf_counter() - t0, 3)
 
     # Result -------------------------------------------------------------------
@@ -321,7 +340,7 @@ def _run_with(
     if usage.calls:
         ctx.usage(llm_tokens=usage.prompt_tokens + usage.completion_tokens, llm_cost_usd=usage.cost_usd)
     st.timings["total"] = round(time.perf_counter() - t_all, 3)
-    doc = {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "themes": theme_docs,
         "parents": parent_docs,
@@ -373,10 +392,63 @@ def _run_with(
             "resumed_stages": st.resumed,
         },
     }
-    ctx.progress("done", len(items), len(items), f"{len(theme_docs)} themes")
+    t0 = time.perf_counter()
+    ctx.progress("insight", 0, 1, "sentiment, breakdowns, comparison")
+    _insights(doc, params, items, usable, emb, embedder, baseline, llm_sentiment,
+              getattr(client, "model_name", None) if client else None)
+    st.timings["insight"] = round(time.perf_counter() - t0, 3)
+    ctx.progress("done", len(items), len(items), f"{len(doc['themes'])} themes")
     # Validate before returning: a malformed document is our bug, not the caller's.
     ThematicResult.model_validate(doc)
     return doc
+
+
+def _insights(
+    doc: dict[str, Any], params: ThematicParams, items: list[dict[str, Any]], usable: list[C.CleanedResponse],
+    emb: NDArray[np.float32], embedder: TextEmbedder, baseline: dict[str, Any] | None,
+    llm_sentiment: tuple[dict[str, S.Scored], str | None] | None = None, llm_model: str | None = None,
+) -> None:
+    """Sentiment per response, the earlier wave's codebook (``compare_to``), then what follows from both."""
+    metadata = {str(it["id"]): it.get("metadata") for it in items}
+    scored: list[S.Scored | None] | None = None
+    if params.sentiment_from is not None:
+        key = params.sentiment_from
+        values = [(metadata.get(str(r.id)) or {}).get(key) for r in usable]
+        scale = S.rating_scale(values)
+        if isinstance(scale, str):
+            raise PermanentError(f"sentiment_from={key!r}: {scale}")  # checked at submission; a guard only
+        scored = [S.from_rating(v, scale) for v in values]
+        doc["sentiment"] = {"source": "metadata", "field": key, "model": None, "scale": scale.kind}
+    elif params.sentiment == "lexicon":
+        scored = list[S.Scored | None](S.lexicon([r.text for r in usable]))
+        doc["sentiment"] = {"source": "lexicon", "field": None, "model": S.LEXICON_MODEL, "scale": None}
+    elif params.sentiment == "llm":
+        got, note = llm_sentiment if llm_sentiment is not None else ({}, "no LLM client in this run")
+        missing = [n for n in range(len(usable)) if str(n) not in got]
+        # What the LLM did not label (budget spent, a bad batch) is scored by the lexicon, and the result says so.
+        fill = dict(zip(missing, S.lexicon([usable[n].text for n in missing]), strict=True))
+        scored = [got.get(str(n)) or fill.get(n) for n in range(len(usable))]
+        if missing:
+            note = f"{note + '; ' if note else ''}{len(missing)} response(s) scored by {S.LEXICON_MODEL}"
+        doc["sentiment"] = {"source": "llm", "field": None, "model": llm_model, "scale": None, "note": note}
+    if scored is not None:
+        by_id = {str(r.id): s for r, s in zip(usable, scored, strict=True)}
+        for a in doc["assignments"]:
+            s = by_id.get(str(a["response_id"]))
+            if a["bucket"] != "unusable":
+                a["sentiment"] = s.to_json() if s is not None else None
+        doc["sentiment"]["scored"] = sum(1 for s in scored if s is not None)
+    if baseline is not None:
+        primary = {str(a["response_id"]): V.primary_theme(a) for a in doc["assignments"]}
+        protos = B.prototypes(baseline, embedder)
+        coded = B.match(
+            emb, [primary.get(str(r.id)) for r in usable], protos, [t["id"] for t in baseline["themes"]]
+        )
+        B.carry_over(
+            doc, {str(r.id): c for r, c in zip(usable, coded, strict=True)}, baseline,
+            {str(r.id): r.text[: D.QUOTE_CHARS] for r in usable},
+        )
+    V.refresh(doc, metadata, breakdown_by=params.breakdown_by, min_group_size=params.min_group_size)
 
 
 def _embed_stage(
@@ -500,7 +572,11 @@ def _code_seed(
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     assert params.seed_themes is not None
     book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
-    code_emb = embedder.embed([f"{b['name']}: {b['description']}".strip(": ") for b in book])
+    # Keywords (a served codebook carries them) are part of what a code means; a plain seed has none.
+    code_emb = embedder.embed([
+        (f"{s.name}: {s.description}".strip(": ") + (f" ({', '.join(s.keywords)})" if s.keywords else ""))
+        for s in params.seed_themes
+    ])
     sim_codes = A.code_by_similarity(emb, code_emb, multi_label=params.multi_label)
     out: list[list[dict[str, Any]]] = [
         [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes]

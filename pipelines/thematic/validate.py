@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from shared.sdk import ValidationFailed
+from shared.sdk import EarlierResults, ValidationFailed
 
-from .params import MAX_RESPONSES, MAX_TEXT_CHARS
+from .baseline import baseline_of
+from .params import MAX_RESPONSES, MAX_TEXT_CHARS, ThematicParams
+from .sentiment import LLM_MAX_RESPONSES, rating_scale
 
 #: Report at most this many field errors: enough to fix a file, small enough for a response.
 MAX_ERRORS = 50
@@ -15,9 +18,11 @@ MAX_ERRORS = 50
 def validate_input(data: Any) -> list[dict[str, Any]]:
     """Check ``[{id, text, metadata?}, ...]`` and return it normalised (ids kept as given).
 
-    Accepts ``{"responses": [...]}`` too, for clients that must send an object.
+    Accepts ``{"responses": [...]}`` too, for clients that must send an object. A ``baseline`` beside it is
+    what ``prepare`` stored for ``compare_to`` (a retried job resubmits its stored input): it is dropped here
+    and computed afresh from ``compare_to``, so a client can never supply its own.
     """
-    if isinstance(data, dict) and set(data) == {"responses"}:
+    if isinstance(data, dict) and "responses" in data and set(data) <= {"responses", "baseline"}:
         data = data["responses"]
     if not isinstance(data, list):
         raise ValidationFailed(
@@ -71,3 +76,51 @@ def validate_input(data: Any) -> list[dict[str, Any]]:
             f"{len(errors)} invalid response(s)" + (" (first 50 shown)" if len(errors) >= MAX_ERRORS else ""), errors
         )
     return out
+
+
+def responses_of(data: Any) -> list[dict[str, Any]]:
+    """The responses of a stored input: the list itself, or ``{"responses": [...], "baseline": {...}}``."""
+    if isinstance(data, dict):
+        return list(data.get("responses", []))
+    return list(data)
+
+
+def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: EarlierResults) -> Any:
+    """Submission-time checks of params against the input, and the baseline of ``compare_to``.
+
+    Runs after the params model and ``validate_input``, so a metadata key no response carries is a 422 naming
+    ``params.breakdown_by[i]`` and an unknown ``compare_to`` a 404 naming ``params.compare_to``: never a job
+    that fails later.
+    """
+    keys: Counter[str] = Counter()
+    for item in data:
+        keys.update(str(k) for k in (item.get("metadata") or {}))
+    seen = ", ".join(k for k, _ in keys.most_common(10)) or "none"
+    errors: list[dict[str, str]] = []
+    for i, key in enumerate(params.breakdown_by or []):
+        if key not in keys:
+            errors.append({"field": f"params.breakdown_by[{i}]",
+                           "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+    if params.sentiment_from is not None:
+        key = params.sentiment_from
+        if key not in keys:
+            errors.append({"field": "params.sentiment_from",
+                           "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+        else:
+            scale = rating_scale([(item.get("metadata") or {}).get(key) for item in data])
+            if isinstance(scale, str):
+                errors.append({"field": "params.sentiment_from", "message": f"{key!r}: {scale}"})
+    if params.sentiment == "llm" and params.sentiment_from is None and len(data) > LLM_MAX_RESPONSES:
+        errors.append({"field": "params.sentiment",
+                       "message": f"LLM sentiment takes at most {LLM_MAX_RESPONSES} responses; use lexicon"})
+    if errors:
+        raise ValidationFailed("params do not fit the input", errors)
+    if params.compare_to is None:
+        return data
+    result = earlier.result(params.compare_to, field="params.compare_to")
+    if not isinstance(result.get("themes"), list):
+        raise ValidationFailed(
+            "compare_to is not a thematic result",
+            [{"field": "params.compare_to", "message": "the job's result has no themes"}],
+        )
+    return {"responses": data, "baseline": baseline_of(params.compare_to, result)}

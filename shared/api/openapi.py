@@ -64,8 +64,10 @@ _PROBLEMS = {
     "401": "Missing or wrong function key (empty body, from the host), or no tenant (problem+json).",
     "404": "Unknown job, or another tenant's job (never 403).",
     "409": "Idempotency-Key reused with another body; cancel of a finished job; result of an unfinished job.",
+    "412": "If-Match does not match the result's current ETag: it was edited since it was read; nothing changed.",
     "413": "Body larger than MAX_INPUT_BYTES.",
     "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
+    "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
     "503": "Storage unavailable; retry after `Retry-After` seconds.",
 }
@@ -242,14 +244,21 @@ def document() -> dict[str, Any]:
                     {
                         "name": "format",
                         "in": "query",
-                        "description": "`json` for every pipeline; others (`csv`, `md`) where the pipeline renders them.",
+                        "description": "`json` for every pipeline; others (`csv`, `md`, `codebook`) where the "
+                        "pipeline renders them.",
                         "schema": {"type": "string", "default": "json"},
                     },
                 ],
                 "responses": {
                     "200": {
                         "description": "The result document.",
-                        "headers": {"Content-Disposition": {"schema": {"type": "string"}}},
+                        "headers": {
+                            "Content-Disposition": {"schema": {"type": "string"}},
+                            "ETag": {
+                                "description": "The stored result version; send it as If-Match to edit the themes.",
+                                "schema": {"type": "string"},
+                            },
+                        },
                         "content": {
                             "application/json": {"schema": {"type": "object"}},
                             "text/csv": {"schema": {"type": "string"}},
@@ -257,6 +266,40 @@ def document() -> dict[str, Any]:
                         },
                     },
                     **_problems(400, 404, 409, 422, *_COMMON),
+                },
+            }
+        },
+        "/jobs/{id}/themes": {
+            "patch": {
+                "operationId": "edit_job_themes",
+                "summary": "Edit the themes of a succeeded job: rename, merge, split off by keyword, delete",
+                "description": "Assignments, counts, sentiment per theme, breakdowns and the comparison follow; "
+                "every edit is appended to the result's `edits` log. The body is the pipeline's (thematic: "
+                '`{"edits": [{"op": "rename", "theme": "t1", "label": "…"}, {"op": "merge", "themes": '
+                '["t1", "t2"]}, {"op": "split", "theme": "t1", "keyword": "refund", "label": "…"}, '
+                '{"op": "delete", "theme": "t3"}]}`).',
+                "parameters": [
+                    _JOB_ID,
+                    _TENANT,
+                    {
+                        "name": "If-Match",
+                        "in": "header",
+                        "required": True,
+                        "description": "The ETag of the result (GET …/result) the edits were made on.",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["edits"]}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "The edited codebook (as `?format=codebook`), with the new ETag.",
+                        "headers": {"ETag": {"schema": {"type": "string"}}},
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_problems(400, 404, 409, 412, 413, 422, 428, *_COMMON),
                 },
             }
         },

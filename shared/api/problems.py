@@ -17,6 +17,14 @@ from shared.core.errors import (
 )
 
 
+class PreconditionFailed(ThematiqError):
+    """An ``If-Match`` that no longer matches: someone changed the resource since the client read it (412)."""
+
+
+class PreconditionRequired(ThematiqError):
+    """A write that must be conditional came without ``If-Match`` (428): a blind overwrite would lose edits."""
+
+
 @dataclass(frozen=True)
 class ProblemType:
     status: int
@@ -34,6 +42,8 @@ PROBLEMS: tuple[tuple[type[ThematiqError], ProblemType], ...] = (
     (NotFound, ProblemType(404, "not-found", "Not found")),
     (Conflict, ProblemType(409, "conflict", "Conflict")),
     (PayloadTooLarge, ProblemType(413, "payload-too-large", "Payload too large")),
+    (PreconditionFailed, ProblemType(412, "precondition-failed", "Precondition failed")),
+    (PreconditionRequired, ProblemType(428, "precondition-required", "Precondition required")),
     (StorageUnavailable, ProblemType(503, "storage-unavailable", "Storage temporarily unavailable")),
     (StorageError, ProblemType(500, "storage-error", "Storage error")),
 )

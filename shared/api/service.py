@@ -11,11 +11,13 @@ import hashlib
 import json
 import logging
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.api.problems import PreconditionFailed, PreconditionRequired
 from shared.api.validation import raise_for
 from shared.config.constants import (
     INLINE_INPUT_MAX_BYTES,
@@ -30,11 +32,11 @@ from shared.core.callbacks import MAX_URL_CHARS, UnsafeUrl, check_url
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
-from shared.core.names import input_blob_name
+from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.storage import azure_stores
-from shared.storage.blobs import encode_input
+from shared.storage.blobs import decode_input, encode_input
 
 log = logging.getLogger(__name__)
 _MAX_JSON_DEPTH = 64
@@ -72,6 +74,50 @@ class ResultBody:
     content_type: str
     body: bytes
     filename: str
+    #: Strong ETag of the stored result version: what ``PATCH /api/jobs/{id}/themes`` takes as ``If-Match``.
+    etag: str = ""
+
+
+#: Edited results up to this size are kept in the row like a small first result (the worker's own limit,
+#: shared.runtime.worker.RESULT_INLINE_MAX_BYTES, which this layer may not import); larger ones only in the blob.
+EDITED_INLINE_MAX_BYTES = 32 * 1024
+
+
+def result_etag(job: Job) -> str:
+    """Each stored version of a result has its own blob name, so the name identifies the version."""
+    return '"' + hashlib.sha256((job.result_blob or "").encode()).hexdigest()[:24] + '"'
+
+
+def _matches(if_match: str, etag: str) -> bool:
+    # If-Match uses the strong comparison (RFC 9110 13.1.1): a weak tag never matches.
+    tags = [t.strip() for t in if_match.split(",")]
+    return "*" in tags or etag in tags
+
+
+class _EarlierResults:
+    """``shared.sdk.EarlierResults`` for one submission: the submitting tenant's jobs only, read through the stores."""
+
+    def __init__(self, service: JobService, tenant: str, pipeline: str) -> None:
+        self._service, self._tenant, self._pipeline = service, tenant, pipeline
+
+    def result(self, job_id: str, *, field: str) -> dict[str, Any]:
+        try:
+            job = self._service.stores.jobs.get(self._tenant, check_job_id(job_id), with_input=True)
+        except NotFound:
+            # The same answer for an unknown id and another tenant's job: existence never leaks across tenants.
+            raise NotFound("no such job", field=field) from None
+        if job.pipeline != self._pipeline:
+            raise ValidationFailed(
+                f"{field} is a {job.pipeline} job", [{"field": field, "message": f"a {job.pipeline} job, not {self._pipeline}"}]
+            )
+        if job.status != Status.SUCCEEDED or not job.result_blob:
+            raise ValidationFailed(
+                f"{field} has not succeeded", [{"field": field, "message": f"the job is {job.status}, not succeeded"}]
+            )
+        doc = json.loads(self._service.stored_result(job))
+        if not isinstance(doc, dict):
+            raise ValidationFailed(f"{field} has no result document", [{"field": field, "message": "not a document"}])
+        return doc
 
 
 def check_job_id(job_id: str) -> str:
@@ -163,6 +209,10 @@ class JobService:
             pipeline.validate_params(params_model)
         params = params_model.model_dump(mode="json")
         data = pipeline.validate_input(body.input) if pipeline.validate_input else body.input
+        if pipeline.prepare is not None:
+            # Checks of params against the input, and reads of the tenant's earlier results: before anything is
+            # stored, so a bad metadata key or another tenant's job id is a 4xx and nothing changes.
+            data = pipeline.prepare(params_model, data, _EarlierResults(self, tenant, body.pipeline))
         callback_url = self._callback_url(body.callback)
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:
@@ -280,9 +330,10 @@ class JobService:
         job = self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
         if job.status != Status.SUCCEEDED or not job.result_blob:
             raise Conflict(f"the job has no result (status {job.status})", field="status")
-        data = job.result_inline if job.result_inline is not None else self.stores.blobs.get(job.result_blob)
+        data = self.stored_result(job)
+        etag = result_etag(job)
         if fmt == "json":
-            return ResultBody("application/json", data, f"{job.id}.json")
+            return ResultBody("application/json", data, f"{job.id}.json", etag)
         pipeline = self.registry.get(job.pipeline)
         renderer = pipeline.renderers.get(fmt) if pipeline else None
         if renderer is None:
@@ -291,5 +342,58 @@ class JobService:
                 "unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}]
             )
         content_type, body = renderer(json.loads(data))
-        ext = {"csv": "csv", "md": "md"}.get(fmt, fmt)
-        return ResultBody(content_type, body, f"{job.id}.{ext}")
+        ext = {"csv": "csv", "md": "md"}.get(fmt, f"{fmt}.json" if content_type == "application/json" else fmt)
+        return ResultBody(content_type, body, f"{job.id}.{ext}", etag)
+
+    def stored_result(self, job: Job) -> bytes:
+        """The current result version of a succeeded job read whole: in the row when small, else its blob."""
+        assert job.result_blob
+        return job.result_inline if job.result_inline is not None else self.stores.blobs.get(job.result_blob)
+
+    # -- edit ----------------------------------------------------------------
+    def edit_themes(self, tenant: str, job_id: str, raw_body: bytes, if_match: str | None) -> ResultBody:
+        """Apply codebook edits to a succeeded job's result, if ``if_match`` is its current version's ETag.
+
+        The new version is written to a new blob first, then the row is pointed at it by a conditional
+        lifecycle transition; a stale ``If-Match`` (checked here, and again by the transition against a
+        concurrent edit) is a 412 with nothing changed. Returns the new codebook and its ETag.
+        """
+        if not if_match:
+            raise PreconditionRequired("send If-Match with the ETag of the result you edited", field="If-Match")
+        value = parse_json_body(raw_body, get_settings().max_input_bytes)
+        job = self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
+        pipeline = self.registry.get(job.pipeline)
+        if pipeline is None or pipeline.edit_result is None:
+            raise Conflict(f"{job.pipeline} results cannot be edited", field="pipeline")
+        if job.status != Status.SUCCEEDED or not job.result_blob:
+            raise Conflict(f"the job has no result (status {job.status})", field="status")
+        current = result_etag(job)
+        if not _matches(if_match, current):
+            raise PreconditionFailed("the result changed since it was read; read it again", field="If-Match")
+        doc = json.loads(self.stored_result(job))
+        edited = pipeline.edit_result(doc, value, self._input_of(job))
+        body = json.dumps(edited, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        # A fresh name per version: two concurrent edits never overwrite each other's blob, and the loser's
+        # is only an orphan under the job's prefix, deleted with the job at retention.
+        new_blob = f"{job_prefix(job.tenant, job.id)}result-edit-{uuid.uuid4().hex[:16]}.json"
+        self.stores.blobs.put(new_blob, body, "application/json")
+        applied = self.lifecycle.record_themes_edit(
+            job, expected_blob=job.result_blob, new_blob=new_blob, size=len(body),
+            inline=body if len(body) <= EDITED_INLINE_MAX_BYTES else None,
+        )
+        if not applied.applied:
+            self._forget_blob(new_blob)
+            raise PreconditionFailed("the result changed since it was read; read it again", field="If-Match")
+        renderer = pipeline.renderers.get("codebook")
+        content_type, out = renderer(edited) if renderer else ("application/json", body)
+        return ResultBody(content_type, out, f"{job.id}.codebook.json", result_etag(applied.row))
+
+    def _input_of(self, job: Job) -> Any:
+        if job.input_inline is not None:
+            return decode_input(job.input_inline)
+        if job.input_blob:
+            try:
+                return decode_input(self.stores.blobs.get(job.input_blob))
+            except NotFound as err:
+                raise Conflict("the job's input is no longer stored", field="input") from err
+        raise Conflict("the job's input is no longer stored", field="input")

@@ -456,6 +456,24 @@ class Lifecycle:
 
         return self._job(job, f"callback:{status}", plan, with_input=True).applied
 
+    def record_themes_edit(
+        self, job: Job, *, expected_blob: str, new_blob: str, size: int, inline: bytes | None
+    ) -> Applied[Job]:
+        """A finished job's result replaced by its edited version (``PATCH /api/jobs/{id}/themes``).
+
+        Applies only while the job is ``succeeded`` and its result is still ``expected_blob``, the version the
+        editor read (its ``If-Match``): a concurrent edit that landed first makes this one not apply, and the
+        caller answers 412 with nothing changed. The new version is a new blob written before this call, so
+        the row never points at a result that is not stored; the old blob stays until retention.
+        """
+        def plan(row: Job) -> Fields | None:
+            if row.status != Status.SUCCEEDED or row.result_blob != expected_blob:
+                return None
+            return {"result_blob": new_blob, "result_bytes": size, "result_inline": inline}
+
+        # The row is read whole: a small result lives in it, and the caller needs the stored version back.
+        return self._job(job, "themes-edit", plan, with_input=True)
+
     def postpone(self, job: Job, delay: timedelta) -> None:
         """A queued or retrying job whose delivery was deferred (no memory on this host): due again later.
 

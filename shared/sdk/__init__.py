@@ -6,17 +6,19 @@ else of ``shared``; an import-linter contract in ``pyproject.toml`` holds that.
 
 from shared.sdk.errors import Cancelled, PermanentError, PipelineError, RetryableError, ThematiqError, ValidationFailed
 from shared.sdk.fanout_types import MapResult, Suspend
-from shared.sdk.pipeline import Pipeline, PipelineContext, Renderer
+from shared.sdk.pipeline import EarlierResults, Pipeline, PipelineContext, Renderer, ResultEditor
 from shared.sdk.retry import RetryPolicy
 
 __all__ = [
     "Cancelled",
+    "EarlierResults",
     "MapResult",
     "PermanentError",
     "Pipeline",
     "PipelineContext",
     "PipelineError",
     "Renderer",
+    "ResultEditor",
     "RetryPolicy",
     "RetryableError",
     "Suspend",

@@ -63,6 +63,24 @@ class PipelineContext(Protocol):
         """
 
 
+class EarlierResults(Protocol):
+    """Read access, at submission, to the results of the submitting tenant's earlier jobs (and nobody else's)."""
+
+    def result(self, job_id: str, *, field: str) -> dict[str, Any]:
+        """The current result document (edits included) of a succeeded job of this tenant and pipeline.
+
+        An unknown id and another tenant's job are the same not-found error naming ``field`` (a 404 that never
+        says whether the job exists elsewhere); a job of this tenant that has not succeeded is a
+        ``ValidationFailed`` naming ``field``.
+        """
+
+
+#: Edits a finished job's result: ``edit(result, body, input)`` returns the new result document. It must be a
+#: pure function of its arguments (the platform stores the new version under its own concurrency control) and
+#: raise :class:`shared.errors.ValidationFailed` naming the field of ``body`` that does not fit.
+ResultEditor = Callable[[dict[str, Any], Any, Any], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """A named unit of work the platform can run.
@@ -83,6 +101,13 @@ class Pipeline:
     #: is required but none is configured), run at submission after the params
     #: model. Raise :class:`shared.errors.ValidationFailed` naming ``params.<field>``.
     validate_params: Callable[[Any], None] | None = None
+    #: Submission-time checks that need the params and the input together (a metadata key the responses must
+    #: carry), or an earlier job's result (a baseline to compare with): ``prepare(params, input, earlier)`` runs
+    #: after ``validate_params`` and ``validate_input`` and returns the input to store. Raise
+    #: :class:`shared.errors.ValidationFailed` naming the field, so a bad request is a 4xx, never a failed job.
+    prepare: Callable[[Any, Any, EarlierResults], Any] | None = None
+    #: Edits of a finished job's result (``PATCH /api/jobs/{id}/themes``), or None if the pipeline has none.
+    edit_result: ResultEditor | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Upper bound on one attempt; capped by the PIPELINE_TIMEOUT_SECONDS setting.
     timeout_seconds: float | None = None

@@ -131,6 +131,14 @@ class FakeLLM:
             return FakeResult(schema.model_validate({"label": f"About {kw}", "description": f"People talk about {kw}."}))
         if purpose == "thematic.merge":
             return FakeResult(schema.model_validate({"merge": self.merge}))
+        if purpose == "thematic.sentiment":
+            # Canned: "great"/"helpful" positive, "late"/"crash" negative, the rest neutral.
+            def label(text: str) -> str:
+                t = text.lower()
+                return "positive" if ("great" in t or "helpful" in t) else (
+                    "negative" if ("late" in t or "crash" in t) else "neutral")
+            return FakeResult(schema.model_validate(
+                {"responses": [{"id": r["id"], "label": label(r["text"])} for r in body["responses"]]}))
         if purpose == "thematic.code":
             out = []
             for r in body["responses"]:

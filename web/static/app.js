@@ -7,7 +7,7 @@ const KIND = "thematiq.key-kind";   // "function" (x-functions-key, the app itse
 const INPUT = "thematiq.input.";                           // sessionStorage: inputs submitted from this tab
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled"];
-const THEMATIC_STAGES = ["clean", "embed", "cluster", "describe", "assign", "done"];
+const THEMATIC_STAGES = ["clean", "embed", "cluster", "describe", "assign", "insight", "done"];
 //: Polling intervals (ms). Hidden tabs back off from HIDDEN_MS, doubling up to MAX_HIDDEN_MS.
 export const POLL = { jobMs: 1500, listMs: 3000, hiddenMs: 15000, maxHiddenMs: 120000, maxErrorMs: 30000, maxHintMs: 10000 };
 
@@ -402,9 +402,11 @@ function jobView(jobId) {
   async function showResult(j) {
     resultSlot.replaceChildren(h("p", { class: "muted" }, "Loading the result…"));
     try {
-      const { data } = await api(`/jobs/${j.id}/result`, { signal: ctrl.signal });
+      const { data, headers } = await api(`/jobs/${j.id}/result`, { signal: ctrl.signal });
       if (disposed) return;
-      resultSlot.replaceChildren(j.pipeline === "thematic" && data?.themes ? themesView(j, data) : rawResult(j, data));
+      // The result's ETag is the version a codebook edit is made on (If-Match); an edit reloads the result.
+      const edit = { etag: headers.get("etag"), reload: () => showResult(j) };
+      resultSlot.replaceChildren(j.pipeline === "thematic" && data?.themes ? themesView(j, data, edit) : rawResult(j, data));
     } catch (err) {
       if (err?.name !== "AbortError") resultSlot.replaceChildren(errorBox(err, "Could not load the result"));
     }
@@ -466,7 +468,7 @@ function rawResult(job, data) {
 }
 
 // ---------------------------------------------------------------- the themes of a thematic result
-function themesView(job, doc) {
+function themesView(job, doc, edit = null) {
   const counts = doc.run?.counts || {};
   const usable = counts.usable || 0;
   const total = counts.responses || doc.assignments.length;
@@ -491,7 +493,7 @@ function themesView(job, doc) {
       : h("p", { class: "muted" }, "None."));
 
   let n = 0;
-  function row({ id, kind, label, count, share, shareOf, description, keywords, detail }) {
+  function row({ id, kind, label, count, share, shareOf, description, keywords, detail, sentiment }) {
     const detailId = `detail-${++n}`;
     const bar = h("span", { class: count ? "bar" : "bar empty" });
     bar.style.width = pct(Math.max(0, Math.min(1, share)));
@@ -500,7 +502,8 @@ function themesView(job, doc) {
     const button = h("button", { type: "button", class: "theme-head", "aria-expanded": "false", "aria-controls": detailId },
       h("span", { class: "theme-label" }, label),
       h("span", { class: "bar-track", role: "img", "aria-label": `${count} responses, ${pct(share)} of ${shareOf}` }, bar),
-      h("span", { class: "theme-count" }, h("b", {}, String(count)), ` · ${pct(share)}`));
+      h("span", { class: "theme-count" }, h("b", {}, String(count)), ` · ${pct(share)}`),
+      sentiment ? sentimentBar(sentiment) : null);
     button.addEventListener("click", () => {
       const open = button.getAttribute("aria-expanded") !== "true";
       if (open && !built) { panel.append(...detail()); built = true; }
@@ -517,7 +520,7 @@ function themesView(job, doc) {
   const unusableReasons = Object.entries(counts.unusable || {}).filter(([, v]) => v).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
   const rows = [
     ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: t.share, shareOf: "usable responses",
-      description: t.description, keywords: t.keywords,
+      description: t.description, keywords: t.keywords, sentiment: t.sentiment,
       detail: () => [
         h("h3", {}, "Representative quotes"),
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
@@ -541,11 +544,98 @@ function themesView(job, doc) {
       h("span", {}, h("b", {}, String(other.length)), " other"),
       h("span", {}, h("b", {}, String(unusable.length)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null),
-    downloads(job, [["csv", "CSV"], ["md", "Markdown"], ["json", "JSON"]]),
+    downloads(job, [["csv", "CSV"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
     countNote(doc.run?.theme_count, doc.levels),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it."),
     input ? null : h("p", { class: "note" }, "The result stores response ids, not texts: texts are shown for quotes, and for every response only when the job was submitted from this tab."),
-    h("ul", { class: "themes" }, rows));
+    h("ul", { class: "themes" }, rows),
+    insightView(doc),
+    edit ? codebookEditor(job, doc, edit) : null);
+}
+
+// ---------------------------------------------------------------- issue 15: sentiment, breakdowns, change, edits
+function sentimentBar(s) {
+  const total = (s.positive || 0) + (s.neutral || 0) + (s.negative || 0);
+  if (!total) return null;
+  const part = (kind) => { const el = h("span", { class: `sent ${kind}` }); el.style.width = pct((s[kind] || 0) / total); return el; };
+  const label = `Sentiment: ${s.positive} positive, ${s.neutral} neutral, ${s.negative} negative` +
+    (s.mean === null || s.mean === undefined ? "" : `, mean ${Number(s.mean).toFixed(2)}`);
+  return h("span", { class: "sentiment", role: "img", "aria-label": label, title: label },
+    part("positive"), part("neutral"), part("negative"));
+}
+
+// Lift → a colour: blue under 1 (less common in the segment), orange above, on a log scale clipped at ×4.
+function liftColour(lift) {
+  if (lift === null || lift === undefined) return "";
+  const x = Math.max(-1, Math.min(1, Math.log(Math.max(lift, 1e-3)) / Math.log(4)));
+  return x >= 0 ? `rgba(230, 120, 20, ${(0.12 + 0.6 * x).toFixed(2)})` : `rgba(40, 110, 210, ${(0.12 + 0.6 * -x).toFixed(2)})`;
+}
+
+function insightView(doc) {
+  const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  const parts = [];
+  for (const b of doc.breakdowns || []) {
+    const table = h("table", { class: "heatmap", dataset: { field: b.field } },
+      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n})`)))),
+      h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
+        b.groups.map((g) => {
+          const c = g.themes.find((x) => x.theme_id === t.id);
+          if (!c) return h("td", {});
+          const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
+          const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant) },
+            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(c.share)} ${lift}${c.significant ? " *" : ""}`);
+          td.style.backgroundColor = liftColour(c.lift);
+          return td;
+        })))));
+    parts.push(h("div", { class: "table-scroll" }, table));
+  }
+  const cmp = doc.comparison;
+  if (cmp) {
+    parts.push(h("table", { class: "comparison" },
+      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} responses then, ${cmp.n_now} now; * significant`),
+      h("thead", {}, h("tr", {}, ["Theme", "Then", "Now", "Change", ""].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
+        h("th", { scope: "row" }, labels.get(r.theme_id) || r.label), h("td", {}, pct(r.share_then)), h("td", {}, pct(r.share_now)),
+        h("td", { class: r.significant ? "sig" : "" }, `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}`),
+        h("td", {}, r.status))))));
+  }
+  if (!parts.length) return null;
+  return h("section", { "aria-labelledby": "insight-h", id: "insight" }, h("h2", { id: "insight-h" }, "Segments and change"), parts);
+}
+
+function codebookEditor(job, doc, edit) {
+  const status = h("div", { "aria-live": "polite" });
+  const send = async (edits) => {
+    try {
+      await api(`/jobs/${job.id}/themes`, { method: "PATCH", body: { edits }, headers: { "if-match": edit.etag } });
+      announce("Codebook saved.");
+      edit.reload();
+    } catch (err) {
+      status.replaceChildren(errorBox(err, err?.status === 412 ? "Someone edited these themes first: reload to see their version" : "The edit was refused"));
+    }
+  };
+  const rows = doc.themes.map((t) => {
+    const input = h("input", { type: "text", value: t.label, "aria-label": `New name for ${t.label}`, maxlength: 120 });
+    const pick = h("input", { type: "checkbox", "aria-label": `Select ${t.label} to merge` });
+    const li = h("li", { dataset: { themeId: t.id } }, pick, input,
+      h("button", { type: "button", class: "rename", onclick: () => {
+        const label = input.value.trim();
+        if (label && label !== t.label) send([{ op: "rename", theme: t.id, label }]);
+      } }, "Rename"));
+    li.pick = pick;
+    return li;
+  });
+  const merge = h("button", { type: "button", class: "merge", onclick: () => {
+    const ids = rows.filter((li) => li.pick.checked).map((li) => li.dataset.themeId);
+    if (ids.length < 2) { status.replaceChildren(h("p", { class: "note" }, "Select two or more themes to merge (into the first).")); return; }
+    send([{ op: "merge", themes: ids }]);
+  } }, "Merge selected");
+  const log = (doc.edits || []).map((e) => h("li", {}, `${e.at || ""} ${e.op} ${e.theme || (e.themes || []).join(" + ")}${e.label ? ` → ${e.label}` : ""}`));
+  return h("section", { "aria-labelledby": "codebook-h", id: "codebook" }, h("h2", { id: "codebook-h" }, "Codebook"),
+    h("p", { class: "hint" }, "Rename or merge themes; assignments, counts and the tables above follow. The next wave can start from this codebook (compare_to or seed_themes)."),
+    h("ul", { class: "codebook" }, rows), h("div", { class: "actions" }, merge), status,
+    log.length ? h("details", {}, h("summary", {}, `Edit log (${log.length})`), h("ul", { class: "edit-log" }, log)) : null);
 }
 
 // Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes).

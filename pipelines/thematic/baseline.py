@@ -1,0 +1,185 @@
+"""Wave over wave (``params.compare_to``): the earlier job's codebook is carried into this job.
+
+At submission ``baseline_of`` reduces the earlier job's current result (the researcher's edits included) to
+what this job needs: per theme its id, name, description, keywords, a few member texts and its count, and the
+number of usable responses. The platform stores it with the input, so the worker never reads another job.
+
+In the run, themes are still discovered afresh (new themes may emerge); then each discovered theme whose
+members are mostly nearest one or a few earlier themes' prototypes (the mean embedding of "name: description"
+and the example texts, at least ``SEED_FLOOR`` similar) is known, and its members are coded to the nearest of
+those earlier themes (``match``). An earlier theme keeps its id, name and description, so renames and merges
+survive the next wave; several discovered themes of one earlier theme become one again, and one discovered
+theme spanning several earlier ones goes back to their grain. Discovered themes that are not known are new
+(fresh ids); earlier themes that no response is coded to are gone.
+
+Caveat: "then" counts come from the earlier run's clustering, "now" counts of known themes from nearest-prototype
+coding. The two agree for tight themes; for loose ones a part of the change can be the instrument's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import codebook
+from .assign import SEED_FLOOR
+from .embed import TextEmbedder
+
+#: A discovered theme is the earlier theme that most of its members are nearest, if that is at least this share.
+MAJORITY: Final = 0.5
+#: An earlier theme takes part in coding a discovered theme when it is nearest for at least this share of it.
+PART: Final = 0.2
+#: Member texts kept per earlier theme for its prototype: enough to average out one odd quote.
+PROTOTYPE_TEXTS: Final = 5
+
+
+def baseline_of(job_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """What this job needs of the earlier job's result (small: ~1 KB per theme)."""
+    counts = result.get("run", {}).get("counts", {})
+    usable = int(counts.get("usable") or sum(1 for a in result.get("assignments", []) if a.get("bucket") != "unusable"))
+    return {
+        "job_id": job_id,
+        "n": usable,
+        "themes": [
+            {
+                "id": str(t["id"]),
+                "label": str(t["label"]),
+                "description": str(t.get("description", "")),
+                "keywords": [str(k) for k in t.get("keywords", [])][:10],
+                "count": int(t.get("count", 0)),
+                "texts": [str(q["text"]) for q in t.get("quotes", [])][:PROTOTYPE_TEXTS],
+            }
+            for t in result.get("themes", [])
+        ],
+    }
+
+
+def prototypes(baseline: Mapping[str, Any], embedder: TextEmbedder) -> NDArray[np.float32]:
+    """One unit vector per earlier theme: the mean of its "name: description" and its example texts."""
+    themes = baseline["themes"]
+    texts: list[str] = []
+    owner: list[int] = []
+    for j, t in enumerate(themes):
+        for text in [f"{t['label']}: {t['description']}".strip(": "), *t["texts"]]:
+            texts.append(text)
+            owner.append(j)
+    vecs = embedder.embed(texts)
+    out = np.zeros((len(themes), vecs.shape[1]), dtype=np.float32)
+    np.add.at(out, np.array(owner), vecs)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    unit: NDArray[np.float32] = (out / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
+
+
+def match(
+    emb: NDArray[np.float32], primary: Sequence[str | None], protos: NDArray[np.float32], earlier_ids: Sequence[str],
+    *, floor: float = SEED_FLOOR, majority: float = MAJORITY, part: float = PART,
+) -> list[str | None]:
+    """Per usable response, the earlier theme it is coded to, or None (it stays in its discovered theme).
+
+    A discovered theme is known when at least ``majority`` of its members are nearest an earlier theme
+    that holds at least ``part`` of its members (above ``floor``): one earlier theme (the same theme again),
+    several (this wave's clustering is coarser than the last; its members go back to the earlier grain), or
+    it is new. Members of a known theme are coded to the nearest of its earlier themes.
+    """
+    out: list[str | None] = [None] * len(primary)
+    if len(earlier_ids) == 0 or emb.shape[0] == 0:
+        return out
+    sims = emb @ protos.T
+    nearest = sims.argmax(axis=1)
+    best = sims[np.arange(len(nearest)), nearest]
+    members: dict[str, list[int]] = {}
+    for i, t in enumerate(primary):
+        if t is not None:
+            members.setdefault(t, []).append(i)
+    for rows in members.values():
+        votes = Counter(int(nearest[i]) for i in rows if best[i] >= floor)
+        chosen = [j for j, v in votes.items() if v >= part * len(rows)]
+        if not chosen or sum(votes[j] for j in chosen) < majority * len(rows):
+            continue  # a new theme
+        cols = np.array(chosen)
+        for i in rows:
+            out[i] = earlier_ids[int(cols[int(sims[i, cols].argmax())])]
+    return out
+
+
+def _number(theme_id: str) -> int:
+    m = re.fullmatch(r"t(\d+)", theme_id)
+    return int(m.group(1)) if m else 0
+
+
+def carry_over(
+    doc: dict[str, Any], coded: Mapping[str, str | None], baseline: Mapping[str, Any], quote_of: Mapping[str, str],
+) -> dict[str, Any]:
+    """Recode the document against the earlier codebook: responses ``coded`` (response id → earlier theme id)
+    move to the earlier theme, which keeps its id, name and description; discovered themes left with members
+    are new and get fresh ids. Records ``comparison`` (its rows are filled by ``derive.refresh``).
+
+    A compared job has one level of themes: the sub-themes and broad themes of this run's own clustering do
+    not describe the earlier codebook's themes, so they are dropped rather than shown wrongly.
+    """
+    earlier = {t["id"]: t for t in baseline["themes"]}
+    old = {t["id"]: t for t in doc.get("themes", [])}
+    # Which discovered theme gave each earlier theme most of its members: its keywords and phrases are kept.
+    sources: dict[str, Counter[str]] = {}
+    members: dict[str, list[str | int]] = {}
+    for a in doc.get("assignments", []):
+        refs = a.get("themes") or []
+        target = coded.get(str(a["response_id"]))
+        if not refs or target is None:
+            continue
+        sources.setdefault(target, Counter())[refs[0]["theme_id"]] += 1
+        members.setdefault(target, []).append(a["response_id"])  # as given: an int id stays an int
+    recoded = {str(rid) for ids in members.values() for rid in ids}
+    left = Counter(
+        a["themes"][0]["theme_id"] for a in doc.get("assignments", [])
+        if a.get("themes") and str(a["response_id"]) not in recoded
+    )
+    next_id = max([_number(i) for i in earlier] + [0]) + 1
+    fresh: dict[str, str] = {}
+    for t in doc.get("themes", []):
+        if left.get(t["id"]):
+            fresh[t["id"]] = f"t{next_id}"
+            next_id += 1
+    themes: list[dict[str, Any]] = []
+    for target, votes in sources.items():
+        src = old[votes.most_common(1)[0][0]]
+        e = earlier[target]
+        # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
+        mine = {str(rid) for rid in members[target]}
+        quotes = [q for q in src.get("quotes", []) if str(q["response_id"]) in mine]
+        quoted = {str(q["response_id"]) for q in quotes}
+        quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in members[target]
+                   if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(quotes))]
+        themes.append({
+            **{k: v for k, v in src.items() if k not in ("subthemes", "merged_from", "parent")},
+            "id": target, "label": e["label"], "description": e["description"] or src.get("description", ""),
+            "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None,
+        })
+    for tid, new_id in fresh.items():
+        themes.append({**old[tid], "id": new_id, "subthemes": [], "parent": None, "merged_from": []})
+    doc["themes"] = themes
+    for a in doc.get("assignments", []):
+        refs = a.get("themes") or []
+        if not refs:
+            continue
+        target = coded.get(str(a["response_id"]))
+        first = {**refs[0], "theme_id": target if target is not None else fresh[refs[0]["theme_id"]]}
+        # A secondary theme (multi_label) follows its theme if that theme is still there as a new one.
+        rest = [{**r, "theme_id": fresh[r["theme_id"]]} for r in refs[1:] if r["theme_id"] in fresh]
+        a["themes"] = [first, *[r for r in rest if r["theme_id"] != first["theme_id"]]]
+        a["broad"], a["fine"] = first["theme_id"], None
+    doc["parents"], doc["subthemes"] = [], []
+    codebook.recount(doc)
+    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
+    doc["comparison"] = {
+        "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
+        "then": {t["id"]: {"label": t["label"], "count": int(t["count"])} for t in baseline["themes"]},
+        "themes": [], "new": [], "gone": [],
+    }
+    return doc

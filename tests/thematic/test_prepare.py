@@ -1,0 +1,61 @@
+"""Submission-time checks of the issue-15 params against the input (``validate.prepare``), without storage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipelines.thematic import PIPELINE, ThematicParams
+from pipelines.thematic.validate import prepare, validate_input
+from shared.core.errors import NotFound, ValidationFailed
+
+ITEMS = [{"id": i, "text": f"text {i}", "metadata": {"plan": "pro" if i % 2 else "free", "stars": 1 + i % 5}}
+         for i in range(10)]
+EARLIER = "b" * 28
+
+
+class Earlier:
+    """An EarlierResults that knows one job; asks are recorded so a test can see nothing else was read."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def result(self, job_id: str, *, field: str) -> dict[str, Any]:
+        self.asked.append((job_id, field))
+        if job_id != EARLIER:
+            raise NotFound("no such job", field=field)
+        return {"themes": [{"id": "t1", "label": "Late", "description": "d", "keywords": ["late"], "count": 4,
+                            "quotes": [{"response_id": 1, "text": "late again"}]}],
+                "run": {"counts": {"usable": 9}}, "assignments": []}
+
+
+def _fields(err: pytest.ExceptionInfo[ValidationFailed]) -> list[str]:
+    return [e["field"] for e in err.value.errors]
+
+
+def test_unknown_keys_and_ratings_name_their_params_field() -> None:
+    data = validate_input(ITEMS)
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(breakdown_by=["plan", "regoin", "stars"]), data, Earlier())
+    assert _fields(err) == ["params.breakdown_by[1]"] and "keys seen: plan, stars" in err.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="plan"), data, Earlier())
+    assert _fields(err) == ["params.sentiment_from"]
+    assert prepare(ThematicParams(sentiment_from="stars", breakdown_by=["plan"]), data, Earlier()) == data
+
+
+def test_compare_to_reads_the_earlier_result_once_and_stores_its_baseline() -> None:
+    data = validate_input(ITEMS)
+    earlier = Earlier()
+    out = prepare(ThematicParams(compare_to=EARLIER), data, earlier)
+    assert earlier.asked == [(EARLIER, "params.compare_to")]
+    assert out["responses"] == data and out["baseline"]["n"] == 9
+    assert out["baseline"]["themes"][0] == {"id": "t1", "label": "Late", "description": "d", "keywords": ["late"],
+                                             "count": 4, "texts": ["late again"]}
+    with pytest.raises(NotFound) as nf:
+        prepare(ThematicParams(compare_to="c" * 28), data, Earlier())
+    assert nf.value.extra["field"] == "params.compare_to"
+    # A stored input (a retry resubmits it) drops its baseline: prepare computes it afresh.
+    assert validate_input({"responses": ITEMS, "baseline": {"forged": True}}) == data
+    assert PIPELINE.memory_mb is not None and PIPELINE.memory_mb(None, out) == PIPELINE.memory_mb(None, data)
