@@ -294,27 +294,25 @@ def cmd_result(args: argparse.Namespace, io: Io) -> int:
     return EXIT_OK
 
 
-def cmd_themes(args: argparse.Namespace, io: Io) -> int:
-    client = client_of(args)
+def _thematic_result(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's result document, or a CliError saying why it is not a thematic one."""
     try:
-        result = json.loads(client.result(args.job_id, "json"))
+        result = json.loads(client_of(args).result(args.job_id, "json"))
     except ValueError:
         raise CliError("error: the result is not JSON") from None
     if not isinstance(result, dict) or "themes" not in result:
         raise CliError(f"error: job {args.job_id} has no themes (is it a thematic job?); "
                        f"see the raw result with: thematiq result {args.job_id}")
-    io.say(themes_table(result))
+    return result
+
+
+def cmd_themes(args: argparse.Namespace, io: Io) -> int:
+    io.say(themes_table(_thematic_result(args)))
     return EXIT_OK
 
 
 def cmd_breakdown(args: argparse.Namespace, io: Io) -> int:
-    client = client_of(args)
-    try:
-        result = json.loads(client.result(args.job_id, "json"))
-    except ValueError:
-        raise CliError("error: the result is not JSON") from None
-    if not isinstance(result, dict) or "themes" not in result:
-        raise CliError(f"error: job {args.job_id} has no themes (is it a thematic job?)")
+    result = _thematic_result(args)
     try:
         io.say(breakdown_table(result, args.by))
     except KeyError as err:

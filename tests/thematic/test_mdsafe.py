@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from pipelines.thematic.mdsafe import text
-
-markdown_it = pytest.importorskip("markdown_it")
+from tests.thematic.markdown_tokens import parser, walk
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -47,19 +46,6 @@ HOSTILE = [
 ]
 
 
-def _md() -> Any:
-    return markdown_it.MarkdownIt("commonmark").enable("table")
-
-
-def _walk(tokens: list[Any]) -> list[Any]:
-    out = []
-    for t in tokens:
-        out.append(t)
-        if t.children:
-            out.extend(_walk(t.children))
-    return out
-
-
 FORBIDDEN = {"html_inline", "html_block", "link_open", "image", "code_inline", "code_block", "fence",
              "em_open", "strong_open", "s_open", "hr", "bullet_list_open", "ordered_list_open",
              "blockquote_open", "table_open"}
@@ -77,7 +63,7 @@ def _expected_visible(value: str) -> str:
 
 
 def _inline_text(tokens: list[Any]) -> str:
-    return "".join(t.content for t in _walk(tokens) if t.type == "text").replace("\u200b", "")
+    return "".join(t.content for t in walk(tokens) if t.type == "text").replace("\u200b", "")
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
@@ -86,8 +72,8 @@ def test_data_renders_as_its_own_text_and_nothing_else(value: str, context: str)
     safe = text(value)
     assert "\n" not in safe and "\r" not in safe
     doc = {"paragraph": "{}", "heading": "## {} (3, 10.0%)", "list": "- {}: 3", "quote": "> {}"}[context]
-    tokens = _md().parse(doc.format(safe))
-    types = {t.type for t in _walk(tokens)}
+    tokens = parser().parse(doc.format(safe))
+    types = {t.type for t in walk(tokens)}
     allowed_structure = {"paragraph": set(), "heading": {"heading_open"}, "list": {"bullet_list_open"},
                          "quote": {"blockquote_open"}}[context]
     assert not (types & FORBIDDEN) - allowed_structure, (value, safe, types)
@@ -96,7 +82,7 @@ def test_data_renders_as_its_own_text_and_nothing_else(value: str, context: str)
     suffix = {"paragraph": "", "heading": " (3, 10.0%)", "list": ": 3", "quote": ""}[context]
     assert visible.strip() == (_expected_visible(value) + suffix).strip(), (value, safe, visible)
     # Nothing a linkifying renderer (GitHub's autolink extension) would turn into a link.
-    raw_text = "".join(t.content for t in _walk(tokens) if t.type == "text")
+    raw_text = "".join(t.content for t in walk(tokens) if t.type == "text")
     assert not re.search(r"(?i)[a-z][a-z0-9+.-]*://|\bwww\.|[A-Za-z0-9._%+-]@[A-Za-z0-9-]+\.", raw_text), raw_text
 
 
@@ -104,8 +90,8 @@ def test_a_table_of_hostile_values_keeps_one_row_per_value_and_four_cells() -> N
     lines = ["| Theme | Responses | Share | Keywords |", "|---|---:|---:|---|"]
     for i, value in enumerate(HOSTILE):
         lines.append(f"| {text(value)} | {i} | 1.0% | {text(value[::-1])} |")
-    tokens = _md().parse("\n".join(lines) + "\n")
-    types = {t.type for t in _walk(tokens)}
+    tokens = parser().parse("\n".join(lines) + "\n")
+    types = {t.type for t in walk(tokens)}
     assert not (types & FORBIDDEN) - {"table_open"}, types
     body = [t for t in tokens if t.type == "tr_open"]
     assert len(body) == len(HOSTILE) + 1, "a value ended its row or started another"  # + the header row

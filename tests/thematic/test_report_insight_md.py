@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from pipelines.thematic.render import render_md
-
-markdown_it = pytest.importorskip("markdown_it")
+from tests.thematic.markdown_tokens import parser, walk
 
 EVIL = ["<script>alert(1)</script>", "[x](javascript:alert(1))", "![t](https://tracker.example/p.png)",
         "a | b | c", "line\r\n|---|---|", "https://evil.example"]
@@ -35,20 +32,11 @@ def _doc() -> dict[str, Any]:
     }
 
 
-def _walk(tokens: list[Any]) -> list[Any]:
-    out = []
-    for t in tokens:
-        out.append(t)
-        if t.children:
-            out.extend(_walk(t.children))
-    return out
-
-
 def test_insight_tables_have_one_row_per_theme_and_nothing_active_from_data() -> None:
     doc = _doc()
     text = render_md(doc)[1].decode()
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(text)
-    kinds = {t.type for t in _walk(tokens)}
+    tokens = parser().parse(text)
+    kinds = {t.type for t in walk(tokens)}
     assert not {k for k in kinds if k.startswith("html_")} and "link_open" not in kinds and "image" not in kinds
     tables: list[list[int]] = []
     in_body, cells = False, 0
@@ -69,7 +57,7 @@ def test_insight_tables_have_one_row_per_theme_and_nothing_active_from_data() ->
     # themes, sentiment, the breakdown (one column per group) and the comparison: a row per theme each.
     assert [len(t) for t in tables] == [n, n, n, n], tables
     assert set(tables[2]) == {1 + len(EVIL)} and set(tables[1]) == {5} and set(tables[3]) == {5}
-    visible = "".join(t.content for t in _walk(tokens) if t.type == "text").replace("\u200b", "")
+    visible = "".join(t.content for t in walk(tokens) if t.type == "text").replace("\u200b", "")
     assert "<script>alert(1)</script>" in visible and "30%" in visible
     # Significant cells are bold: the first group's column and every comparison row, plus the two legends.
-    assert sum(1 for t in _walk(tokens) if t.type == "strong_open") == n + n + 2
+    assert sum(1 for t in walk(tokens) if t.type == "strong_open") == n + n + 2

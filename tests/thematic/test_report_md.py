@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from pipelines.thematic.render import render_md
-
-markdown_it = pytest.importorskip("markdown_it")
+from tests.thematic.markdown_tokens import parser, walk
 
 EVIL = [
     "<script>alert(1)</script>", "<iframe src=//evil.example></iframe>", "[x](javascript:alert(1))",
@@ -38,23 +35,14 @@ def _doc() -> dict[str, Any]:
     }
 
 
-def _walk(tokens: list[Any]) -> list[Any]:
-    out = []
-    for t in tokens:
-        out.append(t)
-        if t.children:
-            out.extend(_walk(t.children))
-    return out
-
-
 def test_report_has_no_html_link_or_image_from_data_and_one_row_per_theme() -> None:
     doc = _doc()
     ctype, body = render_md(doc)
     assert ctype.startswith("text/markdown")
     text = body.decode()
     assert "\r" not in text
-    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(text)
-    kinds = {t.type for t in _walk(tokens)}
+    tokens = parser().parse(text)
+    kinds = {t.type for t in walk(tokens)}
     assert not {k for k in kinds if k.startswith("html_")}, kinds
     assert "link_open" not in kinds and "image" not in kinds, kinds
     # Tables: broad themes, themes and the codebook, each with one body row per entry and no extra cells.
@@ -84,5 +72,5 @@ def test_report_has_no_html_link_or_image_from_data_and_one_row_per_theme() -> N
     h1 = [t for t in tokens if t.type == "heading_open" and t.tag == "h1"]
     assert len(h1) == 1 and len(h2) == 1 + len(doc["themes"]) + 2, (len(h1), len(h2))  # broad, themes, codebook, not analysed
     # The data are still there, as text.
-    visible = "".join(t.content for t in _walk(tokens) if t.type == "text").replace("\u200b", "")
+    visible = "".join(t.content for t in walk(tokens) if t.type == "text").replace("\u200b", "")
     assert "<script>alert(1)</script>" in visible and "[x](javascript:alert(1))" in visible
