@@ -55,7 +55,9 @@ def test_failure_retries_then_poison(basic: BasicHost) -> None:
     assert all(g >= 0.9 for g in gaps), gaps
     msg = next(iter(poison.receive_messages()))
     assert base64.b64decode(msg.content) == b"bad"  # copied unchanged
-    assert q.get_queue_properties().approximate_message_count == 0
+    # The host copies to the poison queue, then deletes the original (as the Functions host does):
+    # under load the delete can land a moment after the copy is visible.
+    wait_for(lambda: q.get_queue_properties().approximate_message_count == 0, timeout=5)
 
 
 def test_not_base64_goes_to_poison_without_running(basic: BasicHost) -> None:
