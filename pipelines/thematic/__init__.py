@@ -38,6 +38,12 @@ def check_params(params: ThematicParams) -> None:
             "sentiment=llm but no LLM provider is configured",
             [{"field": "params.sentiment", "message": "no LLM provider is configured; use lexicon"}],
         )
+    if params.label_language is not None and not llm_available():
+        raise ValidationFailed(
+            "label_language needs an LLM, and none is configured",
+            [{"field": "params.label_language",
+              "message": "no LLM provider is configured; without one, labels are phrases from the responses"}],
+        )
     if params.llm == "required" and not llm_available():
         raise ValidationFailed(
             "llm=required but no LLM provider is configured",

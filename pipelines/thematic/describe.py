@@ -423,9 +423,20 @@ def llm_label(
     quote_text: Callable[[int], str],
     usage: LLMUsage,
     progress: Callable[[int], None] | None = None,
+    label_language: str | None = None,
 ) -> None:
-    """Replace keyword labels with LLM labels and descriptions, in place. Stops cleanly on budget exhaustion."""
+    """Replace keyword labels with LLM labels and descriptions, in place. Stops cleanly on budget exhaustion.
+
+    ``label_language`` (a code of ``lang.LANGUAGE_NAMES``) asks for labels in that language; the examples
+    are sent as they are, in theirs.
+    """
+    from .lang import LANGUAGE_NAMES
+
     skip = llm_errors()
+    system = SYSTEM_LABEL
+    if label_language is not None:
+        system += (f" Write the label and the description in {LANGUAGE_NAMES[label_language]}, whatever the "
+                   "language of the examples.")
     for n, th in enumerate(themes):
         prompt = {
             "keywords": th.keywords[:10],
@@ -434,7 +445,7 @@ def llm_label(
         }
         try:
             res = client.complete_json(
-                [{"role": "system", "content": SYSTEM_LABEL}, {"role": "user", "content": json.dumps(prompt)}],
+                [{"role": "system", "content": system}, {"role": "user", "content": json.dumps(prompt)}],
                 ThemeLabel,
                 max_tokens=200,
                 purpose="thematic.label",

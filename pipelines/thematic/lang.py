@@ -33,6 +33,12 @@ from .stopwords import stopwords_for
 #: Languages the detector may answer: ours (stopwords) plus the other
 #: languages the multilingual encoder reads.
 DETECTABLE: Final = ("en", "de", "fr", "es", "it", "pt", "nl", "pl", "zh", "ja", "ko", "ru", "ar", "tr", "th")
+#: Names of those languages as an LLM is asked to write in them (``params.label_language``).
+LANGUAGE_NAMES: Final = {
+    "en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
+    "nl": "Dutch", "pl": "Polish", "zh": "Chinese (Simplified)", "ja": "Japanese", "ko": "Korean",
+    "ru": "Russian", "ar": "Arabic", "tr": "Turkish", "th": "Thai",
+}
 #: Below this the detector's answer is "und" (undetermined).
 MIN_CONFIDENCE: Final = 0.8
 #: The multilingual encoder is used under ``language="auto"`` when at least

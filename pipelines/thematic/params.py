@@ -108,6 +108,12 @@ class ThematicParams(BaseModel):
     sentiment: Literal["lexicon", "llm", "off"] = "lexicon"
     #: A metadata rating (a 1-5 or 0-10 score, or positive/neutral/negative) to use as the sentiment instead.
     sentiment_from: MetadataKey | None = None
+    #: With an LLM, the language theme labels and descriptions are written in (one of ``language``'s codes);
+    #: quotes always stay in their own language. None: the LLM answers in the responses' language. Without
+    #: an LLM labels are phrases taken from the responses, so asking for a language then is a 422.
+    label_language: Literal[
+        "en", "de", "fr", "es", "it", "pt", "nl", "pl", "zh", "ja", "ko", "ru", "ar", "tr", "th"
+    ] | None = None
     #: Id of an earlier succeeded thematic job of the same tenant: its themes (with their edits) are carried
     #: into this job and the result gains ``comparison`` (share then and now, per theme).
     compare_to: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
@@ -126,6 +132,14 @@ class ThematicParams(BaseModel):
         # Here rather than in _check, so the 422 names params.sentiment (llm is declared, so validated, first).
         if value == "llm" and info.data.get("llm") == "off":
             raise ValueError("sentiment 'llm' needs llm 'auto' or 'required'")
+        return value
+
+    @field_validator("label_language")
+    @classmethod
+    def _label_language_needs_llm(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("llm") == "off":
+            raise ValueError("label_language needs llm 'auto' or 'required': without an LLM, labels are "
+                             "phrases taken from the responses, in their own language")
         return value
 
     @model_validator(mode="after")

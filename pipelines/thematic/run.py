@@ -214,7 +214,8 @@ def _run_with(
         centroids = A.recentre(labels, emb, len(themes))
         if client is not None:
             ctx.progress("describe", 0, len(themes), "labelling themes with the LLM")
-            D.llm_label(client, themes, quote_text, usage, lambda n: ctx.progress("describe", n, len(themes)))
+            D.llm_label(client, themes, quote_text, usage, lambda n: ctx.progress("describe", n, len(themes)),
+                        label_language=params.label_language)
             ctx.raise_if_cancelled()
             if usage.skipped is None:
                 themes, labels, centroids = _merge(client, themes, labels, emb, texts, usage)

@@ -96,6 +96,12 @@ def test_another_tenants_job_is_invisible() -> None:
         (b'{"pipeline": "echo", "input": "\xff\xfe"}', 400, "body"),
         (b"[" * 5000 + b"]" * 5000, 400, "body"),
         (json.dumps({"pipeline": "echo", "input": "x" * 300_000}).encode(), 413, "body"),
+        (json.dumps({"pipeline": "thematic", "params": {"label_language": "de", "llm": "off"},
+                     "input": ["a b c"]}).encode(), 422, "params.label_language"),
+        (json.dumps({"pipeline": "thematic", "params": {"label_language": "de"}, "input": ["a b c"]}).encode(),
+         422, "params.label_language"),  # no LLM provider is configured here
+        (json.dumps({"pipeline": "thematic", "params": {"label_language": "xx"}, "input": ["a b c"]}).encode(),
+         422, "params.label_language"),
     ],
     ids=[
         "unknown-pipeline",
@@ -109,6 +115,9 @@ def test_another_tenants_job_is_invisible() -> None:
         "invalid-utf8",
         "deep-json",
         "too-large",
+        "label-language-without-llm",
+        "label-language-no-provider",
+        "label-language-unknown",
     ],
 )
 def test_bad_submissions_get_problem_json_and_store_nothing(raw: bytes, status: int, field: str) -> None:
