@@ -169,7 +169,7 @@ def idle_reaper_ops(proxy: FaultProxy, runs: int = 3) -> tuple[float, float]:
         http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})
     while run_worker_once() is not None:
         pass
-    Reaper().run()  # a process's first run: the full sweep
+    Reaper().run()  # never swept yet: this run is the full sweep, and records it in the table
     proxy.reset_counters()
     for _ in range(runs):
         Reaper().run()

@@ -35,10 +35,14 @@ ACTIVE_ROW_PREFIX: Final = "~active-"
 KIND_TENANT: Final = "tenant"
 #: Not a valid tenant (TENANT_RE starts with a letter or digit), so never a tenant's own partition.
 TENANTS_PARTITION: Final = "~tenants"
-#: Job rows fetched per query by the reaper (``RowKey eq`` terms OR-ed in one filter).
-ACTIVE_ROWS_PER_QUERY: Final = 20
-#: How often a reaper process also runs the full cross-partition sweep (retention, and anything the index
-#: cannot name: rows written before it existed). It runs at a process's first timer run too.
+#: The row of the tenants partition that says when the reaper last swept (never a tenant: it starts with ~).
+SWEEP_ROW: Final = "~sweep"
+KIND_SWEEP: Final = "sweep"
+#: Job rows fetched per query by the reaper: ``PartitionKey eq`` and this many ``RowKey eq`` terms OR-ed stay
+#: within the 15 comparisons the Table service allows in one $filter (Azurite and the fake allow more).
+ACTIVE_ROWS_PER_QUERY: Final = 14
+#: How often the reaper also runs the full cross-partition sweep (retention, and anything the index cannot
+#: name: rows written before it existed), whichever instance runs it (the marker is in the table).
 REAPER_SWEEP_SECONDS: Final = 24 * 3600
 
 # An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of

@@ -8,7 +8,7 @@ domain errors of ``shared.core.errors``: ``EtagMismatch`` (412), ``AlreadyExists
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -16,6 +16,15 @@ from typing import Any, Protocol
 from shared.core.chunks import Chunk
 from shared.core.jobs import Job
 from shared.core.messages import ChunkMessage, JobMessage
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the reaper reads first on every run (``JobRepo.index_state``)."""
+
+    tenants: tuple[str, ...]
+    #: When a full sweep last finished, on any instance; None if never.
+    swept_at: datetime | None
 
 
 class JobRepo(Protocol):
@@ -37,8 +46,20 @@ class JobRepo(Protocol):
     def scan(self, query: str, parameters: dict[str, Any], *, with_input: bool = False) -> Iterator[Job]:
         """Jobs of every tenant matching an OData filter; rows that cannot be read are skipped and logged."""
 
-    def active(self) -> Iterator[Job]:
-        """Every unfinished job of every tenant, through the active-jobs index (no cross-partition scan)."""
+    def index_state(self) -> IndexState:
+        """The tenants that ever submitted, and when the reaper last swept: one query of a small partition."""
+
+    def active(self, tenants: Iterable[str], on_error: Callable[[str, Exception], None]) -> Iterator[Job]:
+        """The unfinished jobs of ``tenants``, through the active-jobs index (no cross-partition scan).
+
+        A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
+        """
+
+    def reindex(self, jobs: Iterable[Job]) -> int:
+        """Give unfinished jobs without an index row (written before the index existed) one; how many got one."""
+
+    def mark_swept(self, at: datetime) -> None:
+        """Record that a full sweep finished at ``at`` (what ``index_state`` reports next)."""
 
     def delete(self, job: Job) -> None: ...
 

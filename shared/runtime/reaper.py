@@ -11,10 +11,11 @@ Where the rows come from. Every run reads the **active-jobs index**
 (``JobRepo.active``): the tenants partition, then per tenant its index range and
 its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
 finished row or another partition; chunks are read only for the jobs that wait on
-them. The **full sweep** (the cross-partition scans by status, and retention) runs at
-a reaper process's first run and then every ``REAPER_SWEEP_SECONDS``: it applies
-retention and finds what the index cannot name (rows written before it existed).
-Both feed the same phases, so both decide the same way.
+them. The **full sweep** (the cross-partition scans by status, and retention) runs once
+every ``REAPER_SWEEP_SECONDS``, on whichever instance's run finds it due (the last
+sweep's time is a row of the tenants partition, read with the tenants): it applies
+retention, finds what the index cannot name (rows written before it existed) and
+gives those rows their index entry. Both feed the same phases, so both decide alike.
 
 The lost-message pass does not trust age alone. A job that waits behind a deep
 backlog is not lost: its message is still in the queue. So a queued job is
@@ -38,7 +39,7 @@ from shared.core.errors import ThematiqError
 from shared.core.jobs import Job, Status, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import job_prefix
-from shared.core.ports import Stores
+from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
 from shared.storage import azure_stores
 
@@ -61,6 +62,8 @@ class ReapReport:
     waiting_settled: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: int = 0
+    #: Whether this run was the full sweep (daily) rather than an index run.
+    swept: bool = False
 
     def summary(self) -> str:
         return (
@@ -69,13 +72,8 @@ class ReapReport:
             f"re-enqueued {len(self.requeued_lost)} lost ({self.backlog_skipped} behind a backlog), "
             f"deleted {len(self.deleted)}, chunks requeued {len(self.chunks_requeued)}, "
             f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
-            f"{self.conflicts} conflicts, {self.errors} errors"
+            f"{self.conflicts} conflicts, {self.errors} errors" + (" (full sweep)" if self.swept else "")
         )
-
-
-#: When each jobs table was last swept by this process (the platform clock): a process's first run sweeps.
-#: Keyed by the table's name, not by a store object: the timer builds a new Reaper and new stores each run.
-_LAST_SWEEP: dict[str, datetime] = {}
 
 
 @dataclass(frozen=True)
@@ -99,17 +97,18 @@ class Reaper:
 
     def run(self) -> ReapReport:
         report = ReapReport()
-        sweeping = self._sweep_due() if self.sweep is None else self.sweep
         try:
-            found = self._swept() if sweeping else self._indexed(report)
+            state = self.stores.jobs.index_state()
+            sweeping = self._sweep_due(state) if self.sweep is None else self.sweep
+            errors_before = report.errors
+            report.swept = sweeping
+            found = self._swept(state, report) if sweeping else self._indexed(state, report)
         except Exception:
             # Storage away while listing: count it, still report the queue metrics; the next run tries again.
             report.errors += 1
-            log.exception("reaper: could not list the rows to look at (%s)", "sweep" if sweeping else "index")
+            log.exception("reaper: could not list the rows to look at")
             self._queue_metrics()
             return report
-        if sweeping:
-            _LAST_SWEEP[self.settings.jobs_table] = utcnow()
         phases: list[Callable[[], None]] = [
             lambda: self._stale_running(report, found.stale),
             lambda: self._lost_messages(report, found.lost),
@@ -125,19 +124,29 @@ class Reaper:
                 # A phase that cannot even list its rows (storage away) must not stop the others.
                 report.errors += 1
                 log.exception("reaper: phase %s failed", name)
+        if sweeping and report.errors == errors_before:
+            try:
+                self.stores.jobs.mark_swept(utcnow())
+            except ThematiqError:
+                log.warning("reaper: could not record the sweep; the next run sweeps again")
         self._queue_metrics()
         return report
 
-    def _sweep_due(self) -> bool:
-        last = _LAST_SWEEP.get(self.settings.jobs_table)
-        return last is None or (utcnow() - last).total_seconds() >= REAPER_SWEEP_SECONDS
+    def _sweep_due(self, state: IndexState) -> bool:
+        return state.swept_at is None or (utcnow() - state.swept_at).total_seconds() >= REAPER_SWEEP_SECONDS
+
+    def _active(self, state: IndexState, report: ReapReport) -> list[Job]:
+        def failed(tenant: str, err: Exception) -> None:
+            report.errors += 1  # that tenant waits for the next run; the others go on
+
+        return list(self.stores.jobs.active(state.tenants, failed))
 
     def _cutoffs(self) -> tuple[datetime, datetime]:
         return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
 
-    def _indexed(self, report: ReapReport) -> _Candidates:
+    def _indexed(self, state: IndexState, report: ReapReport) -> _Candidates:
         stale_at, lost_at = self._cutoffs()
-        active = list(self.stores.jobs.active())
+        active = self._active(state, report)
         waiting = [j for j in active if j.status == Status.WAITING]
         stale_chunks: list[Chunk] = []
         lost_chunks: list[Chunk] = []
@@ -167,9 +176,17 @@ class Reaper:
             lost_chunks=lost_chunks,
         )
 
-    def _swept(self) -> _Candidates:
+    def _swept(self, state: IndexState, report: ReapReport) -> _Candidates:
         stale_at, lost_at = self._cutoffs()
         jobs, chunks = self.stores.jobs, self.stores.chunks
+        # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
+        # next recovery does not wait for the next sweep.
+        indexed = {j.id for j in self._active(state, report)}
+        unfinished = jobs.scan("status eq 'queued' or status eq 'running' or status eq 'retrying' or "
+                               "status eq 'waiting'", {})
+        healed = jobs.reindex(j for j in unfinished if j.id not in indexed)
+        if healed:
+            log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
         return _Candidates(
             stale=list(jobs.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at})),
             lost=list(jobs.scan("( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff",

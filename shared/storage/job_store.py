@@ -14,7 +14,8 @@ import hashlib
 import json
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from azure.core import MatchConditions
@@ -27,11 +28,14 @@ from shared.config.constants import (
     KIND_ACTIVE,
     KIND_IDEMPOTENCY,
     KIND_JOB,
+    KIND_SWEEP,
     KIND_TENANT,
+    SWEEP_ROW,
     TENANTS_PARTITION,
 )
-from shared.core.errors import AlreadyExists, BadRequest, NotFound
+from shared.core.errors import AlreadyExists, BadRequest, NotFound, ThematiqError
 from shared.core.jobs import Job, error_fields, progress_fields
+from shared.core.ports import IndexState
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 
@@ -258,45 +262,115 @@ class JobStore:
                     continue
                 yield job
 
-    def tenants(self) -> tuple[str, ...]:
-        """Every tenant that ever submitted: one query of the small tenants partition."""
-        with storage_call("list tenants"):
-            return tuple(
-                str(e["RowKey"])
-                for e in self.table.query_entities(
-                    "PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}, select=["RowKey"]
-                )
+    def index_state(self) -> IndexState:
+        """The tenants partition read once: every tenant that ever submitted, and the last full sweep.
+
+        The sweep marker lives in the same partition (``~sweep`` cannot be a tenant), so reading it costs
+        nothing more: on Flex Consumption an instance rarely lives from one timer run to the next, so
+        process memory could not say when the last sweep was.
+        """
+        tenants: list[str] = []
+        swept_at: datetime | None = None
+        with storage_call("read the tenants partition"):
+            for e in self.table.query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}):
+                if e.get("kind") == KIND_TENANT:
+                    tenants.append(str(e["RowKey"]))
+                elif e.get("RowKey") == SWEEP_ROW and isinstance(e.get("swept_at"), datetime):
+                    swept_at = e["swept_at"]
+        return IndexState(tuple(tenants), swept_at)
+
+    def mark_swept(self, at: datetime) -> None:
+        # Unconditional: two reapers that both swept only make the next sweep come a little later.
+        with storage_call("mark the sweep"):
+            self.table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, "swept_at": at},
+                mode=UpdateMode.MERGE,
             )
 
-    def active(self) -> Iterator[Job]:
-        """Every unfinished job, through the active-jobs index: per tenant one RowKey-range query of its
-        index rows, then its job rows ``ACTIVE_ROWS_PER_QUERY`` at a time. Never a cross-partition scan,
-        and never a finished row. A row that cannot be read is logged and skipped."""
-        for tenant in self.tenants():
-            with storage_call("read the active-jobs index"):
-                ids = [
-                    str(e["job_id"])
-                    for e in self.table.query_entities(
-                        "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                        parameters={"pk": tenant, **_range(ACTIVE_ROW_PREFIX)},
-                        select=["job_id"],
-                    )
-                ]
-            for start in range(0, len(ids), ACTIVE_ROWS_PER_QUERY):
-                part = ids[start : start + ACTIVE_ROWS_PER_QUERY]
-                # The SDK substitutes @params only where they stand between spaces.
-                terms = " or ".join(f"RowKey eq @r{i}" for i in range(len(part)))
-                params: dict[str, Any] = {"pk": tenant, **{f"r{i}": job_id for i, job_id in enumerate(part)}}
-                with storage_call("read active jobs"):
-                    entities = [*self.table.query_entities(
-                        f"PartitionKey eq @pk and ( {terms} )", parameters=params, select=_PUBLIC_COLUMNS
-                    )]
-                for entity in entities:
-                    try:
-                        yield Job.from_entity(entity)
-                    except (KeyError, TypeError, ValueError) as err:
-                        log.error("skipping unreadable job row %s/%s (%s)", tenant, entity.get("RowKey"),
-                                  type(err).__name__)
+    def active(self, tenants: Iterable[str], on_error: Callable[[str, Exception], None]) -> Iterator[Job]:
+        """The unfinished jobs of ``tenants``, through the active-jobs index: per tenant one RowKey-range query
+        of its index rows, then its job rows ``ACTIVE_ROWS_PER_QUERY`` at a time. No cross-partition scan,
+        and no finished row comes back. A tenant that cannot be read goes to ``on_error`` and the others go on;
+        an unreadable row is logged and skipped; an index row whose job finished or is gone (only a bug or a
+        hand edit leaves one) is removed."""
+        for tenant in tenants:
+            try:
+                yield from self._active_of(tenant)
+            except ThematiqError as err:
+                log.warning("could not read the active jobs of tenant %s (%s)", tenant, type(err).__name__)
+                on_error(tenant, err)
+
+    def _active_of(self, tenant: str) -> Iterator[Job]:
+        ids: list[str] = []
+        with storage_call("read the active-jobs index"):
+            for e in self.table.query_entities(
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                parameters={"pk": tenant, **_range(ACTIVE_ROW_PREFIX)},
+                select=["RowKey", "job_id"],
+            ):
+                job_id = e.get("job_id")
+                if isinstance(job_id, str) and job_id:
+                    ids.append(job_id)
+                else:
+                    log.error("skipping unreadable index row %s/%s", tenant, e.get("RowKey"))
+        for start in range(0, len(ids), ACTIVE_ROWS_PER_QUERY):
+            part = ids[start : start + ACTIVE_ROWS_PER_QUERY]
+            # The SDK substitutes @params only where they stand between spaces.
+            terms = " or ".join(f"RowKey eq @r{i}" for i in range(len(part)))
+            params: dict[str, Any] = {"pk": tenant, **{f"r{i}": job_id for i, job_id in enumerate(part)}}
+            with storage_call("read active jobs"):
+                entities = [*self.table.query_entities(
+                    f"PartitionKey eq @pk and ( {terms} )", parameters=params, select=_PUBLIC_COLUMNS
+                )]
+            seen: set[str] = set()
+            for entity in entities:
+                seen.add(str(entity.get("RowKey")))
+                try:
+                    job = Job.from_entity(entity)
+                except (KeyError, TypeError, ValueError) as err:
+                    log.error("skipping unreadable job row %s/%s (%s)", tenant, entity.get("RowKey"),
+                              type(err).__name__)
+                    continue
+                if job.status.terminal:
+                    self._drop_stray(tenant, job.id)
+                    continue
+                yield job
+            for job_id in set(part) - seen:
+                self._drop_stray(tenant, job_id)
+
+    def _drop_stray(self, tenant: str, job_id: str) -> None:
+        # Best effort: a later run tries again. Never racing a live job: the job row and its index row are
+        # created together, and no transition leads out of a terminal state.
+        log.warning("removing the index row of %s/%s: the job is finished or gone", tenant, job_id)
+        try:
+            with storage_call("remove a stray index row"):
+                self.table.delete_entity(tenant, active_row_key(job_id))
+        except ThematiqError:
+            pass
+
+    def reindex(self, jobs: Iterable[Job]) -> int:
+        """Give unfinished jobs without an index row (written before the index existed) one.
+
+        Upsert the index row, then re-read the job: one that finished meanwhile (its terminal write came
+        before the upsert, so it had nothing to delete) loses the row again; a terminal write after the
+        upsert deletes it in its own transaction. Either way no unfinished job stays out of the index and
+        no finished one keeps a row.
+        """
+        added = 0
+        for job in jobs:
+            if job.status.terminal:
+                continue
+            with storage_call("index an unindexed job"):
+                self.table.upsert_entity(_active_row(job), mode=UpdateMode.MERGE)
+            try:
+                fresh: Job | None = self.get(job.tenant, job.id)
+            except NotFound:
+                fresh = None
+            if fresh is None or fresh.status.terminal:
+                self._drop_stray(job.tenant, job.id)
+            else:
+                added += 1
+        return added
 
     # -- write ---------------------------------------------------------------
     def update(self, job: Job, **changes: Any) -> Job:
@@ -333,11 +407,13 @@ class JobStore:
         try:
             result = self.table.submit_transaction([merge, index_op])
         except TableTransactionError as err:
-            if err.status_code == 404 and err.index == 0:
-                raise NotFound("job not found") from err
-            if err.status_code == 404 and index_op[0] == "delete" and err.index == 1:
-                # No index row (a job written before the index existed): finish it with the plain write.
+            if err.status_code == 404 and index_op[0] == "delete":
+                # No index row (a job written before the index existed), or no job row: the plain conditional
+                # write finishes the first and raises NotFound for the second. Not decided by err.index, which
+                # the SDK reports as 0 whenever it cannot parse the service's message.
                 return self._merge(entity, etag)
+            if err.status_code == 404:
+                raise NotFound("job not found") from err
             raise
         return dict(result[0])
 
