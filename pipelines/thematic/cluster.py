@@ -71,10 +71,8 @@ PRIOR_MAX = 25
 PRIOR_WINDOW = 1.6
 #: The coarse peak of the curve is searched up to this k (the broad level: 3-12 themes).
 BROAD_MAX = 12
-#: Two peaks are two levels of structure when the curve falls by this fraction between them ...
+#: Two peaks are two levels of structure (the loser is reported) when the curve falls by this fraction between them.
 DIP = 0.05
-#: ... and then the finer one wins only when it scores this much higher.
-FINE_GAIN = 0.25
 #: Points used to choose k (silhouette is O(sample²)).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -231,9 +229,14 @@ def silhouette(x: F32, labels: I64) -> float:
 
 def silhouette_from_distances(d: F32, labels: I64) -> float:
     """Silhouette given the pairwise distance matrix (computed once, reused for every k)."""
+    return float(silhouette_values(d, labels).mean()) if len(labels) else 0.0
+
+
+def silhouette_values(d: F32, labels: I64) -> NDArray[np.float64]:
+    """Per-point cosine silhouette given the pairwise distances; all 0 for one group."""
     uniq = np.unique(labels)
     if len(uniq) < 2:
-        return 0.0
+        return np.zeros(len(labels))
     onehot = (labels[:, None] == uniq[None, :]).astype(np.float32)
     counts = onehot.sum(axis=0)
     tot = d @ onehot
@@ -244,8 +247,8 @@ def silhouette_from_distances(d: F32, labels: I64) -> float:
     mean_d = tot / np.maximum(counts, 1)
     mean_d[rows, own] = np.inf
     b = mean_d.min(axis=1)
-    s = np.where(own_count > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
-    return float(s.mean())
+    s: NDArray[np.float64] = np.where(own_count > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
+    return s
 
 
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
@@ -330,14 +333,21 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     rows: list[dict[str, float]] = []
     for k in ks:
         vals = []
+        median = 0.0
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
-            vals.append(silhouette_from_distances(dist, labels))
+            per_point = silhouette_values(dist, labels)
+            vals.append(float(per_point.mean()))
+            if vals[-1] >= max(vals):
+                median = float(np.median(per_point))
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
-        # estimate of how well k groups can fit.
-        rows.append({"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals))})
+        # estimate of how well k groups can fit. ``median``: the typical
+        # response's silhouette in that best run (see choose_k).
+        rows.append(
+            {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median}
+        )
     return rows
 
 
@@ -365,13 +375,21 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
     1. Silhouette per candidate k (see :func:`silhouette_curve`), up to the
        adaptive cap (:func:`auto_cap`).
     2. The coarse peak (best k <= ``BROAD_MAX``) and the fine peak (best
-       overall; the smallest k within ``PARSIMONY`` of a peak is taken). When
-       the curve dips by >= ``DIP`` between them, they are two levels of
-       structure (news categories vs stories, topics vs near-paraphrase
-       groups): the coarse one wins unless the fine one scores >=
-       ``FINE_GAIN`` higher. Without a dip it is one rising curve (intents)
-       and the fine peak wins. The losing peak is reported as an alternative
-       reading (and the fine one becomes the sub-theme level).
+       k > ``BROAD_MAX``; for each the smallest k within ``PARSIMONY`` of the
+       best is taken). The fine peak is the themes when it scores at least as
+       well as the coarse one on both the mean and the *median* per-point
+       silhouette. Near-paraphrase groups (BBC headlines: stories told by
+       several articles) give a minority of tight points a very high
+       silhouette and the rest a worse one: the mean rises, the median falls,
+       and the coarse level wins (a split decision: confidence halved). Real
+       sub-themes (DBPedia classes, newsgroups, intents) lift the typical
+       point too. (The rule before, "coarse unless the fine peak's mean is
+       25 % higher", could not tell the two apart: on the nested benchmark
+       sets the fine mean is 0.98-1.19x the coarse one, on BBC headlines
+       1.05-1.11x with a median of 0.81-0.88x.) The losing peak is
+       reported as an alternative reading when the decision was split or the
+       curve dips by ``DIP`` between the peaks (then it is also ``fine_k``,
+       the sub-theme level, when finer).
     3. Weak or flat structure: the best silhouette is below
        ``WEAK_STRUCTURE``, or the winner is k <= 3 and no better than
        ``FLAT_MARGIN`` above the best k >= 6 (a binary split of a cloud, e.g.
@@ -389,39 +407,43 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
     rows = silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed)
     sil = [r["silhouette"] for r in rows]
     s_best = max(sil)
-    fine = _parsimonious(rows)
     coarse_rows = [r for r in rows if r["k"] <= BROAD_MAX]
-    coarse = _parsimonious(coarse_rows) if coarse_rows else fine
-    chosen, rival = fine, None
+    fine_rows = [r for r in rows if r["k"] > BROAD_MAX]
+    coarse = _parsimonious(coarse_rows) if coarse_rows else _parsimonious(rows)
+    fine = _parsimonious(fine_rows) if fine_rows and coarse_rows else None
+    chosen, rival, split = coarse, None, False
     note = (
         f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}: "
         f"best {s_best:.4f}; "
     )
-    if coarse["k"] != fine["k"]:
+    if fine is None:
+        note += f"smallest k within {PARSIMONY:.0%} of it: k={int(coarse['k'])} ({coarse['silhouette']:.4f})"
+    else:
         i_c, i_f = rows.index(coarse), rows.index(fine)
-        lo_c, hi_c = sorted((i_c, i_f))
-        valley = min(sil[lo_c : hi_c + 1])
-        c_peak = max(r["silhouette"] for r in coarse_rows)
-        dipped = valley <= c_peak * (1 - DIP)
-        if dipped and fine["silhouette"] < c_peak * (1 + FINE_GAIN):
-            chosen, rival = coarse, fine
+        valley = min(sil[i_c : i_f + 1])
+        dipped = valley <= coarse["silhouette"] * (1 - DIP)
+        better_mean = fine["silhouette"] >= coarse["silhouette"]
+        better_median = fine["median"] >= coarse["median"]
+        fine_wins = better_mean and better_median
+        split = better_mean != better_median
+        chosen = fine if fine_wins else coarse
+        loser = coarse if fine_wins else fine
+        rival = loser if dipped or split else None
+        note += (
+            f"coarse peak k={int(coarse['k'])} (mean {coarse['silhouette']:.4f}, median {coarse['median']:.4f}), "
+            f"fine peak k={int(fine['k'])} (mean {fine['silhouette']:.4f}, median {fine['median']:.4f})"
+            + (f", a dip to {valley:.4f} between them" if dipped else "")
+            + "; "
+        )
+        if fine_wins:
+            note += "the fine level fits the typical response at least as well (mean and median), so it is the themes"
+        elif better_mean:
             note += (
-                f"a coarse peak at k={int(coarse['k'])} ({c_peak:.4f}) and a fine one at k={int(fine['k'])} "
-                f"({fine['silhouette']:.4f}) with a dip to {valley:.4f} between them; the fine one is less than "
-                f"{FINE_GAIN:.0%} higher, so the coarse reading is the themes and the fine one the sub-themes"
+                "the fine level scores higher on the mean but lower on the median: its gain is a minority of "
+                "very tight groups (near-paraphrases), not the typical response, so the coarse reading is the themes"
             )
         else:
-            rival = coarse if dipped else None
-            note += (
-                f"smallest k within {PARSIMONY:.0%} of it: k={int(fine['k'])} ({fine['silhouette']:.4f})"
-                + (
-                    f"; a coarser peak at k={int(coarse['k'])} ({c_peak:.4f}) scores {FINE_GAIN:.0%}+ lower"
-                    if dipped
-                    else ""
-                )
-            )
-    else:
-        note += f"smallest k within {PARSIMONY:.0%} of it: k={int(fine['k'])} ({fine['silhouette']:.4f})"
+            note += "the coarse level scores higher, so it is the themes"
     i = rows.index(chosen)
     k_lo, k_hi = _plateau(rows, i)
     strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.10))
@@ -433,7 +455,8 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
     alternatives = sorted({k for k in (k_lo, k_hi) if k != int(chosen["k"])})
     if rival is not None:
         alternatives = sorted(set(alternatives) | {int(rival["k"])})
-        if rival["silhouette"] >= chosen["silhouette"] * 0.9:
+        if split:
+            # A split decision (the rival wins on the mean or on the median): two readings, equally arguable.
             confidence *= 0.5
     note += f"; k={k_lo}..{k_hi} score within {PLATEAU:.0%} of the chosen k"
     above6 = [r["silhouette"] for r in rows if r["k"] >= 6]
@@ -444,6 +467,7 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
         kp = min(prior_k(n), k_max)
         lo, hi = max(k_min, math.ceil(kp / PRIOR_WINDOW)), min(k_max, math.floor(kp * PRIOR_WINDOW))
         window = [r for r in rows if lo <= r["k"] <= hi] or rows
+        picked = chosen
         chosen = max(window, key=lambda r: r["silhouette"])
         criterion = "prior"
         confidence = min(confidence, 0.25)
@@ -451,8 +475,8 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
         why = (
             f"structure is weak (best silhouette {s_best:.3f} < {WEAK_STRUCTURE})"
             if weak
-            else f"the curve is flat (k={int(fine['k'])} scores only "
-            f"{fine['silhouette'] - max(above6):.3f} above the best k >= 6)"
+            else f"the curve is flat (k={int(picked['k'])} scores only "
+            f"{picked['silhouette'] - max(above6):.3f} above the best k >= 6)"
         )
         note = (
             f"{why}: the count is a judgement, not a finding. Took the best-scoring k within the "
@@ -463,6 +487,7 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
     for r in rows:
         r["silhouette"] = round(r["silhouette"], 5)
         r["seed_spread"] = round(r["seed_spread"], 5)
+        r["median"] = round(r["median"], 5)
     return CountChoice(
         k=int(chosen["k"]),
         criterion=criterion,
@@ -474,7 +499,7 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
         alternatives=alternatives,
         k_range=[k_lo, k_hi],
         cap=k_max,
-        fine_k=int(fine["k"]) if criterion == "silhouette" and fine["k"] > chosen["k"] else None,
+        fine_k=int(rival["k"]) if criterion == "silhouette" and rival is not None and rival["k"] > chosen["k"] else None,
     )
 
 
@@ -528,7 +553,7 @@ def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], l
     """Parent (broad theme) index per theme, for k > ``BROAD_MAX``: themes grouped into 3..12 broad themes.
 
     The theme centres are clustered (spherical k-means, 8 restarts) for each
-    candidate count; the count whose induced partition of the *responses* has
+    candidate count (at most k / 2, so each broad theme holds two themes on average); the count whose induced partition of the *responses* has
     the best silhouette (on a sample, full space) wins, smallest within
     ``PARSIMONY``. Every theme lies in exactly one broad theme.
     """
@@ -539,7 +564,8 @@ def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], l
     dist = (1.0 - x[keep] @ x[keep].T).astype(np.float32)
     rows: list[dict[str, float]] = []
     found: dict[int, list[int]] = {}
-    for kb in range(BROAD_MIN, min(BROAD_MAX, k - 1) + 1):
+    # At least two themes per broad theme on average: 13 themes under 10 broad ones is not a second level.
+    for kb in range(BROAD_MIN, min(BROAD_MAX, k - 1, max(BROAD_MIN, k // 2)) + 1):
         g, _ = spherical_kmeans(cents, kb, seed=seed, n_init=8)
         kb_real = len(np.unique(g))
         sil = silhouette_from_distances(dist, g[labels[keep]])

@@ -114,3 +114,55 @@ def test_cap_adapts_to_size() -> None:
     assert auto_cap(2250, 5, None) >= 150  # CLINC150's test split
     assert auto_cap(100_000, 5, None) == 200
     assert auto_cap(5000, 5, 40) == 40
+
+
+def _nested_fine(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    # Long multi-topic texts (DBpedia, sentences of 60 articles): 6 broad
+    # themes, each of 10 real sub-themes of 12 members. Every point belongs to
+    # a fine group; the broad level is a weaker, coarser reading of the same data.
+    rng = np.random.default_rng(seed)
+    broad = rng.normal(size=(6, DIM))
+    fine = np.concatenate([b + 1.0 * rng.normal(size=(10, DIM)) for b in broad])
+    return _groups([12] * 60, noise=0.8, seed=seed, centres=fine)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fine_level_of_real_groups_wins_over_the_broad_peak(seed: int) -> None:
+    # The curve has a coarse peak at 6, a dip, and a fine peak near 60 scoring
+    # only ~10-25 % higher: the old rule (coarse unless fine >= 25 % higher)
+    # answered 6. The fine level also fits the typical point better (median
+    # silhouette), so it is the themes, and the broad level comes from above.
+    x, y = _nested_fine(seed)
+    res = cluster(x, num_themes=None, max_themes=None, min_theme_size=5, seed=0)
+    assert res.count is not None
+    assert 45 <= res.k <= 75, res.explanation
+    assert "typical response" in res.explanation
+    assert res.count.confidence_label in ("high", "medium"), res.count
+    assert _pure(res.labels, y) >= 0.8
+    groups, _ = broad_level(x, res.labels, res.k, seed=0)
+    assert 3 <= len(set(groups)) <= 12
+
+
+def _broad_with_near_duplicates(seed: int) -> np.ndarray:
+    # Headlines-like: 5 diffuse broad themes of 200; 40 % of each theme's points
+    # come in tight bunches of 6 (near-paraphrases of one story), the rest are singletons.
+    rng = np.random.default_rng(seed)
+    pts = []
+    for b in rng.normal(size=(5, DIM)):
+        for _ in range(80 // 6):
+            pts.append(b + 2.0 * rng.normal(size=DIM) + 0.4 * rng.normal(size=(6, DIM)))
+        pts.append(b + 2.0 * rng.normal(size=(200 - (80 // 6) * 6, DIM)))
+    return _unit(np.concatenate(pts))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_near_duplicate_bunches_do_not_outvote_the_broad_themes(seed: int) -> None:
+    # The mean silhouette peaks at ~120 (the tight bunches score ~0.6 and pull
+    # the mean up; the old rule answered 121-126) while the typical point fits
+    # that partition worse than the 5 broad themes (median silhouette): coarse wins.
+    x = _broad_with_near_duplicates(seed)
+    c = choose_k(x, 2, auto_cap(len(x), 5, None), seed=0)
+    assert c.k == 5 and c.criterion == "silhouette", c.explanation
+    assert "near-paraphrases" in c.explanation
+    assert c.fine_k is not None and c.fine_k > 60 and c.fine_k in c.alternatives
+    assert c.confidence_label == "low"  # a split decision: the mean says fine, the median says coarse
