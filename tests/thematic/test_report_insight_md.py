@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.thematic.render import render_md
-from tests.thematic.markdown_tokens import parser, walk
+from tests.thematic.markdown_tokens import parser, table_rows, walk
 
 EVIL = ["<script>alert(1)</script>", "[x](javascript:alert(1))", "![t](https://tracker.example/p.png)",
         "a | b | c", "line\r\n|---|---|", "https://evil.example"]
@@ -38,21 +38,7 @@ def test_insight_tables_have_one_row_per_theme_and_nothing_active_from_data() ->
     tokens = parser().parse(text)
     kinds = {t.type for t in walk(tokens)}
     assert not {k for k in kinds if k.startswith("html_")} and "link_open" not in kinds and "image" not in kinds
-    tables: list[list[int]] = []
-    in_body, cells = False, 0
-    for t in tokens:
-        if t.type == "table_open":
-            tables.append([])
-        elif t.type == "tbody_open":
-            in_body = True
-        elif t.type == "tbody_close":
-            in_body = False
-        elif t.type == "tr_open":
-            cells = 0
-        elif t.type in ("td_open", "th_open"):
-            cells += 1
-        elif t.type == "tr_close" and in_body:
-            tables[-1].append(cells)
+    tables = table_rows(tokens)
     n = len(doc["themes"])
     # themes, sentiment, the breakdown (one column per group) and the comparison: a row per theme each.
     assert [len(t) for t in tables] == [n, n, n, n], tables

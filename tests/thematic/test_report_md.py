@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.thematic.render import render_md
-from tests.thematic.markdown_tokens import parser, walk
+from tests.thematic.markdown_tokens import parser, table_rows, walk
 
 EVIL = [
     "<script>alert(1)</script>", "<iframe src=//evil.example></iframe>", "[x](javascript:alert(1))",
@@ -46,25 +46,7 @@ def test_report_has_no_html_link_or_image_from_data_and_one_row_per_theme() -> N
     assert not {k for k in kinds if k.startswith("html_")}, kinds
     assert "link_open" not in kinds and "image" not in kinds, kinds
     # Tables: broad themes, themes and the codebook, each with one body row per entry and no extra cells.
-    tables: list[list[int]] = []
-    rows: list[int] = []
-    cells = 0
-    in_body = False
-    for t in tokens:
-        if t.type == "table_open":
-            rows = []
-        elif t.type == "tbody_open":
-            in_body = True
-        elif t.type == "tbody_close":
-            in_body = False
-        elif t.type == "tr_open":
-            cells = 0
-        elif t.type in ("td_open", "th_open"):
-            cells += 1
-        elif t.type == "tr_close" and in_body:
-            rows.append(cells)
-        elif t.type == "table_close":
-            tables.append(rows)
+    tables = table_rows(tokens)
     assert [len(r) for r in tables] == [len(doc["parents"]), len(doc["themes"]), len(doc["seed_themes"])], tables
     assert all(c == 4 for c in tables[0] + tables[1]) and all(c == 3 for c in tables[2]), tables
     # Headings: the report's own, one per theme, none from data.
