@@ -15,6 +15,7 @@ import pytest
 
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
+from shared.core.errors import StorageUnavailable
 from shared.core.jobs import Status
 from shared.core.lifecycle import Lifecycle
 from shared.core.messages import JobMessage
@@ -221,3 +222,29 @@ def test_b_a_committed_insert_whose_retries_cannot_connect_is_still_decided_by_r
     submitted = submit(backend, key=key)
     assert submitted.created
     assert [x.id for x in jobs(backend)] == [submitted.job.id]
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+def test_a_webhook_record_whose_answer_is_lost_is_decided_by_reading(backend: Backend, mode: str) -> None:
+    """``Lifecycle.record_callback`` on the same primitive: committed, answer lost → applied, recorded once."""
+    j = submit(backend).job
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    life = Lifecycle(backend.stores)
+    rule = backend.faults.arm("table", mode, method="MERGE", contains='"callback_status":"delivered"', count=1)
+    assert life.record_callback(job(backend, j.id), "delivered", 1, None) is True
+    assert rule.hits == 1
+    row = job(backend, j.id)
+    assert (row.callback_status, row.callback_attempts) == ("delivered", 1)
+    # Final: a late "retrying" report of an earlier try does not overwrite it.
+    assert life.record_callback(row, "retrying", 1, "timeout") is False
+    assert job(backend, j.id).callback_status == "delivered"
+
+
+def test_a_webhook_record_refused_cleanly_changes_nothing(backend: Backend) -> None:
+    j = submit(backend).job
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    backend.faults.arm("table", "refuse", method="MERGE", contains='"callback_status"', count=1000)
+    with pytest.raises(StorageUnavailable):
+        Lifecycle(backend.stores).record_callback(job(backend, j.id), "delivered", 1, None)
+    backend.faults.disarm()
+    assert job(backend, j.id).callback_status is None
