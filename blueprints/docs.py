@@ -13,15 +13,14 @@ inlined blocks by hash and same-origin ``fetch``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import azure.functions as func
 
 from shared.api.http import AUTH_LEVEL, api_handler, html_page, json_response
 from shared.api.openapi import document
+from shared.api.pages import Inline, Page, PageCache, inline
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 
@@ -47,16 +46,6 @@ _TAGS = {
 }
 
 
-@dataclass(frozen=True)
-class DocsPage:
-    html: bytes
-    csp: str
-
-
-def _hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
-
-
 def _vendored(name: str, static_dir: Path) -> str:
     data = (static_dir / VENDOR / name).read_bytes()
     if hashlib.sha256(data).hexdigest() != PINNED[name]:
@@ -64,54 +53,27 @@ def _vendored(name: str, static_dir: Path) -> str:
     return data.decode("utf-8")
 
 
-def build_docs_page(static_dir: Path = STATIC_DIR) -> DocsPage:
-    html = (static_dir / "docs.html").read_text(encoding="utf-8")
-    css = _vendored("swagger-ui.css", static_dir)
-    bundle = _vendored("swagger-ui-bundle.js", static_dir)
-    init = (static_dir / "docs.js").read_text(encoding="utf-8")
-    if any(tag not in html for tag in _TAGS.values()):
-        raise RuntimeError("docs.html must reference the stylesheet and scripts with the exact tags replaced here")
-    for text in (bundle, init):
-        if "</script" in text.lower():
-            raise RuntimeError("an inlined script must not contain a closing </script> tag")
-    if "</style" in css.lower():
-        raise RuntimeError("the inlined stylesheet must not contain a closing </style> tag")
-    html = (
-        html.replace(_TAGS["css"], f"<style>{css}</style>")
-        .replace(_TAGS["bundle"], f"<script>{bundle}</script>")
-        .replace(_TAGS["init"], f"<script>{init}</script>")
-    )
-    csp = "; ".join(
+def build_docs_page(static_dir: Path = STATIC_DIR) -> Page:
+    return inline(
+        (static_dir / "docs.html").read_text(encoding="utf-8"),
         [
-            "default-src 'none'",
-            f"script-src {_hash(bundle)} {_hash(init)}",
-            f"style-src {_hash(css)}",
-            "connect-src 'self'",
-            "img-src 'self' data:",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        ]
+            Inline(_TAGS["css"], "style", _vendored("swagger-ui.css", static_dir)),
+            Inline(_TAGS["bundle"], "script", _vendored("swagger-ui-bundle.js", static_dir)),
+            Inline(_TAGS["init"], "script", (static_dir / "docs.js").read_text(encoding="utf-8")),
+        ],
+        "docs.html",
     )
-    return DocsPage(html.encode("utf-8"), csp)
 
 
-_page: tuple[float, DocsPage] | None = None
-
-
-def docs_page() -> DocsPage:
-    """The built page, rebuilt when a source file changes."""
-    global _page
-    files = ("docs.html", "docs.js", VENDOR + "swagger-ui.css", VENDOR + "swagger-ui-bundle.js")
-    stamp = max((STATIC_DIR / n).stat().st_mtime for n in files)
-    if _page is None or _page[0] != stamp:
-        _page = (stamp, build_docs_page())
-    return _page[1]
+#: Rebuilt when a source file changes.
+_PAGE = PageCache(
+    STATIC_DIR, ("docs.html", "docs.js", VENDOR + "swagger-ui.css", VENDOR + "swagger-ui-bundle.js"), build_docs_page
+)
 
 
 @bp.function_name("docs")
 @bp.route(route="docs", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def docs(req: func.HttpRequest) -> func.HttpResponse:
-    built = docs_page()
+    built = _PAGE.get()
     return html_page(built.html, built.csp)
