@@ -144,14 +144,25 @@ class Reaper:
     def _cutoffs(self) -> tuple[datetime, datetime]:
         return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
 
+    def _due(self, unfinished: list[Job], stale_chunks: list[Chunk], lost_chunks: list[Chunk]) -> _Candidates:
+        """The unfinished jobs the phases act on, picked by the same rules whichever way they were found."""
+        stale_at, lost_at = self._cutoffs()
+        return _Candidates(
+            stale=[j for j in unfinished if j.status == Status.RUNNING and j.heartbeat_at is not None
+                   and j.heartbeat_at < stale_at],
+            lost=[j for j in unfinished if j.status in (Status.QUEUED, Status.RETRYING) and j.available_at < lost_at],
+            waiting=[j for j in unfinished if j.status == Status.WAITING],
+            stale_chunks=stale_chunks,
+            lost_chunks=lost_chunks,
+        )
+
     def _indexed(self, state: IndexState, report: ReapReport) -> _Candidates:
         stale_at, lost_at = self._cutoffs()
         active = self._active(state, report)
-        waiting = [j for j in active if j.status == Status.WAITING]
         stale_chunks: list[Chunk] = []
         lost_chunks: list[Chunk] = []
-        for job in waiting:
-            if not job.wait_stage:
+        for job in active:
+            if job.status != Status.WAITING or not job.wait_stage:
                 continue
             try:
                 # Only a waiting job has chunks in flight: one range query of its stage.
@@ -167,33 +178,24 @@ class Reaper:
                     stale_chunks.append(chunk)
                 elif chunk.status == ChunkStatus.QUEUED and chunk.queued_at is not None and chunk.queued_at < lost_at:
                     lost_chunks.append(chunk)
-        return _Candidates(
-            stale=[j for j in active if j.status == Status.RUNNING and j.heartbeat_at is not None
-                   and j.heartbeat_at < stale_at],
-            lost=[j for j in active if j.status in (Status.QUEUED, Status.RETRYING) and j.available_at < lost_at],
-            waiting=waiting,
-            stale_chunks=stale_chunks,
-            lost_chunks=lost_chunks,
-        )
+        return self._due(active, stale_chunks, lost_chunks)
 
     def _swept(self, state: IndexState, report: ReapReport) -> _Candidates:
         stale_at, lost_at = self._cutoffs()
         jobs, chunks = self.stores.jobs, self.stores.chunks
+        # One cross-partition scan of every unfinished job: the phases pick from it in memory, as from the index.
+        unfinished = list(jobs.scan("status eq 'queued' or status eq 'running' or status eq 'retrying' or "
+                                    "status eq 'waiting'", {}))
         # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
         # next recovery does not wait for the next sweep.
         indexed = {j.id for j in self._active(state, report)}
-        unfinished = jobs.scan("status eq 'queued' or status eq 'running' or status eq 'retrying' or "
-                               "status eq 'waiting'", {})
         healed = jobs.reindex(j for j in unfinished if j.id not in indexed)
         if healed:
             log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
-        return _Candidates(
-            stale=list(jobs.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at})),
-            lost=list(jobs.scan("( status eq 'queued' or status eq 'retrying' ) and available_at lt @cutoff",
-                                {"cutoff": lost_at})),
-            waiting=list(jobs.scan("status eq 'waiting'", {})),
-            stale_chunks=chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at}),
-            lost_chunks=chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost_at}),
+        return self._due(
+            unfinished,
+            chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at}),
+            chunks.scan("status eq 'queued' and queued_at lt @cutoff", {"cutoff": lost_at}),
         )
 
     def _each(self, rows: Iterable[T], what: str, report: ReapReport, fn: Callable[[T], None]) -> None:

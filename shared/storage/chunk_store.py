@@ -17,14 +17,10 @@ from shared.core.chunks import KIND_CHUNK, Chunk, chunk_row, stage_prefix
 from shared.core.errors import AlreadyExists
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
+from shared.storage.keys import prefix_range
 
 log = logging.getLogger(__name__)
 _BATCH = 100  # entity-group transactions hold at most 100 entities
-
-
-def _prefix_range(prefix: str) -> dict[str, str]:
-    """``lo``/``hi`` bounds of the RowKeys that start with ``prefix`` (for ``RowKey ge @lo and RowKey lt @hi``)."""
-    return {"lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
 
 
 # Columns for fan-in checks and progress: everything but the inline input.
@@ -101,7 +97,7 @@ class ChunkStore:
         """Every chunk of one stage: a range query inside the job's partition."""
         prefix = stage_prefix(job_id, stage)
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **_prefix_range(prefix)}
+        params = {"pk": tenant, **prefix_range(prefix)}
         with storage_call("list chunks"):
             return [Chunk.from_entity(e) for e in self.table.query_entities(query, parameters=params, select=_SUMMARY)]
 
@@ -140,7 +136,7 @@ class ChunkStore:
         """Delete every chunk row of a job (retention), in transactions of up to 100."""
         prefix = f"{job_id}~c~"
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **_prefix_range(prefix)}
+        params = {"pk": tenant, **prefix_range(prefix)}
         with storage_call("delete chunks"):
             rows = [
                 {"PartitionKey": tenant, "RowKey": e["RowKey"]}

@@ -38,6 +38,7 @@ from shared.core.jobs import Job, error_fields, progress_fields
 from shared.core.ports import IndexState
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
+from shared.storage.keys import prefix_range
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,6 @@ def active_row_key(job_id: str) -> str:
 
 def _active_row(job: Job) -> dict[str, Any]:
     return {"PartitionKey": job.tenant, "RowKey": active_row_key(job.id), "kind": KIND_ACTIVE, "job_id": job.id}
-
-
-def _range(prefix: str) -> dict[str, str]:
-    return {"lo": prefix, "hi": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
 
 
 def encode_cursor(token: Any) -> str | None:
@@ -190,7 +187,7 @@ class JobStore:
                     raise AlreadyExists("the job or its idempotency key exists") from err
                 raise
         etag = result[0].get("etag") if result else None
-        return job.with_changes(idempotency_row=row, etag=etag) if row else job.with_changes(etag=etag)
+        return job.with_changes(idempotency_row=row, etag=etag)
 
     def _register_tenant(self, tenant: str) -> None:
         # An upsert is idempotent, so an ambiguous answer needs no decision: a failure answers the
@@ -305,7 +302,7 @@ class JobStore:
         with storage_call("read the active-jobs index"):
             for e in self.table.query_entities(
                 "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                parameters={"pk": tenant, **_range(ACTIVE_ROW_PREFIX)},
+                parameters={"pk": tenant, **prefix_range(ACTIVE_ROW_PREFIX)},
                 select=["RowKey", "job_id"],
             ):
                 job_id = e.get("job_id")
