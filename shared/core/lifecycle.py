@@ -46,7 +46,6 @@ from shared.core.conditional import Applied
 from shared.core.errors import (
     AlreadyExists,
     Conflict,
-    Contended,
     LostClaim,
     NotFound,
     StorageUnavailable,
@@ -237,7 +236,7 @@ class Lifecycle:
 
         try:
             result = self._job(job, "claim", plan, lambda row: row.owner == owner, with_input=True)
-        except (StorageUnavailable, Contended) as err:
+        except StorageUnavailable as err:  # Contended too: it is one
             # The claim may have landed and nobody can tell now: whoever handles this must give it back by
             # owner (a release conditional on our owner is right whether or not the claim landed).
             raise ClaimUnresolved(job.with_changes(status=Status.RUNNING, attempts=attempt, owner=owner)) from err

@@ -38,7 +38,7 @@ from opentelemetry.trace import Span
 
 from shared.config.constants import FENCE_FRACTION
 from shared.config.settings import Settings
-from shared.core.errors import Contended, LostClaim, StorageUnavailable
+from shared.core.errors import LostClaim, StorageUnavailable
 from shared.core.jobs import JobError, Progress
 from shared.core.lifecycle import Lifecycle
 from shared.core.ports import Stores
@@ -187,7 +187,7 @@ class AttemptRunner:
                 self._cancel_wanted = self._cancel_wanted or cancel
             except LostClaim as lost:
                 self._renewal_lost = lost
-            except (StorageUnavailable, Contended):
+            except StorageUnavailable:  # Contended too: it is one
                 # The child keeps working and the next heartbeat tries again, until the fence.
                 log.warning("heartbeat for %s failed: storage unavailable", self.lease.label)
             except Exception:
