@@ -64,12 +64,14 @@ class ZygoteError(RuntimeError):
 class ForkedProcess:
     """A child of the zygote, seen through the zygote's connection: ``pid``, ``poll``, ``wait``, ``stdin``."""
 
-    def __init__(self, conn: socket.socket, pid: int, control: IO[bytes]) -> None:
+    def __init__(self, conn: socket.socket, pid: int, control: IO[bytes], buffered: bytes = b"") -> None:
         self._conn = conn
         self.pid = pid
         self.stdin: IO[bytes] | None = control
         self._returncode: int | None = None
         self._buffer = b""
+        if buffered:  # read together with the pid: a quick child's exit status
+            self._take(buffered)
 
     @property
     def returncode(self) -> int | None:
@@ -89,8 +91,12 @@ class ForkedProcess:
             # The zygote died without reporting: PR_SET_PDEATHSIG has SIGKILLed the child.
             self._done(-int(signal.SIGKILL))
             return
+        self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
         self._buffer += chunk
-        for line in self._buffer.split(b"\n"):
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
             if line.startswith(b"exit "):
                 self._done(int(line[5:]))
 
@@ -121,6 +127,25 @@ class ForkedProcess:
             self._read(min(left, 1.0))
         assert self._returncode is not None
         return self._returncode
+
+
+def read_fork_answer(conn: socket.socket) -> tuple[int, bytes]:
+    """The zygote's ``pid N`` line, and any bytes after it.
+
+    A quick child's ``exit CODE`` may arrive in the same read as its pid; those bytes belong to the
+    :class:`ForkedProcess`. (Taking them for a malformed answer once made the host replace a healthy
+    zygote, which killed every other attempt on it.)
+    """
+    data = b""
+    while b"\n" not in data:
+        chunk = conn.recv(64)
+        if not chunk:
+            raise ConnectionError("the zygote closed the connection before forking")
+        data += chunk
+    line, _, rest = data.partition(b"\n")
+    if not line.startswith(b"pid "):
+        raise ConnectionError(f"unexpected answer from the zygote: {line[:40]!r}")
+    return int(line[4:]), rest
 
 
 class Zygote:
@@ -200,8 +225,11 @@ class Zygote:
                     log.warning("zygote %d died (%s); starting a new one", self._proc.pid, self._proc.poll())
                 self._start()
 
-    def fork(self, spec_path: Path, fds: list[int]) -> tuple[socket.socket, int]:
-        """Ask the zygote for a child running ``spec_path`` on ``fds`` (control, events, stderr)."""
+    def fork(self, spec_path: Path, fds: list[int]) -> tuple[socket.socket, int, bytes]:
+        """Ask the zygote for a child running ``spec_path`` on ``fds`` (control, events, stderr).
+
+        Returns the connection, the child's pid and whatever the zygote sent after the pid line.
+        """
         request = json.dumps(
             {"spec": str(spec_path), "cwd": str(APP_ROOT),
              "env": {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}}
@@ -215,15 +243,8 @@ class Zygote:
                 conn.connect(self.socket_path)
                 socket.send_fds(conn, [_HEADER.pack(len(request))], fds)
                 conn.sendall(request)
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = conn.recv(64)
-                    if not chunk:
-                        raise ConnectionError("the zygote closed the connection before forking")
-                    line += chunk
-                if not line.startswith(b"pid "):
-                    raise ConnectionError(f"unexpected answer from the zygote: {line[:40]!r}")
-                return conn, int(line[4:])
+                pid, rest = read_fork_answer(conn)
+                return conn, pid, rest
             except (OSError, ValueError) as err:
                 conn.close()
                 last = err
@@ -264,14 +285,14 @@ class ForkRunner(AttemptRunner):
     def _start(self, spec_path: Path, event_fd: int, stderr_fd: int) -> ChildProcess:
         control_r, control_w = os.pipe()
         try:
-            conn, pid = zygote().fork(spec_path, [control_r, event_fd, stderr_fd])
+            conn, pid, rest = zygote().fork(spec_path, [control_r, event_fd, stderr_fd])
         except BaseException:
             os.close(control_w)
             raise
         finally:
             os.close(control_r)
         conn.settimeout(None)
-        return ForkedProcess(conn, pid, os.fdopen(control_w, "wb"))
+        return ForkedProcess(conn, pid, os.fdopen(control_w, "wb"), rest)
 
 
 def child_rss_mb(pid: int) -> float | None:
@@ -285,4 +306,4 @@ def child_rss_mb(pid: int) -> float | None:
     return None
 
 
-__all__ = ["ForkRunner", "ForkedProcess", "Zygote", "ZygoteError", "fork_supported", "prewarm", "zygote"]
+__all__ = ["ForkRunner", "ForkedProcess", "Zygote", "ZygoteError", "fork_supported", "prewarm", "read_fork_answer", "zygote"]

@@ -262,3 +262,38 @@ def test_killing_the_host_kills_its_zygote_and_its_attempts(how: str) -> None:
         if host.poll() is None:
             host.kill()
             host.wait()
+
+
+def test_an_attempt_that_ends_before_the_host_reads_its_pid_keeps_the_zygote() -> None:
+    """The zygote's ``pid N`` and ``exit 0`` can arrive in one read when the child is quick. The host used to
+    take that for a broken zygote and replace it, which SIGKILLed every other attempt running on it."""
+    from shared.runtime.prefork import ForkedProcess, read_fork_answer
+
+    host, zyg = __import__("socket").socketpair()
+    control_r, control_w = os.pipe()
+    try:
+        zyg.sendall(b"pid 4242\nexit 0\n")
+        pid, rest = read_fork_answer(host)
+        proc = ForkedProcess(host, pid, os.fdopen(control_w, "wb"), rest)
+        assert (pid, proc.poll(), proc.wait(1)) == (4242, 0, 0)
+    finally:
+        os.close(control_r)
+        zyg.close()
+
+
+def test_many_quick_concurrent_attempts_share_one_zygote() -> None:
+    assert run("echo", {}).kind == "succeeded"
+    pid, started = zygote().pid, zygote().started
+    outcomes: list[str] = []
+
+    def worker() -> None:
+        for _ in range(8):
+            outcomes.append(run("echo", {}).kind)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == ["succeeded"] * 32
+    assert (zygote().pid, zygote().started) == (pid, started), "no attempt made the host replace its zygote"
