@@ -10,7 +10,9 @@ Prints, in order:
 3. the idle hour at default settings (the reaper every 5 minutes, measured per run; a live instance's
    empty queue polls, measured over ``--idle-seconds``);
 4. submit latency at 1 and 20 clients: a minimal threaded server (insert + send only) and the local host;
-5. a 40-answer thematic job, submit to ``succeeded``, with ``fork`` and with ``spawn``.
+5. a 40-answer thematic job, submit to ``succeeded``, with ``fork`` and with ``spawn``;
+6. (``--sections batch``) client CPU of one 2-row entity-group transaction: the SDK's ``$batch`` against
+   ``shared.storage.tables`` and against a single insert, interleaved in one process.
 
 Absolute latencies are Azurite's and this machine's; operation counts are exact and are what Azure bills.
 """
@@ -292,8 +294,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=200, help="no-op jobs per throughput run")
     parser.add_argument("--requests", type=int, default=200, help="submissions per latency run at 20 clients")
     parser.add_argument("--idle-seconds", type=float, default=60, help="how long to watch an idle host's polls")
-    parser.add_argument("--sections", default="ops,throughput,idle,submit,thematic",
-                        help="comma-separated subset of: ops, throughput, idle, submit, thematic")
+    parser.add_argument("--sections", default="ops,throughput,idle,submit,thematic,batch",
+                        help="comma-separated subset of: ops, throughput, idle, submit, thematic, batch")
     parser.add_argument("--serve-minimal", metavar="CONN", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_minimal:
@@ -316,6 +318,8 @@ def main() -> int:
             section_submit(az.connection_string, args.requests)
         if "thematic" in sections:
             section_thematic(az.connection_string)
+        if "batch" in sections:
+            section_batch(az.connection_string)
         print(f"\n(load average at the end {loadavg()}; the 2 cores are shared with other work: rerun for variance)")
     finally:
         proxy.close()
@@ -385,6 +389,45 @@ def section_thematic(conn: str) -> None:
     print("| ATTEMPT_PROCESS | seconds |\n|---|---|")
     for mode in ("spawn", "fork"):
         print(f"| {mode} | {thematic_job(conn, mode):.2f} |")
+
+
+def section_batch(conn: str, rounds: int = 5, calls: int = 100) -> None:
+    print("\n## 6. Client CPU of one write, ms (best and median of the rounds; Azurite's time not included)\n")
+    import uuid
+
+    from azure.data import tables as sdk
+
+    from shared.storage import tables as ours
+
+    clients = {name: cls.from_connection_string(conn, f"benchbatch{name}") for name, cls in
+               (("sdk", sdk.TableClient), ("ours", ours.TableClient))}
+    for c in clients.values():
+        c.create_table()
+
+    def batch(t: Any) -> None:
+        k = uuid.uuid4().hex
+        t.submit_transaction([("create", {"PartitionKey": "p", "RowKey": k, "status": "queued"}),
+                              ("create", {"PartitionKey": "p", "RowKey": "~active-" + k})])
+
+    def insert(t: Any) -> None:
+        t.create_entity({"PartitionKey": "p", "RowKey": uuid.uuid4().hex, "status": "queued"})
+
+    cases = {"2-row $batch, the SDK's": (batch, clients["sdk"]),
+             "2-row $batch, shared.storage.tables": (batch, clients["ours"]),
+             "single insert (the SDK's)": (insert, clients["sdk"])}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    for fn, client in cases.values():
+        for _ in range(10):
+            fn(client)
+    for _ in range(rounds):
+        for name, (fn, client) in cases.items():
+            started = time.process_time()
+            for _ in range(calls):
+                fn(client)
+            cpu[name].append((time.process_time() - started) / calls * 1000)
+    print("| write | best | median |\n|---|---|---|")
+    for name, values in cpu.items():
+        print(f"| {name} | {min(values):.2f} | {sorted(values)[len(values) // 2]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from azure.storage.blob import BlobLeaseClient, BlobServiceClient, ContentSettin
 from azure.storage.queue import QueueServiceClient, TextBase64EncodePolicy
 
 from shared.storage.fake import FakeBlobLease, FakeClock, FakeStorage
+from shared.storage.tables import TableServiceClient as TablesWithCheapBatch
 
 try:  # the module moves during the shared/ restructuring
     from shared.observability.metering import TransactionMeter
@@ -59,14 +60,16 @@ def _name(prefix: str) -> str:
     return prefix + secrets.token_hex(5)
 
 
-def _azurite_backend(conn: str) -> Backend:
+def _azurite_backend(conn: str, tables_cls: type[TableServiceClient] = TablesWithCheapBatch) -> Backend:
+    # The table clients production uses (shared.storage.tables: the SDK's, with a cheaper $batch);
+    # tests/contract/test_batch_client.py runs the table cases on the SDK's own client too.
     # The response hook that shared.storage.connections puts on every client: one count per HTTP request.
     meter = TransactionMeter()
 
     def hook(service: str) -> dict[str, Any]:
         return {"raw_response_hook": partial(meter.hook, service)}
 
-    tables = TableServiceClient.from_connection_string(conn, **hook("table"))
+    tables = tables_cls.from_connection_string(conn, **hook("table"))
     queues = QueueServiceClient.from_connection_string(
         conn, message_encode_policy=TextBase64EncodePolicy(), **hook("queue")
     )
@@ -83,7 +86,7 @@ def _azurite_backend(conn: str) -> Backend:
         return c
 
     return Backend(
-        "azurite",
+        "azurite" if tables_cls is TablesWithCheapBatch else "azurite-sdk",
         table=lambda: tables.create_table(_name("t")),
         queue=queue,
         raw_queue=lambda name: QueueServiceClient.from_connection_string(conn, **hook("queue")).get_queue_client(name),

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from azure.data.tables import TableClient
 from azure.storage.blob import ContainerClient
 from azure.storage.queue import LinearRetry, QueueClient, TextBase64EncodePolicy
 
@@ -25,6 +24,9 @@ from shared.storage.chunk_store import ChunkStore
 from shared.storage.fake import FakeStorage
 from shared.storage.job_store import JobStore
 from shared.storage.queues import Queues
+
+# Production's table client (the SDK's, with a cheaper $batch), so the faults hit the $batch production sends.
+from shared.storage.tables import TableClient
 from tests.support.faults import Faults, FaultTransport, faulty
 
 
