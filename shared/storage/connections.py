@@ -80,12 +80,28 @@ def _endpoint(service: str) -> str:
     return f"https://{account}.{service}.core.windows.net"
 
 
-#: What ``requests`` reads from the environment on every request when it is allowed to (``trust_env``).
-_ENV_SETTINGS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "requests_ca_bundle", "curl_ca_bundle", "netrc")
+#: What ``requests`` reads from the environment on every request when it is allowed to (``trust_env``):
+#: proxies and netrc are left to it; a CA bundle is passed on explicitly instead (see ``_transport``).
+_PROXY_SETTINGS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "netrc")
+_CA_BUNDLE_SETTINGS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
-def _environment_is_plain() -> bool:
-    return not any(name.lower() in _ENV_SETTINGS for name in os.environ)
+def _transport() -> Any | None:
+    """A requests transport that skips requests' per-request scan of the environment, where that scan finds nothing.
+
+    That scan (proxies, no_proxy, the CA bundle, netrc) costs about 6 % of a submission's CPU (py-spy on
+    ``bench/platform.py --sections submit``). With a proxy or netrc setting requests keeps reading the
+    environment as before (None: the SDK's default transport); a CA bundle setting is honoured by passing it.
+    """
+    if any(name.lower() in _PROXY_SETTINGS for name in os.environ):
+        return None
+    from azure.core.pipeline.transport import RequestsTransport
+
+    bundle = next((os.environ[n] for n in _CA_BUNDLE_SETTINGS if os.environ.get(n)), None)
+    return RequestsTransport(
+        use_env_settings=False, connection_timeout=_CONNECT_TIMEOUT, read_timeout=_READ_TIMEOUT,
+        **({"connection_verify": bundle} if bundle else {}),
+    )
 
 
 def _common(service: str) -> dict[str, Any]:
@@ -93,15 +109,9 @@ def _common(service: str) -> dict[str, Any]:
     options: dict[str, Any] = {
         "raw_response_hook": hook, "connection_timeout": _CONNECT_TIMEOUT, "read_timeout": _READ_TIMEOUT,
     }
-    if _environment_is_plain():
-        # With no proxy, CA-bundle or netrc setting, requests' per-request scan of the whole environment
-        # (and of ~/.netrc) finds nothing and costs ~6 % of a submission's CPU (py-spy, bench/platform.py
-        # --sections submit). Where such a setting exists, requests keeps reading it as before.
-        from azure.core.pipeline.transport import RequestsTransport
-
-        options["transport"] = RequestsTransport(
-            use_env_settings=False, connection_timeout=_CONNECT_TIMEOUT, read_timeout=_READ_TIMEOUT
-        )
+    transport = _transport()
+    if transport is not None:
+        options["transport"] = transport
     return options
 
 
