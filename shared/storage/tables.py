@@ -20,12 +20,15 @@ library encodes OData batches faster, so only the two ends are hand-written here
 from __future__ import annotations
 
 import http.client
-from collections.abc import Mapping, Sequence
+import itertools
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from email.utils import formatdate
 from io import BytesIO
 from typing import Any
 from uuid import uuid4
 
+from azure.core.exceptions import HttpResponseError
 from azure.core.rest import HttpRequest
 from azure.data import tables as _sdk
 from azure.data.tables import _base_client, _error
@@ -84,26 +87,58 @@ def encode(requests: Sequence[HttpRequest], batch: str, changeset: str) -> bytes
 def _boundary(content_type: str) -> str:
     for param in content_type.split(";")[1:]:
         key, _, value = param.strip().partition("=")
-        if key.lower() == "boundary":
-            return value.strip('"')
+        if key.strip().lower() == "boundary":
+            return value.strip().strip('"')
     raise ValueError(f"multipart answer without a boundary: {content_type!r}")
 
 
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _delimiters(body: bytes, boundary: str) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, is the close delimiter) of each ``--boundary`` line; the line break before it is its own.
+
+    Found with ``bytes.find`` rather than a compiled pattern: each boundary is new, so a pattern would be
+    compiled per answer (what the ``email`` path paid).
+    """
+    token = b"--" + boundary.encode()
+    i = body.find(token)
+    while i != -1:
+        after = i + len(token)
+        close = body.startswith(b"--", after)
+        eol = body.find(b"\n", after)
+        eol = len(body) if eol == -1 else eol
+        rest = body[after + 2 if close else after : eol]
+        if (i == 0 or body[i - 1 : i] == b"\n") and not rest.strip(b" \t\r"):
+            start = i if i == 0 else i - (2 if body[i - 2 : i] == b"\r\n" else 1)
+            yield start, min(eol + 1, len(body)), close
+        i = body.find(token, after)
+
+
 def _split(body: bytes, boundary: str) -> list[tuple[dict[str, str], bytes]]:
-    """The parts of one multipart body: (headers with lower-case names, payload)."""
-    delimiter = b"--" + boundary.encode()
+    """The parts of one multipart body: (headers with lower-case names, payload).
+
+    Delimiters are matched at line starts, and line endings may be CRLF or bare LF: Azure Storage and
+    Azurite write CRLF, Cosmos DB's Table API is known to mix in LF (Azure/azure-sdk-for-net#14272), and
+    azure-core's ``email`` parser accepts both. Folded header lines are unfolded, as ``email`` does.
+    """
+    marks = list(_delimiters(body, boundary))
     parts: list[tuple[dict[str, str], bytes]] = []
-    for chunk in body.split(delimiter)[1:]:
-        if chunk.startswith(b"--"):
-            break  # the close delimiter
-        chunk = chunk[2:] if chunk.startswith(_CRLF) else chunk
-        head, _, payload = chunk.partition(_CRLF + _CRLF)
+    for (_, end_of_mark, close), (next_start, _, _) in itertools.pairwise(marks):
+        if close:
+            break
+        chunk = body[end_of_mark:next_start]
+        if chunk.startswith((b"\r\n", b"\n")):  # a part without headers begins with its blank line
+            head, payload = b"", chunk[2 if chunk.startswith(b"\r\n") else 1 :]
+        else:
+            end = _HEAD_END.search(chunk)
+            head, payload = (chunk[: end.start()], chunk[end.end() :]) if end else (chunk, b"")
         headers: dict[str, str] = {}
-        for line in head.decode("latin-1").split("\r\n"):
+        for line in re.sub(r"\r?\n[ \t]+", " ", head.decode("latin-1")).splitlines():
             name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
-        parts.append((headers, payload[:-2] if payload.endswith(_CRLF) else payload))
+        parts.append((headers, payload))
     return parts
 
 
@@ -112,9 +147,10 @@ def decode(body: bytes, content_type: str, requests: Sequence[HttpRequest], pare
     found: list[Any] = []
     for headers, payload in _split(body, _boundary(content_type)):
         kind = headers.get("content-type", "")
-        if kind.startswith("multipart/mixed"):
-            found += decode(payload, kind, requests, parent)
-        elif kind.startswith("application/http"):
+        media = kind.split(";")[0].strip().lower()
+        if media == "multipart/mixed":
+            found += decode(payload, kind, requests[len(found) :], parent)
+        elif media == "application/http":
             # Like the SDK: a part with no request of its own (an error about the whole batch) gets the batch's.
             request = requests[len(found)] if len(found) < len(requests) else parent
             found.append(_part_response(payload, request))
@@ -152,6 +188,11 @@ class TableClient(_sdk.TableClient):
             raise decoded
         parts = decode(response.read(), response.headers.get("Content-Type", ""), reqs, request)
         error_parts = [p for p in parts if not 200 <= p.status_code < 300]
+        if not error_parts and len(parts) != len(reqs):
+            # A success answers every operation. Anything else is an answer we could not read: never a success.
+            raise HttpResponseError(
+                message=f"$batch answer with {len(parts)} parts for {len(reqs)} operations", response=response
+            )
         if error_parts:
             if error_parts[0].status_code == 413:
                 raise _decode_error(
