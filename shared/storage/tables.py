@@ -30,17 +30,17 @@ from typing import Any
 from uuid import uuid4
 
 from azure.core.exceptions import HttpResponseError
-from azure.core.rest import HttpRequest
+from azure.core.rest import HttpRequest, _http_response_impl
 from azure.data import tables as _sdk
-from azure.data.tables import _base_client, _error
+from azure.data.tables import RequestTooLargeError, TableTransactionError, _base_client, _error
 from azure.data.tables._models import LocationMode
 
-# The SDK's own part reader and error decoder (untyped private helpers), so errors match its exactly.
+# The SDK's own part type, part reader and error decoder (untyped private helpers), so answers match its exactly.
+_PartResponse: Any = _http_response_impl.RestHttpClientTransportResponse
 _decode_error: Any = _error._decode_error
 _validate_tablename_error: Any = _error._validate_tablename_error
 _part_metadata: Any = _base_client.extract_batch_part_metadata
 _TransportWrapper: Any = _base_client.TransportWrapper
-RequestTooLargeError, TableTransactionError = _error.RequestTooLargeError, _error.TableTransactionError
 
 _CRLF = b"\r\n"
 
@@ -56,12 +56,9 @@ class _Socket:
 
 
 def _part_response(raw: bytes, request: HttpRequest) -> Any:
-    from azure.core.rest import _http_response_impl
-
-    response_type: Any = _http_response_impl.RestHttpClientTransportResponse
     parsed = http.client.HTTPResponse(_Socket(raw), method=request.method)  # type: ignore[arg-type]
     parsed.begin()
-    return response_type(request=request, internal_response=parsed)
+    return _PartResponse(request=request, internal_response=parsed)
 
 
 def encode(requests: Sequence[HttpRequest], batch: str, changeset: str) -> bytes:
@@ -94,6 +91,7 @@ def _boundary(content_type: str) -> str:
 
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
+_FOLDED = re.compile(r"\r?\n[ \t]+")
 
 
 def _delimiters(body: bytes, boundary: str) -> Iterator[tuple[int, int, bool]]:
@@ -135,7 +133,7 @@ def _split(body: bytes, boundary: str) -> list[tuple[dict[str, str], bytes]]:
             end = _HEAD_END.search(chunk)
             head, payload = (chunk[: end.start()], chunk[end.end() :]) if end else (chunk, b"")
         headers: dict[str, str] = {}
-        for line in re.sub(r"\r?\n[ \t]+", " ", head.decode("latin-1")).splitlines():
+        for line in _FOLDED.sub(" ", head.decode("latin-1")).splitlines():
             name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
@@ -160,6 +158,13 @@ def decode(body: bytes, content_type: str, requests: Sequence[HttpRequest], pare
     return found
 
 
+def _too_large(response: Any) -> Exception:
+    error: Exception = _decode_error(
+        response, error_message="The transaction request was too large", error_type=RequestTooLargeError
+    )
+    return error
+
+
 class TableClient(_sdk.TableClient):
     """``azure.data.tables.TableClient`` with the cheaper ``$batch`` (see the module docstring)."""
 
@@ -180,9 +185,7 @@ class TableClient(_sdk.TableClient):
         )
         response = self._client.send_request(request, stream=True, **kwargs)
         if response.status_code == 413:
-            raise _decode_error(
-                response, error_message="The transaction request was too large", error_type=RequestTooLargeError
-            )
+            raise _too_large(response)
         if response.status_code != 202:
             decoded = _decode_error(response)
             _validate_tablename_error(decoded, table_name)
@@ -196,9 +199,7 @@ class TableClient(_sdk.TableClient):
             )
         if error_parts:
             if error_parts[0].status_code == 413:
-                raise _decode_error(
-                    response, error_message="The transaction request was too large", error_type=RequestTooLargeError
-                )
+                raise _too_large(response)
             decoded = _decode_error(response=error_parts[0], error_type=TableTransactionError)
             _validate_tablename_error(decoded, table_name)
             raise decoded
