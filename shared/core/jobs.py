@@ -160,6 +160,12 @@ class Job:
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)
 
+    @property
+    def in_queue_only(self) -> bool:
+        """``queued`` and never claimed (``started_at`` unset; a released claim keeps it): the job's message
+        is its record, and it has no active-index row unless its send failed (``JobRepo.track``)."""
+        return self.status is Status.QUEUED and self.started_at is None
+
     # -- Table mapping -------------------------------------------------------
     def to_entity(self) -> dict[str, Any]:
         e: dict[str, Any] = {

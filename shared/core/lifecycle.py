@@ -188,18 +188,36 @@ class Lifecycle:
             if ours:
                 return self._accepted(existing), True
             if existing.status == Status.QUEUED and existing.attempts == 0:
-                self.send(JobMessage(existing.tenant, existing.id, 1, existing.traceparent))
+                self._enqueue(existing, JobMessage(existing.tenant, existing.id, 1, existing.traceparent))
             return existing, False
         raise StorageUnavailable("could not store the job")
 
     def _accepted(self, job: Job, *, carry_row: bool = False) -> Job:
         telemetry.record_transition(job)
-        # Row first, then message. A send that never goes leaves a queued job that the
-        # reaper's lost-message pass enqueues; the row is never deleted to undo it. Only the
-        # row we inserted (with its input, and the insert's ETag) travels in the message; a
-        # row learnt by re-reading goes as ids only.
-        self.send(first_message(job) if carry_row else JobMessage(job.tenant, job.id, 1, job.traceparent))
+        # Row first, then message. Only the row we inserted (with its input, and the insert's ETag) travels
+        # in the message; a row learnt by re-reading goes as ids only.
+        self._enqueue(job, first_message(job) if carry_row else JobMessage(job.tenant, job.id, 1, job.traceparent))
         return job
+
+    def _enqueue(self, job: Job, message: JobMessage) -> None:
+        """Send a job's message; if it never went, make the job findable by the reaper before answering.
+
+        A job that was never claimed has no active-index row: its message is its record (``Job.in_queue_only``).
+        So a send that fails is followed by the index row, and the reaper's next index run re-sends the
+        message. If that write fails too, Storage is away for both services: the daily full sweep, which
+        reads every unfinished row, re-sends it. The row is never deleted to undo the submission.
+        """
+        if self.send(message):
+            return
+        self.track_unsent(job.tenant, job.id)
+
+    def track_unsent(self, tenant: str, job_id: str) -> None:
+        """Index a job whose message may not exist (best effort; see ``_enqueue``)."""
+        try:
+            self.stores.jobs.track(tenant, job_id)
+        except ThematiqError:
+            log.error("job %s: neither its message nor its index row could be written; the daily sweep "
+                      "re-sends it", job_id)
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""
@@ -443,7 +461,7 @@ class Lifecycle:
 
         applied = self._job(job, "requeue", plan)
         if applied.applied:
-            self.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
+            self._enqueue(job, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
 
     def record_callback(self, job: Job, status: str, attempts: int, error: str | None) -> bool:

@@ -55,6 +55,9 @@ class JobRepo(Protocol):
         A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
         """
 
+    def track(self, tenant: str, job_id: str) -> None:
+        """Index a job that is not yet claimed, whose message may not exist (idempotent; a stray is removed later)."""
+
     def reindex(self, jobs: Iterable[Job]) -> int:
         """Give unfinished jobs without an index row (written before the index existed) one; how many got one."""
 

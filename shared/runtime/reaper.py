@@ -187,9 +187,10 @@ class Reaper:
         unfinished = list(jobs.scan("status eq 'queued' or status eq 'running' or status eq 'retrying' or "
                                     "status eq 'waiting'", {}))
         # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
-        # next recovery does not wait for the next sweep.
+        # next recovery does not wait for the next sweep. Not a job that never left the queue: its message is
+        # its record, and if that is lost this sweep's lost-message pass re-sends it.
         indexed = {j.id for j in self._active(state, report)}
-        healed = jobs.reindex(j for j in unfinished if j.id not in indexed)
+        healed = jobs.reindex(j for j in unfinished if j.id not in indexed and not j.in_queue_only)
         if healed:
             log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
         return self._due(

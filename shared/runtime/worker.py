@@ -106,13 +106,17 @@ class Worker(AttemptHost):
                     telemetry.mark_error(span, outcome)
                 return outcome
         except Exception as err:
-            self._after_worker_error(delivery, err, last=dequeue_count >= host_config().max_dequeue_count)
+            self._after_worker_error(msg, delivery, err, last=dequeue_count >= host_config().max_dequeue_count)
             raise
 
-    def _after_worker_error(self, delivery: _Delivery, err: Exception, *, last: bool) -> None:
+    def _after_worker_error(self, msg: JobMessage, delivery: _Delivery, err: Exception, *, last: bool) -> None:
         claimed, before = delivery.claimed, delivery.before
         if claimed is None or before is None:
-            # This delivery never held the job: whatever state it is in is someone else's to change.
+            # This delivery never held the job: whatever state it is in is someone else's to change. But on
+            # the last delivery the host moves the message to the poison queue, and a job that was never
+            # claimed has no index row (its message was its record): index it, so the reaper re-sends it.
+            if last:
+                self.lifecycle.track_unsent(msg.tenant, msg.job_id)
             return
         try:
             if last and delivery.result is None:

@@ -34,7 +34,7 @@ from shared.config.constants import (
     TENANTS_PARTITION,
 )
 from shared.core.errors import AlreadyExists, BadRequest, NotFound, ThematiqError
-from shared.core.jobs import Job, error_fields, progress_fields
+from shared.core.jobs import Job, Status, error_fields, progress_fields
 from shared.core.ports import IndexState
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
@@ -99,8 +99,21 @@ def active_row_key(job_id: str) -> str:
     return ACTIVE_ROW_PREFIX + job_id
 
 
-def _active_row(job: Job) -> dict[str, Any]:
-    return {"PartitionKey": job.tenant, "RowKey": active_row_key(job.id), "kind": KIND_ACTIVE, "job_id": job.id}
+def _active_row(tenant: str, job_id: str) -> dict[str, Any]:
+    return {"PartitionKey": tenant, "RowKey": active_row_key(job_id), "kind": KIND_ACTIVE, "job_id": job_id}
+
+
+def _index_op(job: Job, status: Status | None) -> tuple[str, dict[str, Any]] | None:
+    """The index write that goes in the same transaction as a job write moving ``job`` to ``status``."""
+    if status is None or status is job.status:
+        return None
+    if status.terminal and not job.status.terminal:
+        # A job that never left the queue has no row to delete (a rare tracked one becomes a stray that
+        # the reaper's next run removes); every other unfinished job has one.
+        return None if job.in_queue_only else ("delete", _active_row(job.tenant, job.id))
+    if not status.terminal and (job.status.terminal or job.in_queue_only):
+        return ("upsert", _active_row(job.tenant, job.id))  # the first claim, or a finished job brought back
+    return None
 
 
 def encode_cursor(token: Any) -> str | None:
@@ -154,8 +167,12 @@ class JobStore:
 
     # -- create --------------------------------------------------------------
     def create(self, job: Job, idempotency_key: str | None = None) -> Job:
-        """Insert ``job`` with its active-index row and, with a key, its idempotency row: one entity-group
-        transaction, so the three exist together or not at all.
+        """Insert ``job`` and, with a key, its idempotency row: one entity-group transaction, so the two exist
+        together or not at all. Without a key it is a single insert.
+
+        A new (``queued``) job gets no active-index row: until its first claim its message in the queue is
+        its record (``tracks``), and the claim writes the index row in its own transaction. A job created
+        past the queue (``running`` or later: imports, tests) is indexed here, in the same transaction.
 
         The tenant is named in the tenants partition first (once per tenant per process), so the reaper
         can find every partition that may hold an unfinished job. Raises :class:`AlreadyExists` if a row
@@ -164,7 +181,9 @@ class JobStore:
         """
         self._register_tenant(job.tenant)
         entity = job.to_entity()
-        ops: list[Any] = [("create", entity), ("create", _active_row(job))]
+        ops: list[Any] = [("create", entity)]
+        if not job.in_queue_only:
+            ops.append(("create", _active_row(job.tenant, job.id)))
         row = None
         if idempotency_key is not None:
             row = idempotency_row_key(idempotency_key)
@@ -180,13 +199,17 @@ class JobStore:
                 },
             ))
         with storage_call("create job"):
-            try:
-                result = self.table.submit_transaction(ops)
-            except TableTransactionError as err:
-                if err.status_code == 409:
-                    raise AlreadyExists("the job or its idempotency key exists") from err
-                raise
-        etag = result[0].get("etag") if result else None
+            if len(ops) == 1:
+                # One write, not a $batch of one: the submission's only table write (issue 13).
+                etag = self.table.create_entity(entity).get("etag")
+            else:
+                try:
+                    result = self.table.submit_transaction(ops)
+                except TableTransactionError as err:
+                    if err.status_code == 409:
+                        raise AlreadyExists("the job or its idempotency key exists") from err
+                    raise
+                etag = result[0].get("etag") if result else None
         return job.with_changes(idempotency_row=row, etag=etag)
 
     def _register_tenant(self, tenant: str) -> None:
@@ -336,14 +359,21 @@ class JobStore:
                 self._drop_stray(tenant, job_id)
 
     def _drop_stray(self, tenant: str, job_id: str) -> None:
-        # Best effort: a later run tries again. Never racing a live job: the job row and its index row are
-        # created together, and no transition leads out of a terminal state.
+        # Best effort: a later run tries again. Never racing a live job: an index row is only ever written
+        # once its job row exists, and no transition leads out of a terminal state.
         log.warning("removing the index row of %s/%s: the job is finished or gone", tenant, job_id)
         try:
             with storage_call("remove a stray index row"):
                 self.table.delete_entity(tenant, active_row_key(job_id))
         except ThematiqError:
             pass
+
+    def track(self, tenant: str, job_id: str) -> None:
+        """Give a job that is not yet claimed its index row, because its message may not exist (a send that
+        failed, or a last delivery that failed before claiming). An idempotent upsert: a job that is finished
+        or gone only gets a stray row, which the next index run removes."""
+        with storage_call("index a job without a message"):
+            self.table.upsert_entity(_active_row(tenant, job_id), mode=UpdateMode.MERGE)
 
     def reindex(self, jobs: Iterable[Job]) -> int:
         """Give unfinished jobs without an index row (written before the index existed) one.
@@ -358,7 +388,7 @@ class JobStore:
             if job.status.terminal:
                 continue
             with storage_call("index an unindexed job"):
-                self.table.upsert_entity(_active_row(job), mode=UpdateMode.MERGE)
+                self.table.upsert_entity(_active_row(job.tenant, job.id), mode=UpdateMode.MERGE)
             try:
                 fresh: Job | None = self.get(job.tenant, job.id)
             except NotFound:
@@ -375,17 +405,15 @@ class JobStore:
 
         Raises :class:`EtagMismatch` if the job changed since ``job`` was read.
         Only the changed properties are sent (MERGE), so a heartbeat does not
-        re-upload the inline input. A write that finishes the job removes its
-        active-index row in the same transaction, and one that brings a finished
-        job back (a retry) restores it, so the index never disagrees with the row.
+        re-upload the inline input. The first claim writes the job's active-index
+        row in the same transaction, a write that finishes the job removes it, and
+        one that brings a finished job back restores it (``_index_op``), so the
+        index never disagrees with the row.
         """
         if job.etag is None:
             raise ValueError("update needs the ETag the job was read with")
         entity = {"PartitionKey": job.tenant, "RowKey": job.id, **_update_fields(changes)}
-        status = changes.get("status")
-        index_op: tuple[str, dict[str, Any]] | None = None
-        if status is not None and status.terminal != job.status.terminal:
-            index_op = ("delete", _active_row(job)) if status.terminal else ("upsert", _active_row(job))
+        index_op = _index_op(job, changes.get("status"))
         with storage_call("update job"):
             if index_op is None:
                 meta = self._merge(entity, job.etag)

@@ -36,31 +36,102 @@ def _indexed(b: Backend) -> set[str]:
     return {str(r["job_id"]) for r in rows}
 
 
-def test_the_index_holds_exactly_the_unfinished_jobs(backend: Backend) -> None:
+def test_the_index_holds_exactly_the_claimed_unfinished_jobs(backend: Backend) -> None:
     done = submit(backend).job
     assert backend.deliver(worker(backend).handle) == "succeeded"
-    waiting = submit(backend, key="k-1").job
+    life = Lifecycle(backend.stores)
+    running = life.claim(backend.stores.jobs.get(TENANT, submit(backend, key="k-1").job.id, with_input=True), 1)
+    assert running is not None
+    queued = submit(backend).job
     cancelled = submit(backend).job
-    Lifecycle(backend.stores).cancel(job(backend, cancelled.id))
+    life.cancel(job(backend, cancelled.id))
     assert job(backend, done.id).status == Status.SUCCEEDED and job(backend, cancelled.id).status == Status.CANCELLED
-    assert _indexed(backend) == {waiting.id}
-    assert {j.id for j in backend.stores.jobs.active(backend.stores.jobs.index_state().tenants, _raise)} == {waiting.id}
+    # The queued job is not indexed: until its first claim its message in the queue is its record.
+    assert job(backend, queued.id).in_queue_only
+    assert _indexed(backend) == {running.id}
+    assert {j.id for j in backend.stores.jobs.active(backend.stores.jobs.index_state().tenants, _raise)} == {running.id}
     tenants = list(_table(backend).query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}))
     assert [t["RowKey"] for t in tenants] == [TENANT]
 
 
-@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
-def test_a_finish_whose_answer_is_lost_removes_the_index_row_with_it(backend: Backend, mode: str) -> None:
+def test_a_released_claim_stays_indexed_and_finishes_without_a_stray(backend: Backend) -> None:
     j = submit(backend).job
-    rule = backend.faults.arm("table", mode, method="MERGE", contains='"status":"succeeded"', count=1)
-    assert backend.deliver(worker(backend).handle) == "succeeded"  # applied, and known to be
-    assert rule.hits == 1, "the fault must have hit the finishing batch"
-    assert job(backend, j.id).status == Status.SUCCEEDED and executions(j.id) == 1
+    life = Lifecycle(backend.stores)
+    before = backend.stores.jobs.get(TENANT, j.id, with_input=True)
+    claimed = life.claim(before, 1)
+    assert claimed is not None and _indexed(backend) == {j.id}
+    released = life.release(claimed, before)  # the worker itself failed: queued again, attempt 0
+    assert released is not None and released.status == Status.QUEUED and not released.in_queue_only
+    assert _indexed(backend) == {j.id}  # its message may go to the poison queue: the reaper must still see it
+    life.cancel(job(backend, j.id))
     assert _indexed(backend) == set()
 
 
+def test_a_submission_whose_send_fails_is_indexed_and_re_sent_by_an_index_run(backend: Backend) -> None:
+    from tests.core.scenarios import reaper
+
+    rule = backend.faults.arm("queue", "refuse", method="POST", count=100)  # every send try is refused
+    submitted = submit(backend)
+    assert submitted.created and rule.hits >= 1 and backend.depth() == 0
+    backend.faults.disarm()
+    assert _indexed(backend) == {submitted.job.id}
+    backend.clock.advance(get_settings().queued_stale_seconds + 1)
+    assert Reaper(backend.stores, sweep=False).run().requeued_lost == [submitted.job.id]
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    assert _indexed(backend) == set() and executions(submitted.job.id) == 1
+    assert reaper(backend).run().requeued_lost == []
+
+
+def test_a_submission_whose_send_and_index_write_fail_is_re_sent_by_the_sweep(backend: Backend) -> None:
+    backend.faults.arm("queue", "refuse", method="POST", count=100)
+    backend.faults.arm("table", "refuse", method="MERGE", contains=ACTIVE_ROW_PREFIX, count=100)
+    submitted = submit(backend)
+    assert submitted.created  # accepted: the row is stored, and the daily sweep reads every unfinished row
+    backend.faults.disarm()
+    assert _indexed(backend) == set() and backend.depth() == 0
+    backend.clock.advance(get_settings().queued_stale_seconds + 1)
+    assert Reaper(backend.stores, sweep=False).run().requeued_lost == []  # the index cannot name it
+    assert Reaper(backend.stores, sweep=True).run().requeued_lost == [submitted.job.id]
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+
+
+def test_a_last_delivery_that_fails_before_claiming_indexes_the_job(backend: Backend) -> None:
+    from shared.config.hostconfig import host_config
+    from shared.core.messages import JobMessage
+
+    j = submit(backend).job
+    client = backend.raw_queue(get_settings().jobs_queue)
+    for m in list(client.receive_messages(messages_per_page=32, max_messages=32)):
+        client.delete_message(m, pop_receipt=m.pop_receipt)  # its deliveries below, then the poison queue
+    text = JobMessage(TENANT, j.id, 1, None).encode()  # ids only (a replay's message): the row is read first
+    last = host_config().max_dequeue_count
+    for count in range(1, last + 1):
+        rule = backend.faults.arm("table", "refuse", method="GET", count=1000)
+        with pytest.raises(ThematiqError):
+            worker(backend).handle(text, count)  # the row cannot be read: nothing was claimed
+        backend.faults.disarm()
+        assert rule.hits >= 1
+        assert _indexed(backend) == ({j.id} if count == last else set())
+    backend.clock.advance(get_settings().queued_stale_seconds + 1)
+    assert Reaper(backend.stores, sweep=False).run().requeued_lost == [j.id]
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+
+
+def test_the_sweep_does_not_index_the_queue_backlog(backend: Backend) -> None:
+    ids = {submit(backend).job.id for _ in range(3)}
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.requeued_lost == [] and _indexed(backend) == set()
+    assert backend.depth() == len(ids)
+
+
+def _claimed(backend: Backend) -> str:
+    j = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
+    assert j is not None
+    return j.id
+
+
 def test_more_active_jobs_than_one_query_holds_are_all_found(backend: Backend) -> None:
-    ids = {submit(backend).job.id for _ in range(31)}
+    ids = {_claimed(backend) for _ in range(31)}
     tenants = backend.stores.jobs.index_state().tenants
     assert {j.id for j in backend.stores.jobs.active(tenants, _raise)} == ids
 
@@ -81,7 +152,7 @@ def test_every_filter_stays_within_the_services_15_comparisons(backend: Backend,
             raise err
         return query(query_filter, **kw)
 
-    ids = {submit(backend).job.id for _ in range(16)}
+    ids = {_claimed(backend) for _ in range(16)}
     monkeypatch.setattr(table, "query_entities", strict)
     tenants = backend.stores.jobs.index_state().tenants
     assert {j.id for j in backend.stores.jobs.active(tenants, _raise)} == ids
@@ -104,9 +175,9 @@ def test_a_tenant_whose_index_cannot_be_read_does_not_hide_the_others(backend: B
 
 def test_an_unindexed_job_the_sweep_finds_is_indexed_from_then_on(backend: Backend) -> None:
     j = submit(backend).job
-    _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     life = Lifecycle(backend.stores)
     assert life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None  # its worker dies
+    _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert Reaper(backend.stores, sweep=True).run().requeued_stale == [j.id]
     assert _indexed(backend) == {j.id}
@@ -119,11 +190,14 @@ def test_an_unindexed_job_the_sweep_finds_is_indexed_from_then_on(backend: Backe
 def test_finishing_an_unindexed_job_does_not_rest_on_the_sdks_error_index(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    j = submit(backend).job
-    _table(backend).delete_entity(TENANT, active_row_key(j.id))
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
+    assert claimed is not None
+    _table(backend).delete_entity(TENANT, active_row_key(claimed.id))  # as a row written before the index existed
     # The SDK reports index 0 whenever it cannot parse the service's "n:" prefix.
     monkeypatch.setattr(TableTransactionError, "_extract_index", lambda self: 0)
-    assert Lifecycle(backend.stores).cancel(job(backend, j.id)).status == Status.CANCELLED
+    done = life.finish(job(backend, claimed.id), Status.FAILED, error=JobError.of("X", "y"))
+    assert done is not None and job(backend, claimed.id).status == Status.FAILED
 
 
 def test_the_index_matches_the_unfinished_jobs_after_racing_transitions(backend: Backend) -> None:
@@ -177,10 +251,10 @@ def _raise(tenant: str, err: Exception) -> None:
 
 def test_a_job_written_before_the_index_is_found_by_the_sweep_and_still_finishes(backend: Backend) -> None:
     j = submit(backend).job
-    _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     life = Lifecycle(backend.stores)
     claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
     assert claimed is not None  # and its worker dies
+    _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert Reaper(backend.stores, sweep=False).run().requeued_stale == []  # the index cannot name it
     assert Reaper(backend.stores, sweep=True).run().requeued_stale == [j.id]  # the sweep can
