@@ -315,7 +315,9 @@ class FakeTableClient:
         with self._s.call("table:delete"):
             self._s._tables.pop(self.table_name, None)  # the SDK swallows 404
 
-    def create_entity(self, entity: Mapping[str, Any]) -> dict[str, Any]:
+    def create_entity(self, entity: Mapping[str, Any], *, response_preference: str | None = None) -> dict[str, Any]:
+        # ``response_preference`` only decides whether the service echoes the entity; the SDK's answer is the
+        # metadata (with the ETag) either way, which is all this returns.
         wire = _to_wire(entity)  # client-side: a TypeError comes before any request
         with self._s.call("table:insert"):
             rows, key = self._rows(), _key(entity)

@@ -171,8 +171,9 @@ class JobStore:
         together or not at all. Without a key it is a single insert.
 
         A new (``queued``) job gets no active-index row: until its first claim its message in the queue is
-        its record (``tracks``), and the claim writes the index row in its own transaction. A job created
-        past the queue (``running`` or later: imports, tests) is indexed here, in the same transaction.
+        its record (``track`` indexes one whose send failed), and the claim writes the index row in its own
+        transaction. A job created past the queue (``running`` or later: imports, tests) is indexed here, in
+        the same transaction.
 
         The tenant is named in the tenants partition first (once per tenant per process), so the reaper
         can find every partition that may hold an unfinished job. Raises :class:`AlreadyExists` if a row
@@ -200,8 +201,10 @@ class JobStore:
             ))
         with storage_call("create job"):
             if len(ops) == 1:
-                # One write, not a $batch of one: the submission's only table write (issue 13).
-                etag = self.table.create_entity(entity).get("etag")
+                # One write, not a $batch of one: the submission's only table write (issue 13). Without
+                # "Prefer: return-no-content" the service echoes the whole entity back (the inline input
+                # is up to 48 KiB) for the SDK to parse; the ETag, all we need, is a header either way.
+                etag = self.table.create_entity(entity, response_preference="return-no-content").get("etag")
             else:
                 try:
                     result = self.table.submit_transaction(ops)

@@ -138,6 +138,20 @@ def test_duplicate_insert_is_409_without_error_code(backend: Backend) -> None:
     assert dict(t.get_entity("p", "r")) == {"PartitionKey": "p", "RowKey": "r"}
 
 
+def test_an_insert_without_the_echo_still_answers_its_etag(backend: Backend) -> None:
+    """``Prefer: return-no-content`` (the submission's insert): 204, no entity echoed, and the ETag a
+    conditional write on it needs; a duplicate is still 409."""
+    t = backend.table()
+    meta = t.create_entity({"PartitionKey": "p", "RowKey": "r", "v": 1}, response_preference="return-no-content")
+    assert meta["etag"] == t.get_entity("p", "r").metadata["etag"]
+    assert meta.get("content") is None
+    t.update_entity({"PartitionKey": "p", "RowKey": "r", "v": 2}, etag=meta["etag"],
+                    match_condition=MatchConditions.IfNotModified)
+    with pytest.raises(ResourceExistsError) as exc:
+        t.create_entity({"PartitionKey": "p", "RowKey": "r"}, response_preference="return-no-content")
+    assert exc.value.status_code == 409
+
+
 def test_stale_etag_update_and_delete_are_412(backend: Backend) -> None:
     t = backend.table()
     first = t.create_entity({"PartitionKey": "p", "RowKey": "r", "v": 1})["etag"]
