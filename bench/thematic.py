@@ -570,8 +570,8 @@ def peaks(names: list[str], n_seeds: int) -> None:
     from pipelines.thematic.clean import clean
 
     print("| set | seed | coarse k | mean | median | fine k | mean | median | fine/coarse mean | fine/coarse median "
-          "| chosen k | confidence |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| seed spread coarse / fine | chosen k | confidence |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for name in names:
         texts, _ = suite_set(name)
         rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
@@ -584,7 +584,7 @@ def peaks(names: list[str], n_seeds: int) -> None:
             print(f"| {name} | {seed} | {int(coarse['k'])} | {coarse['silhouette']:.4f} | {coarse['median']:.4f} | "
                   f"{int(fine['k'])} | {fine['silhouette']:.4f} | {fine['median']:.4f} | "
                   f"{fine['silhouette'] / coarse['silhouette']:.2f} | {fine['median'] / coarse['median']:.2f} | "
-                  f"{c.k}{' (prior)' if c.criterion == 'prior' else ''} | {c.confidence_label} {c.confidence:.2f} |",
+                  f"{coarse['seed_spread']:.4f} / {fine['seed_spread']:.4f} | {c.k}{' (prior)' if c.criterion == 'prior' else ''} | {c.confidence_label} {c.confidence:.2f} |",
                   flush=True)
 
 

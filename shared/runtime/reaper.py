@@ -11,11 +11,13 @@ Where the rows come from. Every run reads the **active-jobs index**
 (``JobRepo.active``): the tenants partition, then per tenant its index range and
 its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
 finished row or another partition; chunks are read only for the jobs that wait on
-them. The **full sweep** (the cross-partition scans by status, and retention) runs once
-every ``REAPER_SWEEP_SECONDS``, on whichever instance's run finds it due (the last
-sweep's time is a row of the tenants partition, read with the tenants): it applies
-retention, finds what the index cannot name (rows written before it existed) and
-gives those rows their index entry. Both feed the same phases, so both decide alike.
+them. A job that was never claimed is indexed only if its send failed (otherwise its
+message is its record: ``Job.in_queue_only``). The **full sweep** (the cross-partition
+scans by status, and retention) runs once every ``REAPER_SWEEP_SECONDS``, on whichever
+instance's run finds it due (the last sweep's time is a row of the tenants partition,
+read with the tenants): it applies retention, finds what the index cannot name (a
+never-claimed job whose message is lost, rows written before the index existed) and
+gives the claimed ones their index entry. Both feed the same phases, so both decide alike.
 
 The lost-message pass does not trust age alone. A job that waits behind a deep
 backlog is not lost: its message is still in the queue. So a queued job is
