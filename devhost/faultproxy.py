@@ -436,13 +436,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         proxy, service, method = self.server.proxy, self.server.service, self.command
         action = proxy._decide(service, method, self.path)
+        # Each outcome is counted before the client gets its answer: a client that has seen it (and a test that
+        # reads the counters right after) must find it counted.
         if action == "refuse":
             try:
                 for _ in self._body():
                     pass
-                self._send_busy()
             finally:
                 proxy._record(service, method, self.path, action, None, True)
+            self._send_busy()
             return
         try:
             resp = self._forward()
@@ -462,10 +464,8 @@ class _Handler(BaseHTTPRequestHandler):
             proxy._record(service, method, self.path, action, resp.status, True)
             self._drop_client()
             return
-        try:
-            self._relay(resp)
-        finally:
-            proxy._record(service, method, self.path, action, resp.status, True)
+        proxy._record(service, method, self.path, action, resp.status, True)  # forwarded, whatever the relay does
+        self._relay(resp)
 
     def _body(self) -> Iterable[bytes]:
         """The request body, de-chunked, in pieces."""

@@ -211,13 +211,15 @@ class Lifecycle:
             return
         self.track_unsent(job.tenant, job.id)
 
-    def track_unsent(self, tenant: str, job_id: str) -> None:
-        """Index a job whose message may not exist (best effort; see ``_enqueue``)."""
+    def track_unsent(self, tenant: str, job_id: str) -> bool:
+        """Index a job whose message may not exist; False (logged) if that write failed (see ``_enqueue``)."""
         try:
             self.stores.jobs.track(tenant, job_id)
         except ThematiqError:
-            log.error("job %s: neither its message nor its index row could be written; the daily sweep "
-                      "re-sends it", job_id)
+            log.error("job %s: its index row could not be written; if its message is lost too, the daily "
+                      "sweep re-sends it", job_id)
+            return False
+        return True
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""

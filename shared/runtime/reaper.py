@@ -113,7 +113,7 @@ class Reaper:
             return report
         phases: list[Callable[[], None]] = [
             lambda: self._stale_running(report, found.stale),
-            lambda: self._lost_messages(report, found.lost),
+            lambda: self._lost_messages(report, found.lost, index_skipped=sweeping),
             lambda: self._stale_chunks(report, found.stale_chunks, found.lost_chunks),
             lambda: self._waiting(report, found.waiting),
         ]
@@ -227,21 +227,31 @@ class Reaper:
 
         self._each(stale, "recover a stale job", report, recover)
 
-    def _lost_messages(self, report: ReapReport, candidates: list[Job]) -> None:
+    def _lost_messages(self, report: ReapReport, candidates: list[Job], *, index_skipped: bool = False) -> None:
         # A queued or retrying job that should have started long ago: its message was lost
         # (a crash between the row commit and the send, or a send that never went).
+        #
+        # ``index_skipped`` (the sweep): a never-claimed job the sweep found but leaves for later (behind a
+        # backlog, or past this run's budget) is indexed, so the next 5-minute run looks at it again rather
+        # than the next day's sweep.
         if not candidates:
             return
         oldest = self.stores.messages.oldest_visible()
         budget = self.lifecycle.max_requeues_per_run()
+
+        def skip(job: Job) -> None:
+            if index_skipped and job.in_queue_only:
+                self.lifecycle.track_unsent(job.tenant, job.id)
 
         def requeue(job: Job) -> None:
             nonlocal budget
             if _behind(oldest, job.available_at):
                 # Messages older than the job's due time are still waiting: its own may be among them.
                 report.backlog_skipped += 1
+                skip(job)
                 return
             if budget <= 0:
+                skip(job)
                 return
             if self.lifecycle.requeue_lost(job):
                 budget -= 1

@@ -100,23 +100,43 @@ class Worker(AttemptHost):
                     msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt
                 ) as span,
             ):
-                outcome = self._handle(msg, text, delivery)
+                last = dequeue_count >= host_config().max_dequeue_count
+                outcome = self._keep_findable(msg, dequeue_count, last) or self._handle(msg, text, delivery)
                 span.set_attribute("thematiq.outcome", outcome)
                 if outcome in ("failed", "retrying"):
                     telemetry.mark_error(span, outcome)
                 return outcome
         except Exception as err:
-            self._after_worker_error(msg, delivery, err, last=dequeue_count >= host_config().max_dequeue_count)
+            self._after_worker_error(delivery, err, last=dequeue_count >= host_config().max_dequeue_count)
             raise
 
-    def _after_worker_error(self, msg: JobMessage, delivery: _Delivery, err: Exception, *, last: bool) -> None:
+    def _keep_findable(self, msg: JobMessage, dequeue_count: int, last: bool) -> str | None:
+        """On a redelivery of a first attempt's message, index the job before anything else can fail.
+
+        A job that was never claimed has no active-index row: its message is its record. A delivery that fails
+        (or whose host dies) before the claim, up to the last one the host allows, ends with the message in the
+        poison queue, and the host moves a message past that count there without invoking us at all. So from
+        the second delivery on, the job is indexed first (an idempotent upsert; a job claimed before already has
+        its row), and the reaper's next run re-sends it if the message is gone. If Table Storage is away, this
+        delivery fails and the next tries again; on the last one the message is sent again instead (the queue
+        may be up while the table is not), so the job keeps a live message. Returns an outcome if the delivery
+        is done, else None.
+        """
+        if msg.attempt > 1 or msg.resume or (dequeue_count <= 1 and not last):
+            return None  # the common first delivery, or a job claimed before (indexed since that claim)
+        if self.lifecycle.track_unsent(msg.tenant, msg.job_id):
+            return None
+        if last and self.lifecycle.send(msg, timedelta(seconds=self.settings.admission_delay_seconds)):
+            log.warning("job %s: could not index it on its last allowed delivery; its message was sent again",
+                        msg.job_id)
+            return "resent"
+        raise StorageUnavailable("could not index a job whose message is being redelivered")
+
+    def _after_worker_error(self, delivery: _Delivery, err: Exception, *, last: bool) -> None:
         claimed, before = delivery.claimed, delivery.before
         if claimed is None or before is None:
-            # This delivery never held the job: whatever state it is in is someone else's to change. But on
-            # the last delivery the host moves the message to the poison queue, and a job that was never
-            # claimed has no index row (its message was its record): index it, so the reaper re-sends it.
-            if last:
-                self.lifecycle.track_unsent(msg.tenant, msg.job_id)
+            # This delivery never held the job: whatever state it is in is someone else's to change (the job
+            # was indexed before the claim, so the reaper finds it once the message is in the poison queue).
             return
         try:
             if last and delivery.result is None:

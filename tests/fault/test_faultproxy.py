@@ -169,3 +169,22 @@ def test_same_seed_same_decisions(azurite: str) -> None:
                     pass
             runs.append([w.action for w in p.writes("table")])
     assert runs[0] == runs[1] and {"drop", "refuse", "forward"} <= set(runs[0]), runs
+
+
+def test_every_outcome_is_counted_before_the_client_has_its_answer(azurite: str, proxy: FaultProxy) -> None:
+    """The CI run of 608aee1 read ``refused == 2`` for 3 refused tries: the proxy counted after answering, so a
+    client (and a test) could see the 503 before the count. Raw requests, no SDK retries: after each answer the
+    count must already include it."""
+    raw = http.client.HTTPConnection("127.0.0.1", proxy.port("table"), timeout=10)
+    try:
+        for faults, field in (({"refuse": 1.0}, "refused"), ({"refuse": 0.0}, "forwarded")):
+            proxy.set_faults("table", **faults)
+            for i in range(150):
+                before = getattr(proxy.counters()["table"], field)
+                raw.request("POST", "/devstoreaccount1/Tables", body=b'{"TableName":"cnt%d"}' % i,
+                            headers={"Content-Type": "application/json", "Accept": "application/json;odata=nometadata",
+                                     "x-ms-version": "2019-02-02"})
+                raw.getresponse().read()
+                assert getattr(proxy.counters()["table"], field) == before + 1, (field, i)
+    finally:
+        raw.close()
