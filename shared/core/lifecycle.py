@@ -211,10 +211,14 @@ class Lifecycle:
             return
         self.track_unsent(job.tenant, job.id)
 
+    def track(self, tenant: str, job_id: str) -> None:
+        """Index a job whose message may not exist (an idempotent upsert; raises what the write raised)."""
+        self.stores.jobs.track(tenant, job_id)
+
     def track_unsent(self, tenant: str, job_id: str) -> bool:
-        """Index a job whose message may not exist; False (logged) if that write failed (see ``_enqueue``)."""
+        """:meth:`track`, best effort: False (logged) if the write failed (see ``_enqueue``)."""
         try:
-            self.stores.jobs.track(tenant, job_id)
+            self.track(tenant, job_id)
         except ThematiqError:
             log.error("job %s: its index row could not be written; if its message is lost too, the daily "
                       "sweep re-sends it", job_id)

@@ -11,8 +11,9 @@ Where the rows come from. Every run reads the **active-jobs index**
 (``JobRepo.active``): the tenants partition, then per tenant its index range and
 its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
 finished row or another partition; chunks are read only for the jobs that wait on
-them. A job that was never claimed is indexed only if its send failed (otherwise its
-message is its record: ``Job.in_queue_only``). The **full sweep** (the cross-partition
+them. A job that was never claimed is indexed only if its send failed, if its message
+was redelivered, or if the sweep left it for later (otherwise its message is its
+record: ``Job.in_queue_only``). The **full sweep** (the cross-partition
 scans by status, and retention) runs once every ``REAPER_SWEEP_SECONDS``, on whichever
 instance's run finds it due (the last sweep's time is a row of the tenants partition,
 read with the tenants): it applies retention, finds what the index cannot name (a
@@ -231,9 +232,10 @@ class Reaper:
         # A queued or retrying job that should have started long ago: its message was lost
         # (a crash between the row commit and the send, or a send that never went).
         #
-        # ``index_skipped`` (the sweep): a never-claimed job the sweep found but leaves for later (behind a
-        # backlog, or past this run's budget) is indexed, so the next 5-minute run looks at it again rather
-        # than the next day's sweep.
+        # ``index_skipped`` (the sweep): a never-claimed job the sweep found lost but leaves for later (past
+        # this run's budget) is indexed, so the next 5-minute run looks at it again rather than the next day's
+        # sweep. Not one held back by the backlog rule: its message is most likely still in the queue, and
+        # indexing a whole stale backlog would cost a write each and a read in every index run.
         if not candidates:
             return
         oldest = self.stores.messages.oldest_visible()
@@ -248,7 +250,6 @@ class Reaper:
             if _behind(oldest, job.available_at):
                 # Messages older than the job's due time are still waiting: its own may be among them.
                 report.backlog_skipped += 1
-                skip(job)
                 return
             if budget <= 0:
                 skip(job)

@@ -119,18 +119,22 @@ class Worker(AttemptHost):
         the second delivery on, the job is indexed first (an idempotent upsert; a job claimed before already has
         its row), and the reaper's next run re-sends it if the message is gone. If Table Storage is away, this
         delivery fails and the next tries again; on the last one the message is sent again instead (the queue
-        may be up while the table is not), so the job keeps a live message. Returns an outcome if the delivery
-        is done, else None.
+        may be up while the table is not), so the job keeps a live message; that only for a transient failure.
+        Returns an outcome if the delivery is done, else None.
         """
         if msg.attempt > 1 or msg.resume or (dequeue_count <= 1 and not last):
             return None  # the common first delivery, or a job claimed before (indexed since that claim)
-        if self.lifecycle.track_unsent(msg.tenant, msg.job_id):
-            return None
-        if last and self.lifecycle.send(msg, timedelta(seconds=self.settings.admission_delay_seconds)):
-            log.warning("job %s: could not index it on its last allowed delivery; its message was sent again",
-                        msg.job_id)
-            return "resent"
-        raise StorageUnavailable("could not index a job whose message is being redelivered")
+        try:
+            self.lifecycle.track(msg.tenant, msg.job_id)
+        except StorageUnavailable:
+            # Only a transient failure earns a fresh message: a permanent one (a lost role, a bad key) must end
+            # in the poison queue, where an operator sees it, not circulate for as long as it lasts.
+            if last and self.lifecycle.send(msg, timedelta(seconds=self.settings.admission_delay_seconds)):
+                log.warning("job %s: could not index it on its last allowed delivery; its message was sent again",
+                            msg.job_id)
+                return "resent"
+            raise
+        return None
 
     def _after_worker_error(self, delivery: _Delivery, err: Exception, *, last: bool) -> None:
         claimed, before = delivery.claimed, delivery.before

@@ -373,8 +373,8 @@ class JobStore:
 
     def track(self, tenant: str, job_id: str) -> None:
         """Give a job that is not yet claimed its index row, because its message may not exist (a send that
-        failed, or a last delivery that failed before claiming). An idempotent upsert: a job that is finished
-        or gone only gets a stray row, which the next index run removes."""
+        failed, a message being redelivered, a lost one the sweep leaves for later). An idempotent upsert: a
+        job that is finished or gone only gets a stray row, which the next index run removes."""
         with storage_call("index a job without a message"):
             self.table.upsert_entity(_active_row(tenant, job_id), mode=UpdateMode.MERGE)
 

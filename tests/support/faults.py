@@ -9,6 +9,9 @@ Every storage call can fail three ways (see docs/architecture.md#ambiguous-outco
 * ``commit-5xx-unreachable`` applied and answered 503, then every retry cannot connect: azure-core
                  raises the last error, ServiceRequestError ("never sent"), for a write that happened.
 
+And one that is not ambiguous but permanent: ``forbid``, answered 403 AuthorizationPermissionMismatch and
+never applied (an identity that lost its role, a rotated key); the SDK does not retry it.
+
 :class:`FaultTransport` does this at the azure-core transport, under the real SDK
 clients talking to Azurite, so the SDK's retry behaviour is the real one. For the
 in-memory fake, which has no transport, :func:`faulty` wraps a fake client with the
@@ -30,7 +33,7 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError, Servic
 from azure.core.pipeline.transport import RequestsTransport, RequestsTransportResponse
 from requests.structures import CaseInsensitiveDict
 
-MODES = ("refuse", "drop", "commit-5xx", "commit-5xx-unreachable")
+MODES = ("refuse", "drop", "commit-5xx", "commit-5xx-unreachable", "forbid")
 _SDK_RETRIES = 2  # shared.storage.connections: retry_total=2 on every client
 
 
@@ -129,6 +132,8 @@ class FaultTransport(RequestsTransport):
         mode = self.faults.take(self.service or _service_of(request.url), request.method.upper(), body)
         if mode == "refuse":
             return self._busy(request)
+        if mode == "forbid":
+            return self._answer(request, 403, "AuthorizationPermissionMismatch", "This request is not authorized")
         if request.method.upper() in ("GET", "HEAD") and mode is not None:
             raise ServiceResponseError("Connection reset by peer (injected)")
         response = super().send(request, **kwargs)
@@ -143,10 +148,13 @@ class FaultTransport(RequestsTransport):
         return response
 
     def _busy(self, request: Any) -> RequestsTransportResponse:
+        return self._answer(request, 503, "ServerBusy", "Server Busy")
+
+    def _answer(self, request: Any, status: int, code: str, reason: str) -> RequestsTransportResponse:
         raw = requests.Response()
-        raw.status_code = 503
-        raw.reason = "Server Busy"
-        raw.headers = CaseInsensitiveDict({"x-ms-error-code": "ServerBusy", "Content-Type": "application/json",
+        raw.status_code = status
+        raw.reason = reason
+        raw.headers = CaseInsensitiveDict({"x-ms-error-code": code, "Content-Type": "application/json",
                                            "Content-Length": "0"})
         raw._content = b""
         raw.url = request.url
@@ -161,9 +169,13 @@ _BLOB_METHODS = {"download_blob": "GET", "list_blobs": "GET", "upload_blob": "PU
 
 
 def _busy_error() -> HttpResponseError:
-    err = HttpResponseError(message="Server Busy (injected)")
-    err.status_code = 503
-    err.error_code = "ServerBusy"
+    return _error(503, "ServerBusy", "Server Busy (injected)")
+
+
+def _error(status: int, code: str, message: str) -> HttpResponseError:
+    err = HttpResponseError(message=message)
+    err.status_code = status
+    err.error_code = code
     return err
 
 
@@ -192,6 +204,8 @@ class _Faulty:
                     if attempt == _SDK_RETRIES:
                         raise _busy_error()
                     continue  # the SDK retries a 503
+                if mode == "forbid":
+                    raise _error(403, "AuthorizationPermissionMismatch", "This request is not authorized (injected)")
                 if mode is None:
                     return fn(*args, **kwargs)
                 if method == "GET":
