@@ -312,7 +312,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200, help="no-op jobs per throughput run")
     parser.add_argument("--requests", type=int, default=200, help="submissions per latency run at 20 clients")
-    parser.add_argument("--rounds", type=int, default=3, help="turns of the two servers in the submit section")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of the three servers in the submit section")
     parser.add_argument("--idle-seconds", type=float, default=60, help="how long to watch an idle host's polls")
     parser.add_argument("--sections", default="ops,throughput,idle,submit,thematic,batch",
                         help="comma-separated subset of: ops, throughput, idle, submit, thematic, batch")
@@ -383,7 +383,7 @@ def section_idle(proxy: FaultProxy, seconds: float) -> None:
 
 
 def section_submit(conn: str, requests: int, rounds: int) -> None:
-    """Both servers in turns, ``rounds`` times: a p99 of one 400-request run is its 4th-worst request, and two
+    """The three servers in turns, ``rounds`` times: a p99 of one 400-request run is its 4th-worst request, and two
     such runs minutes apart on a shared machine gave ratios from 1.04 to 1.61, so the ratio is taken of the
     p99s pooled over the rounds (and each round's ratio is printed)."""
     print("\n## 4. POST /api/jobs latency (API only, no worker)\n")

@@ -241,10 +241,6 @@ class Reaper:
         oldest = self.stores.messages.oldest_visible()
         budget = self.lifecycle.max_requeues_per_run()
 
-        def skip(job: Job) -> None:
-            if index_skipped and job.in_queue_only:
-                self.lifecycle.track_unsent(job.tenant, job.id)
-
         def requeue(job: Job) -> None:
             nonlocal budget
             if _behind(oldest, job.available_at):
@@ -252,7 +248,8 @@ class Reaper:
                 report.backlog_skipped += 1
                 return
             if budget <= 0:
-                skip(job)
+                if index_skipped and job.in_queue_only:
+                    self.lifecycle.track_unsent(job.tenant, job.id)
                 return
             if self.lifecycle.requeue_lost(job):
                 budget -= 1

@@ -93,6 +93,7 @@ class Worker(AttemptHost):
             self.stores.messages.send_poison(text)
             return "bad-message"
         delivery = _Delivery()
+        last = dequeue_count >= host_config().max_dequeue_count
         try:
             with (
                 telemetry.job_context(job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt),
@@ -100,14 +101,13 @@ class Worker(AttemptHost):
                     msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt
                 ) as span,
             ):
-                last = dequeue_count >= host_config().max_dequeue_count
                 outcome = self._keep_findable(msg, dequeue_count, last) or self._handle(msg, text, delivery)
                 span.set_attribute("thematiq.outcome", outcome)
                 if outcome in ("failed", "retrying"):
                     telemetry.mark_error(span, outcome)
                 return outcome
         except Exception as err:
-            self._after_worker_error(delivery, err, last=dequeue_count >= host_config().max_dequeue_count)
+            self._after_worker_error(delivery, err, last=last)
             raise
 
     def _keep_findable(self, msg: JobMessage, dequeue_count: int, last: bool) -> str | None:

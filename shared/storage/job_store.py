@@ -375,7 +375,7 @@ class JobStore:
         """Give a job that is not yet claimed its index row, because its message may not exist (a send that
         failed, a message being redelivered, a lost one the sweep leaves for later). An idempotent upsert: a
         job that is finished or gone only gets a stray row, which the next index run removes."""
-        with storage_call("index a job without a message"):
+        with storage_call("write an active-index row"):
             self.table.upsert_entity(_active_row(tenant, job_id), mode=UpdateMode.MERGE)
 
     def reindex(self, jobs: Iterable[Job]) -> int:
@@ -390,8 +390,7 @@ class JobStore:
         for job in jobs:
             if job.status.terminal:
                 continue
-            with storage_call("index an unindexed job"):
-                self.table.upsert_entity(_active_row(job.tenant, job.id), mode=UpdateMode.MERGE)
+            self.track(job.tenant, job.id)
             try:
                 fresh: Job | None = self.get(job.tenant, job.id)
             except NotFound:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from shared.api.service import JobService, Submitted
+from shared.config.settings import get_settings
 from shared.core.jobs import Job
 from shared.core.registry import default_registry
 from shared.runtime.chunk_worker import ChunkWorker
@@ -33,6 +34,17 @@ def worker(b: Backend) -> Worker:
 
 def chunk_worker(b: Backend) -> ChunkWorker:
     return ChunkWorker(b.stores, default_registry(), runner=InProcessRunner)
+
+
+def drain(b: Backend, queue: str | None = None) -> int:
+    """Delete every visible message of a queue (the jobs queue by default), as the host's move of a message to
+    the poison queue, or a message lost, would leave it; how many there were."""
+    client = b.raw_queue(queue or get_settings().jobs_queue)
+    n = 0
+    for m in list(client.receive_messages(messages_per_page=32, max_messages=32, visibility_timeout=60)):
+        client.delete_message(m, pop_receipt=m.pop_receipt)
+        n += 1
+    return n
 
 
 def reaper(b: Backend) -> Reaper:

@@ -20,7 +20,7 @@ from shared.core.lifecycle import Lifecycle
 from shared.observability.metering import METER, TransactionMeter
 from shared.runtime.reaper import Reaper
 from shared.storage.job_store import active_row_key
-from tests.core.scenarios import TENANT, executions, job, submit, worker
+from tests.core.scenarios import TENANT, drain, executions, job, submit, worker
 from tests.support.backends import Backend
 
 
@@ -100,9 +100,7 @@ def test_a_last_delivery_that_fails_before_claiming_indexes_the_job(backend: Bac
     from shared.core.messages import JobMessage
 
     j = submit(backend).job
-    client = backend.raw_queue(get_settings().jobs_queue)
-    for m in list(client.receive_messages(messages_per_page=32, max_messages=32)):
-        client.delete_message(m, pop_receipt=m.pop_receipt)  # its deliveries below, then the poison queue
+    drain(backend)  # its deliveries below, then the poison queue
     text = JobMessage(TENANT, j.id, 1, None).encode()  # ids only (a replay's message): the row is read first
     last = host_config().max_dequeue_count
     for count in range(1, last + 1):
@@ -198,9 +196,7 @@ def test_jobs_the_sweep_leaves_for_later_are_indexed(backend: Backend, monkeypat
     """Review finding: the sweep re-sends at most its budget a day; the never-claimed rest had no index row."""
     monkeypatch.setattr(Lifecycle, "max_requeues_per_run", staticmethod(lambda: 1))
     a, b = submit(backend).job, submit(backend).job
-    client = backend.raw_queue(get_settings().jobs_queue)
-    for m in list(client.receive_messages(messages_per_page=32, max_messages=32)):
-        client.delete_message(m, pop_receipt=m.pop_receipt)  # both messages lost
+    assert drain(backend) == 2  # both messages lost
     backend.clock.advance(get_settings().queued_stale_seconds + 1)
     first = Reaper(backend.stores, sweep=True).run().requeued_lost
     assert len(first) == 1

@@ -20,17 +20,8 @@ from shared.core.names import result_blob_name
 from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptRunner
 from shared.runtime.worker import JobLease
-from tests.core.scenarios import TENANT, executions, job, reaper, submit, worker
+from tests.core.scenarios import TENANT, drain, executions, job, reaper, submit, worker
 from tests.support.backends import Backend
-
-
-def _drain(b: Backend, queue: str | None = None) -> int:
-    client = b.raw_queue(queue or get_settings().jobs_queue)
-    n = 0
-    for m in list(client.receive_messages(messages_per_page=32, max_messages=32, visibility_timeout=60)):
-        client.delete_message(m, pop_receipt=m.pop_receipt)
-        n += 1
-    return n
 
 
 # -- 1: self-fencing is measured from the wrong clock and only between blocking calls ----------------
@@ -125,7 +116,7 @@ def test_3_an_unconfirmed_claim_is_released_not_left_to_burn_the_attempt(backend
     j = submit(backend).job
     jobs_store = backend.stores.jobs
     jobs_store.update(job(backend, j.id), max_attempts=1)  # its last attempt (any attempt burns the same way)
-    _drain(backend)  # the first message carried the row's old ETag: send a plain one
+    drain(backend)  # the first message carried the row's old ETag: send a plain one
     Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
     # The claim commits and its answer is lost; the reads that would decide it fail too (3 reads x 3 tries).
     claim = backend.faults.arm("table", "drop", method="MERGE", contains='"status":"running"', count=1)
@@ -142,7 +133,7 @@ def test_3_an_unconfirmed_claim_is_released_not_left_to_burn_the_attempt(backend
 # -- 4: a resumed attempt released with a stored result runs its pipeline again ---------------------
 def test_4_released_resume_with_a_stored_result_finishes_from_the_blob(backend: Backend) -> None:
     j = submit(backend).job
-    _drain(backend)  # the submission's message: this test drives the claim itself
+    drain(backend)  # the submission's message: this test drives the claim itself
     life = Lifecycle(backend.stores)
     claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
     assert claimed is not None
@@ -202,7 +193,7 @@ def test_6_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monk
     for _cycle in range(2):
         for _ in range(5):  # host.json maxDequeueCount
             outcomes.append(backend.deliver(worker(backend).handle))
-        _drain(backend)  # the host moves the message to the poison queue
+        drain(backend)  # the host moves the message to the poison queue
         backend.clock.advance(1.5)
         outcomes.append(f"reaper requeued {reaper(backend).run().requeued_lost}")
     final = job(backend, j.id)
