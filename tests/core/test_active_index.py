@@ -233,6 +233,28 @@ def test_a_permanent_table_error_on_the_last_delivery_is_not_resent(backend: Bac
     assert job(backend, j.id).status == Status.QUEUED
 
 
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+def test_a_finish_whose_answer_is_lost_removes_the_index_row_with_it(backend: Backend, mode: str) -> None:
+    j = submit(backend).job
+    rule = backend.faults.arm("table", mode, method="MERGE", contains='"status":"succeeded"', count=1)
+    assert backend.deliver(worker(backend).handle) == "succeeded"  # applied, and known to be
+    assert rule.hits == 1, "the fault must have hit the finishing batch"
+    assert job(backend, j.id).status == Status.SUCCEEDED and executions(j.id) == 1
+    assert _indexed(backend) == set()
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+def test_a_first_claim_whose_answer_is_lost_writes_the_index_row_with_it(backend: Backend, mode: str) -> None:
+    """The first claim is a $batch of the conditional merge and the index row: committed with its answer
+    lost, the re-read decides it by owner, and the row exists exactly because the claim landed."""
+    j = submit(backend).job
+    rule = backend.faults.arm("table", mode, method="MERGE", contains='"status":"running"', count=1)
+    claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert rule.hits == 1, "the fault must have hit the claiming batch"
+    assert claimed is not None and claimed.status == Status.RUNNING
+    assert job(backend, j.id).owner == claimed.owner and _indexed(backend) == {j.id}
+
+
 def _claimed(backend: Backend) -> str:
     j = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
     assert j is not None
