@@ -2,7 +2,7 @@
 
 Served at ``GET /api/openapi.json`` (auth level ``function``, like every route
 but health) by ``blueprints/docs.py``. Request bodies come from
-:class:`shared.service.SubmitBody`; job responses from :class:`shared.api.views.JobView`, the
+:class:`shared.api.service.SubmitBody`; job responses from :class:`shared.api.views.JobView`, the
 very model the handlers serialise jobs with; errors from :class:`Problem` (RFC 9457).
 """
 

@@ -1,7 +1,7 @@
 """What the HTTP API does, independent of ``azure.functions`` request objects.
 
 Each method takes plain values (tenant, ids, the raw body) and returns plain
-values or raises a :class:`shared.errors.ThematiqError`, which the HTTP layer
+values or raises a :class:`shared.sdk.errors.ThematiqError`, which the HTTP layer
 turns into problem+json.
 """
 

@@ -12,7 +12,7 @@ It adds what the pipelines must not each reinvent:
   or a schema violation sends the error back once for a corrected answer.
 * **Retries.** 429 honours ``retry-after-ms`` / ``Retry-After`` (seconds or an
   HTTP date); 408/5xx, timeouts and connection errors back off exponentially
-  with jitter (:class:`shared.retry.RetryPolicy`). Other 4xx fail at once.
+  with jitter (:class:`shared.sdk.retry.RetryPolicy`). Other 4xx fail at once.
 * **Token budget** per job (:class:`TokenBudget`): a call that could exceed it
   is refused *before* it is sent; actual usage is charged after.
 * **Cache** of validated answers in Table Storage (:mod:`shared.llm.cache`):
