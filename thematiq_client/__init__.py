@@ -22,6 +22,8 @@ from .models import (
     Page,
     Problem,
     ProgressView,
+    ResponseList,
+    ResponseRow,
     Status,
 )
 
@@ -39,6 +41,8 @@ __all__ = [
     "Poll",
     "Problem",
     "ProgressView",
+    "ResponseList",
+    "ResponseRow",
     "Status",
     "Submitted",
     "ThematiqError",

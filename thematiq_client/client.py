@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from . import __version__
 from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
-from .models import Health, Job, JobList, Problem, Status
+from .models import Health, Job, JobList, Problem, ResponseList, ResponseRow, Status
 
 KEY_HEADER = "x-functions-key"
 SUBSCRIPTION_HEADER = "Ocp-Apim-Subscription-Key"
@@ -323,6 +323,49 @@ class Client:
              limit: int | None = None) -> Iterator[Job]:
         """Every job of :meth:`list`, across pages."""
         for page in self.list(status, pipeline, limit):
+            yield from page.items
+
+    def response_pages(
+        self,
+        job: JobRef,
+        *,
+        theme: str | None = None,
+        subtheme: str | None = None,
+        bucket: str | None = None,
+        sentiment: str | None = None,
+        metadata: dict[str, str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Iterator[ResponseList]:
+        """A succeeded job's responses (text, metadata, themes, levels, sentiment), one page at a time.
+
+        Filters combine with AND; ``metadata={"plan": "pro"}`` keeps responses whose metadata ``plan`` is
+        ``pro``. Each next page is requested only when the iterator gets there.
+        """
+        base = {"theme": theme, "subtheme": subtheme, "bucket": bucket, "sentiment": sentiment, "limit": limit,
+                **{f"metadata[{k}]": v for k, v in (metadata or {}).items()}}
+        path = f"/jobs/{_seg(_id(job))}/responses"
+        while True:
+            page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))
+            yield page
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def responses(
+        self,
+        job: JobRef,
+        *,
+        theme: str | None = None,
+        subtheme: str | None = None,
+        bucket: str | None = None,
+        sentiment: str | None = None,
+        metadata: dict[str, str] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[ResponseRow]:
+        """Every row of :meth:`response_pages`, across pages (``client.responses(job, theme="t3")``)."""
+        for page in self.response_pages(job, theme=theme, subtheme=subtheme, bucket=bucket, sentiment=sentiment,
+                                        metadata=metadata, limit=limit):
             yield from page.items
 
     def cancel(self, job: JobRef) -> Job:
