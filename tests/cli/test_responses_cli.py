@@ -67,7 +67,7 @@ def test_table_and_errors(cli: Cli, job: Any) -> None:
     code, out, err = cli("responses", job_id, "--limit", "3")
     assert code == 0 and "3 responses" in err
     assert out.splitlines()[0].split() == ["id", "theme", "sentiment", "text"]
-    assert list(rows.values())[0]["text"][:20] in out
+    assert next(iter(rows.values()))["text"][:20] in out
     code, _, err = cli("responses", job_id, "--theme", "t999")
     assert code == 3 and "theme:" in err
     code, _, err = cli("responses", job_id, "--where", "plan")
