@@ -16,17 +16,17 @@ resident baseline (interpreter, pydantic, the SDKs, the built job), which is pri
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, bench/ is sys.path[0], and bench/platform.py would shadow the standard library's platform.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 import argparse
 import json
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+# Run as a script, bench/ is sys.path[0], and bench/platform.py would shadow the standard library's platform
+# (imported by uuid, which the child imports later).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 ROOT = Path(__file__).resolve().parent.parent
 
