@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("result", "download a job's result")
     s.add_argument("job_id", metavar="ID")
-    s.add_argument("--format", "-f", choices=["json", "md", "csv", "codebook"], default="json")
+    s.add_argument("--format", "-f", choices=["json", "md", "csv", "xlsx", "codebook"], default="json")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_result)
 
