@@ -195,7 +195,13 @@ class Client:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """One page of a job's responses, as the service sent it (``{items, next_cursor, total}``)."""
-        page = next(self.api.response_pages(job_id, **filters, metadata=metadata, limit=limit, cursor=cursor))
+        query: thematiq_client.ResponseFilters = {"metadata": metadata}
+        for name in ("theme", "subtheme", "bucket", "sentiment"):
+            if name in filters:
+                query[name] = filters[name]
+        if limit is not None:
+            query["limit"] = limit
+        page = next(self.api.response_pages(job_id, cursor, **query))
         return page.model_dump(mode="json")
 
     @_translated

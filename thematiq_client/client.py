@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import ValidationError
 
@@ -102,6 +102,17 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class ResponseFilters(TypedDict, total=False):
+    """The filters of ``GET /jobs/{id}/responses``, and the page size."""
+
+    theme: str
+    subtheme: str
+    bucket: str
+    sentiment: str
+    metadata: dict[str, str]
+    limit: int
 
 
 def _id(job: JobRef) -> str:
@@ -326,24 +337,16 @@ class Client:
             yield from page.items
 
     def response_pages(
-        self,
-        job: JobRef,
-        *,
-        theme: str | None = None,
-        subtheme: str | None = None,
-        bucket: str | None = None,
-        sentiment: str | None = None,
-        metadata: dict[str, str] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
+        self, job: JobRef, cursor: str | None = None, **filters: Unpack[ResponseFilters]
     ) -> Iterator[ResponseList]:
         """A succeeded job's responses (text, metadata, themes, levels, sentiment), one page at a time.
 
-        Filters combine with AND; ``metadata={"plan": "pro"}`` keeps responses whose metadata ``plan`` is
-        ``pro``. Each next page is requested only when the iterator gets there.
+        Filters (:class:`ResponseFilters`) combine with AND; ``metadata={"plan": "pro"}`` keeps responses whose
+        metadata ``plan`` is ``pro``. Each next page is requested only when the iterator gets there.
         """
-        base = {"theme": theme, "subtheme": subtheme, "bucket": bucket, "sentiment": sentiment, "limit": limit,
-                **{f"metadata[{k}]": v for k, v in (metadata or {}).items()}}
+        meta = filters.get("metadata") or {}
+        base: dict[str, Any] = {k: v for k, v in filters.items() if k != "metadata"}
+        base.update({f"metadata[{k}]": v for k, v in meta.items()})
         path = f"/jobs/{_seg(_id(job))}/responses"
         while True:
             page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))
@@ -352,20 +355,9 @@ class Client:
             if not cursor:
                 return
 
-    def responses(
-        self,
-        job: JobRef,
-        *,
-        theme: str | None = None,
-        subtheme: str | None = None,
-        bucket: str | None = None,
-        sentiment: str | None = None,
-        metadata: dict[str, str] | None = None,
-        limit: int | None = None,
-    ) -> Iterator[ResponseRow]:
+    def responses(self, job: JobRef, **filters: Unpack[ResponseFilters]) -> Iterator[ResponseRow]:
         """Every row of :meth:`response_pages`, across pages (``client.responses(job, theme="t3")``)."""
-        for page in self.response_pages(job, theme=theme, subtheme=subtheme, bucket=bucket, sentiment=sentiment,
-                                        metadata=metadata, limit=limit):
+        for page in self.response_pages(job, **filters):
             yield from page.items
 
     def cancel(self, job: JobRef) -> Job:
