@@ -82,14 +82,6 @@ class Labels:
         return LevelLink(id=tid, label=self.label(tid)) if tid else None
 
 
-def _theme_ids(a: Mapping[str, Any], labels: Labels) -> set[str]:
-    ids = {ref["theme_id"] for ref in a.get("themes") or []}
-    ids |= {labels.parent_of[t] for t in list(ids) if t in labels.parent_of}
-    if a.get("broad"):
-        ids.add(a["broad"])
-    return ids
-
-
 def _unknown(field: str, message: str) -> ValidationFailed:
     return ValidationFailed(f"invalid filter {field}", [{"field": field, "message": message}])
 
@@ -103,7 +95,15 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
         theme = f["theme"]
         if theme not in labels.themes and theme not in labels.parents:
             raise _unknown("theme", f"no theme or broad theme {theme[:40]!r} in this result")
-        tests.append(lambda r: r.assignment is not None and theme in _theme_ids(r.assignment, labels))
+        # A theme, or a broad theme through any of its children (primary or secondary).
+        wanted = {theme} | {t for t, p in labels.parent_of.items() if p == theme}
+
+        def in_theme(r: Joined) -> bool:
+            a = r.assignment
+            return a is not None and (a.get("broad") == theme
+                                      or any(ref["theme_id"] in wanted for ref in a.get("themes") or ()))
+
+        tests.append(in_theme)
     if "subtheme" in f:
         sub = f["subtheme"]
         if sub not in labels.subthemes and not (labels.fine_is_themes and sub in labels.themes):

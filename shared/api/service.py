@@ -11,7 +11,9 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +90,46 @@ class ResponsesRequest:
     lister: ResponseLister
     parsed: ParsedQuery
     etag: str
+
+
+class _ParsedCache:
+    """The parsed (result, input) of the last few jobs whose responses were paged, by result version.
+
+    A result version's blob name never changes meaning and a job's input never changes, so an entry is never
+    stale; another tenant cannot reach one (the tenant is in the key, and the row read that precedes every use
+    checks it). Paging a 20,000-response job is then one row read and no parse per page after the first.
+    Bounded by the raw bytes it was parsed from (objects take a few times more), oldest dropped first.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._items: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> Any | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: tuple[str, str, str], value: Any, size: int) -> None:
+        if size > self._max:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self._max:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+
+#: 24 MB of raw result + input: two 20,000-response jobs (about 8 MB each), some 150 MB once parsed.
+_PARSED = _ParsedCache(24 * 1024 * 1024)
 
 
 #: Edited results up to this size are kept in the row like a small first result (the worker's own limit,
@@ -377,9 +419,16 @@ class JobService:
         return ResponsesRequest(job, pipeline.responses, parsed, page_etag(result_etag(job), parsed))
 
     def responses_page(self, request: ResponsesRequest) -> dict[str, Any]:
-        """One page: the result and the input, each at most one read (both are inline in the row when small)."""
-        doc = json.loads(self.stored_result(request.job))
-        page = request.lister(doc, self._input_of(request.job), request.parsed.query)
+        """One page: the result and the input, each at most one read (both are inline in the row when small),
+        or none when this process parsed the same result version for an earlier page (``_PARSED``)."""
+        job = request.job
+        key = (job.tenant, job.id, job.result_blob or "")
+        parsed = _PARSED.get(key)
+        if parsed is None:
+            raw = self.stored_result(job)
+            parsed = (json.loads(raw), self._input_of(job))
+            _PARSED.put(key, parsed, len(raw) + (job.input_bytes or 0))
+        page = request.lister(parsed[0], parsed[1], request.parsed.query)
         cursor = None if page.next_start is None else encode_cursor(page.next_start, request.parsed.fingerprint)
         return ResponseList(items=page.items, next_cursor=cursor, total=page.total).model_dump(mode="json")
 

@@ -192,7 +192,10 @@ def _ops_of_a_page(job_id: str, cursor: str | None = None) -> tuple[TransactionM
     return METER, resp
 
 
-def test_a_page_costs_at_most_three_reads_whatever_the_job_size_or_position() -> None:
+def test_a_page_costs_at_most_three_reads_whatever_the_job_size_or_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.api import service
+
+    monkeypatch.setattr(service, "_PARSED", service._ParsedCache(24 * 1024 * 1024))
     small_id, _, _ = plant(20, inline_result=True)
     big_id, items, _ = plant(3000, inline_result=False)
     job = JobStore().get("local", big_id, with_input=True)
@@ -201,17 +204,38 @@ def test_a_page_costs_at_most_three_reads_whatever_the_job_size_or_position() ->
     _, resp = _ops_of_a_page(small_id)
     small = METER.snapshot()
     assert small == {"table:get": 1}, small  # input and result inline in the row
-    cursor = None
-    for _ in range(3):  # the first page and two further ones cost the same
+    # The first page of the big job reads the row and both blobs; later pages (and other filters) of the same
+    # result version only the row: the parsed result and input are kept per version.
+    _, resp = _ops_of_a_page(big_id)
+    assert METER.snapshot() == {"table:get": 1, "blob:get": 2}, METER.snapshot()
+    cursor = body_of(resp)["next_cursor"]
+    for _ in range(2):
         _, resp = _ops_of_a_page(big_id, cursor)
-        counts = METER.snapshot()
-        assert counts == {"table:get": 1, "blob:get": 2}, counts
+        assert METER.snapshot() == {"table:get": 1}, METER.snapshot()
         cursor = body_of(resp)["next_cursor"]
     assert body_of(resp)["total"] == len(items)
+    # A process that has not seen the job (another instance) pays the three reads again, never more.
+    monkeypatch.setattr(service, "_PARSED", service._ParsedCache(1))
+    _, resp = _ops_of_a_page(big_id, cursor)
+    assert METER.snapshot() == {"table:get": 1, "blob:get": 2}, METER.snapshot()
     page = get(big_id, {"limit": "50"})
     METER.reset()
     assert get(big_id, {"limit": "50"}, headers={"If-None-Match": page.headers["ETag"]}).status_code == 304
     assert METER.snapshot() == {"table:get": 1}, "a 304 reads the row only"
+
+
+def test_the_parsed_cache_is_bounded_and_drops_the_oldest() -> None:
+    from shared.api.service import _ParsedCache
+
+    cache = _ParsedCache(10)
+    cache.put(("t", "a", "v1"), "A", 6)
+    cache.put(("t", "b", "v1"), "B", 4)
+    assert cache.get(("t", "a", "v1")) == "A"  # now the newest
+    cache.put(("t", "c", "v1"), "C", 5)  # over 10: the oldest (b) goes
+    assert cache.get(("t", "b", "v1")) is None and cache.get(("t", "a", "v1")) is None
+    assert cache.get(("t", "c", "v1")) == "C"
+    cache.put(("t", "d", "v1"), "D", 11)  # larger than the whole budget: never kept
+    assert cache.get(("t", "d", "v1")) is None and cache.get(("t", "c", "v1")) == "C"
 
 
 def test_csv_has_text_and_metadata_columns_and_is_formula_safe() -> None:
