@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from shared.sdk.fanout_types import MapResult
+from shared.sdk.responses import Exporter, ResponseLister
 from shared.sdk.retry import RetryPolicy
 
 #: Renders a stored result document in another format: returns (content type, body).
@@ -112,6 +113,13 @@ class Pipeline:
     #: Upper bound on one attempt; capped by the PIPELINE_TIMEOUT_SECONDS setting.
     timeout_seconds: float | None = None
     renderers: Mapping[str, Renderer] = field(default_factory=dict)
+    #: Downloads that need the stored input beside the result (texts, metadata): ``?format=<name>``. A name
+    #: here wins over the same name in ``renderers``.
+    exports: Mapping[str, Exporter] = field(default_factory=dict)
+    #: ``GET /api/jobs/{id}/responses``: every response joined with its coding, or None if the pipeline has none.
+    responses: ResponseLister | None = None
+    #: The query parameters ``responses`` filters on besides ``metadata[key]`` (anything else is a 422).
+    response_filters: frozenset[str] = frozenset()
     description: str = ""
     #: Estimated peak memory of one attempt in MiB, from the validated params and the input. A host
     #: starts an attempt only while the estimates of its running attempts fit in its memory budget
