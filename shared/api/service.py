@@ -27,16 +27,17 @@ from shared.config.constants import (
     PIPELINE_NAME_RE,
 )
 from shared.config.hostconfig import host_config
-from shared.config.settings import get_settings, raw
-from shared.core.callbacks import MAX_URL_CHARS, UnsafeUrl, check_url
+from shared.config.settings import get_settings
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
+from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
 from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
+from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
 log = logging.getLogger(__name__)
 _MAX_JSON_DEPTH = 64
@@ -213,7 +214,7 @@ class JobService:
             # Checks of params against the input, and reads of the tenant's earlier results: before anything is
             # stored, so a bad metadata key or another tenant's job id is a 4xx and nothing changes.
             data = pipeline.prepare(params_model, data, _EarlierResults(self, tenant, body.pipeline))
-        callback_url = self._callback_url(body.callback)
+        callback_url = self._callback_url(tenant, body.callback)
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:
             raise PayloadTooLarge("params are too large to store", field="params")
@@ -229,6 +230,10 @@ class JobService:
         encoded = encode_input(data)
         inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
         blob_name = None if inline else input_blob_name(tenant, job_id)
+        if callback_url:
+            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
+            # insert that then fails leaves a row the sweep removes (its job is not found).
+            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
         if blob_name:
             # Claim check: the payload is in Blob Storage before the row that points at it exists.
             self.stores.blobs.put(blob_name, encoded, "application/gzip")
@@ -254,19 +259,21 @@ class JobService:
             self._forget_blob(blob_name)
         return Submitted(stored, created)
 
-    @staticmethod
-    def _callback_url(spec: CallbackSpec | None) -> str | None:
+    def _callback_url(self, tenant: str, spec: CallbackSpec | None) -> str | None:
+        """The URL in the one form it is stored and called in, or a 422 naming ``callback.url``."""
         if spec is None:
             return None
-        if not raw("WEBHOOK_SECRET"):
-            raise ValidationFailed(
-                "webhooks are not configured", [{"field": "callback", "message": "this deployment has no WEBHOOK_SECRET"}]
-            )
         try:
-            check_url(spec.url, allow_private=get_settings().webhook_allow_private)
+            url = normalise_url(spec.url)
+            check_url(url, allow_private=get_settings().webhook_allow_private)
         except UnsafeUrl as err:
             raise ValidationFailed("invalid callback URL", [{"field": "callback.url", "message": str(err)}]) from None
-        return spec.url
+        if not active_secrets(WebhookStore.of(self.stores), tenant).secrets:
+            raise ValidationFailed(
+                "webhooks are not configured for this tenant",
+                [{"field": "callback", "message": "no webhook signing secret: create one with POST /api/webhooks/secrets"}],
+            )
+        return url
 
     def _forget_blob(self, name: str) -> None:
         try:

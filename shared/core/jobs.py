@@ -148,7 +148,7 @@ class Job:
     #: Token of the lifecycle write that last changed the row: how a writer whose answer was lost
     #: recognises, on re-reading, that its own write landed (``shared.core.conditional``).
     op: str | None = None
-    #: Completion webhook (shared.runtime.callbacks): the URL, and how its delivery stands
+    #: Completion webhook (shared.runtime.webhooks): the URL, and how its delivery stands
     #: (``pending``, ``retrying``, ``delivered``, ``failed``), after how many attempts, the last error.
     callback_url: str | None = None
     callback_status: str | None = None
