@@ -248,8 +248,9 @@ def _getaddrinfo(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def _resolve(host: str, port: int, timeout: float = DNS_TIMEOUT_SECONDS) -> list[str]:
+def _resolve(host: str, port: int, timeout: float | None = None) -> list[str]:
     """``getaddrinfo`` with a timeout: it runs on a small pool, and a lookup that hangs is abandoned, not awaited."""
+    timeout = DNS_TIMEOUT_SECONDS if timeout is None else timeout
     future = _pool().submit(_getaddrinfo, host, port)
     try:
         return future.result(timeout)
