@@ -56,6 +56,8 @@ class Delivery:
     headers: dict[str, str]
     body: bytes
     at: float
+    #: The request target as it arrived (path and query, percent-encoded).
+    path: str = ""
 
 
 @dataclass
@@ -81,7 +83,7 @@ def receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            state.deliveries.append(Delivery({k.lower(): v for k, v in self.headers.items()}, body, time.time()))
+            state.deliveries.append(Delivery({k.lower(): v for k, v in self.headers.items()}, body, time.time(), self.path))
             status = state.answers.pop(0) if state.answers else 200
             self.send_response(status)
             self.send_header("Content-Length", "0")
