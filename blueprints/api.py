@@ -87,7 +87,10 @@ def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     fmt = req.params.get("format", "json")
     result = service().result(tenant_of(req), req.route_params["id"], fmt)
-    headers = {"Content-Disposition": f'inline; filename="{result.filename}"', "ETag": result.etag}
+    # A download, never a page of the dashboard's origin: as an attachment, its type not sniffed, and under a CSP
+    # that lets nothing in it run should a browser render it anyway (a result carries the tenant's own text).
+    headers = {"Content-Disposition": f'attachment; filename="{result.filename}"', "ETag": result.etag,
+               "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
     return func.HttpResponse(result.body, status_code=200, headers={**headers, "Content-Type": result.content_type})
 
 

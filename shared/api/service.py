@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -152,7 +153,7 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as err:
         raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
     except json.JSONDecodeError as err:
@@ -173,6 +174,14 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 parses as inf, which no JSON document can hold: the result would carry "Infinity" (not JSON).
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 class JobService:
