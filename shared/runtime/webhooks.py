@@ -59,7 +59,7 @@ from shared.observability import telemetry
 from shared.storage import azure_stores
 from shared.storage.connections import get_queue_client
 from shared.storage.errors import storage_call
-from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
+from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ SWEEP_BUDGET = 100
 SWEEP_PER_TENANT = 10
 #: Re-sends in a row without an attempt recorded, after which the webhook is failed.
 MAX_SWEEPS = 6
+#: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
+HEAL_EVERY = timedelta(hours=24)
 
 
 def enqueue(message: WebhookMessage, delay: float = 0.0) -> None:
@@ -248,6 +250,7 @@ class SweepReport:
     failed: list[str] = field(default_factory=list)
     removed: int = 0
     looked: int = 0
+    healed: int = 0
     errors: int = 0
 
 
@@ -376,14 +379,16 @@ class WebhookSender:
         """
         report = SweepReport()
         now = utcnow()
-        start = self.index.cursor()
+        start, healed_at = self.index.cursor()
+        if healed_at is None or now - healed_at >= HEAL_EVERY:
+            self._heal(now, report)
         last = start
         for after in ([start, ""] if start else [""]):
             for row in self.index.due(now, after, per_tenant):
                 if start and after == "" and row.key > start:
                     break  # wrapped round to where this run began
                 if report.looked >= budget:
-                    self.index.set_cursor(last)
+                    self.index.set_cursor(after=last)
                     return report
                 report.looked += 1
                 last = row.key
@@ -393,6 +398,25 @@ class WebhookSender:
                     report.errors += 1
                     log.warning("webhook sweep: could not look at %s (%s)", row.key, type(err).__name__)
         return report
+
+    def _heal(self, now: datetime, report: SweepReport) -> None:
+        """Once a day: index every finished job whose webhook is unsettled but has no index row.
+
+        Only rows written before the index existed (or by a host whose index write was lost, which
+        submission answers as a 503) can be missing; one cross-partition query a day finds them, so the
+        5-minute sweep never has to scan.
+        """
+        try:
+            indexed = self.index.keys()
+            rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
+            for job in rows:
+                if job.callback_url and job.status.terminal and index_key(job.tenant, job.id) not in indexed:
+                    self.index.track(IndexRow(job.tenant, job.id, due_at=now))
+                    report.healed += 1
+            self.index.set_cursor(healed_at=now)
+        except ThematiqError as err:
+            report.errors += 1
+            log.warning("webhook sweep: could not heal the index (%s); the next run tries again", type(err).__name__)
 
     def _look(self, row: IndexRow, now: datetime, report: SweepReport) -> None:
         try:

@@ -143,20 +143,33 @@ class WebhookStore:
             if not skipped and len(page) < per_tenant:
                 return  # the last page: nothing due after it
 
-    def cursor(self) -> str:
-        """Where the last sweep whose budget ran out stopped ("" from the start)."""
+    def keys(self) -> set[str]:
+        """Every row key of the index (the daily heal's view of what is indexed)."""
+        with storage_call("list the webhook index"):
+            return {str(e["RowKey"]) for e in self.table.query_entities(
+                "PartitionKey eq @pk and RowKey lt @hi", parameters={"pk": WEBHOOK_PARTITION, "hi": CURSOR_ROW},
+                select=["RowKey"],
+            )}
+
+    def cursor(self) -> tuple[str, datetime | None]:
+        """Where the last sweep whose budget ran out stopped ("" from the start), and when the index was last healed."""
         try:
             with storage_call("read the webhook sweep cursor"):
-                return str(self.table.get_entity(WEBHOOK_PARTITION, CURSOR_ROW).get("after", ""))
+                e = self.table.get_entity(WEBHOOK_PARTITION, CURSOR_ROW)
         except NotFound:
-            return ""
+            return "", None
+        healed = e.get("healed_at")
+        return str(e.get("after", "")), healed if isinstance(healed, datetime) else None
 
-    def set_cursor(self, after: str) -> None:
+    def set_cursor(self, after: str | None = None, healed_at: datetime | None = None) -> None:
+        """Record the sweep's position and/or the last heal (a MERGE upsert: the other field is kept)."""
+        entity: dict[str, Any] = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": CURSOR_ROW, "kind": KIND_WEBHOOK}
+        if after is not None:
+            entity["after"] = after
+        if healed_at is not None:
+            entity["healed_at"] = healed_at
         with storage_call("write the webhook sweep cursor"):
-            self.table.upsert_entity(
-                {"PartitionKey": WEBHOOK_PARTITION, "RowKey": CURSOR_ROW, "kind": KIND_WEBHOOK, "after": after},
-                mode=UpdateMode.REPLACE,
-            )
+            self.table.upsert_entity(entity, mode=UpdateMode.MERGE)
 
     # -- secrets -----------------------------------------------------------------------------------
     def secrets(self, tenant: str) -> SecretSet:

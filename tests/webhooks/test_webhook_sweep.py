@@ -106,3 +106,19 @@ def test_a_duplicate_message_of_a_recorded_attempt_does_not_double_the_chain(
     assert sender.handle(msg) == "retrying"
     assert sender.handle(msg) == "stale-attempt"
     assert [m.attempt for m, _ in rec.sent] == [2] and len(rec.calls) == 1
+
+
+def test_a_webhook_written_before_the_index_is_found_by_the_daily_heal(backend: Backend) -> None:
+    old = finished_job(backend, index=False)  # a row from before the index existed: pending, its message lost
+    rec = Recorder()
+    sender = rec.sender(backend)
+    first = sender.sweep()
+    assert first.healed == 1
+    backend.clock.advance(1)
+    assert old.id in first.resent + sender.sweep().resent
+    # Healed once a day, not on every 5-minute run.
+    finished_job(backend, "other", index=False)
+    backend.clock.advance(600)
+    assert sender.sweep().healed == 0
+    backend.clock.advance(runtime.HEAL_EVERY.total_seconds())
+    assert sender.sweep().healed == 1
