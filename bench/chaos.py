@@ -172,9 +172,10 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
                                            finished_at=now, callback_url=urls[kind], callback_status="pending"))
             made[job_id] = kind
         # The table refuses the first ``refusals`` record writes (503 on each of the SDK's 3 tries).
-        backend.faults.arm("table", "refuse", contains='"callback_status"', count=refusals * 3)
+        rule = backend.faults.arm("table", "refuse", contains='"callback_status"', count=refusals * 3)
         slowest = {"hang": 0.0, "ok": 0.0}
         poisoned = [0]
+        raised = [0]
         resent = [0]
         lock = threading.Lock()
         sender = runtime.WebhookSender(backend.stores)
@@ -192,6 +193,8 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
                 sender.handle(__import__("base64").b64decode(text).decode())
                 queue.delete_message(msg)
             except Exception:  # the host's view: the function failed, the message comes back
+                with lock:
+                    raised[0] += 1
                 if msg.dequeue_count >= 5:  # type: ignore[attr-defined]
                     queue.delete_message(msg)
                     with lock:
@@ -236,7 +239,8 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
         for kind, c in counts.items():
             print(f"| {kind} | {c['jobs']} | {c['delivered']} | {c['open']} | {c['failed']} | {c['lost']} | "
                   f"{slowest[kind]:.1f} |")
-        print(f"\nmessages poisoned after 5 deliveries: {poisoned[0]}; webhooks re-sent by the sweep: {resent[0]}")
+        print(f"\ndeliveries that failed (record refused): {raised[0]}; messages poisoned after 5 deliveries: "
+              f"{poisoned[0]}; webhooks re-sent by the sweep: {resent[0]}; refusals left unused: {rule.count // 3}")
         broken = [k for k, c in counts.items() if c["lost"]] + (["slow"] if max(slowest.values()) > 16 else [])
         print("\n- " + ("holds: no webhook lost, every attempt within the deadline" if not broken
                         else f"BROKEN: {broken}"))

@@ -122,3 +122,29 @@ def test_a_webhook_written_before_the_index_is_found_by_the_daily_heal(backend: 
     assert sender.sweep().healed == 0
     backend.clock.advance(runtime.HEAL_EVERY.total_seconds())
     assert sender.sweep().healed == 1
+
+
+def test_a_submission_with_a_webhook_is_indexed_before_its_job_row(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from shared.api.service import JobService
+    from shared.core.errors import StorageUnavailable
+
+    public_dns(monkeypatch)
+    service = JobService(backend.stores)
+    body = json.dumps({"pipeline": "echo", "input": {"x": 1}, "callback": {"url": "https://hooks.example.com/h"}})
+    store = WebhookStore.of(backend.stores)
+    # The job's insert is refused: the index row, written first, is there with no job; the sweep removes it.
+    backend.faults.arm("table", "refuse", contains='"kind":"job"', count=1000)
+    with pytest.raises(StorageUnavailable):
+        service.submit("local", body.encode(), None)
+    backend.faults.disarm()
+    assert len(store.keys()) == 1
+    backend.clock.advance(runtime.window(0).total_seconds() + 1)
+    assert Recorder().sender(backend).sweep().removed == 1 and store.keys() == set()
+    # Accepted: indexed, and the stored URL is the normalised one.
+    job = service.submit("local", body.replace("com/h", "com/café").encode(), None).job
+    assert job.callback_url == "https://hooks.example.com/caf%C3%A9"
+    assert store.keys() == {index_key("local", job.id)}
