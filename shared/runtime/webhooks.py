@@ -388,7 +388,10 @@ class WebhookSender:
                 if start and after == "" and row.key > start:
                     break  # wrapped round to where this run began
                 if report.looked >= budget:
-                    self.index.set_cursor(after=last)
+                    try:
+                        self.index.set_cursor(after=last)
+                    except ThematiqError:
+                        report.errors += 1  # the next run starts from the old position: later, never lost
                     return report
                 report.looked += 1
                 last = row.key
