@@ -12,8 +12,9 @@ from shared.config.settings import get_settings
 from shared.core import webhooks as core
 from shared.core.jobs import Job, Status
 from shared.core.webhooks import UnsafeUrl, WebhookMessage, check_url, delivery_id, sign
-from shared.runtime.webhooks import Outcome, WebhookSender
+from shared.runtime.webhooks import WebhookSender
 from tests.support.backends import fake_backend
+from tests.webhooks.support import Recorder
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -37,19 +38,6 @@ def _job(backend: Any, status: Status = Status.SUCCEEDED) -> Job:
               available_at=NOW, max_attempts=3, finished_at=NOW, callback_url="https://hooks.example.com/x",
               callback_status="pending")
     return backend.stores.jobs.create(job)
-
-
-class Recorder:
-    def __init__(self, answers: list[bool]) -> None:
-        self.answers, self.calls, self.sent = answers, [], []
-
-    def transport(self, url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
-        self.calls.append((url, addresses, body, headers))
-        ok = self.answers.pop(0) if self.answers else True
-        return Outcome(ok, "HTTP 200" if ok else "HTTP 500")
-
-    def send(self, msg: WebhookMessage, delay: float) -> None:
-        self.sent.append((msg, delay))
 
 
 def test_signature_format() -> None:
