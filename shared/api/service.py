@@ -30,7 +30,7 @@ from shared.config.constants import (
 from shared.config.hostconfig import host_config
 from shared.config.settings import get_settings
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
-from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
@@ -261,7 +261,7 @@ class JobService:
             request_hash=request_hash,
             traceparent=traceparent,
             callback_url=callback_url,
-            callback_status="pending" if callback_url else None,
+            callback_status=WebhookStatus.PENDING if callback_url else None,
         )
         stored, created = self.lifecycle.submit(job, idempotency_key)
         if not created and blob_name:

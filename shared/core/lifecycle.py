@@ -51,7 +51,7 @@ from shared.core.errors import (
     StorageUnavailable,
     ThematiqError,
 )
-from shared.core.jobs import Job, JobError, Progress, Status, utcnow
+from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utcnow
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
 from shared.core.ports import Stores
@@ -470,20 +470,20 @@ class Lifecycle:
             self._enqueue(job, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
 
-    def record_callback(self, job: Job, status: webhooks.WebhookStatus, attempts: int, error: str | None) -> bool:
+    def record_callback(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:
         """How a job's completion webhook stands after attempt ``attempts`` (``shared.runtime.webhooks``).
 
         Applies to a later attempt only, or to the same attempt when it settles the webhook; never once it
         is settled. So of two messages for one attempt only the first records it (and queues the next).
         """
-        status = webhooks.WebhookStatus(status)
+        status = WebhookStatus(status)
 
         def plan(row: Job) -> Fields | None:
-            if webhooks.WebhookStatus.of(row).settled:
+            if WebhookStatus.of(row).settled:
                 return None
             if row.callback_attempts > attempts or (row.callback_attempts == attempts and not status.settled):
                 return None
-            return {"callback_status": status.value, "callback_attempts": attempts, "callback_error": error}
+            return {"callback_status": status, "callback_attempts": attempts, "callback_error": error}
 
         return self._job(job, f"callback:{status.value}", plan, with_input=True).applied
 

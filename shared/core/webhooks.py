@@ -24,12 +24,12 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from shared.config.constants import JOB_ID_RE, TENANT_RE
 from shared.core.errors import Conflict, NotFound
 from shared.core.jobs import Job, Status
+from shared.core.jobs import WebhookStatus as WebhookStatus  # re-exported: the webhook API in one place
 from shared.core.messages import BadMessage
 
 log = logging.getLogger(__name__)
@@ -44,24 +44,6 @@ MAX_ACTIVE_SECRETS = 2
 DEPLOYMENT_SECRET_ID = "deployment"  # noqa: S105 - an id, not a secret
 #: A webhook with no attempt recorded this long after it was due is looked at again by the sweep.
 SWEEP_AFTER = timedelta(minutes=5)
-
-
-class WebhookStatus(StrEnum):
-    """How a job's completion webhook stands (``callback.status`` on the job)."""
-
-    PENDING = "pending"
-    RETRYING = "retrying"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-
-    @property
-    def settled(self) -> bool:
-        return self in (WebhookStatus.DELIVERED, WebhookStatus.FAILED)
-
-    @classmethod
-    def of(cls, job: Job) -> WebhookStatus:
-        """The job's webhook status as stored (a row without one has not been attempted: pending)."""
-        return cls(job.callback_status) if job.callback_status else cls.PENDING
 
 
 class UnsafeUrl(ValueError):

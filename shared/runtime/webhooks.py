@@ -39,7 +39,7 @@ from typing import Any
 from shared.config.settings import get_settings
 from shared.core import webhooks as core
 from shared.core.errors import NotFound, ThematiqError
-from shared.core.jobs import Job, utcnow
+from shared.core.jobs import Job, WebhookStatus, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage
 from shared.core.ports import Stores
@@ -47,7 +47,6 @@ from shared.core.webhooks import (
     SWEEP_AFTER,
     UnsafeUrl,
     WebhookMessage,
-    WebhookStatus,
     check_url,
     delivery_id,
     event_of,
