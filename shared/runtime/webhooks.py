@@ -231,7 +231,8 @@ def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -
                 response.read(64 * 1024)  # a receiver's body is never used; read a little so the connection closes cleanly
                 if deadline.expired:
                     return Outcome(False, _failure(TimeoutError(), deadline))
-                return Outcome(200 <= response.status < 300, f"HTTP {response.status}")
+                ok = 200 <= response.status < 300
+                return Outcome(ok, f"HTTP {response.status}" if ok else f"failed: HTTP {response.status}")
             except _DialRefused as err:
                 last = f"refused: the address dialled is not public ({err.reason})"
             except Exception as err:  # noqa: BLE001 - any failure of the exchange is a failed attempt, never a crash

@@ -92,7 +92,7 @@ def test_failure_backs_off_and_gives_up_after_24h(monkeypatch: pytest.MonkeyPatc
     nxt, delay = rec.sent[-1]
     assert nxt.attempt == 2 and nxt.first_at == 1000.0 and 1.5 <= delay <= 2.5
     row = backend.stores.jobs.get(job.tenant, job.id, with_input=True)
-    assert row.callback_status == "retrying" and row.callback_error == "HTTP 500"
+    assert row.callback_status == "retrying" and row.callback_error == "failed: HTTP 500"
     clock[0] = 1000.0 + 25 * 3600
     assert sender.handle(nxt.encode()) == "dead-letter"
     row = backend.stores.jobs.get(job.tenant, job.id, with_input=True)

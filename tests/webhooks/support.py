@@ -47,7 +47,7 @@ class Recorder:
     def transport(self, url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
         self.calls.append((url, addresses, body, headers))
         ok = self.answers.pop(0) if self.answers else True
-        return Outcome(ok, "HTTP 200" if ok else "HTTP 500")
+        return Outcome(ok, "HTTP 200" if ok else "failed: HTTP 500")
 
     def send(self, msg: WebhookMessage, delay: float) -> None:
         self.sent.append((msg, delay))
