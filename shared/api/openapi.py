@@ -127,18 +127,24 @@ _COMMON = (401, 500, 503)
 _WEBHOOK = {
     "summary": "The job ended: its JSON, signed (docs/webhooks.md)",
     "description": "Sent at least once per event; retried with backoff for 24 h until a 2xx. "
-    "Verify Thematiq-Signature (HMAC-SHA256 of `<t>.<body>` with WEBHOOK_SECRET) and dedupe by Thematiq-Delivery.",
+    "Verify Thematiq-Signature (one v1 per active secret of the tenant: HMAC-SHA256 of "
+    "`<t>.<Thematiq-Event>.<Thematiq-Delivery>.<body>`; thematiq_client.webhooks.verify) and dedupe by Thematiq-Delivery.",
     "parameters": [
         {"name": "Thematiq-Event", "in": "header", "required": True,
          "schema": {"type": "string", "enum": ["job.succeeded", "job.failed", "job.cancelled"]}},
         {"name": "Thematiq-Delivery", "in": "header", "required": True,
          "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
         {"name": "Thematiq-Signature", "in": "header", "required": True,
-         "schema": {"type": "string", "pattern": "^t=[0-9]+,v1=[0-9a-f]{64}$"}},
+         "schema": {"type": "string", "pattern": "^t=[0-9]+(,v1=[0-9a-f]{64}){1,2}$"}},
     ],
     "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobView"}}}},
     "responses": {"2XX": {"description": "Received; any other answer is retried."}},
 }
+_SECRET_PROPERTIES: dict[str, Any] = {"id": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"}}
+_SECRET_INFO = {"type": "object", "required": ["id", "created_at"], "properties": _SECRET_PROPERTIES}
+_SECRET_CREATED = {"type": "object", "required": ["id", "secret", "created_at"], "properties": {
+    **_SECRET_PROPERTIES, "secret": {"type": "string", "description": "The HMAC key; shown only here."}}}
+_SECRET_LIST = {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": _SECRET_INFO}}}
 _ETAG = {"schema": {"type": "string"}, "description": "Send it back as If-None-Match to poll cheaply."}
 _RETRY_AFTER = {
     "schema": {"type": "integer", "minimum": 1},
@@ -354,6 +360,36 @@ def document() -> dict[str, Any]:
                     "200": _json("JobView", "The job an earlier retry of this job created.", location),
                     **_problems(400, 404, 409, 413, 422, *_COMMON),
                 },
+            }
+        },
+        "/webhooks/secrets": {
+            "post": {
+                "operationId": "create_webhook_secret",
+                "summary": "A new webhook signing secret for the caller's tenant (a rotation starts; its value is shown once)",
+                "parameters": [_TENANT],
+                "responses": {
+                    "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
+                            "content": {"application/json": {"schema": _SECRET_CREATED}}},
+                    **_problems(409, *_COMMON),
+                },
+            },
+            "get": {
+                "operationId": "list_webhook_secrets",
+                "summary": "The tenant's active webhook signing secrets (ids and dates, never values)",
+                "parameters": [_TENANT],
+                "responses": {
+                    "200": {"description": "At most two: two during a rotation.",
+                            "content": {"application/json": {"schema": _SECRET_LIST}}},
+                    **_problems(*_COMMON),
+                },
+            },
+        },
+        "/webhooks/secrets/{id}": {
+            "delete": {
+                "operationId": "revoke_webhook_secret",
+                "summary": "Stop signing with a secret (a rotation ends); never the last one",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
+                "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
             }
         },
         "/health": {

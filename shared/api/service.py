@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import threading
 import uuid
@@ -30,17 +31,18 @@ from shared.config.constants import (
     PIPELINE_NAME_RE,
 )
 from shared.config.hostconfig import host_config
-from shared.config.settings import get_settings, raw
-from shared.core.callbacks import MAX_URL_CHARS, UnsafeUrl, check_url
+from shared.config.settings import get_settings
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
-from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
+from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
 from shared.sdk.responses import ResponseLister
 from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
+from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
 log = logging.getLogger(__name__)
 _MAX_JSON_DEPTH = 64
@@ -205,7 +207,7 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as err:
         raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
     except json.JSONDecodeError as err:
@@ -226,6 +228,14 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 parses as inf, which no JSON document can hold: the result would carry "Infinity" (not JSON).
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 class JobService:
@@ -267,7 +277,7 @@ class JobService:
             # Checks of params against the input, and reads of the tenant's earlier results: before anything is
             # stored, so a bad metadata key or another tenant's job id is a 4xx and nothing changes.
             data = pipeline.prepare(params_model, data, _EarlierResults(self, tenant, body.pipeline))
-        callback_url = self._callback_url(body.callback)
+        callback_url = self._callback_url(tenant, body.callback)
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:
             raise PayloadTooLarge("params are too large to store", field="params")
@@ -283,6 +293,10 @@ class JobService:
         encoded = encode_input(data)
         inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
         blob_name = None if inline else input_blob_name(tenant, job_id)
+        if callback_url:
+            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
+            # insert that then fails leaves a row the sweep removes (its job is not found).
+            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
         if blob_name:
             # Claim check: the payload is in Blob Storage before the row that points at it exists.
             self.stores.blobs.put(blob_name, encoded, "application/gzip")
@@ -301,26 +315,28 @@ class JobService:
             request_hash=request_hash,
             traceparent=traceparent,
             callback_url=callback_url,
-            callback_status="pending" if callback_url else None,
+            callback_status=WebhookStatus.PENDING if callback_url else None,
         )
         stored, created = self.lifecycle.submit(job, idempotency_key)
         if not created and blob_name:
             self._forget_blob(blob_name)
         return Submitted(stored, created)
 
-    @staticmethod
-    def _callback_url(spec: CallbackSpec | None) -> str | None:
+    def _callback_url(self, tenant: str, spec: CallbackSpec | None) -> str | None:
+        """The URL in the one form it is stored and called in, or a 422 naming ``callback.url``."""
         if spec is None:
             return None
-        if not raw("WEBHOOK_SECRET"):
-            raise ValidationFailed(
-                "webhooks are not configured", [{"field": "callback", "message": "this deployment has no WEBHOOK_SECRET"}]
-            )
         try:
-            check_url(spec.url, allow_private=get_settings().webhook_allow_private)
+            url = normalise_url(spec.url)
+            check_url(url, allow_private=get_settings().webhook_allow_private)
         except UnsafeUrl as err:
             raise ValidationFailed("invalid callback URL", [{"field": "callback.url", "message": str(err)}]) from None
-        return spec.url
+        if not active_secrets(WebhookStore.of(self.stores), tenant).secrets:
+            raise ValidationFailed(
+                "webhooks are not configured for this tenant",
+                [{"field": "callback", "message": "no webhook signing secret: create one with POST /api/webhooks/secrets"}],
+            )
+        return url
 
     def _forget_blob(self, name: str) -> None:
         try:
