@@ -80,7 +80,7 @@ class ResponsePage:
 
 
 #: ``lister(result, input, query)``: one page of rows, in input order. Raise
-#: :class:`shared.errors.ValidationFailed` naming the query parameter whose value does not fit (an unknown
+#: :class:`shared.sdk.errors.ValidationFailed` naming the query parameter whose value does not fit (an unknown
 #: theme id, a metadata key no response has).
 ResponseLister = Callable[[dict[str, Any], Any, ResponseQuery], ResponsePage]
 
