@@ -149,9 +149,10 @@ def embed_cached(texts: list[str]) -> tuple[np.ndarray, float]:
     import hashlib
     import json
 
-    from pipelines.thematic.embed import MODEL_SHA256, get_embedder
+    from pipelines.thematic.embed import get_embedder
 
-    h = hashlib.sha256(MODEL_SHA256.encode())
+    # The graph this CPU runs (models.choose_graph): vectors of the two graphs never share a cache entry.
+    h = hashlib.sha256(get_embedder().info.sha256.encode())
     for t in texts:
         h.update(t.encode() + b"\x00")
     f = cache_dir() / f"emb-{h.hexdigest()[:20]}.npy"
