@@ -199,7 +199,12 @@ class OnnxEncoder:
         *,
         threads: int = DEFAULT_THREADS,
         prefix: str = "",
+        max_tokens: int | None = None,
+        tail_tokens: int = 0,
     ) -> None:
+        """``max_tokens`` (default ``info.max_tokens``) word pieces per text, [CLS] and [SEP] included; with
+        ``tail_tokens`` a longer text keeps its first and its last ``tail_tokens`` pieces (head + tail) instead
+        of its first ``max_tokens`` only."""
         # Imported here so that importing the pipeline package stays cheap
         # (cold start): onnxruntime alone takes ~0.3 s to import.
         import onnxruntime as ort
@@ -208,7 +213,12 @@ class OnnxEncoder:
         tok = Tokenizer.from_file(str(tokenizer_file))
         # Tokenizer files ship with their own truncation/padding: replace
         # both, we pad per batch to the longest text instead.
-        tok.enable_truncation(info.max_tokens)
+        self._max = max_tokens or info.max_tokens
+        self._tail = tail_tokens
+        if tail_tokens:
+            tok.no_truncation()  # cut in embed(), keeping both ends
+        else:
+            tok.enable_truncation(self._max)
         tok.no_padding()
         self._tokenizer = tok
         self._prefix = prefix
@@ -238,8 +248,11 @@ class OnnxEncoder:
         if not texts:
             return out
         batch_texts = [self._prefix + t for t in texts] if self._prefix else list(texts)
-        encodings = self._tokenizer.encode_batch(batch_texts)
-        lengths = np.array([len(e.ids) for e in encodings])
+        encodings = [e.ids for e in self._tokenizer.encode_batch(batch_texts)]
+        if self._tail:
+            head = self._max - self._tail - 1
+            encodings = [e if len(e) <= self._max else e[:head] + e[-self._tail - 1 :] for e in encodings]
+        lengths = np.array([len(e) for e in encodings])
         # Sorting by length keeps padding (wasted compute) small.
         order = np.argsort(lengths, kind="stable")
         done = 0
@@ -250,8 +263,8 @@ class OnnxEncoder:
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
                 e = encodings[i]
-                ids[row, : len(e.ids)] = e.ids
-                mask[row, : len(e.ids)] = 1
+                ids[row, : len(e)] = e
+                mask[row, : len(e)] = 1
             feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
