@@ -78,7 +78,11 @@ def load(directory: Path | None = None, npm_dir: Path = NPM_DIR) -> dict[str, st
     manifest_path = d / MANIFEST
     if not manifest_path.is_file():
         raise AssetsMissing(f"Swagger UI is not installed in {d}: run {BUILD_STEP}")
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+    try:
+        manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+        recorded: dict[str, str] = dict(manifest["files"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise AssetsMismatch(f"{manifest_path} is not a manifest this build step wrote: run {BUILD_STEP}") from err
     pin = locked(npm_dir)
     if pin is not None and (manifest.get("version"), manifest.get("integrity")) != (pin.version, pin.integrity):
         raise AssetsMismatch(
@@ -90,7 +94,7 @@ def load(directory: Path | None = None, npm_dir: Path = NPM_DIR) -> dict[str, st
         if not path.is_file():
             raise AssetsMissing(f"{path} is missing: run {BUILD_STEP}")
         data = path.read_bytes()
-        if _sha256(data) != manifest["files"].get(name):
+        if _sha256(data) != recorded.get(name):
             raise AssetsMismatch(f"{path} does not match the sha256 recorded when it was installed: run {BUILD_STEP}")
         out[name] = data.decode("utf-8")
     return out

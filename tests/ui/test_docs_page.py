@@ -101,6 +101,10 @@ def test_the_csp_hashes_follow_the_files_and_a_changed_file_is_refused(tmp_path:
     (build / swagger_assets.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(swagger_assets.AssetsMismatch, match="lock pins"):
         docs_bp.build_docs_page(assets_dir=build)
+    # A manifest the build step did not write: refused as well (a 503 through the route, never a 500).
+    (build / swagger_assets.MANIFEST).write_text("{not json")
+    with pytest.raises(swagger_assets.AssetsMismatch, match="not a manifest"):
+        docs_bp.build_docs_page(assets_dir=build)
 
 
 def _csp_hash(text: str) -> str:
