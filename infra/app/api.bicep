@@ -145,7 +145,7 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
       scaleAndConcurrency: {
         maximumInstanceCount: maximumInstanceCount
