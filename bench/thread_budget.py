@@ -26,7 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+# bench/platform.py shadows the stdlib ``platform`` module, which the SDKs import: take the bench folder off the path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+ROOT = _HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from devhost.azurite import Azurite  # noqa: E402

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from devhost.http_server import DevHttpServer, build_table
     from devhost.invoker import ACTIVITY
     from devhost.queue_listener import QueueListener
-    from devhost.rpc import IndexingFailed, LanguageWorker
+    from devhost.rpc import IndexingFailed, LanguageWorker, WorkerDied
     from devhost.timers import TimerListener
 
     app_dir = args.app_dir.resolve()
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     worker = LanguageWorker(app_dir)
     try:
         specs = from_metadata(worker.start(), app_dir)
-    except IndexingFailed as exc:
+    except (IndexingFailed, WorkerDied) as exc:
         # As the host: an app the runtime cannot index loads no function at all.
         log.error("the language worker could not index %s: %s", app_dir, exc)
         worker.stop()

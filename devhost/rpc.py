@@ -179,12 +179,15 @@ class LanguageWorker:
                 return
             self._stream = None
             pending, self._pending = self._pending, {}
+            was_ready = self._ready.is_set()
             self._ready.clear()
         for future in pending.values():
             future.set_exception(WorkerDied("the language worker process exited"))
         if pending:
             log.error("language worker exited with %d invocations in flight: they failed", len(pending))
-        if not self._stopping.is_set():
+        # Only a worker that was serving is restarted here; one that dies while starting fails start() instead
+        # (the first start stops devhost; a restart's own loop tries again).
+        if was_ready and not self._stopping.is_set():
             threading.Thread(target=self._restart, name="devhost-worker-restart", daemon=True).start()
 
     def _send(self, message: pb.StreamingMessage, key: str) -> futures.Future[pb.StreamingMessage]:
