@@ -52,19 +52,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging()
     # Imported after logging is set up so import-time warnings are formatted too.
-    from devhost import config, invoker
+    from concurrent.futures import ThreadPoolExecutor
+
+    from devhost import config
+    from devhost.rpc import IndexingFailed, LanguageWorker, WorkerDied
+
+    app_dir = args.app_dir.resolve()
+    cfg = config.load(app_dir)  # local settings into os.environ first: the worker inherits them
+    worker = LanguageWorker(app_dir)
+    # The worker starts and indexes the app while this process imports the rest (the storage SDKs): the two
+    # start-ups overlap instead of adding up.
+    indexing = ThreadPoolExecutor(1, thread_name_prefix="devhost-start").submit(worker.start)
+
+    from devhost import invoker
     from devhost.functions import from_metadata
     from devhost.http_server import DevHttpServer, build_table
     from devhost.invoker import ACTIVITY
     from devhost.queue_listener import QueueListener
-    from devhost.rpc import IndexingFailed, LanguageWorker, WorkerDied
     from devhost.timers import TimerListener
 
-    app_dir = args.app_dir.resolve()
-    cfg = config.load(app_dir)
-    worker = LanguageWorker(app_dir)
     try:
-        specs = from_metadata(worker.start(), app_dir)
+        specs = from_metadata(indexing.result(), app_dir)
     except (IndexingFailed, WorkerDied) as exc:
         # As the host: an app the runtime cannot index loads no function at all.
         log.error("the language worker could not index %s: %s", app_dir, exc)
