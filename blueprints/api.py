@@ -90,6 +90,18 @@ def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(result.body, status_code=200, headers={**headers, "Content-Type": result.content_type})
 
 
+@bp.function_name("list_job_responses")
+@bp.route(route="jobs/{id}/responses", methods=["GET"], auth_level=AUTH_LEVEL)
+@api_handler
+def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
+    # Every response with its text, metadata and coding, a page at a time (the cursor keeps the filters).
+    request = service().responses_request(tenant_of(req), req.route_params["id"], dict(req.params))
+    headers = {"ETag": request.etag, "Cache-Control": "private, no-cache"}
+    if polling.matches(req.headers.get("If-None-Match"), request.etag):
+        return func.HttpResponse(status_code=304, headers=headers)
+    return json_response(200, service().responses_page(request), headers)
+
+
 @bp.function_name("edit_job_themes")
 @bp.route(route="jobs/{id}/themes", methods=["PATCH"], auth_level=AUTH_LEVEL)
 @api_handler

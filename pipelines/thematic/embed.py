@@ -274,7 +274,7 @@ class TextEmbedder(Protocol):
 
 
 class EmbeddingsAPI(Protocol):
-    """The part of :class:`shared.llm.LLMClient` used for embeddings."""
+    """The part of :class:`shared.llm.client.LLMClient` used for embeddings."""
 
     embeddings_deployment: str
 

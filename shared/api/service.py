@@ -1,7 +1,7 @@
 """What the HTTP API does, independent of ``azure.functions`` request objects.
 
 Each method takes plain values (tenant, ids, the raw body) and returns plain
-values or raises a :class:`shared.errors.ThematiqError`, which the HTTP layer
+values or raises a :class:`shared.sdk.errors.ThematiqError`, which the HTTP layer
 turns into problem+json.
 """
 
@@ -11,13 +11,16 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.api.problems import PreconditionFailed, PreconditionRequired
+from shared.api.responses import ParsedQuery, ResponseList, encode_cursor, page_etag, parse_query
 from shared.api.validation import raise_for
 from shared.config.constants import (
     INLINE_INPUT_MAX_BYTES,
@@ -35,6 +38,7 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
+from shared.sdk.responses import ResponseLister
 from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
 
@@ -76,6 +80,56 @@ class ResultBody:
     filename: str
     #: Strong ETag of the stored result version: what ``PATCH /api/jobs/{id}/themes`` takes as ``If-Match``.
     etag: str = ""
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    """A checked ``GET …/responses``: the job row (read once) and the page's ETag, before any blob is read."""
+
+    job: Job
+    lister: ResponseLister
+    parsed: ParsedQuery
+    etag: str
+
+
+class _ParsedCache:
+    """The parsed (result, input) of the last few jobs whose responses were paged, by result version.
+
+    A result version's blob name never changes meaning and a job's input never changes, so an entry is never
+    stale; another tenant cannot reach one (the tenant is in the key, and the row read that precedes every use
+    checks it). Paging a 20,000-response job is then one row read and no parse per page after the first.
+    Bounded by the raw bytes it was parsed from (objects take a few times more), oldest dropped first.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._items: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> Any | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: tuple[str, str, str], value: Any, size: int) -> None:
+        if size > self._max:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self._max:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+
+#: 24 MB of raw result + input: two 20,000-response jobs (about 8 MB each), some 150 MB once parsed.
+_PARSED = _ParsedCache(24 * 1024 * 1024)
 
 
 #: Edited results up to this size are kept in the row like a small first result (the worker's own limit,
@@ -335,15 +389,48 @@ class JobService:
         if fmt == "json":
             return ResultBody("application/json", data, f"{job.id}.json", etag)
         pipeline = self.registry.get(job.pipeline)
+        exporter = pipeline.exports.get(fmt) if pipeline else None
         renderer = pipeline.renderers.get(fmt) if pipeline else None
-        if renderer is None:
-            formats = ["json", *sorted(pipeline.renderers)] if pipeline else ["json"]
+        if exporter is not None:
+            # Texts and metadata come from the stored input (one more read when it was claim-checked).
+            content_type, body = exporter(json.loads(data), self._input_of(job))
+        elif renderer is not None:
+            content_type, body = renderer(json.loads(data))
+        else:
+            formats = ["json", *sorted({*pipeline.renderers, *pipeline.exports})] if pipeline else ["json"]
             raise ValidationFailed(
                 "unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}]
             )
-        content_type, body = renderer(json.loads(data))
-        ext = {"csv": "csv", "md": "md"}.get(fmt, f"{fmt}.json" if content_type == "application/json" else fmt)
+        ext = {"csv": "csv", "md": "md", "xlsx": "xlsx"}.get(
+            fmt, f"{fmt}.json" if content_type == "application/json" else fmt
+        )
         return ResultBody(content_type, body, f"{job.id}.{ext}", etag)
+
+    # -- responses -----------------------------------------------------------
+    def responses_request(self, tenant: str, job_id: str, params: dict[str, str]) -> ResponsesRequest:
+        """Read the job row (the only read a 304 or a bad query costs) and check the query's shape."""
+        job = self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
+        pipeline = self.registry.get(job.pipeline)
+        if pipeline is None or pipeline.responses is None:
+            raise Conflict(f"{job.pipeline} jobs have no responses to list", field="pipeline")
+        parsed = parse_query(params, pipeline.response_filters)
+        if job.status != Status.SUCCEEDED or not job.result_blob:
+            raise Conflict(f"the job has no result (status {job.status})", field="status")
+        return ResponsesRequest(job, pipeline.responses, parsed, page_etag(result_etag(job), parsed))
+
+    def responses_page(self, request: ResponsesRequest) -> dict[str, Any]:
+        """One page: the result and the input, each at most one read (both are inline in the row when small),
+        or none when this process parsed the same result version for an earlier page (``_PARSED``)."""
+        job = request.job
+        key = (job.tenant, job.id, job.result_blob or "")
+        parsed = _PARSED.get(key)
+        if parsed is None:
+            raw = self.stored_result(job)
+            parsed = (json.loads(raw), self._input_of(job))
+            _PARSED.put(key, parsed, len(raw) + (job.input_bytes or 0))
+        page = request.lister(parsed[0], parsed[1], request.parsed.query)
+        cursor = None if page.next_start is None else encode_cursor(page.next_start, request.parsed.fingerprint)
+        return ResponseList(items=page.items, next_cursor=cursor, total=page.total).model_dump(mode="json")
 
     def stored_result(self, job: Job) -> bytes:
         """The current result version of a succeeded job read whole: in the row when small, else its blob."""

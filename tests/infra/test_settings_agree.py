@@ -1,7 +1,7 @@
 """Structural checks of the deployment files (no Bicep compiler, no Azure).
 
 The Bicep files, ``local.settings.sample.json``, the README's settings table and
-``shared.settings.SETTINGS`` must agree; the infra must not carry keys; the
+``shared.config.settings.SETTINGS`` must agree; the infra must not carry keys; the
 APIM policy must do what docs/deploy.md says it does; every function must have
 an auth level and only ``health`` may be anonymous.
 """

@@ -80,9 +80,10 @@ def test_run_finds_themes_and_validates() -> None:
     stages = [p[0] for p in ctx.progress_calls]
     assert stages.index("clean") < stages.index("embed") < stages.index("cluster")
     assert stages[-1] == "done"
-    ctype, body = PIPELINE.renderers["csv"](doc)
+    ctype, body = PIPELINE.exports["csv"](doc, items)
     lines = body.decode().splitlines()
     assert ctype.startswith("text/csv") and lines[0].startswith("response_id,theme_id,theme_label,confidence,bucket")
+    assert lines[0].split(",")[9] == "text"
     assert len(lines) == 1 + len(items)
     ctype, md = PIPELINE.renderers["md"](doc)
     assert b"# Thematic analysis" in md and themes[0]["label"].encode() in md
