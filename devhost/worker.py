@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -175,6 +176,11 @@ class Worker:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Ctrl+C in a terminal sends SIGINT to the whole foreground process group, this worker included. The host owns
+    # the worker's lifetime: it lets running invocations finish within its grace period and then ends the worker
+    # (LanguageWorker.stop), so the terminal's SIGINT must not kill them first. A no-op handler, not SIG_IGN: an
+    # ignored signal would be inherited across exec by the attempt processes the functions start.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
     # The app's own folder first on sys.path, as the host starts the worker there (its packages win).
     sys.path.insert(0, os.getcwd())
 

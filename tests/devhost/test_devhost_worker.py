@@ -92,3 +92,22 @@ def test_killed_worker_fails_its_invocation_and_is_restarted(azurite: str, tmp_p
         assert get_json(host.url + "/api/whoami")["pid"] == second["pid"]
     finally:
         host.stop()
+
+
+def test_ctrl_c_to_the_process_group_still_lets_the_running_invocation_finish(azurite: str) -> None:
+    # A terminal's Ctrl+C sends SIGINT to the whole foreground group: devhost and its worker. devhost drains (grace),
+    # then ends the worker itself; a worker that died on the SIGINT would fail the invocation (500) and be restarted.
+    env = {"AzureWebJobsStorage": azurite, "DEVHOST_LOG_LEVEL": "DEBUG",
+           "AzureFunctionsWebHost__hostid": f"int-{secrets.token_hex(4)}", **queue_env()}
+    host = HostProcess(BASIC_APP, env=env, args=["--no-timer", "--no-queue"], grace=60).start()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(lambda: urllib.request.urlopen(host.url + "/api/sleep?s=3", timeout=60).read())
+            wait_for(lambda: "Executing 'Functions.sleep'" in host.logs, timeout=30)
+            assert host.pid is not None
+            os.killpg(host.pid, signal.SIGINT)  # HostProcess starts devhost as its group's leader
+            assert call.result() == b"slept"
+        assert host.wait(60) == 0
+        assert "restarting the language worker" not in host.logs
+    finally:
+        host.stop()
