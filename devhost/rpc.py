@@ -109,6 +109,9 @@ class LanguageWorker:
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
+        #: The worker id of the process this host started last: only its StartStream may take the stream. Any
+        #: process on the machine can open the loopback port, and the stream carries function keys and bodies.
+        self._worker_id: str | None = None
         self.metadata: list[pb.RpcFunctionMetadata] = []
         self.restarts = 0
         self._server = grpc.server(
@@ -141,23 +144,30 @@ class LanguageWorker:
     def _read(self, incoming: Iterator[pb.StreamingMessage], stream: _Stream) -> None:
         try:
             for message in incoming:
-                self._dispatch(message, stream)
+                if not self._dispatch(message, stream):
+                    break
         except grpc.RpcError:
             pass  # The worker went away: handled below, like a clean end of stream.
         finally:
             stream.close()
             self._stream_ended(stream)
 
-    def _dispatch(self, message: pb.StreamingMessage, stream: _Stream) -> None:
+    def _dispatch(self, message: pb.StreamingMessage, stream: _Stream) -> bool:
+        """Handle one message of a stream; False ends that stream (a StartStream from a worker we did not start)."""
         kind = message.WhichOneof("content")
         if kind == "start_stream":
             with self._lock:
+                if self._worker_id is None or message.start_stream.worker_id != self._worker_id:
+                    log.warning("refused a language worker stream with an unknown worker id")
+                    return False
                 self._stream = stream
                 self._connected.notify_all()
-            return
+            return True
+        if stream is not self._stream:
+            return True  # Not (or no longer) the stream we serve: nothing it says answers our requests.
         if kind == "rpc_log":
             self._log(message.rpc_log)
-            return
+            return True
         key = message.invocation_response.invocation_id if kind == "invocation_response" else message.request_id
         with self._lock:
             future = self._pending.pop(key, None)
@@ -165,6 +175,7 @@ class LanguageWorker:
             future.set_result(message)
         elif kind != "worker_status_response":
             log.debug("unmatched %s from the worker", kind)
+        return True
 
     def _log(self, record: pb.RpcLog) -> None:
         level = _LOG_LEVELS.get(record.level, logging.INFO)
@@ -203,7 +214,12 @@ class LanguageWorker:
     def _request(self, timeout: float | None = None, **content: Any) -> pb.StreamingMessage:
         request_id = str(uuid.uuid4())
         future = self._send(pb.StreamingMessage(request_id=request_id, **content), request_id)
-        return future.result(timeout)
+        try:
+            return future.result(timeout)
+        except futures.TimeoutError:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
 
     # --- the worker process --------------------------------------------------------------------------------------
 
@@ -212,6 +228,8 @@ class LanguageWorker:
         deadline = time.monotonic() + timeout
         worker_id = str(uuid.uuid4())
         request_id = str(uuid.uuid4())
+        with self._lock:
+            self._worker_id = worker_id
         env = {**os.environ, **(self.env or {})}
         # devhost.worker must be importable; the app's own folder comes first (the worker puts cwd first).
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)

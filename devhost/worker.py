@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import sys
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,21 @@ ROUTES: dict[str, tuple[Handler, str]] = {
 }
 
 
+def failure_response(response_field: str, request: pb.StreamingMessage, exc: BaseException) -> Any:
+    """The response message ``response_field`` saying Failure with ``exc``, for the request it answers."""
+    response = getattr(request, response_field).__class__()
+    response.result.status = pb.StatusResult.Failure
+    response.result.exception.message = f"{type(exc).__name__}: {exc}"
+    response.result.exception.type = type(exc).__name__
+    response.result.exception.stack_trace = "".join(traceback.format_exception(exc))
+    kind = request.WhichOneof("content")
+    if kind == "invocation_request":
+        response.invocation_id = request.invocation_request.invocation_id
+    elif kind == "function_load_request":
+        response.function_id = request.function_load_request.function_id
+    return response
+
+
 class Worker:
     """One EventStream connection to the host."""
 
@@ -143,10 +159,18 @@ class Worker:
         if kind == "invocation_request":
             # The runtime reads this for async functions' logs; its pool threads set it themselves.
             runtime.invocation_id_cv.set(message.invocation_request.invocation_id)
-        response = await coroutine(WorkerRequest(kind, message, self.properties))
-        if kind == "worker_init_request":
-            # The runtime's sync pool: sized by PYTHON_THREADPOOL_THREAD_COUNT, as in Azure.
-            runtime.start_threadpool_executor()
+        try:
+            response = await coroutine(WorkerRequest(kind, message, self.properties))
+        except Exception as exc:  # noqa: BLE001  - the host must get an answer, or it waits for ever
+            # The runtime answers its own errors as a Failure result, but a few calls (1.3.0's
+            # load_binding_registry in worker_init_request, for one) raise before its try. The real proxy worker
+            # turns that into a Failure on the same request; a task that died silently would leave the host's
+            # start-up or invocation waiting with no reason.
+            response = failure_response(response_field, message, exc)
+        else:
+            if kind == "worker_init_request":
+                # The runtime's sync pool: sized by PYTHON_THREADPOOL_THREAD_COUNT, as in Azure.
+                runtime.start_threadpool_executor()
         self.send(pb.StreamingMessage(request_id=message.request_id, **{response_field: response}))
 
     async def run(self) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import threading
+import time
 import typing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,3 +146,82 @@ def test_generated_module_matches_the_proto(tmp_path: Path) -> None:
     subprocess.run([str(ROOT / "scripts" / "gen-proto"), str(tmp_path)], check=True, cwd=ROOT)
     fresh = (tmp_path / "devhost" / "proto" / "FunctionRpc_pb2.py").read_text()
     assert fresh == (ROOT / "devhost" / "proto" / "FunctionRpc_pb2.py").read_text(), "run scripts/gen-proto"
+
+
+def test_a_runtime_call_that_raises_is_answered_as_a_failure_of_that_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coroutine of the runtime that raises (not one that answers Failure) still answers its request.
+
+    Without this the proxy's task died silently and devhost waited for ever for an invocation's answer, or 60 s
+    for start-up and then exited with no reason.
+    """
+    import argparse
+    import asyncio
+
+    from devhost import worker as proxy
+
+    async def boom(_request: typing.Any) -> typing.Any:
+        raise RuntimeError("binding registry could not load")
+
+    monkeypatch.setitem(proxy.ROUTES, "invocation_request", (boom, "invocation_response"))
+    monkeypatch.setitem(proxy.ROUTES, "worker_init_request", (boom, "worker_init_response"))
+
+    async def go() -> list[pb.StreamingMessage]:
+        w = proxy.Worker(argparse.Namespace(host="127.0.0.1"))
+        await w.handle(pb.StreamingMessage(
+            request_id="r1", invocation_request=pb.InvocationRequest(invocation_id="inv-7", function_id="f1"),
+        ))
+        await w.handle(pb.StreamingMessage(request_id="r2", worker_init_request=pb.WorkerInitRequest()))
+        await asyncio.sleep(0)  # send() hands over through call_soon_threadsafe
+        return [w.outbox.get_nowait(), w.outbox.get_nowait()]
+
+    invocation, init = asyncio.run(go())
+    assert invocation.request_id == "r1"
+    assert invocation.invocation_response.invocation_id == "inv-7"
+    assert invocation.invocation_response.result.status == pb.StatusResult.Failure
+    assert "binding registry could not load" in invocation.invocation_response.result.exception.message
+    assert init.worker_init_response.result.status == pb.StatusResult.Failure
+
+
+def test_a_stream_from_a_worker_devhost_did_not_start_is_refused(tmp_path: Path) -> None:
+    """Any local process can open the loopback port; only the worker id devhost started may take the stream.
+
+    The stream carries every invocation (function keys, request bodies). An intruder's StartStream used to replace
+    the worker's stream; now the host ends the intruder's stream and serves nothing on it.
+    """
+    import grpc
+
+    from devhost import rpc
+    from devhost import worker as proxy
+
+    host = rpc.LanguageWorker(tmp_path)
+    release, ended = threading.Event(), threading.Event()
+
+    def requests() -> typing.Iterator[pb.StreamingMessage]:
+        yield pb.StreamingMessage(request_id="x", start_stream=pb.StartStream(worker_id="an-intruder"))
+        release.wait(30)  # keep the intruder's side open: only the host can end the stream early
+
+    try:
+        host._worker_id = "the-worker-devhost-started"  # what start() records before it spawns the process
+        with grpc.insecure_channel(f"127.0.0.1:{host.port}") as channel:
+            call = channel.stream_stream(
+                proxy.EVENT_STREAM,
+                request_serializer=pb.StreamingMessage.SerializeToString,
+                response_deserializer=pb.StreamingMessage.FromString,
+            )(requests())
+            received: list[pb.StreamingMessage] = []
+            reader = threading.Thread(target=lambda: (received.extend(call), ended.set()), daemon=True)
+            reader.start()
+            # Either the host ends the intruder's stream (refused) or takes it as its worker's (the old defect).
+            deadline = time.monotonic() + 30
+            while not ended.is_set() and host._stream is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            taken = host._stream is not None
+            release.set()
+            reader.join(30)
+        assert not taken, "the intruder's stream became the worker stream"
+        assert ended.is_set() and received == []
+        with pytest.raises(rpc.WorkerDied):
+            host._request(timeout=1, worker_status_request=pb.WorkerStatusRequest())
+    finally:
+        release.set()
+        host.stop(grace=0)
