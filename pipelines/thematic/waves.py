@@ -200,8 +200,7 @@ def inherit(
     cents = np.stack([unpack(c["centroid"]) for c in codes]) if codes else np.zeros((0, emb.shape[1]), np.float32)
     j, best, sims = nearest(emb, cents)
     radius = np.array([float(c.get("radius", FALLBACK_RADIUS)) for c in codes], dtype=np.float32)
-    far: NDArray[np.bool_] = (
-        (sims < radius[None, :]).all(axis=1) if len(codes) else np.ones(emb.shape[0], dtype=bool))
+    far = np.asarray((sims < radius[None, :]).all(axis=1) if len(codes) else np.ones(emb.shape[0]), dtype=bool)
     members: dict[str, list[int]] = {}
     for i, t in enumerate(discovered):
         if t is not None:
