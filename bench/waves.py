@@ -30,7 +30,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
-import csv
+import csv  # noqa: E402
 import importlib.resources  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -95,23 +95,80 @@ class LookupEmbedder:
         return np.stack([self._table[t] for t in texts]).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
 
 
-def waves(texts: dict[str, list[str]], seed: int, intents: int, per: int, held_out: int) -> dict[str, Any]:
+def draw(texts: dict[str, list[str]], seed: int, intents: int, per: int, held_out: int) -> dict[str, Any]:
+    """Wave 1: ``per`` answers of each of ``intents`` labels; the rest of each label's answers, shuffled, for wave 2."""
     rng = random.Random(seed)
     labels = [k for k, v in texts.items() if len(v) >= per * 3]
     chosen = rng.sample(labels, min(len(labels), intents + held_out))
     kept, new = chosen[:intents], chosen[intents:]
-    down, up = kept[0], kept[1]
+    rest: dict[str, list[str]] = {}
     w1: list[tuple[str, str]] = []
-    w2: list[tuple[str, str]] = []
     for lab in chosen:
         xs = rng.sample(texts[lab], len(texts[lab]))
         if lab in kept:
             w1 += [(t, lab) for t in xs[:per]]
-        n2 = {down: max(1, round(per * 0.2)), up: per * 2}.get(lab, per)
-        w2 += [(t, lab) for t in xs[per:per + n2]] if lab in kept else [(t, lab) for t in xs[:per]]
+            rest[lab] = xs[per:]
+        else:
+            rest[lab] = xs
     rng.shuffle(w1)
-    rng.shuffle(w2)
-    return {"w1": w1, "w2": w2, "down": down, "up": up, "new": new}
+    return {"w1": w1, "rest": rest, "kept": kept, "new": new, "rng": rng}
+
+
+def recovered(doc1: dict[str, Any], truth: dict[str, str], kept: list[str]) -> list[str]:
+    """Labels wave 1 found as a theme: >= 60 % of the label's answers in one theme that is >= 60 % that label.
+    The planted changes go to these, so "a theme fell 80 %" is a theme the researcher saw in wave 1."""
+    by_theme: dict[str, Counter[str]] = {}
+    for a in doc1["assignments"]:
+        if a["themes"]:
+            by_theme.setdefault(a["themes"][0]["theme_id"], Counter())[truth[str(a["response_id"])]] += 1
+    size = Counter(truth[str(a["response_id"])] for a in doc1["assignments"])
+    out = []
+    for lab in kept:
+        best = max(by_theme.values(), key=lambda c: c[lab], default=Counter())
+        if best[lab] >= 0.6 * size[lab] and best[lab] >= 0.6 * sum(best.values()):
+            out.append(lab)
+    return out
+
+
+def wave2(d: dict[str, Any], down: str, up: str, per: int) -> list[tuple[str, str]]:
+    w2: list[tuple[str, str]] = []
+    for lab in d["kept"]:
+        n2 = {down: max(1, round(per * 0.2)), up: per * 2}.get(lab, per)
+        w2 += [(t, lab) for t in d["rest"][lab][:n2]]
+    for lab in d["new"]:
+        w2 += [(t, lab) for t in d["rest"][lab][:per]]
+    d["rng"].shuffle(w2)
+    return w2
+
+
+def far_shares(doc1: dict[str, Any], items2: list[dict[str, Any]], truth: dict[str, str],
+               table: dict[str, np.ndarray], quantiles: tuple[float, ...]) -> dict[str, Any]:
+    """Per radius quantile: the share of each label's wave-2 answers that are far from every wave-1 theme."""
+    from pipelines.thematic import waves as W
+
+    codes = doc1["instrument"]["codes"]
+    cents = np.stack([W.unpack(c["centroid"]) for c in codes])
+    ids = [c["theme_id"] for c in codes]
+    # Wave-1 members' cosine to their own theme's centroid (as waves.build measures a radius).
+    text1 = {str(k): v for k, v in doc1["_texts"].items()}
+    own: dict[str, list[float]] = {}
+    for a in doc1["assignments"]:
+        if a["themes"] and a["themes"][0]["theme_id"] in ids:
+            j = ids.index(a["themes"][0]["theme_id"])
+            own.setdefault(ids[j], []).append(float(table[text1[str(a["response_id"])]] @ cents[j]))
+    e2 = np.stack([table[it["_clean"]] for it in items2])
+    sims = e2 @ cents.T
+    out: dict[str, Any] = {}
+    for q in quantiles:
+        pooled = float(np.quantile(np.concatenate([np.array(v) for v in own.values()]), q))
+        radius = np.array([min(pooled, float(np.quantile(own[t], q))) if len(own.get(t, [])) >= 5 else pooled
+                           for t in ids])
+        far = (sims < radius[None, :]).all(axis=1)
+        share: dict[str, list[bool]] = {}
+        for it, f in zip(items2, far, strict=True):
+            share.setdefault(truth[str(it["id"])], []).append(bool(f))
+        out[str(q)] = {lab: round(sum(v) / len(v), 3) for lab, v in share.items()}
+    return out
 
 
 def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -129,12 +186,35 @@ def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dic
 def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], args: argparse.Namespace,
         modes: list[str]) -> list[dict[str, Any]]:
     from pipelines.thematic.baseline import baseline_of
+    from pipelines.thematic.clean import clean
 
-    d = waves(texts, seed, args.intents, args.per, args.held_out)
+    d = draw(texts, seed, args.intents, args.per, args.held_out)
     items1 = [{"id": i, "text": t} for i, (t, _) in enumerate(d["w1"])]
-    items2 = [{"id": 100_000 + i, "text": t} for i, (t, _) in enumerate(d["w2"])]
-    truth = {str(it["id"]): lab for it, (_, lab) in zip(items1 + items2, d["w1"] + d["w2"], strict=True)}
+    truth = {str(it["id"]): lab for it, (_, lab) in zip(items1, d["w1"], strict=True)}
     doc1 = run(items1, {"seed": seed}, table)
+    ok = recovered(doc1, truth, d["kept"])
+    if len(ok) < 2:
+        print(json.dumps({"seed": seed, "skipped": "wave 1 recovered fewer than two labels as themes"}))
+        return []
+    down, up = d["rng"].sample(ok, 2)
+    w2 = wave2(d, down, up, args.per)
+    items2 = [{"id": 100_000 + i, "text": t} for i, (t, _) in enumerate(w2)]
+    truth.update({str(it["id"]): lab for it, (_, lab) in zip(items2, w2, strict=True)})
+    if args.radii:
+        cl = {t: r.text for t, r in zip([x[0] for x in d["w1"] + w2],
+                                          clean([{"id": i, "text": t} for i, (t, _) in enumerate(d["w1"] + w2)]),
+                                          strict=True)}
+        doc1["_texts"] = {str(it["id"]): cl[it["text"]] for it in items1}
+        for it in items2:
+            it["_clean"] = cl[it["text"]]
+        shares = far_shares(doc1, items2, truth, table, (0.01, 0.02, 0.05, 0.1))
+        for q, by in shares.items():
+            kept = [v for k, v in by.items() if k in d["kept"]]
+            print(json.dumps({"seed": seed, "quantile": q, "kept_far_mean": round(sum(kept) / len(kept), 3),
+                              "kept_far_max": max(kept), "held_out_far": [by[k] for k in d["new"]]}), flush=True)
+        for it in items2:
+            del it["_clean"]
+        del doc1["_texts"]
     out = []
     for mode in modes:
         t0 = time.perf_counter()
@@ -142,14 +222,14 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
                    {"seed": seed, "compare_to": EARLIER, "compare_mode": mode}, table)
         secs = time.perf_counter() - t0
         cmp = doc2["comparison"]
-        # Which intents each theme holds, over both waves (wave-1 themes by their wave-1 members).
+        # Which labels each theme holds, in each wave.
         votes: dict[str, list[Counter[str]]] = {}
         for w, doc in ((0, doc1), (1, doc2)):
             for a in doc["assignments"]:
                 if a["themes"]:
                     votes.setdefault(a["themes"][0]["theme_id"], [Counter(), Counter()])[w][truth[str(a["response_id"])]] += 1
 
-        def planted(tid: str, lab: str) -> bool:
+        def planted(tid: str, lab: str, votes: dict[str, list[Counter[str]]] = votes) -> bool:
             c = votes.get(tid, [Counter(), Counter()])
             both = c[0] + c[1]
             if both and both.most_common(1)[0][0] == lab:
@@ -157,17 +237,19 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
             return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
 
         rows = cmp["themes"]
-        down_rows = [r for r in rows if planted(r["theme_id"], d["down"])]
-        up_rows = [r for r in rows if planted(r["theme_id"], d["up"])]
+        down_rows = [r for r in rows if planted(r["theme_id"], down)]
+        up_rows = [r for r in rows if planted(r["theme_id"], up)]
         others = [r for r in rows if r not in down_rows and r not in up_rows]
         new_ids = cmp["new"]
         held = [t for t in new_ids if votes.get(t) and (votes[t][1].most_common(1)[0][0] in d["new"])]
         out.append({
             "seed": seed, "mode": mode, "n1": cmp["n_then"], "n2": cmp["n_now"], "themes1": len(doc1["themes"]),
+            "down": down, "up": up,
             "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for r in down_rows),
             "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for r in up_rows),
             "new": len(new_ids), "new_held_out": len(held),
             "false_alarms": sum(1 for r in others if r["significant"]),
+            "false_alarm_themes": [r["label"] for r in others if r["significant"]],
             "far": cmp.get("far"), "seconds": round(secs, 1),
         })
         print(json.dumps(out[-1]), flush=True)
@@ -182,6 +264,8 @@ def main() -> None:
     ap.add_argument("--held-out", type=int, default=0)
     ap.add_argument("--mode", choices=["inherit", "discover", "both"], default="inherit")
     ap.add_argument("--set", choices=["banking", "sample"], default="banking")
+    ap.add_argument("--radii", action="store_true",
+                    help="also print, per radius quantile, the share of each label's wave-2 answers that are far")
     args = ap.parse_args()
     print(json.dumps({"machine": machine(), "args": vars(args)}), flush=True)
     texts = pool(args.set)
@@ -201,6 +285,8 @@ def main() -> None:
     for mode in modes:
         rs = [r for r in rows if r["mode"] == mode]
         k = len(rs)
+        if not k:
+            continue
         print(json.dumps({
             "summary": mode, "seeds": k, "down_significant": f"{sum(r['down_sig'] for r in rs)}/{k}",
             "up_significant": f"{sum(r['up_sig'] for r in rs)}/{k}",

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from . import __version__
 from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
-from .render import breakdown_table, elapsed_between, job_details, job_list, themes_table
+from .render import breakdown_table, elapsed_between, impact_table, job_details, job_list, themes_table
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--by", required=True, metavar="FIELD",
                    help="a metadata key the job was submitted with in params.breakdown_by")
     s.set_defaults(func=cmd_breakdown)
+
+    s = add("impact", "print each theme's impact on the score of a thematic result (params.score), ranked")
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_impact)
 
     s = add("health", "check that the service and its storage answer")
     s.set_defaults(func=cmd_health)
@@ -317,6 +321,15 @@ def cmd_breakdown(args: argparse.Namespace, io: Io) -> int:
         io.say(breakdown_table(result, args.by))
     except KeyError as err:
         raise CliError(f"error: {err.args[0]}; submit with --param breakdown_by='[\"{args.by}\"]'") from None
+    return EXIT_OK
+
+
+def cmd_impact(args: argparse.Namespace, io: Io) -> int:
+    result = _thematic_result(args)
+    if not result.get("impact"):
+        raise CliError(f"error: job {args.job_id} has no impact; submit with "
+                       "--param score='{\"key\": \"nps\", \"scale\": \"nps\"}'")
+    io.say(impact_table(result["impact"]))
     return EXIT_OK
 
 
