@@ -18,7 +18,6 @@ from .data import feedback
 from .test_insight_pipeline import _majority, _run
 
 
-
 def test_a_theme_scoring_three_points_lower_ranks_first_and_unaffected_intervals_cover_0() -> None:
     import numpy as np
 
