@@ -36,14 +36,20 @@ from numpy.typing import NDArray
 #: Below this cosine to its nearest centroid a response is coded to no theme (the seed-code floor, assign.py).
 FLOOR: Final = 0.30
 #: A theme's radius: this quantile of its own members' cosine to its centroid (at most the same quantile
-#: pooled over all the job's themed responses). A response below the radius of every earlier theme is "far". 0.05 keeps about 5 % of an unchanged theme's answers far, scattered over the
-#: new wave's clusters, so no cluster is mostly far by chance; measured in bench/waves.py (docs/thematic.md).
-RADIUS_QUANTILE: Final = 0.05
+#: pooled over all the job's themed responses). A response below the radius of every earlier theme is "far".
+#: Measured in bench/waves.py --radii (docs/thematic.md): at 0.02, 4-6 % of an unchanged Banking77 intent's
+#: new answers are far on average (at most ~22 % of one intent), while an intent with no near neighbour among
+#: the earlier themes is ~60 % far; at 0.05 the unchanged ones reach 6-9 % and a chance cluster of far answers
+#: was called new.
+RADIUS_QUANTILE: Final = 0.02
 #: Radius for an instrument rebuilt from an old result's labels and quotes (no centroids stored): the median
 #: of the radii measured on Banking77 and the sample (bench/waves.py --radii).
 FALLBACK_RADIUS: Final = 0.45
-#: A discovered theme is new when at least this share of its members is far from every earlier theme.
+#: A discovered theme is new when at least this share of its members is far from every earlier theme...
 NEW_MAJORITY: Final = 0.5
+#: ...and at least this many of them (or min_theme_size, if larger): a handful of far answers that the
+#: clustering happened to put together is what chance makes; a new theme is more than that.
+NEW_MIN_FAR: Final = 10
 
 
 def pack(v: NDArray[np.float32]) -> str:
@@ -208,7 +214,7 @@ def inherit(
     new: set[str] = set()
     for t, rows in members.items():
         n_far = int(far[rows].sum())
-        if n_far >= max(1, min_size) and n_far >= NEW_MAJORITY * len(rows):
+        if n_far >= max(NEW_MIN_FAR, min_size) and n_far >= NEW_MAJORITY * len(rows):
             new.add(t)
     floor = float(earlier.get("floor", FLOOR))
     out: list[str | None] = []

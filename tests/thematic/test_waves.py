@@ -116,12 +116,15 @@ def test_centroids_round_trip_through_float16_and_far_is_below_every_radius() ->
         {"theme_id": "t1", "centroid": W.pack(e[0]), "radius": 0.6, "count": 0, "splits": []},
         {"theme_id": "t2", "centroid": W.pack(e[1]), "radius": 0.6, "count": 0, "splits": [
             {"keyword": "refund", "theme_id": "t3", "count": 0}]}]}
-    emb = np.stack([e[2]] * 6 + [0.9 * e[0] + 0.1 * e[2], 0.8 * e[1] + 0.2 * e[3]]).astype(np.float32)
+    emb = np.stack([e[2]] * 12 + [0.9 * e[0] + 0.1 * e[2], 0.8 * e[1] + 0.2 * e[3]]).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    texts = ["x"] * 6 + ["a", "my refund"]
-    coded, facts = W.inherit(emb, texts, ["d1"] * 6 + ["d2", "d2"], inst, min_size=5)
-    assert facts == {"far": 6, "new_discovered": ["d1"]}
-    assert coded == [None] * 6 + ["t1", "t3"]  # the split's keyword rule applies to the next wave too
-    # With fewer far answers than min_theme_size the cluster is not new; its answers get no earlier theme.
-    coded, facts = W.inherit(emb, texts, ["d1"] * 6 + ["d2", "d2"], inst, min_size=7)
-    assert facts["new_discovered"] == [] and coded[:6] == [""] * 6
+    texts = ["x"] * 12 + ["a", "my refund"]
+    coded, facts = W.inherit(emb, texts, ["d1"] * 12 + ["d2", "d2"], inst, min_size=5)
+    assert facts == {"far": 12, "new_discovered": ["d1"]}
+    assert coded == [None] * 12 + ["t1", "t3"]  # the split's keyword rule applies to the next wave too
+    # With fewer far answers than min_theme_size (or NEW_MIN_FAR) the cluster is not new; its answers get no
+    # earlier theme (they are below the floor of every one).
+    coded, facts = W.inherit(emb, texts, ["d1"] * 12 + ["d2", "d2"], inst, min_size=13)
+    assert facts["new_discovered"] == [] and coded[:12] == [""] * 12
+    coded, facts = W.inherit(emb[3:], texts[3:], (["d1"] * 12 + ["d2", "d2"])[3:], inst, min_size=5)
+    assert facts["new_discovered"] == [] and W.NEW_MIN_FAR == 10
