@@ -474,8 +474,9 @@ def _compare(
         earlier, how = W.from_prototypes(B.prototypes(baseline, embedder), baseline, encoder), "prototypes"
     coded, facts = W.inherit(emb, [r.text for r in usable], [primary.get(i) for i in ids], earlier,
                              min_size=params.min_theme_size)
-    cents = np.stack([W.unpack(c["centroid"]) for c in earlier["codes"]])
-    best = (emb @ cents.T).max(axis=1)
+    # A response coded to an earlier theme gets its cosine to that theme's nearest centroid as the confidence.
+    _, best, _ = W.nearest(emb, np.stack([W.unpack(c["centroid"]) for c in earlier["codes"]])
+                           if earlier["codes"] else np.zeros((0, emb.shape[1]), dtype=np.float32))
     B.carry_over(doc, dict(zip(ids, coded, strict=True)), baseline, quotes, then_counts=W.counts(earlier),
                  confidence={i: float(b) for i, b in zip(ids, best, strict=True)})
     doc["comparison"].update(mode="inherit", instrument=how, far=facts["far"])
