@@ -259,6 +259,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--intents", type=int, default=30)
     ap.add_argument("--per", type=int, default=40)
     ap.add_argument("--held-out", type=int, default=0)
@@ -281,7 +282,7 @@ def main() -> None:
     table = {t: v for t, v in zip(cleaned, vecs, strict=True)}
     print(json.dumps({"pool": len(flat), "labels": len(texts), "embed_seconds": round(secs, 1)}), flush=True)
     modes = ["inherit", "discover"] if args.mode == "both" else [args.mode]
-    rows = [r for s in range(args.seeds) for r in one(s, texts, table, args, modes)]
+    rows = [r for s in range(args.first_seed, args.first_seed + args.seeds) for r in one(s, texts, table, args, modes)]
     for mode in modes:
         rs = [r for r in rows if r["mode"] == mode]
         k = len(rs)
