@@ -34,6 +34,7 @@ from . import describe as D
 from . import lang as L
 from . import mapped as M
 from . import sentiment as S
+from . import waves as W
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .params import ThematicParams
@@ -446,17 +447,47 @@ def _insights(
             if a["bucket"] != "unusable":
                 a["sentiment"] = s.to_json() if s is not None else None
         doc["sentiment"]["scored"] = sum(1 for s in scored if s is not None)
-    if baseline is not None:
-        primary = {str(a["response_id"]): V.primary_theme(a) for a in doc["assignments"]}
+    encoder = f"{embedder.info.name}@{embedder.info.sha256}"
+    inherited = _compare(doc, params, usable, emb, embedder, baseline, encoder) if baseline is not None else []
+    V.refresh(doc, metadata, breakdown_by=params.breakdown_by, min_group_size=params.min_group_size,
+              score=params.score.model_dump() if params.score is not None else None, seed=params.seed)
+    # Every job's instrument (waves.py), so any job can be the earlier wave of a later one.
+    doc["instrument"] = W.build(
+        emb, [V.primary_theme(a) for a in doc["assignments"] if a["bucket"] != "unusable"],
+        [t["id"] for t in doc["themes"]], [r.text for r in usable], encoder, inherited=inherited,
+    )
+
+
+def _compare(
+    doc: dict[str, Any], params: ThematicParams, usable: list[C.CleanedResponse], emb: NDArray[np.float32],
+    embedder: TextEmbedder, baseline: dict[str, Any], encoder: str,
+) -> list[dict[str, Any]]:
+    """Recode ``doc`` against the earlier job (``compare_to``); returns the instrument codes this job inherits."""
+    ids = [str(r.id) for r in usable]
+    quotes = {str(r.id): r.text[: D.QUOTE_CHARS] for r in usable}
+    primary = {str(a["response_id"]): V.primary_theme(a) for a in doc["assignments"]}
+    if params.compare_mode == "discover":
         protos = B.prototypes(baseline, embedder)
-        coded = B.match(
-            emb, [primary.get(str(r.id)) for r in usable], protos, [t["id"] for t in baseline["themes"]]
-        )
-        B.carry_over(
-            doc, {str(r.id): c for r, c in zip(usable, coded, strict=True)}, baseline,
-            {str(r.id): r.text[: D.QUOTE_CHARS] for r in usable},
-        )
-    V.refresh(doc, metadata, breakdown_by=params.breakdown_by, min_group_size=params.min_group_size)
+        coded = B.match(emb, [primary.get(i) for i in ids], protos, [t["id"] for t in baseline["themes"]])
+        B.carry_over(doc, dict(zip(ids, coded, strict=True)), baseline, quotes)
+        doc["comparison"].update(mode="discover", instrument="prototypes")
+        return []
+    earlier = baseline.get("instrument")
+    how = "centroids"
+    if not earlier or earlier.get("encoder") != encoder or not earlier.get("codes") or \
+            len(W.unpack(earlier["codes"][0]["centroid"])) != emb.shape[1]:
+        # An earlier result without an instrument (before schema 1.2) or of another encoder: its themes'
+        # prototypes stand in, and "then" is its clustering's counts (approximate, and the result says so).
+        earlier, how = W.from_prototypes(B.prototypes(baseline, embedder), baseline, encoder), "prototypes"
+    coded, facts = W.inherit(emb, [r.text for r in usable], [primary.get(i) for i in ids], earlier,
+                             min_size=params.min_theme_size)
+    # A response coded to an earlier theme gets its cosine to that theme's nearest centroid as the confidence.
+    _, best, _ = W.nearest(emb, np.stack([W.unpack(c["centroid"]) for c in earlier["codes"]])
+                           if earlier["codes"] else np.zeros((0, emb.shape[1]), dtype=np.float32))
+    B.carry_over(doc, dict(zip(ids, coded, strict=True)), baseline, quotes, then_counts=W.counts(earlier),
+                 confidence={i: float(b) for i, b in zip(ids, best, strict=True)})
+    doc["comparison"].update(mode="inherit", instrument=how, far=facts["far"])
+    return [dict(c) for c in earlier["codes"]]
 
 
 def _embed_stage(
