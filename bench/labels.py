@@ -1,8 +1,9 @@
 """Label quality of the describe stage, on fixed partitions, against BERTopic's labels with the same number of words.
 
-The partition of each set is the pipeline's own (``bench/thematic.py``'s ``ours``, automatic count, seed 0),
-computed once and cached in the bench cache (``labels-<set>.npz``; ``--refresh`` recomputes it), so label
-changes are measured on the same themes run after run. Per set it prints:
+The themes of each set are fixed and cached in the bench cache (``labels-<set>-<kind>.npz``; ``--refresh``
+recomputes them), so label changes are measured on the same themes run after run: ``--partition kmeans``
+(default) is k-means at the true k on the job's embeddings, ``--partition auto`` the pipeline's own run at the
+automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per set it prints:
 
 * hit rate: share of themes whose label shares a word (stem) with the name of the theme's majority true label
   (``bench/thematic.py``'s ``label_hits``);
@@ -54,24 +55,35 @@ SPREAD = 0.15
 CHECK = ("clinc", "stackoverflow", "20ng", "yahoo")
 
 
-def partition(name: str, refresh: bool) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
-    """(texts, true labels, theme index per text or -1, embeddings) of the pipeline's auto-count run, cached."""
+def partition(name: str, refresh: bool, kind: str = "kmeans") -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """(texts, true labels, theme index per text or -1, embeddings), cached.
+
+    ``kmeans``: k-means at the true k on the job's embeddings (seed 0; seconds, so labels can be tuned);
+    ``auto``: the pipeline's own run at the automatic count (minutes per set on a loaded machine).
+    """
     texts, truth = T.suite_set(name)
-    f = T.cache_dir() / f"labels-{name}.npz"
+    f = T.cache_dir() / f"labels-{name}-{kind}.npz"
     if f.exists() and not refresh:
         z = np.load(f)
         return texts, truth, z["labels"], z["emb"]
-    pred, _, emb = T.ours(texts, 0)
-    ids = sorted({p for p in pred if re.fullmatch(r"t\d+", p)}, key=lambda s: int(s[1:]))
-    index = {p: i for i, p in enumerate(ids)}
-    labels = np.array([index.get(p, -1) for p in pred], dtype=np.int64)
+    if kind == "kmeans":
+        from sklearn.cluster import KMeans
+
+        emb, _ = T.embed_cached(texts)
+        k = len({y.split("|")[0] for y in truth} - {"unusable"})
+        labels = KMeans(k, n_init=3, random_state=0).fit_predict(emb).astype(np.int64)
+    else:
+        pred, _, emb = T.ours(texts, 0)
+        ids = sorted({p for p in pred if re.fullmatch(r"t\d+", p)}, key=lambda s: int(s[1:]))
+        index = {p: i for i, p in enumerate(ids)}
+        labels = np.array([index.get(p, -1) for p in pred], dtype=np.int64)
     np.savez(f, labels=labels, emb=emb)
     return texts, truth, labels, emb
 
 
 def bertopic_topics(name: str, texts: list[str], emb: np.ndarray, refresh: bool) -> tuple[list[str], list[list[str]]]:
     """BERTopic's topic per text and top-10 words per topic (cached: it is slow and not seeded)."""
-    f = T.cache_dir() / f"labels-{name}-bertopic.json"
+    f = T.cache_dir() / f"labels-{name}-bertopic.json"  # BERTopic's own partition: the same for both kinds
     if f.exists() and not refresh:
         d = json.loads(f.read_text())
         return d["topics"], d["words"]
@@ -95,7 +107,7 @@ def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from pipelines.thematic import stopwords as S
     from pipelines.thematic.cluster import group_sums, normalise
 
-    texts, all_truth, labels, emb = partition(name, args.refresh)
+    texts, all_truth, labels, emb = partition(name, args.refresh, args.partition)
     keep = [i for i, t in enumerate(all_truth) if t != "unusable"]
     truth = [all_truth[i].split("|")[0] for i in keep]
     k = int(labels.max()) + 1
@@ -165,6 +177,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default="banking,feedback,clinc,stackoverflow")
     ap.add_argument("--no-bertopic", action="store_true")
+    ap.add_argument("--partition", choices=("kmeans", "auto"), default="kmeans",
+                    help="themes to label: k-means at the true k (fast) or the pipeline's automatic count")
     ap.add_argument("--refresh", action="store_true", help="recompute the cached partitions and BERTopic topics")
     ap.add_argument("--show", type=int, default=0, help="print this many labels per set (and parents, sub-themes)")
     ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")

@@ -412,20 +412,22 @@ def _expand_word(word: str, texts: list[str]) -> str:
     added words the theme uses most ("food", in 43 % of a cold-food theme) x how often it is said; the
     word itself when no phrase is said that often.
     """
+    stem = _stem(word)
     uses = 0
     longer: Counter[str] = Counter()
     said: Counter[str] = Counter()
     for t in texts:
         ps = phrase_set(t)
         said.update(p for p in ps if " " not in p)
-        if word in ps:
+        # Any spelling counts: "fees" is said as "delivery fee" too.
+        if any(" " not in p and _stem(p) == stem for p in ps):
             uses += 1
-            longer.update(p for p in ps if p != word and f" {word} " in f" {p} " and p.count(" ") <= 2)
+            longer.update(p for p in ps if " " in p and p.count(" ") <= 2 and any(_stem(v) == stem for v in p.split()))
     n = max(1, len(texts))
     best = [
-        (f * (1 + max(said[v] / n for v in p.split() if v != word)), -len(p), p)
+        (f * (1 + max((said[v] / n for v in p.split() if _stem(v) != stem), default=0.0)), -len(p), p)
         for p, f in longer.items()
-        if f >= max(2, LABEL_EXPAND_SHARE * uses) and any(v not in (word, "not") for v in p.split())
+        if f >= max(2, LABEL_EXPAND_SHARE * uses) and any(_stem(v) != stem and v != "not" for v in p.split())
     ]
     return max(best)[2] if best else word
 

@@ -140,7 +140,7 @@ PREDICATE_CUES: Final = frozenset(
 #: Particles shown after the word they follow, though stopwords ("log in", "sign up"); never part of a key.
 PARTICLES: Final = frozenset("in up out off on down".split())
 #: After these a particle is a preposition ("freezing on the login screen"), not part of a verb.
-_DETERMINERS: Final = frozenset("the a an this that these those".split())
+_DETERMINERS: Final = frozenset("the a an this that these those my your his her our their its".split())
 _PREDICATE_SUFFIXES: Final = ("ed", "ing", "ful", "less", "able", "ible", "ive", "ous")
 
 
