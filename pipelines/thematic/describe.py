@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from .clean import near_key
 from .keywords import (
+    Analysed,
     _stem,
     analyse,
     candidates,
@@ -187,9 +188,9 @@ KEY_PHRASES = 3
 #: Weight of the penalty for a phrase's best cosine to another theme's centre (distinctiveness).
 OTHER_WEIGHT = 0.0
 #: Weight of the coverage bonus (sqrt of the share of the theme's responses using the phrase).
-COVER_WEIGHT = 0.1
+COVER_WEIGHT = 0.2
 #: Weight of the distinctiveness bonus: share / (share + the highest share of one other theme using it).
-DIST_WEIGHT = 0.1
+DIST_WEIGHT = 0.05
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
 PHRASE_BONUS = 0.03
 #: Score bonus of a phrase of 2+ words holding a verb, an adjective or a negation ("promo code rejected").
@@ -326,7 +327,7 @@ def rank_labels(
                  + PHRASE_BONUS * np.minimum(n_words - 1, 2) + PREDICATE_BONUS * pred)
         counts = np.array([x.uses for x in c], dtype=np.float32)
         lead = counts >= LABEL_MIN_USES * counts.max()
-        texts = member_texts[t]
+        texts = [analyse(x) for x in member_texts[t]]  # once per theme: the helpers below read them often
 
         def plain(key: str) -> bool:
             # An adverb alone ("repeatedly") names how, not what: no label either.
@@ -387,17 +388,17 @@ EXPAND_MIN_SHARE = 0.5
 #: A bare-word label is replaced by a phrase holding it that this share of its uses say ("cold" -> "food was cold").
 LABEL_EXPAND_SHARE = 0.1
 #: A label option of 2+ words ranks as if it scored this much more than a bare word.
-PHRASE_MARGIN = 0.05
+PHRASE_MARGIN = 0.03
 #: Responses read to find how a phrase is written most often.
 DISPLAY_SAMPLE = 200
 
 
-def _expand(phrase: str, texts: list[str], min_share: float = EXPAND_MIN_SHARE) -> str:
+def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SHARE) -> str:
     """"cold" -> "arrived cold" when most of the theme's responses saying "cold" say "arrived cold"."""
     uses = 0
     longer: Counter[str] = Counter()
     for t in texts:
-        ps = phrase_set(t)
+        ps = t.keys
         if phrase in ps:
             uses += 1
             longer.update(p for p in ps if p != phrase and f" {phrase} " in f" {p} ")
@@ -405,7 +406,7 @@ def _expand(phrase: str, texts: list[str], min_share: float = EXPAND_MIN_SHARE) 
     return max(best)[2] if best else phrase
 
 
-def _expand_word(word: str, texts: list[str]) -> str:
+def _expand_word(word: str, texts: list[Analysed]) -> str:
     """A bare word said as a phrase its uses share: "cold" -> "food cold" (shown "food was cold").
 
     Of the longer phrases holding the word that >= ``LABEL_EXPAND_SHARE`` of its uses say, the one whose
@@ -417,7 +418,7 @@ def _expand_word(word: str, texts: list[str]) -> str:
     longer: Counter[str] = Counter()
     said: Counter[str] = Counter()
     for t in texts:
-        ps = phrase_set(t)
+        ps = t.keys
         said.update(p for p in ps if " " not in p)
         # Any spelling counts: "fees" is said as "delivery fee" too.
         if any(" " not in p and _stem(p) == stem for p in ps):
@@ -432,11 +433,10 @@ def _expand_word(word: str, texts: list[str]) -> str:
     return max(best)[2] if best else word
 
 
-def display(key: str, texts: list[str]) -> str:
+def display(key: str, texts: list[Analysed]) -> str:
     """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed")."""
     seen: Counter[str] = Counter()
-    for t in texts:
-        a = analyse(t)
+    for a in texts:
         if key in a.keys:
             seen[dict(a.surfaces).get(key, key)] += 1
             if sum(seen.values()) >= DISPLAY_SAMPLE:
@@ -645,13 +645,11 @@ def llm_label(
         th.label, th.description, th.labelled_by = value.label.strip(), value.description.strip(), "llm"
         if progress:
             progress(n + 1)
-    # Labels must stay unique for the report and the CSV.
+    # Labels must stay unique for the report and the CSV: a repeated one is told apart by a keyword, not "(2)".
     seen: set[str] = set()
     for th in themes:
-        base, n2 = th.label, 2
-        while th.label.lower() in seen:
-            th.label = f"{base} ({n2})"
-            n2 += 1
+        if th.label.lower() in seen:
+            th.label = pick_label(Ranked([th.label], [th.label], list(th.keywords)), seen)
         seen.add(th.label.lower())
 
 
@@ -794,7 +792,7 @@ def name_parents(
             score *= 1.0 + 0.2 * min(key.count(" "), 2)
             if best is None or score > best[0]:
                 best = (score, key)
-        phrases = [display(best[1], [texts[i] for i in p.members])] if best is not None else []
+        phrases = [display(best[1], [analyse(texts[i]) for i in p.members])] if best is not None else []
         names = [t.label.split(" (")[0] for t in mine[:2]]
         joined = names[0] if len(names) == 1 else f"{names[0]} and {names[1][:1].lower() + names[1][1:]}"
         r = Ranked([*phrases, joined], [*phrases, joined], [w for t in mine for w in phrase_key(t.label).split()])

@@ -18,6 +18,8 @@ from typing import Final
 
 from . import lang
 
+#: Responses whose label candidates are remembered (per process: an attempt is its own process).
+PHRASE_CACHE: Final = 50_000
 TOKEN_RE: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
 
 
@@ -86,6 +88,7 @@ def ctfidf(
     return out
 
 
+@functools.lru_cache(maxsize=PHRASE_CACHE)
 def _stem(word: str) -> str:
     """A crude English stem (plural and verb endings), enough to see that two keywords say the same thing."""
     w = word.lower()
@@ -112,15 +115,14 @@ def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -
         base = base[:1].upper() + base[1:]
     label, n = base, 2
     while label.lower() in used:
-        extra = keywords[n] if n < len(keywords) else str(n)
+        # Told apart by a keyword, never by a number: "(2)" says nothing about the theme.
+        extra = keywords[n] if n < len(keywords) else " ".join(["other"] * (n - len(keywords) + 1))
         label = f"{base} ({extra})"
         n += 1
     used.add(label.lower())
     return label
 
 
-#: Responses whose label candidates are remembered (per process: an attempt is its own process).
-PHRASE_CACHE: Final = 50_000
 #: A label candidate spans at most this many tokens (stopwords inside included), so a label has <= 4 words.
 MAX_SPAN: Final = 4
 #: Clause breaks: a phrase never runs across a sentence or a comma ("late. customer service" is no phrase).

@@ -21,6 +21,7 @@ well were weren't what what's when when's where where's whether which while who 
 with within without won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
 also mr mrs ms new told year years yesterday week weeks time times first last three going go goes went want
 lot lots bit im ive dont doesnt didnt cant wont isnt thats youre theyre
+someone somebody everyone everybody everything nothing nobody anybody
 """.split()
 )
 
