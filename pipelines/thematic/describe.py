@@ -330,9 +330,11 @@ def rank_labels(
         texts = [analyse(x) for x in member_texts[t]]  # once per theme: the helpers below read them often
 
         def plain(key: str) -> bool:
-            # An adverb alone ("repeatedly") names how, not what: no label either.
-            return all(v in generic or v == "not" for v in key.split()) or (
-                " " not in key and len(key) >= 5 and key.endswith("ly"))
+            # An adverb, verb or adjective alone ("repeatedly", "delete", "add", "slow") names how or what
+            # happened, not to what: no label either.
+            if " " not in key and ((len(key) >= 5 and key.endswith("ly")) or looks_predicate(key, cued[key], uses[key])):
+                return True
+            return all(v in generic or v == "not" for v in key.split())
 
         # A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
         # ("minutes" -> "minutes late"); an option must hold a word that is not generic.
