@@ -128,7 +128,7 @@ def describe(
     """Keyword-based themes, ordered by size (ids t1, t2, ...). Label -1 (= other) is skipped.
 
     With ``embed`` (the job's embedder), labels are key phrases ranked
-    KeyBERT-style (:func:`key_phrases`); without it, the c-TF-IDF label.
+    KeyBERT-style (:func:`rank_labels`, :func:`pick_label`); without it, the c-TF-IDF label.
     ``used`` holds labels already given (lower case; the set is updated), ``avoid`` words that may not
     make a label alone besides the generic ones (a sub-theme's parent label, so sub-themes say what differs).
     """
@@ -373,16 +373,6 @@ def rank_labels(
     return out
 
 
-def key_phrases(
-    member_texts: list[list[str]],
-    centroids: NDArray[np.float32],
-    embed: Embed | None,
-    member_vecs: list[NDArray[np.float32]] | None = None,
-) -> list[list[str]]:
-    """The key phrases of :func:`rank_labels` per theme (the first is the preferred label)."""
-    return [r.phrases for r in rank_labels(member_texts, centroids, embed, member_vecs)]
-
-
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
 LABEL_MIN_USES = 0.33
 #: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
@@ -485,11 +475,6 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         label = label[:-1] + " too)"
     used.add(label.lower())
     return _cap(label)
-
-
-def unique_label(phrases: list[str], used: set[str]) -> str:
-    """The first key phrase not already a label (capitalised), else the first with a distinguishing word."""
-    return pick_label(Ranked(phrases, phrases, [w for p in phrases[1:] for w in p.split()]), used)
 
 
 def describe_sentence(phrases: list[str], quotes: list[str]) -> str:
