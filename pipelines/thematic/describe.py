@@ -328,6 +328,15 @@ def rank_labels(
         counts = np.array([x.uses for x in c], dtype=np.float32)
         lead = counts >= LABEL_MIN_USES * counts.max()
         texts = [analyse(x) for x in member_texts[t]]  # once per theme: the helpers below read them often
+        stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
+        memo: dict[str, str] = {}
+
+        def said(key: str, memo: dict[str, str] = memo, texts: list[Analysed] = texts,
+                 stems: list[frozenset[str]] = stems) -> str:
+            """The key expanded and shown as written, once per theme and key."""
+            if key not in memo:
+                memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems), texts)
+            return memo[key]
 
         def plain(key: str) -> bool:
             # An adverb, verb or adjective alone ("repeatedly", "delete", "add", "slow") names how or what
@@ -342,11 +351,10 @@ def rank_labels(
         options: list[str] = []
         for pool in (lead, ~lead):
             for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
-                if not pool[i] or len(options) >= KEY_PHRASES + 2:
+                if not pool[i] or len(options) >= KEY_PHRASES:
                     break
-                key = _expand(c[i].key, texts) if n_words[i] > 1 else _expand_word(c[i].key, texts)
-                shown = display(key, texts)
-                if not plain(key) and shown not in options:
+                shown = said(c[i].key)
+                if not plain(phrase_key(shown)) and shown not in options:
                     options.append(shown)
             if options:
                 break
@@ -364,7 +372,8 @@ def rank_labels(
             mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
             mmr[picked] = -np.inf
             picked.append(int(np.argmax(mmr)))
-        phrases = list(dict.fromkeys([*options[:1], *(display(_expand(c[i].key, texts), texts) for i in picked)]))
+        phrases = list(dict.fromkeys([*options[:1], *(display(_expand(c[i].key, texts), texts) if c[i].key not in memo
+                                                       else memo[c[i].key] for i in picked)]))
         solo = sorted(
             {v for w in words for v in w if v not in generic and v != "not"},
             key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(words) if v in w),
@@ -398,7 +407,7 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
     return max(best)[2] if best else phrase
 
 
-def _expand_word(word: str, texts: list[Analysed]) -> str:
+def _expand_word(word: str, texts: list[Analysed], stems: list[frozenset[str]] | None = None) -> str:
     """A bare word said as a phrase its uses share: "cold" -> "food cold" (shown "food was cold").
 
     Of the longer phrases holding the word that >= ``LABEL_EXPAND_SHARE`` of its uses say, the one whose
@@ -409,11 +418,11 @@ def _expand_word(word: str, texts: list[Analysed]) -> str:
     uses = 0
     longer: Counter[str] = Counter()
     said: Counter[str] = Counter()
-    for t in texts:
+    for n_t, t in enumerate(texts):
         ps = t.keys
         said.update(p for p in ps if " " not in p)
         # Any spelling counts: "fees" is said as "delivery fee" too.
-        if any(" " not in p and _stem(p) == stem for p in ps):
+        if (stem in stems[n_t]) if stems is not None else any(" " not in p and _stem(p) == stem for p in ps):
             uses += 1
             longer.update(p for p in ps if " " in p and p.count(" ") <= 2 and any(_stem(v) == stem for v in p.split()))
     n = max(1, len(texts))
