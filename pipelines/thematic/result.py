@@ -12,12 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
 confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
 Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
-``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them."""
+``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them.
+1.2 (additive, issue 22): ``run.theme_count.summary`` (the count in words, both levels named; also the start of
+``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak)."""
 
 
 class _Model(BaseModel):
@@ -145,6 +147,9 @@ class Choice(_Model):
     k_range: list[int] = Field(default_factory=list)
     cap: int | None = Field(default=None, description="the largest count considered (adaptive)")
     fine_k: int | None = None
+    summary: str | None = Field(default=None, description='the count in words: "20 themes in 5 groups; the data also support 9 or 39 themes. ..."')
+    noise: float | None = Field(default=None, description="seed noise of the silhouette curve: the unit the count is decided in")
+    broad_k: int | None = Field(default=None, description="the broad level's peak (5..12) of the curve")
 
 
 class Merge(_Model):
@@ -251,7 +256,7 @@ class Comparison(_Model):
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1"]
+    schema_version: Literal["1.1", "1.2"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)
