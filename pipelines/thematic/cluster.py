@@ -66,14 +66,15 @@ SMALL_MAX = 4
 STRONG = 4.0
 #: ... and by this much in absolute silhouette ...
 SMALL_GAIN = 0.03
-#: ... and their largest group hold at most SMALL_TOP / k of the responses (else one distinct theme against the rest).
-SMALL_TOP = 1.3
+#: A level is "very unequal" when its largest group holds more than UNEQUAL x its fair share 1/k: its mean
+#: silhouette is then carried by one distinct group, and says little about how many themes the rest holds.
+UNEQUAL = 1.3
 #: The broad peak beats the fine one when it scores more than this many noise units higher (else: fine).
 TIE = 1.0
 #: The fine level's gain is near-paraphrase bunches when its median is this many noise units below the broad one's.
 PARAPHRASE = 2.0
 #: Confidence 1 when the best 2x-wrong count scores this many noise units below the chosen one.
-CONF_MARGIN = 6.0
+CONF_MARGIN = 4.0
 #: Other readings reported: level peaks within this many noise units of the chosen count.
 ALT = 3.0
 #: Lower bound of the curve's noise estimate (a curve whose seeds all agree is not noise-free).
@@ -414,6 +415,11 @@ def _middle(rows: list[dict[str, float]]) -> dict[str, float] | None:
     return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
 
 
+def _unequal(r: dict[str, float]) -> bool:
+    """The candidate's largest group holds more than ``UNEQUAL`` x its fair share (1/k) of the sample."""
+    return r.get("top", 0.0) * r["k"] > UNEQUAL
+
+
 def _rival(rows: list[dict[str, float]], k: int) -> dict[str, float] | None:
     """The best-scoring candidate at least 2x away from ``k`` (below k/2 or above 2k): the reading that would make
     the count wrong by a factor of two."""
@@ -433,11 +439,12 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     against the rest always scores well at k = 2-4), so the curve is read in three bands:
 
     1. *small* (k <= ``SMALL_MAX``): answered only on strong structure: its peak must beat every k above the
-       band by ``STRONG`` x the noise, and its largest group hold at most ``SMALL_TOP`` of the responses
-       (2-4 very unequal groups are one distinct theme against the rest, not the themes);
+       band by ``STRONG`` x the noise (and by ``SMALL_GAIN``), and not be very unequal (:func:`_unequal`:
+       2-4 very unequal groups are one distinct theme against the rest, not the themes);
     2. *broad* (``SMALL_MAX`` < k <= ``BROAD_MAX``, the 5-12 broad themes researchers read) and *fine*
        (k > ``BROAD_MAX``): each level's peak is its smallest k within ``PARSIMONY`` of its best. The fine
-       level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean, or
+       level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean (and is
+       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or
        the fine level's gain is only on the mean while its median is ``PARAPHRASE`` x the noise lower (near-
        paraphrase bunches: a minority of very tight groups lift the mean, the typical response fits worse).
        A near-tie goes to the finer level because of the coarse bias: a finer reading of real themes costs
@@ -470,7 +477,14 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         notes.append(desc("broad", broad) + ", " + desc("fine", fine))
         gap = (broad["silhouette"] - fine["silhouette"]) / noise
         med_gap = (broad["median"] - fine["median"]) / noise
-        if gap > TIE:
+        if gap > TIE and _unequal(broad):
+            chosen, guarded = fine, True
+            notes.append(
+                f"the broad level scores {gap:.1f} noise units higher, but its largest group holds "
+                f"{broad.get('top', 0.0):.0%} of the responses (> {UNEQUAL} x 1/{int(broad['k'])}): one distinct theme "
+                "against a few lumps of the rest, so the fine level is the themes"
+            )
+        elif gap > TIE:
             chosen = broad
             notes.append(f"the broad level scores {gap:.1f} noise units higher, so it is the themes")
         elif med_gap > PARAPHRASE and fine["silhouette"] >= broad["silhouette"]:
@@ -491,7 +505,7 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     if small is not None and levels:
         others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
         lead = (small["silhouette"] - others) / noise
-        unequal = small.get("top", 0.0) > SMALL_TOP / small["k"]
+        unequal = _unequal(small)
         if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
             chosen = small
             notes.append(f"k={int(small['k'])} beats every larger count by {lead:.1f} noise units: strong structure")
