@@ -21,6 +21,8 @@ Algorithm:
    one-standard-error rule towards smaller k was tried and dropped: on small
    inputs it collapsed BBC's 5 topics to 3.) Every candidate's score and its
    seed spread is recorded in the run metadata as the reason for the choice.
+   (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
+   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -312,7 +314,8 @@ class CountChoice:
     explanation: str
     scores: list[dict[str, float]]
     confidence: float = 1.0
-    """0..1: how strongly the data single out this count (structure strength x sharpness of the peak)."""
+    """0..1: the margin of this count's silhouette over the best count at least 2x away, in noise units / ``CONF_MARGIN``,
+    times the structure strength (see :func:`decide`)."""
     confidence_label: str = "high"
     """``high`` (>= 0.6), ``medium`` (>= 0.3) or ``low``."""
     structure: float = 0.0
@@ -507,7 +510,7 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         lead = (small["silhouette"] - others) / noise
         unequal = _unequal(small)
         if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
-            chosen = small
+            chosen, guarded = small, False  # a guard between the broad and fine levels is moot now
             notes.append(f"k={int(small['k'])} beats every larger count by {lead:.1f} noise units: strong structure")
         elif lead > 0:
             guarded = guarded_small = True

@@ -48,7 +48,7 @@ def _curve(points: dict[int, float], *, spread: float = 0.004, top: float = 0.3,
     for k in [*range(2, 21), 23, 26, 30, 34, 39, 45, 52, 60, 69, 79, 91]:
         s = float(np.interp(k, ks, [points[q] for q in ks]))
         rows.append({"k": k, "silhouette": s, "seed_spread": spread, "median": s + (median_shift if k > 12 else 0.0),
-                     "top": max(top / k * 2, 1.0 / k) if k <= 4 else 1.5 / k})
+                     "top": max(top / k * 2, 1.0 / k) if k <= 4 else 1.1 / k})
     return rows
 
 
