@@ -90,7 +90,7 @@ def test_nested_groups_give_both_levels() -> None:
     y_broad = y // 3
     res = cluster(x, num_themes=None, max_themes=None, min_theme_size=5, seed=0)
     assert res.count is not None
-    assert res.k in (4, 12) or 10 <= res.k <= 13, res.explanation
+    assert res.k == 4 or 10 <= res.k <= 15, res.explanation  # one level: 4 broad or ~12 fine (0.8-1.25x)
     if res.k <= 12 and res.k < 8:
         sub, parent_of = sub_level(x, res.labels, res.k, min_size=5, seed=0)
         assert 9 <= len(parent_of) <= 15
