@@ -15,7 +15,8 @@ DIM = 48
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    out: np.ndarray = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def _dominant(seed: int) -> np.ndarray:
