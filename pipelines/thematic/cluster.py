@@ -500,6 +500,12 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
                 "gain is a minority of very tight groups (near-paraphrases), not the typical response, so the broad "
                 "reading is the themes"
             )
+        elif gap > 0 and med_gap > 0:
+            chosen = broad
+            notes.append(
+                f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
+                "units), so it is the themes"
+            )
         else:
             chosen = fine
             notes.append(
@@ -524,8 +530,8 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
                 f"and {SMALL_GAIN})"
             )
             notes.append(
-                f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups of "
-                "hundreds of responses needs strong structure, so it is a coarser reading, not the themes"
+                f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
+                "needs strong structure, so it is a coarser reading, not the themes"
             )
     criterion = "silhouette"
     # Structure is judged without a small count the guard set aside (a binary split of a cloud scores well).
