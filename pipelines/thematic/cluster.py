@@ -21,6 +21,8 @@ Algorithm:
    one-standard-error rule towards smaller k was tried and dropped: on small
    inputs it collapsed BBC's 5 topics to 3.) Every candidate's score and its
    seed spread is recorded in the run metadata as the reason for the choice.
+   (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
+   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -60,8 +62,28 @@ AUTO_CAP = 200
 CAP_SQRT = 4.0
 #: Below this best silhouette the structure is weak and the count a judgement (see choose_k).
 WEAK_STRUCTURE = 0.06
-#: A winner at k <= 3 must beat the best k >= 6 by this much, else the curve counts as flat.
-FLAT_MARGIN = 0.03
+#: The small band: counts 2..SMALL_MAX are answered only on strong structure (see decide).
+SMALL_MAX = 4
+#: ... their peak must beat every larger count by this many noise units ...
+STRONG = 4.0
+#: ... and by this much in absolute silhouette ...
+SMALL_GAIN = 0.03
+#: A level is "very unequal" when its largest group holds more than UNEQUAL x its fair share 1/k: its mean
+#: silhouette is then carried by one distinct group, and says little about how many themes the rest holds.
+UNEQUAL = 1.3
+#: ... and at the broad level only while the fine level is a competing reading (scores at least this fraction of the
+#: broad peak): 400 answers on one theme beside six of 25 score 0.85 at k=6 and 0.24 at 14, that broad level is real.
+UNEQUAL_RIVAL = 0.5
+#: The broad peak beats the fine one when it scores more than this many noise units higher (else: fine).
+TIE = 1.0
+#: The fine level's gain is near-paraphrase bunches when its median is this many noise units below the broad one's.
+PARAPHRASE = 2.0
+#: Confidence 1 when the best 2x-wrong count scores this many noise units below the chosen one.
+CONF_MARGIN = 4.0
+#: Other readings reported: level peaks within this many noise units of the chosen count.
+ALT = 3.0
+#: Lower bound of the curve's noise estimate (a curve whose seeds all agree is not noise-free).
+NOISE_FLOOR = 0.002
 #: Relative band around the best silhouette reported as equally supported counts.
 PLATEAU = 0.05
 #: The granularity prior (weak structure only): sqrt(n)/3 clipped to PRIOR_MIN..PRIOR_MAX, searched
@@ -71,8 +93,6 @@ PRIOR_MAX = 25
 PRIOR_WINDOW = 1.6
 #: The coarse peak of the curve is searched up to this k (the broad level: 3-12 themes).
 BROAD_MAX = 12
-#: Two peaks are two levels of structure (the loser is reported) when the curve falls by this fraction between them.
-DIP = 0.05
 #: Points used to choose k (silhouette is O(sample²)).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -297,7 +317,8 @@ class CountChoice:
     explanation: str
     scores: list[dict[str, float]]
     confidence: float = 1.0
-    """0..1: how strongly the data single out this count (structure strength x sharpness of the peak)."""
+    """0..1: the margin of this count's silhouette over the best count at least 2x away, in noise units / ``CONF_MARGIN``,
+    times the structure strength (see :func:`decide`)."""
     confidence_label: str = "high"
     """``high`` (>= 0.6), ``medium`` (>= 0.3) or ``low``."""
     structure: float = 0.0
@@ -309,6 +330,10 @@ class CountChoice:
     cap: int = 0
     fine_k: int | None = None
     """A finer peak of the curve above the chosen k (the sub-theme level), when there is one."""
+    noise: float = 0.0
+    """The curve's seed noise (:func:`curve_noise`): the unit every decision of :func:`decide` is measured in."""
+    broad_k: int | None = None
+    """The broad level's peak (5..12) of the curve, whether or not it is the chosen count."""
 
 
 @dataclass
@@ -333,7 +358,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     rows: list[dict[str, float]] = []
     for k in ks:
         vals = []
-        median = 0.0
+        median = top = 0.0
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
@@ -341,12 +366,14 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
             vals.append(float(per_point.mean()))
             if vals[-1] >= max(vals):
                 median = float(np.median(per_point))
+                top = float(np.bincount(labels).max() / len(labels))
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit. ``median``: the typical
         # response's silhouette in that best run (see choose_k).
         rows.append(
-            {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median}
+            {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
+             "top": top}
         )
     return rows
 
@@ -369,129 +396,191 @@ def _parsimonious(rows: list[dict[str, float]]) -> dict[str, float]:
     return min((r for r in rows if r["silhouette"] >= floor), key=lambda r: r["k"])
 
 
-def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
-    """Pick k from the silhouette curve: peaks, a coarse-vs-fine rule, and a prior where the curve is flat or weak.
+def curve_noise(rows: list[dict[str, float]]) -> float:
+    """The silhouette curve's seed noise: the median, over the candidates, of the spread of the mean silhouette
+    across k-means seeds at that k (at least ``NOISE_FLOOR``). Differences between counts smaller than this are
+    not findings."""
+    spreads = [r["seed_spread"] for r in rows if "seed_spread" in r]
+    return max(NOISE_FLOOR, float(np.median(spreads)) if spreads else NOISE_FLOOR)
 
-    1. Silhouette per candidate k (see :func:`silhouette_curve`), up to the
-       adaptive cap (:func:`auto_cap`).
-    2. The coarse peak (best k <= ``BROAD_MAX``) and the fine peak (best
-       k > ``BROAD_MAX``; for each the smallest k within ``PARSIMONY`` of the
-       best is taken). The fine peak is the themes when it scores at least as
-       well as the coarse one on both the mean and the *median* per-point
-       silhouette. Near-paraphrase groups (BBC headlines: stories told by
-       several articles) give a minority of tight points a very high
-       silhouette and the rest a worse one: the mean rises, the median falls,
-       and the coarse level wins (a split decision: confidence halved). Real
-       sub-themes (DBPedia classes, newsgroups, intents) lift the typical
-       point too. (The rule before, "coarse unless the fine peak's mean is
-       25 % higher", could not tell the two apart: on the nested benchmark
-       sets the fine mean is 0.98-1.19x the coarse one, on BBC headlines
-       1.05-1.11x with a median of 0.81-0.88x.) The losing peak is
-       reported as an alternative reading when the decision was split or the
-       curve dips by ``DIP`` between the peaks (then it is also ``fine_k``,
-       the sub-theme level, when finer).
-    3. Weak or flat structure: the best silhouette is below
-       ``WEAK_STRUCTURE``, or the winner is k <= 3 and no better than
-       ``FLAT_MARGIN`` above the best k >= 6 (a binary split of a cloud, e.g.
-       by sentiment or length, always scores well at k=2: a structureless
-       Gaussian cloud of the same shape does too). Then the count is a
-       judgement and we say so: the best-scoring k within a factor
-       ``PRIOR_WINDOW`` of :func:`prior_k` is taken, with low confidence and
-       the window's ends as the coarser and finer readings.
-    4. Confidence = strength x sharpness (x 0.5 with a rival peak scoring
-       >= 90 % of it): strength rises from 0 at silhouette 0.02 to 1 at 0.12;
-       sharpness falls from 1 when no other candidate is within ``PLATEAU``
-       of the chosen score to 0 when half of them are.
+
+def _best(rows: list[dict[str, float]]) -> dict[str, float] | None:
+    return _parsimonious(rows) if rows else None
+
+
+def _middle(rows: list[dict[str, float]]) -> dict[str, float] | None:
+    """The fine level's peak: of the candidates within ``PARSIMONY`` of the level's best, the one nearest the
+    geometric middle of their range. The silhouette cannot tell these counts apart, and its bias is towards the
+    coarse end, so the coarsest of them (parsimony) is the wrong tie-break at the fine level (20NG: 13..20 all
+    score within 2 %; parsimony answered 13)."""
+    if not rows:
+        return None
+    best = max(r["silhouette"] for r in rows)
+    tied = [r for r in rows if r["silhouette"] >= best - abs(best) * PARSIMONY]
+    mid = math.sqrt(tied[0]["k"] * tied[-1]["k"])
+    return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
+
+
+def _unequal(r: dict[str, float]) -> bool:
+    """The candidate's largest group holds more than ``UNEQUAL`` x its fair share (1/k) of the sample."""
+    return r.get("top", 0.0) * r["k"] > UNEQUAL
+
+
+def _rival(rows: list[dict[str, float]], k: int) -> dict[str, float] | None:
+    """The best-scoring candidate at least 2x away from ``k`` (below k/2 or above 2k): the reading that would make
+    the count wrong by a factor of two."""
+    far = [r for r in rows if r["k"] * 2 < k or r["k"] > 2 * k]
+    return max(far, key=lambda r: r["silhouette"]) if far else None
+
+
+def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
+    """The automatic theme count: the silhouette curve (:func:`silhouette_curve`), decided by :func:`decide`."""
+    return decide(silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed), len(x), k_min, k_max)
+
+
+def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> CountChoice:
+    """Pick k from a silhouette curve, in units of the curve's own seed noise (issue 22).
+
+    The silhouette of sentence embeddings is biased towards the coarsest split (one big or distinct group
+    against the rest always scores well at k = 2-4), so the curve is read in three bands:
+
+    1. *small* (k <= ``SMALL_MAX``): answered only on strong structure: its peak must beat every k above the
+       band by ``STRONG`` x the noise (and by ``SMALL_GAIN``), and not be very unequal (:func:`_unequal`:
+       2-4 very unequal groups are one distinct theme against the rest, not the themes);
+    2. *broad* (``SMALL_MAX`` < k <= ``BROAD_MAX``, the 5-12 broad themes researchers read) and *fine*
+       (k > ``BROAD_MAX``): each level's peak is its smallest k within ``PARSIMONY`` of its best. The fine
+       level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean (and is
+       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or
+       the fine level's gain is only on the mean while its median is ``PARAPHRASE`` x the noise lower (near-
+       paraphrase bunches: a minority of very tight groups lift the mean, the typical response fits worse).
+       A near-tie goes to the finer level because of the coarse bias: a finer reading of real themes costs
+       a little NMI, a coarser one loses whole themes.
+    3. Weak structure (best silhouette < ``WEAK_STRUCTURE``): the count is a judgement, the best-scoring k
+       within a factor ``PRIOR_WINDOW`` of :func:`prior_k`.
+
+    Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
+    (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
+    scores ``0.6 x CONF_MARGIN`` noise units lower); zero when a 2x-wrong reading scores as well, and at most
+    0.25 for a judgement or a decision the small-count or paraphrase guard overrode.
     """
-    n = len(x)
-    rows = silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed)
+    noise = curve_noise(rows)
     sil = [r["silhouette"] for r in rows]
     s_best = max(sil)
-    coarse_rows = [r for r in rows if r["k"] <= BROAD_MAX]
-    fine_rows = [r for r in rows if r["k"] > BROAD_MAX]
-    coarse = _parsimonious(coarse_rows) if coarse_rows else _parsimonious(rows)
-    fine = _parsimonious(fine_rows) if fine_rows and coarse_rows else None
-    chosen, rival, split = coarse, None, False
-    note = (
-        f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}: "
-        f"best {s_best:.4f}; "
-    )
-    if fine is None:
-        note += f"smallest k within {PARSIMONY:.0%} of it: k={int(coarse['k'])} ({coarse['silhouette']:.4f})"
-    else:
-        i_c, i_f = rows.index(coarse), rows.index(fine)
-        valley = min(sil[i_c : i_f + 1])
-        dipped = valley <= coarse["silhouette"] * (1 - DIP)
-        better_mean = fine["silhouette"] >= coarse["silhouette"]
-        better_median = fine["median"] >= coarse["median"]
-        fine_wins = better_mean and better_median
-        split = better_mean != better_median
-        chosen = fine if fine_wins else coarse
-        loser = coarse if fine_wins else fine
-        rival = loser if dipped or split else None
-        note += (
-            f"coarse peak k={int(coarse['k'])} (mean {coarse['silhouette']:.4f}, median {coarse['median']:.4f}), "
-            f"fine peak k={int(fine['k'])} (mean {fine['silhouette']:.4f}, median {fine['median']:.4f})"
-            + (f", a dip to {valley:.4f} between them" if dipped else "")
-            + "; "
-        )
-        if fine_wins:
-            note += "the fine level fits the typical response at least as well (mean and median), so it is the themes"
-        elif better_mean:
-            note += (
-                "the fine level scores higher on the mean but lower on the median: its gain is a minority of "
-                "very tight groups (near-paraphrases), not the typical response, so the coarse reading is the themes"
+    small = _best([r for r in rows if r["k"] <= SMALL_MAX])
+    broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
+    fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
+    notes = [
+        f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}, "
+        f"seed noise {noise:.4f}"
+    ]
+
+    def desc(tag: str, r: dict[str, float]) -> str:
+        return f"{tag} peak k={int(r['k'])} (mean {r['silhouette']:.4f}, median {r['median']:.4f})"
+
+    guarded = guarded_small = False
+    levels = [r for r in (broad, fine) if r is not None]
+    if broad is not None and fine is not None:
+        notes.append(desc("broad", broad) + ", " + desc("fine", fine))
+        gap = (broad["silhouette"] - fine["silhouette"]) / noise
+        med_gap = (broad["median"] - fine["median"]) / noise
+        if gap > TIE and _unequal(broad) and fine["silhouette"] >= UNEQUAL_RIVAL * broad["silhouette"]:
+            chosen, guarded = fine, True
+            notes.append(
+                f"the broad level scores {gap:.1f} noise units higher, but its largest group holds "
+                f"{broad.get('top', 0.0):.0%} of the responses (> {UNEQUAL} x 1/{int(broad['k'])}): one distinct theme "
+                "against a few lumps of the rest, so the fine level is the themes"
+            )
+        elif gap > TIE:
+            chosen = broad
+            notes.append(f"the broad level scores {gap:.1f} noise units higher, so it is the themes")
+        elif med_gap > PARAPHRASE and fine["silhouette"] >= broad["silhouette"]:
+            chosen, guarded = broad, True
+            notes.append(
+                f"the fine level scores higher on the mean but {med_gap:.1f} noise units lower on the median: its "
+                "gain is a minority of very tight groups (near-paraphrases), not the typical response, so the broad "
+                "reading is the themes"
+            )
+        elif gap > 0 and med_gap > 0:
+            chosen = broad
+            notes.append(
+                f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
+                "units), so it is the themes"
             )
         else:
-            note += "the coarse level scores higher, so it is the themes"
-    i = rows.index(chosen)
-    k_lo, k_hi = _plateau(rows, i)
-    strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.10))
-    # Sharpness: the share of the other candidates scoring as well (within PLATEAU), wherever they are.
-    ref = chosen["silhouette"] - abs(chosen["silhouette"]) * PLATEAU
-    as_good = sum(1 for r in rows if r is not chosen and r["silhouette"] >= ref) / max(1, len(rows) - 1)
-    sharp = min(1.0, max(0.0, 1.0 - as_good / 0.5))
-    confidence = strength * sharp
-    alternatives = sorted({k for k in (k_lo, k_hi) if k != int(chosen["k"])})
-    if rival is not None:
-        alternatives = sorted(set(alternatives) | {int(rival["k"])})
-        if split:
-            # A split decision (the rival wins on the mean or on the median): two readings, equally arguable.
-            confidence *= 0.5
-    note += f"; k={k_lo}..{k_hi} score within {PLATEAU:.0%} of the chosen k"
-    above6 = [r["silhouette"] for r in rows if r["k"] >= 6]
-    flat = chosen["k"] <= 3 and bool(above6) and chosen["silhouette"] - max(above6) < FLAT_MARGIN and n >= 100
-    weak = s_best < WEAK_STRUCTURE
+            chosen = fine
+            notes.append(
+                "the fine level scores within the noise of the broad one or higher, so it is the themes "
+                "(the silhouette favours coarse splits)"
+            )
+    else:
+        chosen = levels[0] if levels else (small if small is not None else rows[0])
+    if small is not None and levels:
+        others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+        lead = (small["silhouette"] - others) / noise
+        unequal = _unequal(small)
+        if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
+            chosen, guarded = small, False  # a guard between the broad and fine levels is moot now
+            notes.append(f"k={int(small['k'])} beats every larger count by {lead:.1f} noise units: strong structure")
+        elif lead > 0:
+            guarded = guarded_small = True
+            why = (
+                f"its largest group holds {small.get('top', 0.0):.0%} of the responses"
+                if unequal
+                else f"it leads by only {lead:.1f} noise units / {small['silhouette'] - others:.3f} (needs {STRONG} "
+                f"and {SMALL_GAIN})"
+            )
+            notes.append(
+                f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
+                "needs strong structure, so it is a coarser reading, not the themes"
+            )
     criterion = "silhouette"
-    if (weak or flat) and k_max > 3:
+    # Structure is judged without a small count the guard set aside (a binary split of a cloud scores well).
+    s_kept = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX) if guarded_small else s_best
+    if s_kept < WEAK_STRUCTURE and k_max > SMALL_MAX:
         kp = min(prior_k(n), k_max)
         lo, hi = max(k_min, math.ceil(kp / PRIOR_WINDOW)), min(k_max, math.floor(kp * PRIOR_WINDOW))
         window = [r for r in rows if lo <= r["k"] <= hi] or rows
-        picked = chosen
         chosen = max(window, key=lambda r: r["silhouette"])
         criterion = "prior"
+        notes.insert(
+            0,
+            f"structure is weak (best silhouette {s_kept:.3f} < {WEAK_STRUCTURE}): the count is a judgement, not a "
+            f"finding. Took the best-scoring k within the granularity prior {lo}..{hi} (~sqrt(n)/3 for {n} "
+            f"responses): k={int(chosen['k'])}",
+        )
+    k = int(chosen["k"])
+    rival = _rival(rows, k)
+    margin = (chosen["silhouette"] - rival["silhouette"]) / noise if rival is not None else 2 * CONF_MARGIN
+    strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.06))
+    confidence = min(1.0, max(0.0, margin / CONF_MARGIN)) * strength
+    if criterion == "prior" or guarded:
         confidence = min(confidence, 0.25)
-        alternatives = sorted({int(window[0]["k"]), int(window[-1]["k"])} - {int(chosen["k"])})
-        why = (
-            f"structure is weak (best silhouette {s_best:.3f} < {WEAK_STRUCTURE})"
-            if weak
-            else f"the curve is flat (k={int(picked['k'])} scores only "
-            f"{picked['silhouette'] - max(above6):.3f} above the best k >= 6)"
+    if rival is not None:
+        notes.append(
+            f"the best count at least 2x away, k={int(rival['k'])}, scores {margin:+.1f} noise units "
+            f"{'below' if margin >= 0 else 'above'} it"
         )
-        note = (
-            f"{why}: the count is a judgement, not a finding. Took the best-scoring k within the "
-            f"granularity prior {lo}..{hi} (~sqrt(n)/3 for {n} responses): k={int(chosen['k'])}; "
-            f"coarser and finer readings: k={', '.join(map(str, alternatives))}. " + note
-        )
+    i = rows.index(chosen)
+    k_lo, k_hi = _plateau(rows, i)
+    # Readings the data also support: the other level's peak and the guarded small count, when they score within
+    # ALT noise units of the chosen one (or above it).
+    alts = {int(r["k"]) for r in (small, broad, fine) if r is not None and r is not chosen
+            and r["silhouette"] >= chosen["silhouette"] - ALT * noise}
+    if criterion == "prior":
+        alts |= {int(window[0]["k"]), int(window[-1]["k"])}
+    alternatives = sorted(alts - {k})
     label = "high" if confidence >= 0.6 else "medium" if confidence >= 0.3 else "low"
+    fine_k = int(fine["k"]) if fine is not None and fine is not chosen and fine["k"] > k and int(fine["k"]) in alts else None
     for r in rows:
         r["silhouette"] = round(r["silhouette"], 5)
         r["seed_spread"] = round(r["seed_spread"], 5)
         r["median"] = round(r["median"], 5)
+        if "top" in r:
+            r["top"] = round(r["top"], 4)
     return CountChoice(
-        k=int(chosen["k"]),
+        k=k,
         criterion=criterion,
-        explanation=note,
+        explanation="; ".join(notes),
         scores=rows,
         confidence=round(confidence, 3),
         confidence_label=label,
@@ -499,7 +588,9 @@ def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
         alternatives=alternatives,
         k_range=[k_lo, k_hi],
         cap=k_max,
-        fine_k=int(rival["k"]) if criterion == "silhouette" and rival is not None and rival["k"] > chosen["k"] else None,
+        fine_k=fine_k,
+        noise=round(noise, 5),
+        broad_k=int(broad["k"]) if broad is not None else None,
     )
 
 
@@ -643,4 +734,41 @@ def count_json(count: CountChoice | None, k_final: int) -> dict[str, Any]:
         "k_range": count.k_range,
         "cap": count.cap,
         "fine_k": count.fine_k,
+        "noise": count.noise,
+        "broad_k": count.broad_k,
     }
+
+
+def _count_words(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def count_summary(choice: dict[str, Any], levels: dict[str, Any]) -> str:
+    """The count in the words a researcher reads: "20 themes in 5 groups; the data also support 9 or 39 themes."
+
+    ``choice`` is ``run.theme_count`` (with :func:`count_json`'s fields), ``levels`` the result's ``levels``.
+    The confidence sentence says what the label means, so "high" is never a bare word.
+    """
+    k = int(choice.get("k") or choice.get("k_chosen") or 0)
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    if levels.get("broad") == "parents" and broad:
+        head = f"{_count_words(k, 'theme', 'themes')} in {_count_words(broad, 'group', 'groups')}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head = f"{_count_words(k, 'theme', 'themes')}, with {fine} sub-themes under them"
+    else:
+        head = _count_words(k, "theme", "themes")
+    alts = [a for a in choice.get("alternatives") or [] if a != k]
+    if alts:
+        head += "; the data also support " + " or ".join(", ".join(map(str, alts)).rsplit(", ", 1)) + " themes"
+    label, crit = choice.get("confidence_label"), choice.get("criterion")
+    if crit in ("fixed", "single"):
+        return head + "."
+    if crit == "prior":
+        sure = "The structure is weak, so the count is a judgement (confidence low)."
+    elif label == "high":
+        sure = "Confidence high: no count half or twice as large fits the data nearly as well."
+    elif label == "medium":
+        sure = "Confidence medium: counts half or twice as large fit clearly worse, but not by much."
+    else:
+        sure = "Confidence low: a count at least twice as small or large fits about as well; read it as one reading."
+    return f"{head}. {sure}"

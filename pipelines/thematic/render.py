@@ -190,7 +190,11 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
         sure = _count_confidence(choice)
         if sure:
             lines += ["", sure]
-        lines += ["", f"**Why this many themes:** {_md(choice.get('explanation', ''))}"]
+        why = choice.get("explanation", "")
+        if choice.get("summary"):
+            lines += ["", f"**Theme count:** {_md(choice['summary'])}"]
+            why = why.removeprefix(f"{choice['summary']} Why: ")
+        lines += ["", f"**Why this many themes:** {_md(why)}"]
     levels = doc.get("levels") or {}
     parents = doc.get("parents") or []
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}

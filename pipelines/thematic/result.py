@@ -16,12 +16,15 @@ SCHEMA_VERSION = "1.2"
 """1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
 ``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
-the new ones; a 1.1 document is still valid.
+the new ones; a 1.1 document is still valid. Also 1.2 (issue 22): ``run.theme_count.summary`` (the count in a
+researcher's words), ``noise`` and ``broad_k``.
 1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
 confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
 Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
-``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them."""
+``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them.
+1.2 (additive, issue 22): ``run.theme_count.summary`` (the count in words, both levels named; also the start of
+``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak)."""
 
 
 class _Model(BaseModel):
@@ -149,6 +152,9 @@ class Choice(_Model):
     k_range: list[int] = Field(default_factory=list)
     cap: int | None = Field(default=None, description="the largest count considered (adaptive)")
     fine_k: int | None = None
+    summary: str | None = Field(default=None, description='the count in words: "20 themes in 5 groups; the data also support 9 or 39 themes. ..."')
+    noise: float | None = Field(default=None, description="seed noise of the silhouette curve: the unit the count is decided in")
+    broad_k: int | None = Field(default=None, description="the broad level's peak (5..12) of the curve")
 
 
 class Merge(_Model):

@@ -347,17 +347,22 @@ def _run_with(
     if usage.calls:
         ctx.usage(llm_tokens=usage.prompt_tokens + usage.completion_tokens, llm_cost_usd=usage.cost_usd)
     st.timings["total"] = round(time.perf_counter() - t_all, 3)
+    level_doc = {
+        "broad": levels.broad,
+        "fine": levels.fine,
+        "broad_count": len(parent_docs) if levels.broad == "parents" else len(theme_docs),
+        "fine_count": len(theme_docs) if levels.fine == "themes" else len(sub_docs),
+    }
+    # Schema 1.2: the count in a researcher's words, both levels named ("20 themes in 5 groups; ..."), first in
+    # the explanation too. Derived here (not checkpointed): the levels exist only after the describe stage.
+    summary = K.count_summary({**choice, "k": len(theme_docs)}, level_doc)
+    choice = {**choice, "summary": summary, "explanation": f"{summary} Why: {choice['explanation']}"}
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "themes": theme_docs,
         "parents": parent_docs,
         "subthemes": sub_docs,
-        "levels": {
-            "broad": levels.broad,
-            "fine": levels.fine,
-            "broad_count": len(parent_docs) if levels.broad == "parents" else len(theme_docs),
-            "fine_count": len(theme_docs) if levels.fine == "themes" else len(sub_docs),
-        },
+        "levels": level_doc,
         "seed_themes": seed_summary,
         "assignments": assignments,
         "run": {

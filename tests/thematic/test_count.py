@@ -90,7 +90,7 @@ def test_nested_groups_give_both_levels() -> None:
     y_broad = y // 3
     res = cluster(x, num_themes=None, max_themes=None, min_theme_size=5, seed=0)
     assert res.count is not None
-    assert res.k in (4, 12) or 10 <= res.k <= 13, res.explanation
+    assert res.k == 4 or 10 <= res.k <= 15, res.explanation  # one level: 4 broad or ~12 fine (0.8-1.25x)
     if res.k <= 12 and res.k < 8:
         sub, parent_of = sub_level(x, res.labels, res.k, min_size=5, seed=0)
         assert 9 <= len(parent_of) <= 15
@@ -100,7 +100,10 @@ def test_nested_groups_give_both_levels() -> None:
         broad_lab = np.array(groups)[res.labels]
         assert len(set(groups)) == 4
         assert _pure(broad_lab, y_broad) >= 0.95
-    assert res.count.confidence_label in ("high", "medium")
+    # Both levels are real and 3x apart: a count "wrong" by 2x fits about as well, so the count is not "high",
+    # and the level not chosen is named as another reading.
+    assert res.count.confidence_label in ("medium", "low"), res.count
+    assert any(a in (4, 12) or 9 <= a <= 15 for a in res.count.alternatives), res.count
 
 
 def test_clear_blobs_are_high_confidence() -> None:
@@ -136,7 +139,7 @@ def test_fine_level_of_real_groups_wins_over_the_broad_peak(seed: int) -> None:
     res = cluster(x, num_themes=None, max_themes=None, min_theme_size=5, seed=0)
     assert res.count is not None
     assert 45 <= res.k <= 75, res.explanation
-    assert "typical response" in res.explanation
+    assert "fine level" in res.explanation and "is the themes" in res.explanation
     assert res.count.confidence_label in ("high", "medium"), res.count
     assert _pure(res.labels, y) >= 0.8
     groups, _ = broad_level(x, res.labels, res.k, seed=0)
