@@ -12,12 +12,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
 confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
 Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
-``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them."""
+``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them.
+1.2 (additive, issue 23): ``sentiment.source`` may be ``model`` (the default classifier over the job's
+embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
+its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there."""
 
 
 class _Model(BaseModel):
@@ -36,6 +39,9 @@ class ThemeSentiment(_Model):
     neutral: int
     negative: int
     mean: float | None = Field(description="mean score in [-1, 1]; null when no response has a sentiment")
+    nps: float | None = Field(
+        default=None, description="the theme's NPS (-100..100) when the sentiment is a 0-10 rating (= mean x 100)"
+    )
 
 
 class Theme(_Model):
@@ -106,7 +112,10 @@ class SeedCode(_Model):
 
 class Sentiment(_Model):
     label: Literal["positive", "neutral", "negative"]
-    score: float = Field(description="-1 (negative) .. 1 (positive): VADER's compound score, or the rating rescaled")
+    score: float = Field(
+        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model, VADER's compound "
+        "score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
+    )
 
 
 class AssignmentOut(_Model):
@@ -191,12 +200,16 @@ class RunInfo(_Model):
 
 
 class SentimentInfo(_Model):
-    source: Literal["lexicon", "llm", "metadata"]
+    source: Literal["model", "lexicon", "llm", "metadata"] = Field(
+        description="what made the sentiment: the classifier over the embeddings, VADER, the LLM, or a rating"
+    )
     field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
     model: str | None = None
     scale: Literal["stars", "score10", "words"] | None = None
     scored: int = 0
-    note: str | None = Field(default=None, description="why some responses were scored otherwise (LLM budget)")
+    note: str | None = Field(
+        default=None, description="why some or all responses were scored otherwise (LLM budget, another encoder)"
+    )
 
 
 class BreakdownCell(_Model):
@@ -251,7 +264,7 @@ class Comparison(_Model):
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1"]
+    schema_version: Literal["1.1", "1.2"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)
