@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from blueprints import api, callbacks, chunks, docs, reaper, ui, worker
+from blueprints import api, chunks, docs, reaper, ui, webhooks, worker
 from shared.observability import telemetry
 
 telemetry.configure()
@@ -15,4 +15,4 @@ app.register_functions(chunks.bp)
 app.register_functions(reaper.bp)
 app.register_functions(ui.bp)
 app.register_functions(docs.bp)
-app.register_functions(callbacks.bp)
+app.register_functions(webhooks.bp)

@@ -7,6 +7,7 @@ import azure.functions as func
 from shared.api import polling, views
 from shared.api.http import AUTH_LEVEL, anonymous_handler, api_handler, base_url, json_response, tenant_of
 from shared.api.service import JobService
+from shared.api.webhook_secrets import WebhookSecrets
 from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
 from shared.core.errors import BadRequest
 from shared.core.jobs import Job
@@ -86,8 +87,23 @@ def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     fmt = req.params.get("format", "json")
     result = service().result(tenant_of(req), req.route_params["id"], fmt)
-    headers = {"Content-Disposition": f'inline; filename="{result.filename}"', "ETag": result.etag}
+    # A download, never a page of the dashboard's origin: as an attachment, its type not sniffed, and under a CSP
+    # that lets nothing in it run should a browser render it anyway (a result carries the tenant's own text).
+    headers = {"Content-Disposition": f'attachment; filename="{result.filename}"', "ETag": result.etag,
+               "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
     return func.HttpResponse(result.body, status_code=200, headers={**headers, "Content-Type": result.content_type})
+
+
+@bp.function_name("list_job_responses")
+@bp.route(route="jobs/{id}/responses", methods=["GET"], auth_level=AUTH_LEVEL)
+@api_handler
+def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
+    # Every response with its text, metadata and coding, a page at a time (the cursor keeps the filters).
+    request = service().responses_request(tenant_of(req), req.route_params["id"], dict(req.params))
+    headers = {"ETag": request.etag, "Cache-Control": "private, no-cache"}
+    if polling.matches(req.headers.get("If-None-Match"), request.etag):
+        return func.HttpResponse(status_code=304, headers=headers)
+    return json_response(200, service().responses_page(request), headers)
 
 
 @bp.function_name("edit_job_themes")
@@ -111,3 +127,39 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
     # so probes need no key, and it reveals nothing about any tenant.
     depth = service().stores.messages.depth()
     return json_response(200, {"status": "ok", "storage": "ok", "queue_depth": depth})
+
+
+# -- webhook signing secrets (docs/webhooks.md) ---------------------------------------------------------
+_secrets: WebhookSecrets | None = None
+
+
+def webhook_secrets() -> WebhookSecrets:
+    global _secrets
+    if _secrets is None:
+        _secrets = WebhookSecrets()
+    return _secrets
+
+
+@bp.function_name("create_webhook_secret")
+@bp.route(route="webhooks/secrets", methods=["POST"], auth_level=AUTH_LEVEL)
+@api_handler
+def create_webhook_secret(req: func.HttpRequest) -> func.HttpResponse:
+    secret = webhook_secrets().create(tenant_of(req))
+    # The value is shown once, here; listing never shows it.
+    body = {"id": secret.id, "secret": secret.value, "created_at": secret.created_at.isoformat()}
+    return json_response(201, body, {"Cache-Control": "no-store"})
+
+
+@bp.function_name("list_webhook_secrets")
+@bp.route(route="webhooks/secrets", methods=["GET"], auth_level=AUTH_LEVEL)
+@api_handler
+def list_webhook_secrets(req: func.HttpRequest) -> func.HttpResponse:
+    return json_response(200, {"items": [s.view() for s in webhook_secrets().list(tenant_of(req))]})
+
+
+@bp.function_name("revoke_webhook_secret")
+@bp.route(route="webhooks/secrets/{id}", methods=["DELETE"], auth_level=AUTH_LEVEL)
+@api_handler
+def revoke_webhook_secret(req: func.HttpRequest) -> func.HttpResponse:
+    webhook_secrets().revoke(tenant_of(req), req.route_params["id"])
+    return func.HttpResponse(status_code=204)

@@ -17,6 +17,7 @@ from shared.api.http import AUTH_LEVEL, api_handler, base_url, html_page, json_r
 from shared.api.pages import Inline, Page, PageCache, inline
 from shared.api.retry_job import retry_job
 from shared.api.service import JobService
+from shared.observability import telemetry
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 #: Deployed with the app (see .funcignore); no build step.
@@ -61,7 +62,8 @@ def ui(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route="jobs/{id}/retry", methods=["POST"], auth_level=AUTH_LEVEL)
 @api_handler
 def retry(req: func.HttpRequest) -> func.HttpResponse:
-    submitted = retry_job(service(), tenant_of(req), req.route_params["id"], req.headers.get("traceparent"))
+    # The span this request runs in, as submit stores it; never the caller's header verbatim (any text at all).
+    submitted = retry_job(service(), tenant_of(req), req.route_params["id"], telemetry.traceparent())
     body = views.public(submitted.job, base_url(req))
     job = submitted.job
     headers = {"Location": body["links"]["self"], **polling.headers(job, service().pipeline_timeout(job.pipeline))}

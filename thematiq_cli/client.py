@@ -190,6 +190,21 @@ class Client:
         return self.api.result_bytes(job_id, fmt)
 
     @_translated
+    def response_page(
+        self, job_id: str, filters: dict[str, str], metadata: dict[str, str], limit: int | None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of a job's responses, as the service sent it (``{items, next_cursor, total}``)."""
+        query: thematiq_client.ResponseFilters = {"metadata": metadata}
+        for name in ("theme", "subtheme", "bucket", "sentiment"):
+            if name in filters:
+                query[name] = filters[name]
+        if limit is not None:
+            query["limit"] = limit
+        page = next(self.api.response_pages(job_id, cursor, **query))
+        return page.model_dump(mode="json")
+
+    @_translated
     def health(self) -> dict[str, Any]:
         return self.api.health().model_dump()
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
 from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
-from .render import breakdown_table, elapsed_between, job_details, job_list, themes_table
+from .render import breakdown_table, elapsed_between, job_details, job_list, themes_table, write_responses
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("result", "download a job's result")
     s.add_argument("job_id", metavar="ID")
-    s.add_argument("--format", "-f", choices=["json", "md", "csv", "codebook"], default="json")
+    s.add_argument("--format", "-f", choices=["json", "md", "csv", "xlsx", "codebook"], default="json")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_result)
 
@@ -142,6 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--by", required=True, metavar="FIELD",
                    help="a metadata key the job was submitted with in params.breakdown_by")
     s.set_defaults(func=cmd_breakdown)
+
+    s = add("responses", "every response of a thematic job with its text, themes and sentiment (filterable)")
+    s.add_argument("job_id", metavar="ID")
+    s.add_argument("--theme", help="a theme (t3) or broad theme (p1) id")
+    s.add_argument("--subtheme", help="a sub-theme id (t3.2)")
+    s.add_argument("--bucket", choices=["theme", "other", "unusable"])
+    s.add_argument("--sentiment", choices=["positive", "neutral", "negative"])
+    s.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep responses whose metadata KEY is VALUE (repeatable: all must match)")
+    s.add_argument("--format", "-f", choices=["table", "csv", "json", "jsonl"], default="table",
+                   help="table (default), csv (formula-safe, one column per metadata key), json or jsonl")
+    s.add_argument("--limit", "-n", type=int, default=None, metavar="N", help="at most N responses (default: all)")
+    s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    s.set_defaults(func=cmd_responses)
 
     s = add("health", "check that the service and its storage answer")
     s.set_defaults(func=cmd_health)
@@ -317,6 +331,53 @@ def cmd_breakdown(args: argparse.Namespace, io: Io) -> int:
         io.say(breakdown_table(result, args.by))
     except KeyError as err:
         raise CliError(f"error: {err.args[0]}; submit with --param breakdown_by='[\"{args.by}\"]'") from None
+    return EXIT_OK
+
+
+RESPONSES_PAGE = 500
+
+
+def _where(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"error: --where takes KEY=VALUE (got {pair!r})")
+        out[key] = value
+    return out
+
+
+def cmd_responses(args: argparse.Namespace, io: Io) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise CliError("error: --limit must be at least 1")
+    client = client_of(args)
+    filters = {k: v for k in ("theme", "subtheme", "bucket", "sentiment") if (v := getattr(args, k))}
+    metadata = _where(args.where)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        # Pages are fetched as the output gets to them; --limit stops early.
+        cursor: str | None = None
+        left = args.limit
+        while True:
+            size = RESPONSES_PAGE if left is None else min(RESPONSES_PAGE, left)
+            page = client.response_page(args.job_id, filters, metadata, size, cursor)
+            yield from page["items"]
+            if left is not None:
+                left -= len(page["items"])
+            cursor = page.get("next_cursor")
+            if not cursor or (left is not None and left <= 0):
+                return
+
+    out = args.output.open("w", encoding="utf-8", newline="") if args.output else io.out
+    try:
+        n = write_responses(rows(), args.format, out)
+    except OSError as err:
+        raise CliError(f"error: cannot write {args.output}: {err.strerror}") from None
+    finally:
+        if args.output:
+            out.close()
+    if args.output or args.format == "table":
+        io.note(f"{n} response{'s' if n != 1 else ''}" + (f" written to {args.output}" if args.output else ""))
     return EXIT_OK
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import shutil
 import textwrap
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
 
 from .waiting import fmt_elapsed
 
@@ -196,3 +198,85 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
     kind = breakdown.get("kind")
     note = f"By {field} ({kind}): share of each group, x lift against the rest, * significant (BH q < 0.05)."
     return "\n".join([note, "", *lines])
+
+
+RESPONSE_CSV_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_ids", "theme_labels", "confidence",
+                        "broad", "fine", "sentiment", "sentiment_score")
+
+
+def _safe(value: Any) -> str:
+    # Spreadsheet formula injection: a cell starting with = + - @ (or a tab/CR) is executed by Excel.
+    s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def _meta_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    themes = r.get("themes") or []
+    sentiment = r.get("sentiment") or {}
+    score = sentiment.get("score")
+    return [
+        _safe(str(r["id"])), _safe(r.get("text")), r.get("bucket") or "", r.get("reason") or "",
+        ";".join(t["theme_id"] for t in themes), _safe(";".join(t["label"] for t in themes)),
+        f"{themes[0]['confidence']:.3f}" if themes else "",
+        (r.get("broad") or {}).get("id", ""), (r.get("fine") or {}).get("id", ""), sentiment.get("label", ""),
+        # A number the service computed: a leading "-" is a sign, not a formula.
+        f"{score:.4f}" if isinstance(score, int | float) else "",
+        *(_safe(_meta_text((r.get("metadata") or {}).get(k))) for k in keys),
+    ]
+
+
+def write_responses(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> int:
+    """Write the rows of ``thematiq responses`` as a table, CSV, JSON or JSONL; returns how many.
+
+    JSONL and CSV stream page by page. CSV has one column per metadata key, named as the key unless a fixed
+    column already has that name (then ``metadata.KEY``); keys first seen after the first page are kept in a
+    trailing JSON ``metadata`` column so no value is lost.
+    """
+    n = 0
+    if fmt == "jsonl":
+        for r in rows:
+            out.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+        return n
+    if fmt == "json":
+        items = list(rows)
+        out.write(json.dumps(items, indent=2, ensure_ascii=False) + "\n")
+        return len(items)
+    if fmt == "csv":
+        return _write_csv(rows, out)
+    table_rows = []
+    for r in rows:
+        themes = r.get("themes") or []
+        table_rows.append([str(r["id"]), themes[0]["label"] if themes else r.get("bucket") or "",
+                           (r.get("sentiment") or {}).get("label", ""), r.get("text") or ""])
+    out.write(table(["id", "theme", "sentiment", "text"], table_rows) + "\n")
+    return len(table_rows)
+
+
+def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
+    w = csv.writer(out, lineterminator="\r\n")
+    it = iter(rows)
+    first: list[dict[str, Any]] = []
+    for r in it:
+        first.append(r)
+        if len(first) >= 500:
+            break
+    keys: list[str] = []
+    for r in first:
+        for k in r.get("metadata") or {}:
+            if k not in keys:
+                keys.append(k)
+    names = [f"metadata.{k}" if k in RESPONSE_CSV_COLUMNS else k for k in keys]
+    w.writerow([*RESPONSE_CSV_COLUMNS, *(_safe(c) for c in names), "metadata_other"])
+    n = 0
+    for r in [*first, *it]:
+        extra = {k: v for k, v in (r.get("metadata") or {}).items() if k not in keys}
+        w.writerow([*_csv_row(r, keys), _safe(json.dumps(extra, ensure_ascii=False)) if extra else ""])
+        n += 1
+    return n

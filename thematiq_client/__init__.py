@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.2.0"
 
-from .client import Client, Codebook, Poll, Submitted, parse_retry_after
+from .client import Client, Codebook, Poll, ResponseFilters, Submitted, parse_retry_after
 from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
 from .models import (
     CallbackView,
@@ -22,6 +22,8 @@ from .models import (
     Page,
     Problem,
     ProgressView,
+    ResponseList,
+    ResponseRow,
     Status,
 )
 
@@ -39,6 +41,9 @@ __all__ = [
     "Poll",
     "Problem",
     "ProgressView",
+    "ResponseFilters",
+    "ResponseList",
+    "ResponseRow",
     "Status",
     "Submitted",
     "ThematiqError",

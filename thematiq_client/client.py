@@ -27,13 +27,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import ValidationError
 
 from . import __version__
 from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
-from .models import Health, Job, JobList, Problem, Status
+from .models import Health, Job, JobList, Problem, ResponseList, ResponseRow, Status
 
 KEY_HEADER = "x-functions-key"
 SUBSCRIPTION_HEADER = "Ocp-Apim-Subscription-Key"
@@ -102,6 +102,17 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class ResponseFilters(TypedDict, total=False):
+    """The filters of ``GET /jobs/{id}/responses``, and the page size."""
+
+    theme: str
+    subtheme: str
+    bucket: str
+    sentiment: str
+    metadata: dict[str, str]
+    limit: int
 
 
 def _id(job: JobRef) -> str:
@@ -323,6 +334,30 @@ class Client:
              limit: int | None = None) -> Iterator[Job]:
         """Every job of :meth:`list`, across pages."""
         for page in self.list(status, pipeline, limit):
+            yield from page.items
+
+    def response_pages(
+        self, job: JobRef, cursor: str | None = None, **filters: Unpack[ResponseFilters]
+    ) -> Iterator[ResponseList]:
+        """A succeeded job's responses (text, metadata, themes, levels, sentiment), one page at a time.
+
+        Filters (:class:`ResponseFilters`) combine with AND; ``metadata={"plan": "pro"}`` keeps responses whose
+        metadata ``plan`` is ``pro``. Each next page is requested only when the iterator gets there.
+        """
+        meta = filters.get("metadata") or {}
+        base: dict[str, Any] = {k: v for k, v in filters.items() if k != "metadata"}
+        base.update({f"metadata[{k}]": v for k, v in meta.items()})
+        path = f"/jobs/{_seg(_id(job))}/responses"
+        while True:
+            page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))
+            yield page
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def responses(self, job: JobRef, **filters: Unpack[ResponseFilters]) -> Iterator[ResponseRow]:
+        """Every row of :meth:`response_pages`, across pages (``client.responses(job, theme="t3")``)."""
+        for page in self.response_pages(job, **filters):
             yield from page.items
 
     def cancel(self, job: JobRef) -> Job:

@@ -98,6 +98,42 @@ class JobList(_Model):
     next_cursor: str | None
 
 
+class ThemeLink(_Model):
+    theme_id: str
+    label: str
+    confidence: float
+
+
+class LevelLink(_Model):
+    id: str
+    label: str
+
+
+class RowSentiment(_Model):
+    label: str
+    score: float
+
+
+class ResponseRow(_Model):
+    """A response as submitted (text, metadata) with its coding: themes (primary first), both levels, sentiment."""
+
+    id: str | int
+    text: str
+    metadata: dict[str, Any]
+    bucket: str
+    reason: str | None
+    themes: list[ThemeLink]
+    broad: LevelLink | None
+    fine: LevelLink | None
+    sentiment: RowSentiment | None
+
+
+class ResponseList(_Model):
+    items: list[ResponseRow]
+    next_cursor: str | None
+    total: int
+
+
 class FieldError(_Model):
     field: str
     message: str

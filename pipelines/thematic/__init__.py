@@ -18,6 +18,9 @@ from .params import ThematicParams
 from .render import render_csv, render_md
 from .run import run
 from .validate import prepare, responses_of, validate_input
+from .verbatims import FILTERS as RESPONSE_FILTERS
+from .verbatims import page as responses_page
+from .xlsx import render_xlsx
 
 __all__ = ["PIPELINE", "ThematicParams", "run", "validate_input"]
 
@@ -82,7 +85,11 @@ PIPELINE = Pipeline(
     retry=RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=2)),
     # 100k responses embed in ~15 min on 2 cores; leave room for the rest.
     timeout_seconds=1500,
-    renderers={"csv": render_csv, "md": render_md, "codebook": render_codebook},
+    renderers={"md": render_md, "codebook": render_codebook},
+    # Need the texts and metadata of the stored input beside the result.
+    exports={"csv": render_csv, "xlsx": render_xlsx},
+    responses=responses_page,
+    response_filters=RESPONSE_FILTERS,
     description="Discover themes in free-text responses: labels, keywords, quotes, per-response assignments.",
     memory_mb=memory_mb,
 )

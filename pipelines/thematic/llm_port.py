@@ -17,7 +17,7 @@ T = TypeVar("T", bound=BaseModel)
 
 
 class ChatClient(Protocol):
-    """What :class:`shared.llm.LLMClient` offers that we use."""
+    """What :class:`shared.llm.client.LLMClient` offers that we use."""
 
     @property
     def model_name(self) -> str: ...

@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 from pipelines.thematic import mdsafe
+from pipelines.thematic import verbatims as V
 
 CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
@@ -24,13 +25,30 @@ def _score(value: Any) -> str:
     return f"{float(value):.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
 
 
-def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
-    """One row per (response, theme); a response in ``other``/``unusable`` gets one row with an empty theme."""
+def metadata_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
+    """A metadata key is its own column header, unless it is already a fixed column's name."""
+    return [f"metadata.{k}" if k in fixed else k for k in keys]
+
+
+def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
+    """One row per (response, theme); a response in ``other``/``unusable`` gets one row with an empty theme.
+
+    With the job's stored input (``data``), rows follow the submitted order and carry ``text`` and one column
+    per metadata key after the fixed ones, so a spreadsheet needs no join back to the survey file.
+    """
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
+    rows = V.join(doc, data) if data is not None else [V.Joined({}, a) for a in doc.get("assignments", [])]
+    keys = V.metadata_keys(rows)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
-    w.writerow(CSV_COLUMNS)
-    for a in doc.get("assignments", []):
+    w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
+                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text")))])
+    for r in rows:
+        a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
+        meta = r.item.get("metadata") or {}
+        tail = ([] if data is None else [_cell(r.item.get("text") or "")]) + [
+            _cell(V.meta_text(meta.get(k))) for k in keys
+        ]
         codes = ";".join(c["name"] for c in (a.get("seed_codes") or []))
         refs = a.get("themes") or [None]
         for ref in refs:
@@ -48,6 +66,7 @@ def render_csv(doc: dict[str, Any]) -> tuple[str, bytes]:
                     (a.get("sentiment") or {}).get("label", ""),
                     # A number we computed (not user text), so a leading "-" is a sign, not a formula.
                     _score((a.get("sentiment") or {}).get("score")),
+                    *tail,
                 ]
             )
     return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")

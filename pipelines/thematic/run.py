@@ -48,6 +48,9 @@ EMBED_PART = 2048
 #: Params that change how the job runs, not what it computes: left out of
 #: the checkpoint fingerprint.
 _EXECUTION_PARAMS = {"fanout_min_responses", "fanout_chunk_size"}
+#: The checkpoint that fixes the fast encoder's graph (chosen by CPU) for the rest of a fanned-out job: its
+#: chunks and its re-run after fan-in may land on CPUs that would choose the other one.
+GRAPH_CHOICE = "embed-graph-choice"
 
 
 def _fingerprint(params: ThematicParams, items: list[dict[str, Any]], embedder: str) -> str:
@@ -115,7 +118,9 @@ def _run_with(
     if params.llm == "off":
         client = None
     redact_on = M.redact_on(params, client)
-    embedder = M.job_embedder(params, client)
+    # The graph a fanned-out attempt of this job chose (one GET; written only when the embed stage fans out).
+    saved_graph = ctx.restore(GRAPH_CHOICE)
+    embedder = M.job_embedder(params, client, graph=saved_graph.decode() if saved_graph else None)
     st = _Stages(ctx, _fingerprint(params, items, f"{embedder.info.name}@{embedder.info.sha256}"))
     t_all = time.perf_counter()
 
@@ -145,7 +150,7 @@ def _run_with(
     raw = st.restore("embed")
     t0 = time.perf_counter()
     if raw is None:
-        emb = _embed_stage(ctx, params, texts, st, embedder)
+        emb = _embed_stage(ctx, params, texts, st, embedder, save_graph=saved_graph is None)
         st.save("embed", _npy(emb), t0)
     else:
         emb = _from_npy(raw).astype(np.float32)
@@ -365,6 +370,8 @@ def _run_with(
                 "max_tokens": embedder.info.max_tokens or None,
                 "runtime": "api" if isinstance(embedder, ClientEmbedder) else embedder.info.runtime,
                 "encoder": "api" if isinstance(embedder, ClientEmbedder) else getattr(embedder, "encoder", None),
+                # Which built graph ran (the fast encoder: "int8-vnni" on CPUs with VNNI, else "int8").
+                "graph": embedder.info.graph or None,
                 "languages": plan.detected,
             },
             "params": params.model_dump(mode="json"),
@@ -460,7 +467,8 @@ def _insights(
 
 
 def _embed_stage(
-    ctx: PipelineContext, params: ThematicParams, texts: list[str], st: _Stages, embedder: TextEmbedder
+    ctx: PipelineContext, params: ThematicParams, texts: list[str], st: _Stages, embedder: TextEmbedder,
+    *, save_graph: bool = False,
 ) -> NDArray[np.float32]:
     """Embeddings of ``texts``: fanned out over chunk workers for large inputs, else in this process."""
     mapper = getattr(ctx, "map", None)
@@ -470,10 +478,17 @@ def _embed_stage(
         # done and gets their outputs, in chunk order (error budget 0: every
         # chunk's output is present).
         encoder = getattr(embedder, "encoder", None)
-        # Chunk workers see only the params: name the encoder when the params alone do not (lang.plan).
+        graph = getattr(embedder, "graph", None)
+        # Chunk workers see only the params: name the encoder when the params alone do not (lang.plan), and
+        # the fast encoder's graph always, so that every chunk runs the parent's graph whatever its CPU.
         chunk_items: list[Any] = (
-            texts if encoder in (None, M.default_encoder(params)) else [[encoder, t] for t in texts]
+            [[encoder, t, graph] for t in texts] if graph is not None
+            else texts if encoder in (None, M.default_encoder(params)) else [[encoder, t] for t in texts]
         )
+        if graph is not None and save_graph:
+            # Before the chunks exist: if this write's answer is lost, the re-run reads it back or chooses again
+            # before any chunk is created (map_stage creates them after), so no vector of another graph exists.
+            ctx.checkpoint(GRAPH_CHOICE, graph.encode())
         res = mapper("embed", chunk_items, M.embed_chunk, chunk_size=params.fanout_chunk_size)
         emb = np.concatenate([M.from_npy(o) for o in res.outputs]).astype(np.float32)
         if emb.shape[0] != len(texts):

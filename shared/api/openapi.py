@@ -2,7 +2,7 @@
 
 Served at ``GET /api/openapi.json`` (auth level ``function``, like every route
 but health) by ``blueprints/docs.py``. Request bodies come from
-:class:`shared.service.SubmitBody`; job responses from :class:`shared.api.views.JobView`, the
+:class:`shared.api.service.SubmitBody`; job responses from :class:`shared.api.views.JobView`, the
 very model the handlers serialise jobs with; errors from :class:`Problem` (RFC 9457).
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from shared.api.responses import RESPONSES_DEFAULT_LIMIT, RESPONSES_MAX_LIMIT, ResponseList
 from shared.api.service import SubmitBody
 from shared.api.views import JobView
 from shared.config.constants import (
@@ -57,13 +58,14 @@ class Problem(BaseModel):
     errors: list[FieldError] | None = None
 
 
-_MODELS: tuple[type[BaseModel], ...] = (SubmitBody, JobView, JobList, Health, Problem)
+_MODELS: tuple[type[BaseModel], ...] = (SubmitBody, JobView, JobList, ResponseList, Health, Problem)
 
 _PROBLEMS = {
     "400": "Malformed JSON, invalid UTF-8, nesting deeper than 64, a bad cursor or header.",
     "401": "Missing or wrong function key (empty body, from the host), or no tenant (problem+json).",
     "404": "Unknown job, or another tenant's job (never 403).",
-    "409": "Idempotency-Key reused with another body; cancel of a finished job; result of an unfinished job.",
+    "409": "Idempotency-Key reused with another body; cancel of a finished job; result (or responses) of an "
+    "unfinished job.",
     "412": "If-Match does not match the result's current ETag: it was edited since it was read; nothing changed.",
     "413": "Body larger than MAX_INPUT_BYTES.",
     "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
@@ -125,18 +127,24 @@ _COMMON = (401, 500, 503)
 _WEBHOOK = {
     "summary": "The job ended: its JSON, signed (docs/webhooks.md)",
     "description": "Sent at least once per event; retried with backoff for 24 h until a 2xx. "
-    "Verify Thematiq-Signature (HMAC-SHA256 of `<t>.<body>` with WEBHOOK_SECRET) and dedupe by Thematiq-Delivery.",
+    "Verify Thematiq-Signature (one v1 per active secret of the tenant: HMAC-SHA256 of "
+    "`<t>.<Thematiq-Event>.<Thematiq-Delivery>.<body>`; thematiq_client.webhooks.verify) and dedupe by Thematiq-Delivery.",
     "parameters": [
         {"name": "Thematiq-Event", "in": "header", "required": True,
          "schema": {"type": "string", "enum": ["job.succeeded", "job.failed", "job.cancelled"]}},
         {"name": "Thematiq-Delivery", "in": "header", "required": True,
          "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
         {"name": "Thematiq-Signature", "in": "header", "required": True,
-         "schema": {"type": "string", "pattern": "^t=[0-9]+,v1=[0-9a-f]{64}$"}},
+         "schema": {"type": "string", "pattern": "^t=[0-9]+(,v1=[0-9a-f]{64}){1,2}$"}},
     ],
     "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobView"}}}},
     "responses": {"2XX": {"description": "Received; any other answer is retried."}},
 }
+_SECRET_PROPERTIES: dict[str, Any] = {"id": {"type": "string"}, "created_at": {"type": "string", "format": "date-time"}}
+_SECRET_INFO = {"type": "object", "required": ["id", "created_at"], "properties": _SECRET_PROPERTIES}
+_SECRET_CREATED = {"type": "object", "required": ["id", "secret", "created_at"], "properties": {
+    **_SECRET_PROPERTIES, "secret": {"type": "string", "description": "The HMAC key; shown only here."}}}
+_SECRET_LIST = {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": _SECRET_INFO}}}
 _ETAG = {"schema": {"type": "string"}, "description": "Send it back as If-None-Match to poll cheaply."}
 _RETRY_AFTER = {
     "schema": {"type": "integer", "minimum": 1},
@@ -244,8 +252,9 @@ def document() -> dict[str, Any]:
                     {
                         "name": "format",
                         "in": "query",
-                        "description": "`json` for every pipeline; others (`csv`, `md`, `codebook`) where the "
-                        "pipeline renders them.",
+                        "description": "`json` for every pipeline; others (`csv`, `xlsx`, `md`, `codebook`) "
+                        "where the pipeline renders them. Thematic `csv` and `xlsx` carry each response's text "
+                        "and metadata columns; every cell is inert (no formulas).",
                         "schema": {"type": "string", "default": "json"},
                     },
                 ],
@@ -263,8 +272,46 @@ def document() -> dict[str, Any]:
                             "application/json": {"schema": {"type": "object"}},
                             "text/csv": {"schema": {"type": "string"}},
                             "text/markdown": {"schema": {"type": "string"}},
+                            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
                         },
                     },
+                    **_problems(400, 404, 409, 422, *_COMMON),
+                },
+            }
+        },
+        "/jobs/{id}/responses": {
+            "get": {
+                "operationId": "list_job_responses",
+                "summary": "Every response of a succeeded job: its text and metadata as submitted, and its coding",
+                "description": "In the order they were submitted, a page at a time (`next_cursor`, with the same "
+                "filters). Filters combine with AND. Costs at most 3 storage reads per page (the job row, the "
+                "result blob and the input blob when they are not inline), whatever the job's size.",
+                "parameters": [
+                    _JOB_ID,
+                    _TENANT,
+                    {"name": "theme", "in": "query", "description": "A theme (`t3`) or broad theme (`p1`) id: "
+                     "responses coded with it, as primary or secondary theme.", "schema": {"type": "string"}},
+                    {"name": "subtheme", "in": "query", "description": "A fine-level id (`t3.2`, or a theme id "
+                     "when the broad level is parents).", "schema": {"type": "string"}},
+                    {"name": "bucket", "in": "query",
+                     "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
+                    {"name": "sentiment", "in": "query",
+                     "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
+                    {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
+                     "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
+                     "compare as written: `metadata[nps]=7`). A key no response has is a 422.",
+                     "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                     "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+                    {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"},
+                     "description": "The ETag of the page you hold: 304 while the result is unchanged."},
+                ],
+                "responses": {
+                    "200": _json("ResponseList", "One page of responses.", {"ETag": _ETAG}),
+                    "304": {"description": "Not modified.", "headers": {"ETag": _ETAG}},
                     **_problems(400, 404, 409, 422, *_COMMON),
                 },
             }
@@ -313,6 +360,36 @@ def document() -> dict[str, Any]:
                     "200": _json("JobView", "The job an earlier retry of this job created.", location),
                     **_problems(400, 404, 409, 413, 422, *_COMMON),
                 },
+            }
+        },
+        "/webhooks/secrets": {
+            "post": {
+                "operationId": "create_webhook_secret",
+                "summary": "A new webhook signing secret for the caller's tenant (a rotation starts; its value is shown once)",
+                "parameters": [_TENANT],
+                "responses": {
+                    "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
+                            "content": {"application/json": {"schema": _SECRET_CREATED}}},
+                    **_problems(409, *_COMMON),
+                },
+            },
+            "get": {
+                "operationId": "list_webhook_secrets",
+                "summary": "The tenant's active webhook signing secrets (ids and dates, never values)",
+                "parameters": [_TENANT],
+                "responses": {
+                    "200": {"description": "At most two: two during a rotation.",
+                            "content": {"application/json": {"schema": _SECRET_LIST}}},
+                    **_problems(*_COMMON),
+                },
+            },
+        },
+        "/webhooks/secrets/{id}": {
+            "delete": {
+                "operationId": "revoke_webhook_secret",
+                "summary": "Stop signing with a secret (a rotation ends); never the last one",
+                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
+                "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
             }
         },
         "/health": {

@@ -1,7 +1,7 @@
 """What the HTTP API does, independent of ``azure.functions`` request objects.
 
 Each method takes plain values (tenant, ids, the raw body) and returns plain
-values or raises a :class:`shared.errors.ThematiqError`, which the HTTP layer
+values or raises a :class:`shared.sdk.errors.ThematiqError`, which the HTTP layer
 turns into problem+json.
 """
 
@@ -10,14 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.api.problems import PreconditionFailed, PreconditionRequired
+from shared.api.responses import ParsedQuery, ResponseList, encode_cursor, page_etag, parse_query
 from shared.api.validation import raise_for
 from shared.config.constants import (
     INLINE_INPUT_MAX_BYTES,
@@ -27,16 +31,18 @@ from shared.config.constants import (
     PIPELINE_NAME_RE,
 )
 from shared.config.hostconfig import host_config
-from shared.config.settings import get_settings, raw
-from shared.core.callbacks import MAX_URL_CHARS, UnsafeUrl, check_url
+from shared.config.settings import get_settings
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
-from shared.core.jobs import Job, Progress, Status, new_job_id, utcnow
+from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
+from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
+from shared.sdk.responses import ResponseLister
 from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
+from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
 log = logging.getLogger(__name__)
 _MAX_JSON_DEPTH = 64
@@ -76,6 +82,56 @@ class ResultBody:
     filename: str
     #: Strong ETag of the stored result version: what ``PATCH /api/jobs/{id}/themes`` takes as ``If-Match``.
     etag: str = ""
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    """A checked ``GET …/responses``: the job row (read once) and the page's ETag, before any blob is read."""
+
+    job: Job
+    lister: ResponseLister
+    parsed: ParsedQuery
+    etag: str
+
+
+class _ParsedCache:
+    """The parsed (result, input) of the last few jobs whose responses were paged, by result version.
+
+    A result version's blob name never changes meaning and a job's input never changes, so an entry is never
+    stale; another tenant cannot reach one (the tenant is in the key, and the row read that precedes every use
+    checks it). Paging a 20,000-response job is then one row read and no parse per page after the first.
+    Bounded by the raw bytes it was parsed from (objects take a few times more), oldest dropped first.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._items: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> Any | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: tuple[str, str, str], value: Any, size: int) -> None:
+        if size > self._max:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self._max:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+
+#: 24 MB of raw result + input: two 20,000-response jobs (about 8 MB each), some 150 MB once parsed.
+_PARSED = _ParsedCache(24 * 1024 * 1024)
 
 
 #: Edited results up to this size are kept in the row like a small first result (the worker's own limit,
@@ -151,7 +207,7 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as err:
         raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
     except json.JSONDecodeError as err:
@@ -172,6 +228,14 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 parses as inf, which no JSON document can hold: the result would carry "Infinity" (not JSON).
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 class JobService:
@@ -213,7 +277,7 @@ class JobService:
             # Checks of params against the input, and reads of the tenant's earlier results: before anything is
             # stored, so a bad metadata key or another tenant's job id is a 4xx and nothing changes.
             data = pipeline.prepare(params_model, data, _EarlierResults(self, tenant, body.pipeline))
-        callback_url = self._callback_url(body.callback)
+        callback_url = self._callback_url(tenant, body.callback)
         params_json = json.dumps(params, separators=(",", ":"))
         if len(params_json) > MAX_STRING_PROPERTY_CHARS:
             raise PayloadTooLarge("params are too large to store", field="params")
@@ -229,6 +293,10 @@ class JobService:
         encoded = encode_input(data)
         inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
         blob_name = None if inline else input_blob_name(tenant, job_id)
+        if callback_url:
+            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
+            # insert that then fails leaves a row the sweep removes (its job is not found).
+            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
         if blob_name:
             # Claim check: the payload is in Blob Storage before the row that points at it exists.
             self.stores.blobs.put(blob_name, encoded, "application/gzip")
@@ -247,26 +315,28 @@ class JobService:
             request_hash=request_hash,
             traceparent=traceparent,
             callback_url=callback_url,
-            callback_status="pending" if callback_url else None,
+            callback_status=WebhookStatus.PENDING if callback_url else None,
         )
         stored, created = self.lifecycle.submit(job, idempotency_key)
         if not created and blob_name:
             self._forget_blob(blob_name)
         return Submitted(stored, created)
 
-    @staticmethod
-    def _callback_url(spec: CallbackSpec | None) -> str | None:
+    def _callback_url(self, tenant: str, spec: CallbackSpec | None) -> str | None:
+        """The URL in the one form it is stored and called in, or a 422 naming ``callback.url``."""
         if spec is None:
             return None
-        if not raw("WEBHOOK_SECRET"):
-            raise ValidationFailed(
-                "webhooks are not configured", [{"field": "callback", "message": "this deployment has no WEBHOOK_SECRET"}]
-            )
         try:
-            check_url(spec.url, allow_private=get_settings().webhook_allow_private)
+            url = normalise_url(spec.url)
+            check_url(url, allow_private=get_settings().webhook_allow_private)
         except UnsafeUrl as err:
             raise ValidationFailed("invalid callback URL", [{"field": "callback.url", "message": str(err)}]) from None
-        return spec.url
+        if not active_secrets(WebhookStore.of(self.stores), tenant).secrets:
+            raise ValidationFailed(
+                "webhooks are not configured for this tenant",
+                [{"field": "callback", "message": "no webhook signing secret: create one with POST /api/webhooks/secrets"}],
+            )
+        return url
 
     def _forget_blob(self, name: str) -> None:
         try:
@@ -335,15 +405,48 @@ class JobService:
         if fmt == "json":
             return ResultBody("application/json", data, f"{job.id}.json", etag)
         pipeline = self.registry.get(job.pipeline)
+        exporter = pipeline.exports.get(fmt) if pipeline else None
         renderer = pipeline.renderers.get(fmt) if pipeline else None
-        if renderer is None:
-            formats = ["json", *sorted(pipeline.renderers)] if pipeline else ["json"]
+        if exporter is not None:
+            # Texts and metadata come from the stored input (one more read when it was claim-checked).
+            content_type, body = exporter(json.loads(data), self._input_of(job))
+        elif renderer is not None:
+            content_type, body = renderer(json.loads(data))
+        else:
+            formats = ["json", *sorted({*pipeline.renderers, *pipeline.exports})] if pipeline else ["json"]
             raise ValidationFailed(
                 "unsupported format", [{"field": "format", "message": f"one of {', '.join(formats)}"}]
             )
-        content_type, body = renderer(json.loads(data))
-        ext = {"csv": "csv", "md": "md"}.get(fmt, f"{fmt}.json" if content_type == "application/json" else fmt)
+        ext = {"csv": "csv", "md": "md", "xlsx": "xlsx"}.get(
+            fmt, f"{fmt}.json" if content_type == "application/json" else fmt
+        )
         return ResultBody(content_type, body, f"{job.id}.{ext}", etag)
+
+    # -- responses -----------------------------------------------------------
+    def responses_request(self, tenant: str, job_id: str, params: dict[str, str]) -> ResponsesRequest:
+        """Read the job row (the only read a 304 or a bad query costs) and check the query's shape."""
+        job = self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
+        pipeline = self.registry.get(job.pipeline)
+        if pipeline is None or pipeline.responses is None:
+            raise Conflict(f"{job.pipeline} jobs have no responses to list", field="pipeline")
+        parsed = parse_query(params, pipeline.response_filters)
+        if job.status != Status.SUCCEEDED or not job.result_blob:
+            raise Conflict(f"the job has no result (status {job.status})", field="status")
+        return ResponsesRequest(job, pipeline.responses, parsed, page_etag(result_etag(job), parsed))
+
+    def responses_page(self, request: ResponsesRequest) -> dict[str, Any]:
+        """One page: the result and the input, each at most one read (both are inline in the row when small),
+        or none when this process parsed the same result version for an earlier page (``_PARSED``)."""
+        job = request.job
+        key = (job.tenant, job.id, job.result_blob or "")
+        parsed = _PARSED.get(key)
+        if parsed is None:
+            raw = self.stored_result(job)
+            parsed = (json.loads(raw), self._input_of(job))
+            _PARSED.put(key, parsed, len(raw) + (job.input_bytes or 0))
+        page = request.lister(parsed[0], parsed[1], request.parsed.query)
+        cursor = None if page.next_start is None else encode_cursor(page.next_start, request.parsed.fingerprint)
+        return ResponseList(items=page.items, next_cursor=cursor, total=page.total).model_dump(mode="json")
 
     def stored_result(self, job: Job) -> bytes:
         """The current result version of a succeeded job read whole: in the row when small, else its blob."""

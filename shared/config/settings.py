@@ -109,7 +109,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         "WEBHOOK_SECRET",
         "",
-        "HMAC-SHA256 key of the `Thematiq-Signature` header of completion webhooks. A Key Vault reference in Azure; without it no webhook is sent.",
+        "The default tenant's first webhook signing secret (id `deployment`) until it rotates; every other tenant creates its own with `POST /api/webhooks/secrets` (docs/webhooks.md). A Key Vault reference in Azure.",
         "secret",
     ),
     Setting(

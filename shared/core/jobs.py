@@ -15,6 +15,24 @@ from typing import Any
 from shared.config.constants import ERROR_MESSAGE_MAX_CHARS, KIND_JOB
 
 
+class WebhookStatus(StrEnum):
+    """How a job's completion webhook stands (``callback.status``; ``shared.runtime.webhooks`` moves it)."""
+
+    PENDING = "pending"
+    RETRYING = "retrying"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+    @property
+    def settled(self) -> bool:
+        return self in (WebhookStatus.DELIVERED, WebhookStatus.FAILED)
+
+    @classmethod
+    def of(cls, job: Job) -> WebhookStatus:
+        """The job's webhook status (a row without one has not been attempted: pending)."""
+        return cls(job.callback_status) if job.callback_status else cls.PENDING
+
+
 class Status(StrEnum):
     """Where a job is in its life.
 
@@ -148,10 +166,10 @@ class Job:
     #: Token of the lifecycle write that last changed the row: how a writer whose answer was lost
     #: recognises, on re-reading, that its own write landed (``shared.core.conditional``).
     op: str | None = None
-    #: Completion webhook (shared.runtime.callbacks): the URL, and how its delivery stands
+    #: Completion webhook (shared.runtime.webhooks): the URL, and how its delivery stands
     #: (``pending``, ``retrying``, ``delivered``, ``failed``), after how many attempts, the last error.
     callback_url: str | None = None
-    callback_status: str | None = None
+    callback_status: WebhookStatus | None = None
     callback_attempts: int = 0
     callback_error: str | None = None
     #: ETag of the entity this value was read from; never stored.
@@ -281,7 +299,7 @@ class Job:
             fan_in_at=_dt(e.get("fan_in_at") or None),
             op=e.get("op") or None,
             callback_url=e.get("callback_url") or None,
-            callback_status=e.get("callback_status") or None,
+            callback_status=WebhookStatus(e["callback_status"]) if e.get("callback_status") else None,
             callback_attempts=int(e.get("callback_attempts", 0)),
             callback_error=e.get("callback_error") or None,
             etag=metadata.get("etag"),

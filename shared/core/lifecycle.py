@@ -40,7 +40,7 @@ from shared.config.constants import (
     SEND_TRIES,
 )
 from shared.config.settings import get_settings
-from shared.core import callbacks, conditional
+from shared.core import conditional, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.conditional import Applied
 from shared.core.errors import (
@@ -51,7 +51,7 @@ from shared.core.errors import (
     StorageUnavailable,
     ThematiqError,
 )
-from shared.core.jobs import Job, JobError, Progress, Status, utcnow
+from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utcnow
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
 from shared.core.ports import Stores
@@ -115,7 +115,7 @@ class Lifecycle:
             if result.row.status != job.status or name in ("claim", "resume"):
                 telemetry.record_transition(result.row)
                 if result.row.status.terminal:
-                    callbacks.job_ended(result.row)  # its completion webhook, after the terminal write landed
+                    webhooks.job_ended(result.row)  # its completion webhook, after the terminal write landed
         return result
 
     def _chunk(
@@ -470,14 +470,22 @@ class Lifecycle:
             self._enqueue(job, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
 
-    def record_callback(self, job: Job, status: str, attempts: int, error: str | None) -> bool:
-        """How a job's completion webhook stands (``shared.runtime.callbacks``); a later or final one is kept."""
+    def record_callback(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:
+        """How a job's completion webhook stands after attempt ``attempts`` (``shared.runtime.webhooks``).
+
+        Applies to a later attempt only, or to the same attempt when it settles the webhook; never once it
+        is settled. So of two messages for one attempt only the first records it (and queues the next).
+        """
+        status = WebhookStatus(status)
+
         def plan(row: Job) -> Fields | None:
-            if row.callback_status in ("delivered", "failed") or row.callback_attempts > attempts:
+            if WebhookStatus.of(row).settled:
+                return None
+            if row.callback_attempts > attempts or (row.callback_attempts == attempts and not status.settled):
                 return None
             return {"callback_status": status, "callback_attempts": attempts, "callback_error": error}
 
-        return self._job(job, f"callback:{status}", plan, with_input=True).applied
+        return self._job(job, f"callback:{status.value}", plan, with_input=True).applied
 
     def record_themes_edit(
         self, job: Job, *, expected_blob: str, new_blob: str, size: int, inline: bytes | None

@@ -2,7 +2,7 @@
 
 Built-in and third-party pipelines register the same way: an entry point in
 the group ``thematiq.pipelines`` whose value is ``module:attribute`` naming a
-:class:`shared.pipeline.Pipeline`. When this project is pip-installed the
+:class:`shared.sdk.pipeline.Pipeline`. When this project is pip-installed the
 entry points come from its metadata; when it is deployed as a plain folder (an
 Azure Functions zip, which installs only ``requirements.txt``) they are read
 from the same table in ``pyproject.toml``, so there is still one declaration.

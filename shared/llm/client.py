@@ -12,7 +12,7 @@ It adds what the pipelines must not each reinvent:
   or a schema violation sends the error back once for a corrected answer.
 * **Retries.** 429 honours ``retry-after-ms`` / ``Retry-After`` (seconds or an
   HTTP date); 408/5xx, timeouts and connection errors back off exponentially
-  with jitter (:class:`shared.retry.RetryPolicy`). Other 4xx fail at once.
+  with jitter (:class:`shared.sdk.retry.RetryPolicy`). Other 4xx fail at once.
 * **Token budget** per job (:class:`TokenBudget`): a call that could exceed it
   is refused *before* it is sent; actual usage is charged after.
 * **Cache** of validated answers in Table Storage (:mod:`shared.llm.cache`):
@@ -116,10 +116,6 @@ _unpriced_logged: set[str] = set()
 class LLMError(RetryableError):
     """The endpoint kept failing (429, 5xx, timeouts, connection errors) after the retries."""
 
-    status = 503
-    slug = "llm-unavailable"
-    title = "LLM endpoint unavailable"
-
     def __init__(self, detail: str = "", *, retry_after: float | None = None, **extra: Any) -> None:
         super().__init__(detail, **extra)
         #: Seconds the endpoint asked us to wait, when it said so.
@@ -129,23 +125,13 @@ class LLMError(RetryableError):
 class LLMBadOutput(PermanentError):
     """The model's answer was not valid for the schema, even after one repair attempt (or it refused)."""
 
-    slug = "llm-bad-output"
-    title = "LLM returned invalid output"
-
 
 class LLMRequestRejected(PermanentError):
     """The endpoint refused the request (4xx other than 408/429): wrong key, deployment, or input."""
 
-    slug = "llm-rejected"
-    title = "LLM request rejected"
-
 
 class LLMBudgetExhausted(ThematiqError):
     """The job's token budget would be exceeded: stop the LLM stage and continue without it."""
-
-    status = 429
-    slug = "llm-budget-exhausted"
-    title = "LLM token budget exhausted"
 
 
 # -- Values -------------------------------------------------------------------

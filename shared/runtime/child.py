@@ -74,7 +74,7 @@ class _EventLogHandler(logging.Handler):
 
 
 class ChildContext:
-    """The :class:`shared.pipeline.PipelineContext` given to pipeline code."""
+    """The :class:`shared.sdk.pipeline.PipelineContext` given to pipeline code."""
 
     def __init__(self, spec: AttemptSpec, events: _Events) -> None:
         self.job_id: str = spec.job_id

@@ -61,6 +61,10 @@ class ZygoteError(RuntimeError):
     """The zygote could not start an attempt (after one replacement)."""
 
 
+class ForkRefused(ZygoteError):
+    """The zygote answered that it could not fork this attempt (``os.fork`` failed): this attempt fails, it lives on."""
+
+
 class ForkedProcess:
     """A child of the zygote, seen through the zygote's connection: ``pid``, ``poll``, ``wait``, ``stdin``."""
 
@@ -143,6 +147,8 @@ def read_fork_answer(conn: socket.socket) -> tuple[int, bytes]:
             raise ConnectionError("the zygote closed the connection before forking")
         data += chunk
     line, _, rest = data.partition(b"\n")
+    if line.startswith(b"error "):
+        raise ForkRefused(line[6:200].decode("utf-8", "replace"))
     if not line.startswith(b"pid "):
         raise ConnectionError(f"unexpected answer from the zygote: {line[:40]!r}")
     return int(line[4:]), rest
@@ -245,11 +251,19 @@ class Zygote:
                 conn.sendall(request)
                 pid, rest = read_fork_answer(conn)
                 return conn, pid, rest
+            except ForkRefused:
+                conn.close()
+                raise
             except (OSError, ValueError) as err:
                 conn.close()
                 last = err
-                log.warning("zygote could not fork an attempt (%s); replacing it", err)
                 with self._lock:
+                    if self.alive():
+                        # This request failed (a bad descriptor, a timeout, a reset), the zygote did not: replacing
+                        # it would SIGKILL every attempt it holds. Only this attempt fails.
+                        log.warning("zygote could not fork this attempt (%s); it stays", type(err).__name__)
+                        raise ZygoteError(f"the zygote could not start the attempt: {err}") from err
+                    log.warning("zygote could not fork an attempt (%s) and is gone; replacing it", err)
                     self._stop()
         raise ZygoteError(f"the zygote could not start the attempt: {last}")
 
@@ -306,4 +320,4 @@ def child_rss_mb(pid: int) -> float | None:
     return None
 
 
-__all__ = ["ForkRunner", "ForkedProcess", "Zygote", "ZygoteError", "fork_supported", "prewarm", "read_fork_answer", "zygote"]
+__all__ = ["ForkRefused", "ForkRunner", "ForkedProcess", "Zygote", "ZygoteError", "fork_supported", "prewarm", "read_fork_answer", "zygote"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import importlib
 import io
 import json
@@ -48,6 +49,7 @@ import socket
 import struct
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 #: Modules every attempt needs; imported once here instead of once per attempt.
@@ -68,6 +70,8 @@ WARM_MODULES = (
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!I")
 EXIT_NO_START = 71
+#: How long one fork request may take to arrive once its connection is accepted.
+_REQUEST_TIMEOUT = 5.0
 
 
 def warm_up() -> list[str]:
@@ -174,6 +178,68 @@ def _child(request: dict[str, Any], fds: list[int], zygote_pid: int) -> int:
     return child.main(["child", request["spec"], "3"])
 
 
+def _fork_one(conn: socket.socket, request: dict[str, Any], fds: list[int], zygote_pid: int) -> int | None:
+    """Fork the attempt's child; the child's pid, or None after answering ``error …`` (the fork failed).
+
+    ``os.fork`` fails with EAGAIN or ENOMEM when the host is short of processes or memory: that is an
+    answer for this one request, never a reason for the zygote (and every attempt it holds) to die.
+    """
+    try:
+        pid = os.fork()
+    except OSError as err:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"error fork failed: {errno.errorcode.get(err.errno or 0, 'unknown')}\n".encode())
+        return None
+    if pid == 0:
+        code = 1
+        try:
+            code = _child(request, fds, zygote_pid)
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also set here, so the host can kill the group at once
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return pid
+
+
+def _answer(conn: socket.socket, zygote_pid: int, kill_group: Callable[[int], None]) -> int | None:
+    """Serve one fork request; the child's pid to watch, or None (the request failed, its connection closed).
+
+    Whatever goes wrong with one request (a malformed one, a failed fork, a host that hung up) ends
+    that request only: the zygote goes on serving every other attempt.
+    """
+    try:
+        try:
+            # Bounded: a host thread that connected and then stalled must not stall every other attempt.
+            conn.settimeout(_REQUEST_TIMEOUT)
+            request, fds = _read_request(conn)
+            conn.settimeout(None)
+        except (OSError, EOFError, ValueError):
+            conn.close()
+            return None
+        pid = _fork_one(conn, request, fds, zygote_pid)
+        if pid is None:
+            conn.close()
+            return None
+        try:
+            conn.sendall(f"pid {pid}\n".encode())
+        except OSError:
+            kill_group(pid)
+        return pid
+    except Exception:  # noqa: BLE001 - one request's failure must never end the zygote
+        with contextlib.suppress(OSError):
+            conn.close()
+        return None
+
+
 def serve(listener: socket.socket) -> None:
     zygote_pid = os.getpid()
     wake_r, wake_w = os.pipe()
@@ -204,32 +270,14 @@ def serve(listener: socket.socket) -> None:
                     while os.read(wake_r, 4096):
                         pass
             elif key.data == "accept":
-                conn, _ = listener.accept()
                 try:
-                    request, fds = _read_request(conn)
-                except (OSError, EOFError, ValueError):
-                    conn.close()
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:
-                        code = _child(request, fds, zygote_pid)
-                    finally:
-                        with contextlib.suppress(Exception):
-                            sys.stdout.flush()
-                            sys.stderr.flush()
-                        os._exit(code)
-                with contextlib.suppress(OSError):
-                    os.setpgid(pid, pid)  # also set here, so the host can kill the group at once
-                for fd in fds:
-                    os.close(fd)
-                try:
-                    conn.sendall(f"pid {pid}\n".encode())
+                    conn, _ = listener.accept()
                 except OSError:
-                    kill_group(pid)
-                conns[pid] = conn
-                sel.register(conn, selectors.EVENT_READ, pid)
+                    continue  # the host gave up connecting (or a descriptor limit): that request only
+                forked = _answer(conn, zygote_pid, kill_group)
+                if forked is not None:
+                    conns[forked] = conn
+                    sel.register(conn, selectors.EVENT_READ, forked)
             else:
                 # The host closed an attempt's connection before the attempt ended: kill it.
                 pid = int(key.data)

@@ -7,21 +7,39 @@ else of ``shared``; an import-linter contract in ``pyproject.toml`` holds that.
 from shared.sdk.errors import Cancelled, PermanentError, PipelineError, RetryableError, ThematiqError, ValidationFailed
 from shared.sdk.fanout_types import MapResult, Suspend
 from shared.sdk.pipeline import EarlierResults, Pipeline, PipelineContext, Renderer, ResultEditor
+from shared.sdk.responses import (
+    Exporter,
+    LevelLink,
+    ResponseLister,
+    ResponsePage,
+    ResponseQuery,
+    ResponseRow,
+    RowSentiment,
+    ThemeLink,
+)
 from shared.sdk.retry import RetryPolicy
 
 __all__ = [
     "Cancelled",
     "EarlierResults",
+    "Exporter",
+    "LevelLink",
     "MapResult",
     "PermanentError",
     "Pipeline",
     "PipelineContext",
     "PipelineError",
     "Renderer",
+    "ResponseLister",
+    "ResponsePage",
+    "ResponseQuery",
+    "ResponseRow",
     "ResultEditor",
     "RetryPolicy",
     "RetryableError",
+    "RowSentiment",
     "Suspend",
     "ThematiqError",
+    "ThemeLink",
     "ValidationFailed",
 ]

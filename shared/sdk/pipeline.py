@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from shared.sdk.fanout_types import MapResult
+from shared.sdk.responses import Exporter, ResponseLister
 from shared.sdk.retry import RetryPolicy
 
 #: Renders a stored result document in another format: returns (content type, body).
@@ -36,7 +37,7 @@ class PipelineContext(Protocol):
         """True once the job has been asked to cancel. Check it between units of work."""
 
     def raise_if_cancelled(self) -> None:
-        """Raise :class:`shared.errors.Cancelled` if the job has been asked to cancel."""
+        """Raise :class:`shared.sdk.errors.Cancelled` if the job has been asked to cancel."""
 
     def checkpoint(self, name: str, data: bytes) -> None:
         """Store a stage's output so that a later attempt of the same job can skip the stage."""
@@ -77,7 +78,7 @@ class EarlierResults(Protocol):
 
 #: Edits a finished job's result: ``edit(result, body, input)`` returns the new result document. It must be a
 #: pure function of its arguments (the platform stores the new version under its own concurrency control) and
-#: raise :class:`shared.errors.ValidationFailed` naming the field of ``body`` that does not fit.
+#: raise :class:`shared.sdk.errors.ValidationFailed` naming the field of ``body`` that does not fit.
 ResultEditor = Callable[[dict[str, Any], Any, Any], dict[str, Any]]
 
 
@@ -86,7 +87,7 @@ class Pipeline:
     """A named unit of work the platform can run.
 
     ``run(ctx, params, input)`` returns a JSON-serialisable result document.
-    Raise :class:`shared.errors.PermanentError` for input that can never work
+    Raise :class:`shared.sdk.errors.PermanentError` for input that can never work
     (the job fails at once); any other exception is treated as transient and
     retried according to ``retry``.
     """
@@ -95,16 +96,16 @@ class Pipeline:
     params_model: type[BaseModel]
     run: Callable[[PipelineContext, Any, Any], Any]
     #: Validates and normalises the submitted ``input`` before anything is
-    #: stored. Raise :class:`shared.errors.ValidationFailed` naming the field.
+    #: stored. Raise :class:`shared.sdk.errors.ValidationFailed` naming the field.
     validate_input: Callable[[Any], Any] | None = None
     #: Checks of params that depend on this deployment's settings (e.g. an LLM
     #: is required but none is configured), run at submission after the params
-    #: model. Raise :class:`shared.errors.ValidationFailed` naming ``params.<field>``.
+    #: model. Raise :class:`shared.sdk.errors.ValidationFailed` naming ``params.<field>``.
     validate_params: Callable[[Any], None] | None = None
     #: Submission-time checks that need the params and the input together (a metadata key the responses must
     #: carry), or an earlier job's result (a baseline to compare with): ``prepare(params, input, earlier)`` runs
     #: after ``validate_params`` and ``validate_input`` and returns the input to store. Raise
-    #: :class:`shared.errors.ValidationFailed` naming the field, so a bad request is a 4xx, never a failed job.
+    #: :class:`shared.sdk.errors.ValidationFailed` naming the field, so a bad request is a 4xx, never a failed job.
     prepare: Callable[[Any, Any, EarlierResults], Any] | None = None
     #: Edits of a finished job's result (``PATCH /api/jobs/{id}/themes``), or None if the pipeline has none.
     edit_result: ResultEditor | None = None
@@ -112,6 +113,13 @@ class Pipeline:
     #: Upper bound on one attempt; capped by the PIPELINE_TIMEOUT_SECONDS setting.
     timeout_seconds: float | None = None
     renderers: Mapping[str, Renderer] = field(default_factory=dict)
+    #: Downloads that need the stored input beside the result (texts, metadata): ``?format=<name>``. A name
+    #: here wins over the same name in ``renderers``.
+    exports: Mapping[str, Exporter] = field(default_factory=dict)
+    #: ``GET /api/jobs/{id}/responses``: every response joined with its coding, or None if the pipeline has none.
+    responses: ResponseLister | None = None
+    #: The query parameters ``responses`` filters on besides ``metadata[key]`` (anything else is a 422).
+    response_filters: frozenset[str] = frozenset()
     description: str = ""
     #: Estimated peak memory of one attempt in MiB, from the validated params and the input. A host
     #: starts an attempt only while the estimates of its running attempts fit in its memory budget

@@ -26,7 +26,7 @@ def _norm(value: Any) -> Any:
 
 def _client_schemas() -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for model in (models.SubmitBody, models.JobView, models.JobList, models.Health, models.Problem):
+    for model in (models.SubmitBody, models.JobView, models.JobList, models.ResponseList, models.Health, models.Problem):
         schema = model.model_json_schema(ref_template=REF, by_alias=True)
         out.update(schema.pop("$defs", {}))
         out[model.__name__] = schema

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -89,6 +93,14 @@ def strict_host(azurite: str) -> Iterator[HostProcess]:
     "http://example.com/hook",
     "https://user:pw@example.com/hook",
     "ftp://example.com/hook",
+    "https://[::169.254.169.254]/hook",
+    "https://[::ffff:0:a9fe:a9fe]/hook",
+    "https://[64:ff9b::a9fe:a9fe]/hook",
+    "https://[64:ff9b:1::a9fe:a9fe]/hook",
+    "https://[2002:a9fe:a9fe::1]/hook",
+    "https://[fec0::1]/hook",
+    "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
+    "https://" + "a" * 64 + ".example/hook",
 ])
 def test_private_or_plain_http_urls_are_refused_without_the_switch(strict_host: HostProcess, url: str) -> None:
     client = Client(strict_host.url + "/api", key=strict_host.env["DEVHOST_FUNCTION_KEY"])
@@ -102,3 +114,58 @@ def test_local_receiver_is_refused_without_the_switch(strict_host: HostProcess, 
     with pytest.raises(ApiError) as info:
         client.submit("echo", ROWS, callback_url=receiver.url)
     assert info.value.status == 422 and "https" in info.value.errors[0]["message"]
+
+
+def test_a_non_ascii_url_is_delivered_percent_encoded(client: Client, receiver: Receiver) -> None:
+    url = receiver.url.replace("/hooks/thematiq?x=1", "/hooks/café?q=ü")
+    job = client.submit("echo", ROWS, callback_url=url)
+    assert job.callback is not None and job.callback.url.endswith("/hooks/caf%C3%A9?q=%C3%BC"), "stored normalised"
+    [delivery] = receiver.wait_for(lambda d: len(d) >= 1)
+    assert delivery.path == "/hooks/caf%C3%A9?q=%C3%BC" and verify(delivery)["id"] == job.id
+    assert _callback_status(client, job.id) == ("delivered", 1)
+
+
+def test_an_idn_host_is_normalised_or_refused_at_submit(client: Client) -> None:
+    # 例え.jp has no address here: refused with the field named, never accepted and left pending.
+    with pytest.raises(ApiError) as info:
+        client.submit("echo", ROWS, callback_url="https://例え.invalid/hook")
+    assert info.value.status == 422 and info.value.errors[0]["field"] == "callback.url"
+    assert "xn--r8jz45g.invalid" in info.value.errors[0]["message"]
+
+
+def _call(host: HostProcess, method: str, path: str) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(host.url + "/api/" + path, method=method,
+                                 headers={"x-functions-key": host.env["DEVHOST_FUNCTION_KEY"]})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            data = resp.read()
+            return resp.status, json.loads(data) if data else {}
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_a_rotation_through_the_api_signs_with_both_secrets_then_the_new_one(azurite: str, receiver: Receiver) -> None:
+    host = HostProcess(env=_env(azurite, WEBHOOK_ALLOW_PRIVATE="true")).start()
+    try:
+        client = Client(host.url + "/api", key=host.env["DEVHOST_FUNCTION_KEY"])
+        status, created = _call(host, "POST", "webhooks/secrets")
+        assert status == 201 and created["secret"].startswith("whsec_")
+        status, listed = _call(host, "GET", "webhooks/secrets")
+        assert [s["id"] for s in listed["items"]] == ["deployment", created["id"]]
+        assert "secret" not in json.dumps(listed["items"]).replace('"id"', ""), "values are shown once, at creation"
+        assert _call(host, "POST", "webhooks/secrets")[0] == 409, "two are active: revoke one first"
+        job = client.submit("echo", ROWS, callback_url=receiver.url)
+        [during] = receiver.wait_for(lambda d: len(d) >= 1)
+        assert during.headers["thematiq-signature"].count("v1=") == 2
+        verify(during)  # the old secret (WEBHOOK_SECRET) still verifies…
+        verify(during, created["secret"])  # …and so does the new one
+        assert _call(host, "DELETE", "webhooks/secrets/deployment")[0] == 204
+        assert _call(host, "DELETE", f"webhooks/secrets/{created['id']}")[0] == 409, "never the last one"
+        client.submit("echo", ROWS, callback_url=receiver.url)
+        after = receiver.wait_for(lambda d: len(d) >= 2)[1]
+        assert after.headers["thematiq-signature"].count("v1=") == 1 and verify(after, created["secret"])
+        with pytest.raises(AssertionError, match="bad signature"):
+            verify(after)
+        assert _callback_status(client, job.id) == ("delivered", 1)
+    finally:
+        host.stop(timeout=15)

@@ -297,3 +297,55 @@ def test_many_quick_concurrent_attempts_share_one_zygote() -> None:
         t.join()
     assert outcomes == ["succeeded"] * 32
     assert (zygote().pid, zygote().started) == (pid, started), "no attempt made the host replace its zygote"
+
+
+def test_a_failed_fork_request_among_8_concurrent_attempts_fails_only_itself() -> None:
+    """A request the host could not hand over (here: descriptors already closed, so ``send_fds`` fails) used to make
+    the host replace a healthy zygote, SIGKILLing every attempt on it (each then 'likely the out-of-memory killer')."""
+    from shared.runtime.prefork import ZygoteError
+
+    assert run("echo", {}).kind == "succeeded"
+    pid, started = zygote().pid, zygote().started
+    outcomes: list[Outcome] = []
+    threads = [threading.Thread(target=lambda: outcomes.append(run("sleep", {"seconds": 2.0, "steps": 4})))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(children_of(pid or 0)) < 8:  # all 8 are forked and running
+        assert time.monotonic() < deadline, "the 8 attempts did not start"
+        time.sleep(0.05)
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(ZygoteError):
+        zygote().fork(Path("/nonexistent/spec.json"), [r, w, r])
+    for t in threads:
+        t.join()
+    assert [o.kind for o in outcomes] == ["succeeded"] * 8, [o.error for o in outcomes]
+    assert (zygote().pid, zygote().started) == (pid, started), "the zygote was not replaced"
+
+
+def test_a_fork_that_fails_inside_the_zygote_is_an_answer_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.fork`` failing (EAGAIN: out of processes) answers ``error …`` to that request; the zygote goes on."""
+    import errno
+    import socket
+
+    from shared.runtime import zygote as zygote_module
+    from shared.runtime.prefork import ForkRefused, read_fork_answer
+
+    def no_fork() -> int:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(zygote_module.os, "fork", no_fork)
+    host, zyg = socket.socketpair()
+    r, w = os.pipe()
+    try:
+        assert zygote_module._fork_one(zyg, {"spec": "x", "env": {}, "cwd": "/"}, [r, w], os.getpid()) is None
+        with pytest.raises(OSError):
+            os.fstat(r)  # the request's descriptors were closed, not leaked
+        with pytest.raises(ForkRefused, match="EAGAIN"):
+            read_fork_answer(host)
+    finally:
+        host.close()
+        zyg.close()

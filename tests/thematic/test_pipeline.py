@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from pipelines.thematic import PIPELINE, ThematicParams
-from pipelines.thematic.embed import MODEL_SHA256, TOKENIZER_SHA256, ModelIntegrityError, get_embedder, verify
+from pipelines.thematic.embed import (
+    GRAPH_INFO,
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    ModelIntegrityError,
+    fast_graph,
+    get_embedder,
+    verify,
+)
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 from shared.core.errors import Cancelled, PermanentError
@@ -74,15 +82,17 @@ def test_run_finds_themes_and_validates() -> None:
         members = [truth[i] for i, p in enumerate(pred) if p == tid]
         assert max(members.count(m) for m in set(members)) >= 0.8 * len(members)
     run = doc["run"]
-    assert run["theme_count"]["explanation"] and run["embedding_model"]["sha256"] == MODEL_SHA256
+    assert run["theme_count"]["explanation"] and run["embedding_model"]["graph"] == fast_graph().key
+    assert run["embedding_model"]["sha256"] == GRAPH_INFO[fast_graph().key].sha256
     assert set(run["timings_seconds"]) >= {"clean", "embed", "cluster", "describe", "assign"}
     assert run["counts"]["unusable"]["empty"] == 1 and not run["llm"]["used"]
     stages = [p[0] for p in ctx.progress_calls]
     assert stages.index("clean") < stages.index("embed") < stages.index("cluster")
     assert stages[-1] == "done"
-    ctype, body = PIPELINE.renderers["csv"](doc)
+    ctype, body = PIPELINE.exports["csv"](doc, items)
     lines = body.decode().splitlines()
     assert ctype.startswith("text/csv") and lines[0].startswith("response_id,theme_id,theme_label,confidence,bucket")
+    assert lines[0].split(",")[9] == "text"
     assert len(lines) == 1 + len(items)
     ctype, md = PIPELINE.renderers["md"](doc)
     assert b"# Thematic analysis" in md and themes[0]["label"].encode() in md

@@ -472,25 +472,94 @@ function themesView(job, doc, edit = null) {
   const counts = doc.run?.counts || {};
   const usable = counts.usable || 0;
   const total = counts.responses || doc.assignments.length;
-  const input = storedInput(job.id);
-  const texts = new Map((input || []).map((r) => [String(r.id), r.text]));
-  for (const t of doc.themes) for (const q of t.quotes) if (!texts.has(String(q.response_id))) texts.set(String(q.response_id), q.text);
-  const members = new Map(doc.themes.map((t) => [t.id, []]));
-  const other = [];
-  const unusable = [];
+  // Every list of responses reads GET /jobs/{id}/responses: texts and metadata as submitted, for every job,
+  // wherever it was submitted, a page at a time (issue 23). The counts on the bars come from the result.
+  let other = 0;
+  let unusable = 0;
+  const duplicateOf = new Map();
   for (const a of doc.assignments) {
-    if (a.bucket === "theme") for (const ref of a.themes) members.get(ref.theme_id)?.push(a);
-    else if (a.bucket === "other") other.push(a);
-    else unusable.push(a);
+    if (a.bucket === "other") other++;
+    else if (a.bucket === "unusable") unusable++;
+    if (a.duplicate_of !== null && a.duplicate_of !== undefined) duplicateOf.set(String(a.response_id), a.duplicate_of);
   }
-  const responseList = (list, label) => h("div", {},
-    h("h3", {}, `${label} (${list.length})`),
-    list.length ? h("ul", { class: "responses", tabindex: 0, "aria-label": label }, list.map((a) => h("li", { dataset: { responseId: a.response_id } },
-      h("span", { class: "rid" }, `#${a.response_id}`),
-      texts.has(String(a.response_id)) ? texts.get(String(a.response_id)) : h("span", { class: "muted" }, "(text not in the result)"),
-      a.reason ? h("span", { class: "muted" }, ` — ${a.reason.replace("_", " ")}${a.duplicate_of !== null && a.duplicate_of !== undefined ? ` of #${a.duplicate_of}` : ""}`) : null,
-      a.themes?.length > 1 ? h("span", { class: "muted" }, ` (also in ${a.themes.length - 1} other theme${a.themes.length > 2 ? "s" : ""})`) : null)))
-      : h("p", { class: "muted" }, "None."));
+  // Segment suggestions: the categorical breakdown groups (exact metadata values).
+  const segmentHints = [];
+  for (const b of doc.breakdowns || []) {
+    if (b.kind !== "categorical") continue;
+    for (const g of b.groups) if (g.value !== "other values" && g.value !== "(missing)") segmentHints.push(`${b.field}=${g.value}`);
+  }
+  const responseItem = (r) => h("li", { dataset: { responseId: r.id } },
+    h("span", { class: "rid" }, `#${r.id}`),
+    h("span", { class: "response-text" }, r.text),
+    r.reason ? h("span", { class: "muted" }, ` — ${r.reason.replace("_", " ")}${duplicateOf.has(String(r.id)) ? ` of #${duplicateOf.get(String(r.id))}` : ""}`) : null,
+    r.themes.length > 1 ? h("span", { class: "muted" }, ` (also in ${r.themes.length - 1} other theme${r.themes.length > 2 ? "s" : ""})`) : null,
+    r.sentiment ? h("span", { class: `sent-label ${r.sentiment.label}` }, r.sentiment.label) : null,
+    Object.keys(r.metadata || {}).length ? h("span", { class: "response-meta muted" },
+      Object.entries(r.metadata).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(" · ")) : null);
+  let lists = 0;
+  // query: the list's own filter (theme=…, bucket=…); filters: offer segment and sentiment filters on top.
+  const responseList = (query, label, { filters = false } = {}) => {
+    const n = ++lists;
+    const heading = h("h3", {}, label);
+    const list = h("ul", { class: "responses", tabindex: 0, "aria-label": label });
+    const status = h("div", { class: "muted", "aria-live": "polite" }, "Loading responses…");
+    const more = h("button", { type: "button", class: "load-more", hidden: true }, "Load more");
+    let cursor = null;
+    let extra = {};
+    let generation = 0;
+    async function load(reset) {
+      const mine = reset ? ++generation : generation;
+      if (reset) { cursor = null; list.replaceChildren(); status.textContent = "Loading responses…"; }
+      more.disabled = true;
+      const qs = new URLSearchParams({ ...query, ...extra, limit: "100" });
+      if (cursor) qs.set("cursor", cursor);
+      try {
+        const { data } = await api(`/jobs/${job.id}/responses?${qs}`);
+        if (mine !== generation) return;   // a newer filter was applied meanwhile
+        heading.textContent = `${label} (${data.total})`;
+        list.append(...data.items.map(responseItem));
+        cursor = data.next_cursor;
+        more.hidden = !cursor;
+        more.disabled = false;
+        more.textContent = `Load more (${data.total - list.childElementCount} left)`;
+        status.textContent = data.total ? "" : "None.";
+      } catch (err) {
+        if (mine === generation) status.replaceChildren(errorBox(err, "Could not load the responses"));
+      }
+    }
+    more.addEventListener("click", () => load(false));
+    let controls = null;
+    if (filters) {
+      const sentiment = h("select", { id: `sentiment-filter-${n}`, name: "sentiment" },
+        ["", "positive", "neutral", "negative"].map((v) => h("option", { value: v }, v || "any")));
+      const segment = h("input", { id: `segment-filter-${n}`, name: "segment", list: `segment-hints-${n}`,
+        placeholder: "key=value", "aria-describedby": `segment-hint-${n}`, autocomplete: "off" });
+      const hints = h("datalist", { id: `segment-hints-${n}` }, segmentHints.map((v) => h("option", { value: v })));
+      const formError = h("div");
+      controls = h("form", { class: "response-filters", role: "search", "aria-label": `Filter: ${label}`,
+        onsubmit: (e) => {
+          e.preventDefault();
+          formError.replaceChildren();
+          const next = {};
+          const seg = segment.value.trim();
+          if (seg) {
+            const at = seg.indexOf("=");
+            if (at < 1) { formError.replaceChildren(errorBox(new Error("Write the segment as key=value, e.g. plan=pro."), "Not a segment")); return; }
+            next[`metadata[${seg.slice(0, at).trim()}]`] = seg.slice(at + 1).trim();
+          }
+          if (sentiment.value) next.sentiment = sentiment.value;
+          extra = next;
+          load(true);
+        } },
+        h("label", { for: `segment-filter-${n}` }, "Segment"), segment, hints,
+        h("span", { class: "hint", id: `segment-hint-${n}` }, "metadata key=value"),
+        h("label", { for: `sentiment-filter-${n}` }, "Sentiment"), sentiment,
+        h("button", { type: "submit" }, "Filter"), formError);
+    }
+    load(true);
+    return h("div", { class: "response-list", dataset: { list: new URLSearchParams(query).toString() } },
+      heading, controls, status, list, more);
+  };
 
   let n = 0;
   function row({ id, kind, label, count, share, shareOf, description, keywords, detail, sentiment }) {
@@ -526,13 +595,13 @@ function themesView(job, doc, edit = null) {
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
           h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
         ...levelDetail(doc, t),
-        responseList(members.get(t.id) || [], "Every response in this theme")] })),
-    row({ id: "other", kind: "other", label: "Other (no theme)", count: other.length, share: usable ? other.length / usable : 0,
+        responseList({ theme: t.id }, "Every response in this theme", { filters: true })] })),
+    row({ id: "other", kind: "other", label: "Other (no theme)", count: other, share: usable ? other / usable : 0,
       shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
-      detail: () => [responseList(other, "Responses in no theme")] }),
-    row({ id: "unusable", kind: "unusable", label: "Unusable", count: unusable.length, share: total ? unusable.length / total : 0,
+      detail: () => [responseList({ bucket: "other" }, "Responses in no theme", { filters: true })] }),
+    row({ id: "unusable", kind: "unusable", label: "Unusable", count: unusable, share: total ? unusable / total : 0,
       shareOf: "all responses", description: `Not analysed: ${unusableReasons || "none"}. Not counted in the shares above.`,
-      detail: () => [responseList(unusable, "Unusable responses")] }),
+      detail: () => [responseList({ bucket: "unusable" }, "Unusable responses")] }),
   ];
   const llm = doc.run?.llm;
   return h("section", { "aria-labelledby": "themes-h", id: "themes" },
@@ -541,13 +610,12 @@ function themesView(job, doc, edit = null) {
       h("span", {}, h("b", {}, String(total)), " responses"),
       h("span", {}, h("b", {}, String(usable)), " usable"),
       h("span", {}, h("b", {}, String(counts.themed ?? "—")), " in a theme"),
-      h("span", {}, h("b", {}, String(other.length)), " other"),
-      h("span", {}, h("b", {}, String(unusable.length)), " unusable"),
+      h("span", {}, h("b", {}, String(other)), " other"),
+      h("span", {}, h("b", {}, String(unusable)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null),
-    downloads(job, [["csv", "CSV"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
+    downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
     countNote(doc.run?.theme_count, doc.levels),
-    h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it."),
-    input ? null : h("p", { class: "note" }, "The result stores response ids, not texts: texts are shown for quotes, and for every response only when the job was submitted from this tab."),
+    h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
     h("ul", { class: "themes" }, rows),
     insightView(doc),
     edit ? codebookEditor(job, doc, edit) : null);

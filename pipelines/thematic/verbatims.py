@@ -1,0 +1,172 @@
+"""Every response with its themes: the stored input (texts and metadata as submitted) joined with the result's
+assignments, for ``GET /api/jobs/{id}/responses`` and the CSV/xlsx exports.
+
+The result keeps ids, not texts (a text lives once, in the input), so this join is the only place the two
+meet. Pure functions of (result, input): the platform does the reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.sdk import (
+    LevelLink,
+    ResponsePage,
+    ResponseQuery,
+    ResponseRow,
+    RowSentiment,
+    ThemeLink,
+    ValidationFailed,
+)
+
+from .validate import responses_of
+
+FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment"})
+BUCKETS = ("theme", "other", "unusable")
+SENTIMENTS = ("positive", "neutral", "negative")
+
+
+@dataclass(frozen=True)
+class Joined:
+    """One response: its input item and its assignment (None for an id the result does not know)."""
+
+    item: dict[str, Any]
+    assignment: dict[str, Any] | None
+
+
+def meta_text(value: Any) -> str:
+    """A metadata value as a filter compares it (and a spreadsheet shows it): 7, "7" and 7.0 are all "7"."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def join(doc: Mapping[str, Any], data: Any) -> list[Joined]:
+    """The input's responses in their submitted order, each with its assignment."""
+    by_id = {str(a["response_id"]): a for a in doc.get("assignments", [])}
+    return [Joined(item, by_id.get(str(item.get("id")))) for item in responses_of(data)]
+
+
+def metadata_keys(rows: list[Joined]) -> list[str]:
+    """Every metadata key, in the order it first appears."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r.item.get("metadata") or {}:
+            seen.setdefault(str(k), None)
+    return list(seen)
+
+
+class Labels:
+    """Theme, parent and sub-theme labels, and each theme's parent, read once per document."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        self.themes = {t["id"]: t["label"] for t in doc.get("themes", [])}
+        self.parents = {p["id"]: p["label"] for p in doc.get("parents") or []}
+        self.subthemes = {s["id"]: s["label"] for s in doc.get("subthemes") or []}
+        self.parent_of = {t["id"]: t["parent"] for t in doc.get("themes", []) if t.get("parent")}
+        levels = doc.get("levels") or {}
+        self.fine_is_themes = levels.get("fine") == "themes"
+
+    def label(self, tid: str | None) -> str:
+        if not tid:
+            return ""
+        return self.themes.get(tid) or self.parents.get(tid) or self.subthemes.get(tid) or tid
+
+    def link(self, tid: str | None) -> LevelLink | None:
+        return LevelLink(id=tid, label=self.label(tid)) if tid else None
+
+
+def _unknown(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(f"invalid filter {field}", [{"field": field, "message": message}])
+
+
+def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) -> Callable[[Joined], bool]:
+    """The query as one predicate; a value that names nothing in this job is a 422 naming its parameter."""
+    labels = Labels(doc)
+    tests: list[Callable[[Joined], bool]] = []
+    f = query.filters
+    if "theme" in f:
+        theme = f["theme"]
+        if theme not in labels.themes and theme not in labels.parents:
+            raise _unknown("theme", f"no theme or broad theme {theme[:40]!r} in this result")
+        # A theme, or a broad theme through any of its children (primary or secondary).
+        wanted = {theme} | {t for t, p in labels.parent_of.items() if p == theme}
+
+        def in_theme(r: Joined) -> bool:
+            a = r.assignment
+            return a is not None and (a.get("broad") == theme
+                                      or any(ref["theme_id"] in wanted for ref in a.get("themes") or ()))
+
+        tests.append(in_theme)
+    if "subtheme" in f:
+        sub = f["subtheme"]
+        if sub not in labels.subthemes and not (labels.fine_is_themes and sub in labels.themes):
+            raise _unknown("subtheme", f"no sub-theme {sub[:40]!r} in this result")
+        tests.append(lambda r: r.assignment is not None and r.assignment.get("fine") == sub)
+    if "bucket" in f:
+        bucket = f["bucket"]
+        if bucket not in BUCKETS:
+            raise _unknown("bucket", f"one of {', '.join(BUCKETS)}")
+        tests.append(lambda r: r.assignment is not None and r.assignment.get("bucket") == bucket)
+    if "sentiment" in f:
+        label = f["sentiment"]
+        if label not in SENTIMENTS:
+            raise _unknown("sentiment", f"one of {', '.join(SENTIMENTS)}")
+        tests.append(lambda r: ((r.assignment or {}).get("sentiment") or {}).get("label") == label)
+    if query.metadata:
+        keys = set(metadata_keys(rows))
+        for key, want in query.metadata.items():
+            if key not in keys:
+                raise _unknown(f"metadata[{key[:40]}]", f"no response has the metadata key {key[:40]!r}")
+
+            def has(r: Joined, key: str = key, want: str = want) -> bool:
+                meta = r.item.get("metadata") or {}
+                return key in meta and meta_text(meta[key]) == want
+
+            tests.append(has)
+    return lambda r: all(t(r) for t in tests)
+
+
+def to_row(r: Joined, labels: Labels) -> ResponseRow:
+    a = r.assignment or {}
+    sentiment = a.get("sentiment")
+    return ResponseRow(
+        id=r.item["id"],
+        text=r.item.get("text") or "",
+        metadata=dict(r.item.get("metadata") or {}),
+        bucket=a.get("bucket") or "unusable",
+        reason=a.get("reason") or (None if r.assignment is not None else "not in the result"),
+        themes=[ThemeLink(theme_id=ref["theme_id"], label=labels.label(ref["theme_id"]),
+                          confidence=float(ref["confidence"])) for ref in a.get("themes") or []],
+        broad=labels.link(a.get("broad")),
+        fine=labels.link(a.get("fine")),
+        sentiment=RowSentiment(label=sentiment["label"], score=float(sentiment["score"])) if sentiment else None,
+    )
+
+
+def page(doc: dict[str, Any], data: Any, query: ResponseQuery) -> ResponsePage:
+    """One page of rows from ``query.start`` on; ``next_start`` is the position of the next matching row."""
+    rows = join(doc, data)
+    keep = matcher(doc, rows, query)
+    labels = Labels(doc)
+    items: list[ResponseRow] = []
+    next_start: int | None = None
+    total = 0
+    for i, r in enumerate(rows):
+        if not keep(r):
+            continue
+        total += 1
+        if i < query.start:
+            continue
+        if len(items) < query.limit:
+            items.append(to_row(r, labels))
+        elif next_start is None:
+            next_start = i
+    return ResponsePage(items=items, next_start=next_start, total=total)
+

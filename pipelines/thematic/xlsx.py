@@ -1,0 +1,151 @@
+"""``?format=xlsx``: the result as an Excel workbook, with the responses' texts and metadata from the stored input.
+
+Sheets: Themes (every level), Responses (one row per response, submitted order), Breakdowns (one row per
+segment × theme), and Impact when the result has an ``impact`` field. Written with openpyxl's write-only mode:
+each sheet streams to a temporary file as its rows are appended, so memory holds one row at a time plus the
+shared strings, and the zip is assembled at the end (bench/exports.py measures a 20,000-response job).
+
+Every cell is inert: a string is always a string cell (never a formula, whatever it starts with), characters
+XML cannot carry are dropped, and cells are cut at Excel's 32,767-character limit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import verbatims as V
+from .render import metadata_columns
+
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+EXCEL_CELL_MAX = 32_767
+THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
+                 "positive", "neutral", "negative", "sentiment_mean")
+RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
+                    "other_themes", "sentiment", "sentiment_score", "seed_codes")
+#: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
+BROAD_COLUMNS = ("broad_id", "broad_label")
+FINE_COLUMNS = ("fine_id", "fine_label")
+BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
+                     "significant")
+IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high")
+
+
+class _Cells:
+    """Turns values into write-only cells that Excel never evaluates."""
+
+    def __init__(self) -> None:
+        from openpyxl.cell import WriteOnlyCell
+        from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+        self._cell, self._illegal = WriteOnlyCell, ILLEGAL_CHARACTERS_RE
+
+    def value(self, ws: Any, v: Any) -> Any:
+        if v is None or v == "":
+            return None  # skipped by the writer, where "" would still cost an element
+        if isinstance(v, bool | int | float):
+            return v
+        s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        s = self._illegal.sub("", s)[:EXCEL_CELL_MAX]
+        if s[:1] != "=":
+            # openpyxl writes any other string as a string cell; + - @ are only a risk in CSV.
+            return s
+        cell = self._cell(ws, value=s)
+        cell.data_type = "s"  # openpyxl would make "=..." a formula
+        cell.quotePrefix = True  # and Excel keeps it text when the cell is edited
+        return cell
+
+    def row(self, ws: Any, values: Iterable[Any]) -> list[Any]:
+        return [self.value(ws, v) for v in values]
+
+
+def _themes(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
+    for p in doc.get("parents") or []:
+        yield [p["id"], "broad", "", p["label"], p["count"], p.get("share"), p.get("description", ""),
+               ", ".join(p.get("keywords", [])), None, None, None, None]
+    for t in doc.get("themes", []):
+        s = t.get("sentiment") or {}
+        yield [t["id"], "theme", t.get("parent") or "", t["label"], t["count"], t["share"], t.get("description", ""),
+               ", ".join(t.get("keywords", [])), s.get("positive"), s.get("neutral"), s.get("negative"), s.get("mean")]
+    for st in doc.get("subthemes") or []:
+        yield [st["id"], "sub-theme", st["parent"], st["label"], st["count"], st["share"], st.get("description", ""),
+               ", ".join(st.get("keywords", [])), None, None, None, None]
+
+
+def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[list[Any]]]:
+    """The header and one row per response. Of the two levels only the one that differs from ``theme_id`` gets
+    columns (its id and label); fewer cells is most of what an xlsx of 20,000 rows costs."""
+    rows = V.join(doc, data)
+    keys = V.metadata_keys(rows)
+    labels = V.Labels(doc)
+    level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
+        "fine", FINE_COLUMNS)
+    fixed = (*RESPONSE_COLUMNS[:8], *level_columns, *RESPONSE_COLUMNS[8:])
+    header = [*fixed, *metadata_columns(keys, fixed)]
+
+    def gen() -> Iterable[list[Any]]:
+        for r in rows:
+            a = r.assignment or {}
+            refs = a.get("themes") or []
+            first = refs[0] if refs else None
+            sentiment = a.get("sentiment") or {}
+            meta = r.item.get("metadata") or {}
+            yield [
+                r.item.get("id"), r.item.get("text"), a.get("bucket") or "unusable", a.get("reason"),
+                first["theme_id"] if first else None, labels.label(first["theme_id"]) if first else None,
+                first["confidence"] if first else None, ";".join(ref["theme_id"] for ref in refs[1:]),
+                a.get(level), labels.label(a.get(level)),
+                sentiment.get("label"), sentiment.get("score"),
+                ";".join(c["name"] for c in a.get("seed_codes") or []),
+                *(meta.get(k) for k in keys),
+            ]
+
+    return header, gen()
+
+
+def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
+    labels = V.Labels(doc)
+    for b in doc.get("breakdowns") or []:
+        for g in b.get("groups", []):
+            for c in g.get("themes", []):
+                yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
+                       c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant"))]
+
+
+def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
+    # The summary first (what the scores are on), then one row per theme, from exactly these keys.
+    for key in ("key", "scale", "overall", "n"):
+        yield [key, impact.get(key)]
+    yield []
+    yield list(IMPACT_COLUMNS)
+    for t in impact.get("themes") or []:
+        yield [t.get(k) for k in IMPACT_COLUMNS]
+
+
+def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:
+    # Imported here: the host's cold start never pays for openpyxl, only an xlsx download does.
+    from openpyxl import Workbook
+
+    wb = Workbook(write_only=True)
+    cells = _Cells()
+
+    def sheet(title: str, header: Iterable[Any], rows: Iterable[Iterable[Any]]) -> None:
+        ws = wb.create_sheet(title)
+        ws.append(cells.row(ws, header))
+        for r in rows:
+            ws.append(cells.row(ws, r))
+
+    sheet("Themes", THEME_COLUMNS, _themes(doc))
+    header, responses = _responses(doc, data)
+    sheet("Responses", header, responses)
+    sheet("Breakdowns", BREAKDOWN_COLUMNS, _breakdowns(doc))
+    impact = doc.get("impact")
+    if isinstance(impact, dict):
+        ws = wb.create_sheet("Impact")
+        for r in _impact(impact):
+            ws.append(cells.row(ws, r))
+    out = io.BytesIO()
+    wb.save(out)
+    return XLSX_TYPE, out.getvalue()

@@ -1,0 +1,78 @@
+"""A tenant's webhook signing secrets: create (a rotation starts), list, revoke (a rotation ends).
+
+Each change is a plan (``shared.core.webhooks.plan_rotation`` / ``plan_revocation``) handed to
+``shared.core.conditional.apply`` on the tenant's secrets row. A write that commits with its answer
+lost is decided by re-reading: the row then carries our ``op`` token (or already holds the new
+secret's id, or no longer holds the revoked one), so the caller gets the same answer as if the
+answer had arrived, and the secret is added or removed exactly once. A write that never reached
+Storage is a 503 with nothing changed; a conflicting writer (another rotation) makes the plan run
+again on the fresh row, where it may now refuse (two secrets already active: 409).
+
+The secret's value is returned once, by the create call; listing shows ids and dates only; nothing
+here logs a value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.config.settings import get_settings, raw
+from shared.core import conditional
+from shared.core.jobs import utcnow
+from shared.core.ports import Stores
+from shared.core.webhooks import Secret, SecretSet, new_secret, plan_revocation, plan_rotation, with_deployment_secret
+from shared.storage import azure_stores
+from shared.storage.webhook_store import WebhookStore
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    id: str
+    created_at: datetime
+
+    def view(self) -> dict[str, str]:
+        return {"id": self.id, "created_at": self.created_at.isoformat()}
+
+
+class WebhookSecrets:
+    def __init__(self, stores: Stores | None = None) -> None:
+        self.store = WebhookStore.of(stores or azure_stores())
+
+    def _current(self, tenant: str) -> SecretSet:
+        # The default tenant's WEBHOOK_SECRET is its first secret until it stores a set: the first rotation
+        # migrates it into the row (id "deployment"), so receivers keep verifying through the rotation.
+        return with_deployment_secret(self.store.secrets(tenant), raw("WEBHOOK_SECRET") or None,
+                                      get_settings().default_tenant)
+
+    def list(self, tenant: str) -> list[SecretInfo]:
+        return [SecretInfo(s.id, s.created_at) for s in self._current(tenant).secrets]
+
+    def create(self, tenant: str) -> Secret:
+        """A new active secret (the old one stays active until revoked). 409 with two active already."""
+        secret = new_secret(utcnow())
+        conditional.apply(
+            self._current(tenant),
+            read=lambda: self._current(tenant),
+            write=self.store.write_secrets,
+            plan=lambda row: plan_rotation(row, secret),
+            landed=lambda row: row.find(secret.id) is not None,
+            name=f"tenant {tenant}: webhook secret rotation",
+        )
+        return secret
+
+    def revoke(self, tenant: str, secret_id: str) -> None:
+        """Stop signing with ``secret_id``. 404 if the tenant has no such secret; 409 for its last one."""
+        current = self._current(tenant)
+        plan_revocation(current, secret_id, seen=False)  # an unknown id or the last secret: refused before writing
+        conditional.apply(
+            current,
+            read=lambda: self._current(tenant),
+            write=self.store.write_secrets,
+            plan=lambda row: plan_revocation(row, secret_id, seen=True),
+            landed=lambda row: row.find(secret_id) is None,
+            name=f"tenant {tenant}: webhook secret revocation",
+        )
+
+
+__all__ = ["SecretInfo", "WebhookSecrets"]

@@ -1,0 +1,341 @@
+"""Completion webhooks, the domain part: the delivery message, the URL policy (SSRF), secrets and signatures.
+
+The delivery itself (HTTP, backoff, dead letter, the sweep) is ``shared.runtime.webhooks``;
+the lifecycle calls :func:`job_ended` once, after the write that made a job terminal
+landed, and the runtime registers the sender that enqueues the delivery
+(``set_sender``), so this layer never touches a queue client itself. Where secrets and
+the webhook index are stored is ``shared.storage.webhook_store``; what a rotation or a
+revocation changes is planned here (:func:`plan_rotation`, :func:`plan_revocation`) and
+applied by ``shared.core.conditional``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import secrets as _secrets
+import socket
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.config.constants import JOB_ID_RE, TENANT_RE
+from shared.core.errors import Conflict, NotFound
+from shared.core.jobs import Job, Status
+from shared.core.jobs import WebhookStatus as WebhookStatus  # re-exported: the webhook API in one place
+from shared.core.messages import BadMessage
+
+log = logging.getLogger(__name__)
+
+MAX_URL_CHARS = 2048
+EVENTS = {Status.SUCCEEDED: "job.succeeded", Status.FAILED: "job.failed", Status.CANCELLED: "job.cancelled"}
+#: How long one DNS lookup may take, at submission and at send (getaddrinfo itself has no timeout).
+DNS_TIMEOUT_SECONDS = 3.0
+#: At most this many signing secrets are active at once: the old and the new one, during a rotation.
+MAX_ACTIVE_SECRETS = 2
+#: The id the deployment-wide ``WEBHOOK_SECRET`` has as the default tenant's first secret.
+DEPLOYMENT_SECRET_ID = "deployment"  # noqa: S105 - an id, not a secret
+#: A webhook with no attempt recorded this long after it was due is looked at again by the sweep.
+SWEEP_AFTER = timedelta(minutes=5)
+
+
+class UnsafeUrl(ValueError):
+    """A webhook URL this deployment will not call (not https, not normalisable, or not a public address)."""
+
+
+@dataclass(frozen=True)
+class WebhookMessage:
+    """Deliver the completion webhook of a job; ``delivery`` is the id receivers dedupe by."""
+
+    tenant: str
+    job_id: str
+    delivery: str
+    attempt: int = 1
+    #: Unix seconds of the first attempt: deliveries are retried for 24 h from there.
+    first_at: float = 0.0
+
+    def encode(self) -> str:
+        body = {"t": self.tenant, "j": self.job_id, "d": self.delivery, "a": self.attempt, "f": self.first_at}
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str) -> WebhookMessage:
+        try:
+            b = json.loads(text)
+            msg = cls(str(b["t"]), str(b["j"]), str(b["d"]), int(b.get("a", 1)), float(b.get("f", 0.0)))
+        except (ValueError, KeyError, TypeError) as err:
+            raise BadMessage("not a webhook message") from err
+        if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1:
+            raise BadMessage("webhook message with invalid ids")
+        return msg
+
+
+def delivery_id(job: Job) -> str:
+    """One id per job event, the same however often the event is enqueued, so receivers can dedupe."""
+    return hashlib.sha256(f"{job.tenant}/{job.id}/{job.status.value}".encode()).hexdigest()[:32]
+
+
+def event_of(job: Job) -> str:
+    return EVENTS[job.status]
+
+
+# -- signing -----------------------------------------------------------------------------------------
+def signed_payload(timestamp: int, event: str, delivery: str, body: bytes) -> bytes:
+    """What a signature covers: ``<t>.<event>.<delivery>.<raw body>``, so neither header can be swapped."""
+    return f"{timestamp}.{event}.{delivery}.".encode() + body
+
+
+def sign(keys: Iterable[str], timestamp: int, event: str, delivery: str, body: bytes) -> str:
+    """``t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=…]``: one ``v1`` per active secret (two during a rotation)."""
+    payload = signed_payload(timestamp, event, delivery, body)
+    macs = [hmac.new(k.encode("utf-8"), payload, hashlib.sha256).hexdigest() for k in keys]
+    if not macs:
+        raise ValueError("no signing secret")
+    return ",".join([f"t={timestamp}", *(f"v1={m}" for m in macs)])
+
+
+@dataclass(frozen=True)
+class Secret:
+    id: str
+    value: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SecretSet:
+    """A tenant's signing secrets (at most :data:`MAX_ACTIVE_SECRETS`), as one row of its own partition.
+
+    ``etag`` None: no row is stored yet (the first write inserts). ``op`` is the token of the
+    conditional write that last changed it (``shared.core.conditional``).
+    """
+
+    tenant: str
+    secrets: tuple[Secret, ...] = ()
+    etag: str | None = field(default=None, compare=False)
+    op: str | None = None
+
+    def find(self, secret_id: str) -> Secret | None:
+        return next((s for s in self.secrets if s.id == secret_id), None)
+
+
+def new_secret(now: datetime) -> Secret:
+    return Secret(id="whs_" + _secrets.token_hex(6), value="whsec_" + _secrets.token_urlsafe(32), created_at=now)
+
+
+def plan_rotation(current: SecretSet, secret: Secret) -> dict[str, Any] | None:
+    """Add ``secret`` (a rotation starts, or a tenant's first secret). None once it is there (the write landed).
+
+    Refuses a third active secret: a rotation ends by revoking the old one, so a caller can
+    never silently drop the secret its receivers still check.
+    """
+    if current.find(secret.id) is not None:
+        return None
+    if len(current.secrets) >= MAX_ACTIVE_SECRETS:
+        raise Conflict(
+            f"{MAX_ACTIVE_SECRETS} secrets are active: revoke one (DELETE /api/webhooks/secrets/{{id}}) first",
+            field="secret",
+        )
+    return {"secrets": (*current.secrets, secret)}
+
+
+def plan_revocation(current: SecretSet, secret_id: str, *, seen: bool) -> dict[str, Any] | None:
+    """Remove a secret. ``seen``: the caller saw it before (so a re-read without it means our write landed)."""
+    if current.find(secret_id) is None:
+        if seen:
+            return None
+        raise NotFound("no such webhook secret", field="id")
+    if len(current.secrets) == 1:
+        raise Conflict("the last signing secret cannot be revoked: create its successor first", field="id")
+    return {"secrets": tuple(s for s in current.secrets if s.id != secret_id)}
+
+
+def with_deployment_secret(stored: SecretSet, deployment_secret: str | None, default_tenant: str) -> SecretSet:
+    """The default tenant's secrets: ``WEBHOOK_SECRET`` first, until the tenant stores a set of its own.
+
+    Its first rotation stores ``WEBHOOK_SECRET`` (id ``deployment``) with the new secret, so the
+    deployment-wide secret is migrated into the tenant's own row and can then be revoked.
+    """
+    if stored.secrets or stored.etag is not None or not deployment_secret or stored.tenant != default_tenant:
+        return stored
+    return replace(stored, secrets=(Secret(DEPLOYMENT_SECRET_ID, deployment_secret, datetime.fromtimestamp(0)),))
+
+
+# -- URL policy ------------------------------------------------------------------------------------
+Resolver = Callable[[str, int], list[str]]
+
+#: Every range a webhook is never sent to, by name. Checked on each address a host resolves to and on
+#: the address actually dialled; ``ipaddress.is_global`` is not trusted (it accepts ``::169.254.169.254``,
+#: NAT64, 6to4 and site-local forms). Any IPv6 address outside global unicast (2000::/3) is refused too.
+BLOCKED_RANGES: dict[str, tuple[str, ...]] = {
+    "this network / unspecified": ("0.0.0.0/8", "::/128"),
+    "private": ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"),
+    "loopback": ("127.0.0.0/8", "::1/128"),
+    "link-local (cloud metadata)": ("169.254.0.0/16", "fe80::/10"),
+    "CGNAT shared space": ("100.64.0.0/10",),
+    "IETF protocol assignments": ("192.0.0.0/24",),
+    "documentation": ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32", "3fff::/20"),
+    "benchmarking": ("198.18.0.0/15", "2001:2::/48"),
+    "6to4 relay anycast": ("192.88.99.0/24",),
+    "multicast": ("224.0.0.0/4", "ff00::/8"),
+    "reserved": ("240.0.0.0/4", "255.255.255.255/32", "2001:10::/28", "2001:20::/28", "100::/64"),
+    "unique-local": ("fc00::/7",),
+    "site-local": ("fec0::/10",),
+    "IPv4-mapped IPv6": ("::ffff:0:0/96",),
+    "IPv4-translated IPv6": ("::ffff:0:0:0/96",),
+    "IPv4-compatible IPv6": ("::/96",),
+    "NAT64": ("64:ff9b::/96", "64:ff9b:1::/48"),
+    "6to4": ("2002::/16",),
+    "Teredo": ("2001::/32",),
+}
+_BLOCKED = [(name, ipaddress.ip_network(net)) for name, nets in BLOCKED_RANGES.items() for net in nets]
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+
+def refusal(address: str) -> str | None:
+    """Why ``address`` may not be called (the range's name), or None for a public address."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return "not an IP address"
+    for name, net in _BLOCKED:
+        if ip.version == net.version and ip in net:
+            return name
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return "not global unicast"
+    return None
+
+
+_resolver_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    # Built on first use, never at import: the zygote imports this module and must not start threads.
+    global _resolver_pool
+    with _pool_lock:
+        if _resolver_pool is None:
+            _resolver_pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="thematiq-dns")
+        return _resolver_pool
+
+
+def _getaddrinfo(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def _resolve(host: str, port: int, timeout: float | None = None) -> list[str]:
+    """``getaddrinfo`` with a timeout: it runs on a small pool, and a lookup that hangs is abandoned, not awaited."""
+    timeout = DNS_TIMEOUT_SECONDS if timeout is None else timeout
+    future = _pool().submit(_getaddrinfo, host, port)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"DNS lookup of {host!r} took over {timeout:g} s") from None
+
+
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+
+def normalise_url(url: str) -> str:
+    """The one form a webhook URL is stored and called in: IDNA (punycode) host, percent-encoded path and query.
+
+    ``https://例え.jp/café?q=ü`` becomes ``https://xn--r8jz45g.jp/caf%C3%A9?q=%C3%BC``. Existing
+    ``%XX`` escapes are kept. Raises :class:`UnsafeUrl` for what has no such form.
+    """
+    if len(url) > MAX_URL_CHARS:
+        raise UnsafeUrl(f"the URL is longer than {MAX_URL_CHARS} characters")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise UnsafeUrl("the URL contains spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as err:
+        raise UnsafeUrl(f"not a valid URL ({err})") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise UnsafeUrl("the URL must be an absolute https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise UnsafeUrl("the URL must not carry credentials")
+    if ":" in host:  # an IPv6 literal
+        try:
+            netloc_host = f"[{ipaddress.IPv6Address(host)}]"
+        except ValueError:
+            raise UnsafeUrl("not a valid IPv6 address") from None
+    else:
+        try:
+            netloc_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise UnsafeUrl("the host name is not a valid international domain name") from None
+    netloc = netloc_host + (f":{port}" if port is not None else "")
+    path = urllib.parse.quote(parts.path or "/", safe=_PATH_SAFE)
+    query = urllib.parse.quote(parts.query, safe=_QUERY_SAFE)
+    normalised = urllib.parse.urlunsplit((parts.scheme, netloc, path, query, ""))
+    if len(normalised) > MAX_URL_CHARS:
+        raise UnsafeUrl(f"the URL is longer than {MAX_URL_CHARS} characters once encoded")
+    return normalised
+
+
+def check_url(url: str, *, allow_private: bool, resolve: Resolver | None = None) -> list[str]:
+    """Refuse a webhook URL that is not https or does not resolve only to public addresses.
+
+    ``url`` must be normalised (:func:`normalise_url`); the fragment is never sent. Returns the
+    addresses it resolved to: the sender connects to one of these, and checks it again when it
+    dials, so a DNS answer that changes between the check and the connect cannot redirect it.
+    ``allow_private`` (WEBHOOK_ALLOW_PRIVATE, local development) lifts both rules.
+    """
+    if normalise_url(url) != url:
+        raise UnsafeUrl("the URL is not in normalised form")
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.scheme != "https" and not allow_private:
+        raise UnsafeUrl("the URL must use https")
+    try:
+        addresses = (resolve or _resolve)(host, port)
+    except TimeoutError:
+        raise UnsafeUrl(f"the host {host!r} did not resolve within {DNS_TIMEOUT_SECONDS:g} s") from None
+    except (OSError, UnicodeError):
+        raise UnsafeUrl(f"the host {host!r} does not resolve") from None
+    if not addresses:
+        raise UnsafeUrl(f"the host {host!r} does not resolve")
+    if not allow_private:
+        reasons = sorted({r for a in addresses if (r := refusal(a)) is not None})
+        if reasons:
+            # The range's name, never the address: a refusal must not map someone's internal DNS for them.
+            raise UnsafeUrl(f"the host resolves to a non-public address ({reasons[0]})")
+    return addresses
+
+
+# -- the terminal-state hook -----------------------------------------------------------------------
+Sender = Callable[[WebhookMessage], None]
+_sender: Sender | None = None
+
+
+def set_sender(sender: Sender | None) -> None:
+    """Register what enqueues a delivery (``shared.runtime.webhooks`` does, at import)."""
+    global _sender
+    _sender = sender
+
+
+def job_ended(job: Job) -> None:
+    """Called by the lifecycle after a write made ``job`` terminal: enqueue its webhook, if it has one.
+
+    Never raises: a delivery that cannot be enqueued now is found by the webhook sweep (the job's
+    webhook-index row, written at submission, stays until the webhook is settled), so the
+    transition is never undone.
+    """
+    if not job.callback_url or not job.status.terminal or _sender is None:
+        return
+    try:
+        _sender(WebhookMessage(job.tenant, job.id, delivery_id(job)))
+    except Exception:
+        log.warning("job %s: webhook delivery not enqueued; the sweep will", job.id, exc_info=True)

@@ -1,0 +1,462 @@
+"""Completion webhooks: deliver a finished job's JSON to its callback URL, at least once, signed; every delivery ends.
+
+How a delivery goes (docs/webhooks.md):
+
+1. At submission the job gets a row in the webhook index (``shared.storage.webhook_store``), before
+   its own row exists. The lifecycle's terminal write lands; :func:`enqueue` (registered as the
+   core's sender at import) puts a :class:`WebhookMessage` on ``CALLBACKS_QUEUE`` (ids only).
+2. :meth:`WebhookSender.handle` (the queue trigger) reads the job, re-checks the URL (https, public
+   addresses only) and POSTs the job's public JSON to the address it just checked (checked again as
+   it dials), signed with each of the tenant's active secrets. The whole exchange has one wall-clock
+   deadline (:data:`EXCHANGE_DEADLINE_SECONDS`); any exception is a failed attempt.
+3. The outcome is recorded on the job (a lifecycle transition conditional on the attempt, so a
+   duplicate message of an attempt already recorded does nothing). Only the record that applied
+   sends the next attempt (2 s, 10 s, 1 min, 5 min, 30 min, then hourly, with jitter) for up to 24 h;
+   then the webhook is ``failed`` and the message is copied to ``<CALLBACKS_QUEUE>-poison``.
+   A settled webhook leaves the index.
+4. :meth:`WebhookSender.sweep` (a timer) reads the index rows that are due, a few per tenant, and
+   re-sends a message that was lost (``pending`` or ``retrying`` with no attempt recorded in its
+   window); after :data:`MAX_SWEEPS` re-sends in a row without progress the webhook is ``failed``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import math
+import random
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.config.settings import get_settings
+from shared.core import webhooks as core
+from shared.core.errors import NotFound, ThematiqError
+from shared.core.jobs import Job, WebhookStatus, utcnow
+from shared.core.lifecycle import Lifecycle
+from shared.core.messages import BadMessage
+from shared.core.ports import Stores
+from shared.core.webhooks import (
+    SWEEP_AFTER,
+    UnsafeUrl,
+    WebhookMessage,
+    check_url,
+    delivery_id,
+    event_of,
+    normalise_url,
+    refusal,
+    sign,
+)
+from shared.observability import telemetry
+from shared.storage import azure_stores
+from shared.storage.connections import get_queue_client
+from shared.storage.errors import storage_call
+from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
+
+log = logging.getLogger(__name__)
+
+#: Delays before attempt 2, 3, …; the last repeats until the deadline.
+BACKOFF_SECONDS = (2, 10, 60, 300, 1800, 3600)
+DEADLINE_SECONDS = 24 * 3600
+#: One socket operation (connect, one read) may take this long…
+TIMEOUT_SECONDS = 10.0
+#: …and the whole exchange (every address tried, connect, TLS, headers, interim 1xx, body) this long.
+EXCHANGE_DEADLINE_SECONDS = 15.0
+MAX_ERROR_CHARS = 300
+USER_AGENT = "Thematiq-Webhooks/1.0"
+#: Index rows the sweep handles per run, and per tenant per run (so no tenant's backlog uses up the run).
+SWEEP_BUDGET = 100
+SWEEP_PER_TENANT = 10
+#: Re-sends in a row without an attempt recorded, after which the webhook is failed.
+MAX_SWEEPS = 6
+#: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
+HEAL_EVERY = timedelta(hours=24)
+
+
+def enqueue(message: WebhookMessage, delay: float = 0.0) -> None:
+    """Put a delivery on the webhooks queue (optionally invisible for ``delay`` seconds)."""
+    first = message if message.first_at else replace(message, first_at=time.time())
+    with storage_call("enqueue webhook"):
+        get_queue_client(get_settings().callbacks_queue).send_message(
+            first.encode(), visibility_timeout=math.ceil(delay) or None
+        )
+
+
+core.set_sender(enqueue)
+
+
+def backoff(attempt: int) -> float:
+    """Delay before attempt ``attempt + 1`` (attempt counts from 1), with ±20 % jitter."""
+    base = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS)) - 1]
+    return float(base * random.uniform(0.8, 1.2))
+
+
+def window(attempts: int) -> timedelta:
+    """How long after ``attempts`` were recorded the next one must have been: the longest backoff, plus the sweep's."""
+    if attempts <= 0:
+        return SWEEP_AFTER
+    return timedelta(seconds=1.2 * BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]) + SWEEP_AFTER
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    detail: str
+
+
+Transport = Callable[[str, list[str], bytes, dict[str, str]], Outcome]
+
+
+class _Deadline:
+    """One wall-clock limit for an exchange: at expiry the socket is shut down, which ends any blocked read.
+
+    A per-read timeout cannot bound a receiver that trickles one byte per read, or streams ``100 Continue``
+    for ever (http.client skips interim responses in a loop), so a timer closes the socket under it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        return max(0.001, self.at - time.monotonic())
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                self._shutdown()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _DialRefused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _dial(address: str, port: int, deadline: _Deadline, allow_private: bool) -> socket.socket:
+    # The check on the address actually dialled: what the sender connects to is what was checked.
+    reason = None if allow_private else refusal(address)
+    if reason is not None:
+        raise _DialRefused(reason)
+    sock = socket.create_connection((address, port), min(TIMEOUT_SECONDS, deadline.left()))
+    deadline.watch(sock)
+    return sock
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """Connects to an address checked in advance, while TLS still verifies the URL's host name."""
+
+    def __init__(self, host: str, address: str, port: int, deadline: _Deadline, allow_private: bool) -> None:
+        super().__init__(host, port, timeout=TIMEOUT_SECONDS, context=ssl.create_default_context())
+        self._address, self._deadline, self._allow_private = address, deadline, allow_private
+
+    def connect(self) -> None:
+        sock = _dial(self._address, self.port, self._deadline, self._allow_private)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, address: str, port: int, deadline: _Deadline, allow_private: bool) -> None:
+        super().__init__(host, port, timeout=TIMEOUT_SECONDS)
+        self._address, self._deadline, self._allow_private = address, deadline, allow_private
+
+    def connect(self) -> None:
+        self.sock = _dial(self._address, self.port, self._deadline, self._allow_private)
+
+
+def _failure(err: BaseException, deadline: _Deadline) -> str:
+    """A failed attempt in words that never echo the receiver (no ports, banners or error text)."""
+    if deadline.expired or isinstance(err, TimeoutError):
+        return f"failed: no complete answer within {EXCHANGE_DEADLINE_SECONDS:g} s"
+    if isinstance(err, ssl.SSLError | ssl.CertificateError):
+        return "failed: TLS handshake or certificate"
+    if isinstance(err, ConnectionRefusedError):
+        return "failed: connection refused"
+    if isinstance(err, http.client.HTTPException):
+        return "failed: the answer was not valid HTTP"
+    if isinstance(err, OSError):
+        return "failed: could not connect or the connection broke"
+    return "failed: could not send"
+
+
+def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
+    """POST ``body`` to ``url`` at one of ``addresses``; never follows a redirect (a 3xx is a failure).
+
+    Never raises, and never takes longer than :data:`EXCHANGE_DEADLINE_SECONDS` in all.
+    """
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    allow_private = get_settings().webhook_allow_private
+    deadline = _Deadline(EXCHANGE_DEADLINE_SECONDS)
+    last = "failed: no address"
+    try:
+        for address in addresses[:3]:
+            if deadline.expired:
+                break
+            cls = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+            conn = cls(host, address, port, deadline, allow_private)
+            try:
+                conn.request("POST", path, body=body, headers={"Host": parts.netloc, **headers})
+                response = conn.getresponse()
+                response.read(64 * 1024)  # a receiver's body is never used; read a little so the connection closes cleanly
+                if deadline.expired:
+                    return Outcome(False, _failure(TimeoutError(), deadline))
+                ok = 200 <= response.status < 300
+                return Outcome(ok, f"HTTP {response.status}" if ok else f"failed: HTTP {response.status}")
+            except _DialRefused as err:
+                last = f"refused: the address dialled is not public ({err.reason})"
+            except Exception as err:  # noqa: BLE001 - any failure of the exchange is a failed attempt, never a crash
+                last = _failure(err, deadline)
+            finally:
+                conn.close()
+    finally:
+        deadline.cancel()
+    return Outcome(False, last)
+
+
+@dataclass
+class SweepReport:
+    resent: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    removed: int = 0
+    looked: int = 0
+    healed: int = 0
+    errors: int = 0
+
+
+class WebhookSender:
+    def __init__(
+        self,
+        stores: Stores | None = None,
+        public: Callable[[Job], dict[str, Any]] | None = None,
+        transport: Transport = post,
+        send: Callable[[WebhookMessage, float], None] = enqueue,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.stores = stores or azure_stores()
+        self.index = WebhookStore.of(self.stores)
+        #: The job's JSON as the API shows it (the blueprint passes ``shared.api.views.public``).
+        self.public = public or (lambda job: {"id": job.id, "status": job.status.value})
+        self.transport = transport
+        self.send = send
+        self.clock = clock
+
+    # -- one delivery ---------------------------------------------------------------------------------
+    def handle(self, text: str) -> str:
+        """Deliver one message; returns what happened.
+
+        Raises only when the outcome could not be recorded or the next attempt not queued: the host then
+        delivers the message again, and if it never gets through, the sweep finds the webhook.
+        """
+        try:
+            msg = WebhookMessage.decode(text)
+        except BadMessage:
+            log.warning("webhook message that is not ours: dropped")
+            return "bad-message"
+        try:
+            job = self.stores.jobs.get(msg.tenant, msg.job_id, with_input=True)
+        except NotFound:
+            return "job-gone"
+        if not job.callback_url or not job.status.terminal:
+            return "no-callback"
+        status = WebhookStatus.of(job)
+        if status.settled:
+            return f"already-{status.value}"  # a duplicate message: at least once is already done
+        if delivery_id(job) != msg.delivery:
+            return "stale-delivery"
+        if job.callback_attempts >= msg.attempt:
+            return "stale-attempt"  # this attempt is recorded already (a re-sent or duplicated message)
+        started = msg.first_at or self.clock()
+        try:
+            keys = [s.value for s in active_secrets(self.index, job.tenant).secrets]
+            if not keys:
+                raise UnsafeUrl("the tenant has no webhook signing secret")
+            # Rows stored before URLs were normalised at submission are normalised (or refused) here.
+            url = normalise_url(job.callback_url)
+            addresses = check_url(url, allow_private=get_settings().webhook_allow_private)
+        except UnsafeUrl as err:
+            # Re-checked at send time: a host that now resolves to a private address is never called.
+            self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}")
+            return "refused"
+        body = json.dumps(self.public(job), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        timestamp = int(self.clock())
+        event = event_of(job)
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Thematiq-Event": event,
+            "Thematiq-Delivery": msg.delivery,
+            "Thematiq-Signature": sign(keys, timestamp, event, msg.delivery, body),
+        }
+        t0 = time.monotonic()
+        try:
+            outcome = self.transport(url, addresses, body, headers)
+        except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
+            outcome = Outcome(False, f"failed: could not send ({type(err).__name__})")
+        telemetry.event(
+            "callback.delivery", job_id=job.id, tenant=job.tenant, attempt=msg.attempt, ok=outcome.ok,
+            detail=outcome.detail, ms=round((time.monotonic() - t0) * 1000),
+        )
+        if outcome.ok:
+            self._settle(job, WebhookStatus.DELIVERED, msg, None)
+            return "delivered"
+        if outcome.detail.startswith("refused:"):
+            self._settle(job, WebhookStatus.FAILED, msg, outcome.detail)
+            return "refused"
+        if self.clock() - started >= DEADLINE_SECONDS:
+            self._settle(job, WebhookStatus.FAILED, msg, f"gave up after 24 h: {outcome.detail}")
+            return "dead-letter"
+        # Record first; only the record that applied queues the next attempt, so a duplicated message
+        # never doubles the chain. If the send then fails, the message is delivered again (its record is
+        # there: "stale-attempt") and the sweep re-sends the lost attempt.
+        if not self._record(job, WebhookStatus.RETRYING, msg.attempt, outcome.detail):
+            return "stale-attempt"
+        nxt = WebhookMessage(msg.tenant, msg.job_id, msg.delivery, msg.attempt + 1, started)
+        self.send(nxt, min(backoff(msg.attempt), max(1.0, started + DEADLINE_SECONDS - self.clock())))
+        return "retrying"
+
+    def _record(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:
+        """Write how the webhook stands on the job row (a lifecycle transition, decided by re-reading).
+
+        Raises what the write raised: the message is then delivered again rather than forgotten.
+        """
+        return Lifecycle(self.stores).record_callback(job, status, attempts, error[:MAX_ERROR_CHARS] if error else None)
+
+    def _settle(self, job: Job, status: WebhookStatus, msg: WebhookMessage, error: str | None) -> None:
+        self._record(job, status, msg.attempt, error)
+        if status == WebhookStatus.FAILED:
+            self._poison(msg)
+        self._untrack(job)
+
+    def _untrack(self, job: Job) -> None:
+        try:
+            self.index.untrack(job.tenant, job.id)
+        except ThematiqError:
+            log.info("job %s: webhook-index row not removed; the sweep removes it", job.id)
+
+    def _poison(self, msg: WebhookMessage) -> None:
+        try:
+            self.stores.messages.send_poison(msg.encode(), get_settings().callbacks_queue)
+        except ThematiqError:
+            log.warning("job %s: dead letter not copied to the poison queue", msg.job_id)
+
+    # -- the sweep ------------------------------------------------------------------------------------
+    def sweep(self, budget: int = SWEEP_BUDGET, per_tenant: int = SWEEP_PER_TENANT) -> SweepReport:
+        """Look at the due rows of the webhook index: re-send what was lost, fail what stays lost, drop the settled.
+
+        Starts where the last run whose budget ran out stopped and wraps around, at most ``per_tenant``
+        rows of each tenant: a tenant's stuck backlog costs it its share, never another tenant its turn.
+        """
+        report = SweepReport()
+        now = utcnow()
+        start, healed_at = self.index.cursor()
+        if healed_at is None or now - healed_at >= HEAL_EVERY:
+            self._heal(now, report)
+        last = start
+        for after in ([start, ""] if start else [""]):
+            for row in self.index.due(now, after, per_tenant):
+                if start and after == "" and row.key > start:
+                    break  # wrapped round to where this run began
+                if report.looked >= budget:
+                    try:
+                        self.index.set_cursor(after=last)
+                    except ThematiqError:
+                        report.errors += 1  # the next run starts from the old position: later, never lost
+                    return report
+                report.looked += 1
+                last = row.key
+                try:
+                    self._look(row, now, report)
+                except ThematiqError as err:
+                    report.errors += 1
+                    log.warning("webhook sweep: could not look at %s (%s)", row.key, type(err).__name__)
+        return report
+
+    def _heal(self, now: datetime, report: SweepReport) -> None:
+        """Once a day: index every finished job whose webhook is unsettled but has no index row.
+
+        Only rows written before the index existed (or by a host whose index write was lost, which
+        submission answers as a 503) can be missing; one cross-partition query a day finds them, so the
+        5-minute sweep never has to scan.
+        """
+        try:
+            indexed = self.index.keys()
+            rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
+            for job in rows:
+                if job.callback_url and job.status.terminal and index_key(job.tenant, job.id) not in indexed:
+                    self.index.track(IndexRow(job.tenant, job.id, due_at=now))
+                    report.healed += 1
+            self.index.set_cursor(healed_at=now)
+        except ThematiqError as err:
+            report.errors += 1
+            log.warning("webhook sweep: could not heal the index (%s); the next run tries again", type(err).__name__)
+
+    def _look(self, row: IndexRow, now: datetime, report: SweepReport) -> None:
+        try:
+            job = self.stores.jobs.get(row.tenant, row.job_id)
+        except NotFound:
+            job = None
+        if job is None or not job.callback_url or WebhookStatus.of(job).settled:
+            self.index.untrack(row.tenant, row.job_id)  # gone (retention, or an insert that failed), or settled
+            report.removed += 1
+            return
+        if not job.status.terminal:
+            self.index.track(replace(row, due_at=now + SWEEP_AFTER))
+            return
+        attempts = job.callback_attempts
+        if row.seen == attempts and row.seen_at is not None:
+            since: datetime | None = row.seen_at
+        else:
+            since = job.finished_at if attempts == 0 else None  # a first look: the first attempt was due at the end
+        if since is None or now - since < window(attempts):
+            fresh = row.seen != attempts
+            seen_at = since or now
+            self.index.track(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + window(attempts),
+                                     sweeps=0 if fresh else row.sweeps))
+            return
+        # No attempt recorded in its window: the message is lost (poisoned, or never sent).
+        if row.sweeps >= MAX_SWEEPS:
+            why = (f"failed: lost {row.sweeps} times in a row (re-sent by the sweep, never recorded) "
+                   f"after {attempts} attempts")
+            Lifecycle(self.stores).record_callback(job, WebhookStatus.FAILED, attempts, why)
+            self.index.untrack(row.tenant, row.job_id)
+            report.failed.append(job.id)
+            return
+        first_at = job.finished_at.timestamp() if job.finished_at else self.clock()
+        self.send(WebhookMessage(job.tenant, job.id, delivery_id(job), attempts + 1, first_at), 0.0)
+        self.index.track(replace(row, seen=attempts, seen_at=now, due_at=now + window(attempts), sweeps=row.sweeps + 1))
+        report.resent.append(job.id)
+        log.warning("webhook sweep: job %s had no live webhook message; re-sent attempt %d", job.id, attempts + 1)
+
+
+__all__ = ["Outcome", "SweepReport", "WebhookSender", "backoff", "enqueue", "post", "window"]

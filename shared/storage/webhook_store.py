@@ -1,0 +1,222 @@
+"""Webhooks in Table Storage: the webhook index the sweep reads, and each tenant's signing secrets.
+
+**The webhook index** is one small partition (``~webhooks``) of the jobs table, one row per job whose
+webhook is not settled yet (``<tenant>~<job id>``): written at submission *before* the job row
+(so no job with a callback is ever outside it), removed once the webhook is ``delivered`` or
+``failed``. The sweep reads only the rows that are due (``due_at lt now``), so its idle cost is one
+query whatever the table holds, and it skips from one tenant's rows to the next with a RowKey
+range, so one tenant's backlog never uses up another's turn. Each write is an idempotent upsert or
+delete of a hint: the job row stays the truth, and a write whose answer was lost is simply made
+again by the next sweep.
+
+**Secrets** live in the tenant's own partition, one row (``~webhook-secrets``) holding its active
+secrets. The API reads only the caller's partition, so no tenant can read another's. Writes are
+conditional (``shared.core.conditional``): the first inserts, later ones MERGE on the ETag, and each
+carries the primitive's ``op`` token so a write whose answer was lost is recognised on re-reading.
+In Azure the row holds the same JSON; docs/security.md says how to keep it in Key Vault instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError
+from azure.data.tables import TableClient, UpdateMode
+
+from shared.core.errors import EtagMismatch, NotFound
+from shared.core.ports import Stores
+from shared.core.webhooks import Secret, SecretSet
+from shared.storage.connections import get_table_client
+from shared.storage.errors import storage_call
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PARTITION = "~webhooks"
+#: Where the sweep stopped when its budget ran out (sorts after every ``<tenant>~<job>`` key).
+CURSOR_ROW = "~~cursor"
+SECRETS_ROW = "~webhook-secrets"
+KIND_WEBHOOK = "webhook"
+KIND_SECRETS = "webhook-secrets"
+#: Sorts after every character a tenant or job id may hold, so ``<tenant>~~`` is past all of a tenant's rows.
+_AFTER = "~~"
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """A job whose webhook is not settled, as the sweep sees it."""
+
+    tenant: str
+    job_id: str
+    due_at: datetime
+    #: The job's ``callback_attempts`` when the sweep last looked, and when that was.
+    seen: int = -1
+    seen_at: datetime | None = None
+    #: How often the sweep re-sent it without seeing an attempt recorded.
+    sweeps: int = 0
+
+    @property
+    def key(self) -> str:
+        return index_key(self.tenant, self.job_id)
+
+
+def index_key(tenant: str, job_id: str) -> str:
+    return f"{tenant}~{job_id}"
+
+
+def _row(e: Any) -> IndexRow | None:
+    try:
+        seen_at = e.get("seen_at")
+        return IndexRow(str(e["tenant"]), str(e["job_id"]), e["due_at"], int(e.get("seen", -1)),
+                        seen_at if isinstance(seen_at, datetime) else None, int(e.get("sweeps", 0)))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class WebhookStore:
+    def __init__(self, table: TableClient | None = None) -> None:
+        self._table = table
+
+    @classmethod
+    def of(cls, stores: Stores) -> WebhookStore:
+        """On the same table (and, in tests, the same fault injection) as the stores' jobs."""
+        return cls(getattr(stores.jobs, "table", None))
+
+    @property
+    def table(self) -> TableClient:
+        return self._table or get_table_client()
+
+    # -- the index ---------------------------------------------------------------------------------
+    def track(self, row: IndexRow) -> None:
+        """Upsert the row (idempotent: an answer lost is harmless, the caller may write it again)."""
+        entity: dict[str, Any] = {
+            "PartitionKey": WEBHOOK_PARTITION, "RowKey": row.key, "kind": KIND_WEBHOOK, "tenant": row.tenant,
+            "job_id": row.job_id, "due_at": row.due_at, "seen": row.seen, "sweeps": row.sweeps,
+        }
+        if row.seen_at is not None:
+            entity["seen_at"] = row.seen_at
+        with storage_call("write a webhook-index row"):
+            self.table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+
+    def untrack(self, tenant: str, job_id: str) -> None:
+        """Remove the row (a delete of a row already gone is a success)."""
+        try:
+            with storage_call("remove a webhook-index row"):
+                self.table.delete_entity(WEBHOOK_PARTITION, index_key(tenant, job_id))
+        except NotFound:
+            pass
+
+    def due(self, now: datetime, after: str, per_tenant: int) -> Iterator[IndexRow]:
+        """Due rows with a RowKey past ``after``, in key order, at most ``per_tenant`` of each tenant.
+
+        When a tenant's share is used up the next query starts past all of its rows (``<tenant>~~``):
+        reading a tenant's thousand stuck rows costs one page, not a thousand rows.
+        """
+        lo = after
+        taken: dict[str, int] = {}
+        while True:
+            with storage_call("read the webhook index"):
+                pages = self.table.query_entities(
+                    "PartitionKey eq @pk and RowKey gt @lo and RowKey lt @hi and due_at lt @now",
+                    parameters={"pk": WEBHOOK_PARTITION, "lo": lo, "hi": CURSOR_ROW, "now": now},
+                    results_per_page=per_tenant,
+                ).by_page()
+                page = list(next(pages, []))
+            skipped = False
+            for e in page:
+                row = _row(e)
+                if row is None:
+                    log.error("skipping unreadable webhook-index row %s", e.get("RowKey"))
+                    lo = str(e.get("RowKey"))
+                    continue
+                if taken.get(row.tenant, 0) >= per_tenant:
+                    lo, skipped = row.tenant + _AFTER, True
+                    break
+                taken[row.tenant] = taken.get(row.tenant, 0) + 1
+                lo = row.key
+                yield row
+            if not skipped and len(page) < per_tenant:
+                return  # the last page: nothing due after it
+
+    def keys(self) -> set[str]:
+        """Every row key of the index (the daily heal's view of what is indexed)."""
+        with storage_call("list the webhook index"):
+            return {str(e["RowKey"]) for e in self.table.query_entities(
+                "PartitionKey eq @pk and RowKey lt @hi", parameters={"pk": WEBHOOK_PARTITION, "hi": CURSOR_ROW},
+                select=["RowKey"],
+            )}
+
+    def cursor(self) -> tuple[str, datetime | None]:
+        """Where the last sweep whose budget ran out stopped ("" from the start), and when the index was last healed."""
+        try:
+            with storage_call("read the webhook sweep cursor"):
+                e = self.table.get_entity(WEBHOOK_PARTITION, CURSOR_ROW)
+        except NotFound:
+            return "", None
+        healed = e.get("healed_at")
+        return str(e.get("after", "")), healed if isinstance(healed, datetime) else None
+
+    def set_cursor(self, after: str | None = None, healed_at: datetime | None = None) -> None:
+        """Record the sweep's position and/or the last heal (a MERGE upsert: the other field is kept)."""
+        entity: dict[str, Any] = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": CURSOR_ROW, "kind": KIND_WEBHOOK}
+        if after is not None:
+            entity["after"] = after
+        if healed_at is not None:
+            entity["healed_at"] = healed_at
+        with storage_call("write the webhook sweep cursor"):
+            self.table.upsert_entity(entity, mode=UpdateMode.MERGE)
+
+    # -- secrets -----------------------------------------------------------------------------------
+    def secrets(self, tenant: str) -> SecretSet:
+        """The tenant's secrets; an empty set without an ETag if it has none stored."""
+        try:
+            with storage_call("read webhook secrets"):
+                e = self.table.get_entity(tenant, SECRETS_ROW)
+        except NotFound:
+            return SecretSet(tenant)
+        items = json.loads(str(e.get("secrets") or "[]"))
+        stored = tuple(
+            Secret(str(i["id"]), str(i["value"]), datetime.fromisoformat(str(i["created_at"])).astimezone(UTC))
+            for i in items
+        )
+        return SecretSet(tenant, stored, e.metadata.get("etag"), str(e.get("op") or "") or None)
+
+    def write_secrets(self, current: SecretSet, fields: dict[str, Any]) -> SecretSet:
+        """Insert (no row yet) or MERGE on ``current.etag``; EtagMismatch when someone else wrote first."""
+        secrets: tuple[Secret, ...] = fields["secrets"]
+        entity = {
+            "PartitionKey": current.tenant, "RowKey": SECRETS_ROW, "kind": KIND_SECRETS, "op": fields.get("op", ""),
+            "secrets": json.dumps(
+                [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
+                separators=(",", ":"),
+            ),
+        }
+        with storage_call("write webhook secrets"):
+            try:
+                if current.etag is None:
+                    meta = self.table.create_entity(entity)
+                else:
+                    meta = self.table.update_entity(
+                        entity, mode=UpdateMode.REPLACE, etag=current.etag, match_condition=MatchConditions.IfNotModified
+                    )
+            except ResourceExistsError as err:
+                # An insert that finds a row lost to another writer exactly as a 412 does: re-read and decide.
+                raise EtagMismatch("webhook secrets: written by someone else") from err
+        return SecretSet(current.tenant, secrets, dict(meta).get("etag"), fields.get("op"))
+
+
+
+def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:
+    """The tenant's signing secrets, the deployment's ``WEBHOOK_SECRET`` standing in for the default tenant's first."""
+    from shared.config.settings import get_settings, raw
+    from shared.core.webhooks import with_deployment_secret
+
+    return with_deployment_secret(store.secrets(tenant), raw("WEBHOOK_SECRET") or None, get_settings().default_tenant)
+
+
+__all__ = ["IndexRow", "WebhookStore", "active_secrets", "index_key"]

@@ -1,0 +1,86 @@
+"""The join of input and result behind the responses route and the exports, on a result with broad themes
+(more than 12 themes: parents above, themes as the fine level), where the filters and columns change meaning."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from pipelines.thematic.verbatims import meta_text, page
+from pipelines.thematic.xlsx import render_xlsx
+from shared.sdk import ResponseQuery, ValidationFailed
+from tests.support.synthetic_result import synthetic_job
+
+
+def _with_parents() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    items, doc = synthetic_job(200, themes=8, seed=4)
+    # Two broad themes over the eight: p1 = t1..t4, p2 = t5..t8; the fine level is then the themes.
+    doc["parents"] = [{"id": "p1", "label": "Broad one", "keywords": [], "count": 0, "children": ["t1", "t2", "t3", "t4"]},
+                      {"id": "p2", "label": "Broad two", "keywords": [], "count": 0, "children": ["t5", "t6", "t7", "t8"]}]
+    doc["subthemes"] = []
+    doc["levels"] = {"broad": "parents", "fine": "themes", "broad_count": 2, "fine_count": 8}
+    for t in doc["themes"]:
+        t["parent"] = "p1" if int(t["id"][1:]) <= 4 else "p2"
+        t["subthemes"] = []
+    for a in doc["assignments"]:
+        if a["bucket"] == "theme":
+            primary = a["themes"][0]["theme_id"]
+            a["broad"], a["fine"] = ("p1" if int(primary[1:]) <= 4 else "p2"), primary
+    return items, doc
+
+
+def _q(**filters: str) -> ResponseQuery:
+    meta = {k[9:-1]: v for k, v in filters.items() if k.startswith("metadata[")}
+    return ResponseQuery({k: v for k, v in filters.items() if not k.startswith("metadata[")}, meta, 0, 1000)
+
+
+def test_a_broad_theme_matches_every_child_and_the_fine_level_is_the_theme() -> None:
+    items, doc = _with_parents()
+    by_id = {a["response_id"]: a for a in doc["assignments"]}
+    got = [r.id for r in page(doc, items, _q(theme="p1")).items]
+    want = [it["id"] for it in items
+            if any(int(t["theme_id"][1:]) <= 4 for t in by_id[it["id"]]["themes"])]
+    assert got == want and got
+    rows = page(doc, items, _q(subtheme="t6")).items
+    assert rows and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
+                        and r.broad.label == "Broad two" for r in rows)
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(subtheme="t6.1"))  # no sub-themes in this result
+    assert err.value.errors[0]["field"] == "subtheme"
+
+
+def test_paging_positions_and_total() -> None:
+    items, doc = _with_parents()
+    everything = page(doc, items, ResponseQuery({"theme": "t2"}, {}, 0, 1000)).items
+    first = page(doc, items, ResponseQuery({"theme": "t2"}, {}, 0, 3))
+    assert [r.id for r in first.items] == [r.id for r in everything[:3]] and first.total == len(everything)
+    assert first.next_start is not None
+    second = page(doc, items, ResponseQuery({"theme": "t2"}, {}, first.next_start, 3))
+    assert [r.id for r in second.items] == [r.id for r in everything[3:6]]
+    last = page(doc, items, ResponseQuery({"theme": "t2"}, {}, 0, len(everything)))
+    assert last.next_start is None, "no empty last page"
+
+
+@pytest.mark.parametrize(("value", "text"), [(7, "7"), (7.0, "7"), (7.5, "7.5"), (True, "true"), (None, ""),
+                                             ("pro", "pro")])
+def test_metadata_values_compare_as_written(value: Any, text: str) -> None:
+    assert meta_text(value) == text
+
+
+def test_xlsx_gives_broad_columns_when_the_broad_level_is_parents() -> None:
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = _with_parents()
+    _, body = render_xlsx(doc, items)
+    wb = openpyxl.load_workbook(io.BytesIO(body), read_only=True)
+    rows = list(wb["Responses"].iter_rows(values_only=True))
+    header = list(rows[0])
+    assert "broad_id" in header and "fine_id" not in header
+    by_id = {a["response_id"]: a for a in doc["assignments"]}
+    col = header.index("broad_label")
+    for r in rows[1:]:
+        a = by_id[r[0]]
+        assert r[col] == ({"p1": "Broad one", "p2": "Broad two"}.get(a.get("broad") or ""))
+    levels = {r[1] for r in wb["Themes"].iter_rows(min_row=2, values_only=True)}
+    assert levels == {"broad", "theme"}
