@@ -59,7 +59,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     headers, doc = _result(api, job1)
     ThematicResult.model_validate(doc)
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
-    assert doc["sentiment"]["source"] == "model"
+    assert doc["sentiment"]["source"] == "lexicon"
     assert all(t["sentiment"] is not None for t in doc["themes"])
     etag = headers["ETag"]
 

@@ -78,7 +78,7 @@ def test_a_segment_where_one_theme_is_three_times_as_common_is_flagged_and_a_ran
 def test_sentiment_per_response_and_per_theme_follows_the_text_or_a_rating_field() -> None:
     items, truth = feedback(per_theme=25, seed=5)
     doc = _run(items)
-    assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
+    assert doc["sentiment"]["source"] == "lexicon" and doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
     major = _majority(doc, {str(it["id"]): t for it, t in zip(items, truth, strict=True)})
     means = {major[t["id"]]: t["sentiment"]["mean"] for t in doc["themes"] if t["id"] in major}
     # The staff templates are praise, app crashes are complaints (data.py); VADER must tell them apart.

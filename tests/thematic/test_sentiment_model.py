@@ -10,10 +10,15 @@ import json
 import numpy as np
 import pytest
 
+from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic import sentiment as S
 from pipelines.thematic import sentiment_model as SM
 from pipelines.thematic.embed import LazyLocalEmbedder, get_embedder
 from pipelines.thematic.render import render_md
+from pipelines.thematic.result import ThematicResult
+
+from .data import feedback
+from .fakes import FakeContext
 
 # (text, the label a reader gives it). Written for this test from reading survey answers, tweets and patient
 # reviews: complaints in polite or positive words, and reviews that list problems but say it worked.
@@ -22,13 +27,14 @@ HARD_NEGATIVE = [
     "Customer support takes forever to reply.",
     "Contacting support feels designed to make you give up.",
     pytest.param("Great, another update and the app crashes again.", marks=pytest.mark.xfail(
-        strict=True, reason="sarcasm: the classifier says neutral (score ~ +0.02), a known miss")),
+        strict=False, reason="sarcasm: the classifier says neutral (score ~ +0.02), a known miss")),
 ]
 HARD_POSITIVE = [
     "I had nausea and headaches for the first week, but it completely cleared my acne. So glad I tried it.",
     pytest.param(
         "Side effects were dry mouth and some dizziness, yet my blood pressure is finally under control. It works.",
-        marks=pytest.mark.xfail(strict=True, reason="the side-effect list outweighs 'it works' (score ~ -0.01)")),
+        # Not strict: it passes on the VNNI graph and fails on the first int8 build (score ~ -0.01).
+        marks=pytest.mark.xfail(strict=False, reason="the side-effect list can outweigh 'it works'")),
     "Lovely courier today, made my evening.",
 ]
 
@@ -76,7 +82,7 @@ def test_support_never_answered_leans_negative_where_the_lexicon_says_positive()
     assert scored.label != "positive" and scored.score < 0, scored
 
 
-@pytest.mark.xfail(strict=True, reason="the MiniLM classifier calls it neutral (score ~ -0.13): a known miss")
+@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (score ~ -0.13): a known miss")
 def test_support_never_answered_is_negative() -> None:
     assert S.by_model(_embed(["Support never answered my email."]))[0].label == "negative"
 
@@ -142,3 +148,14 @@ def test_the_report_says_which_source_made_the_sentiment_and_shows_nps_for_0_to_
     md = render_md(_doc("model", None, {"positive": 1, "neutral": 0, "negative": 5, "mean": -0.52}))[1].decode()
     assert "by the sentiment model over the embeddings (source: model)" in md and "| Mean |" in md
     assert "| Fees | 1 | 0 | 5 | -0.52 |" in md
+
+
+def test_sentiment_model_through_the_pipeline_scores_every_usable_response_from_the_embeddings() -> None:
+    items, _ = feedback(per_theme=15, seed=2)
+    doc = PIPELINE.run(FakeContext(), ThematicParams(llm="off", min_theme_size=5, sentiment="model"),
+                       PIPELINE.validate_input(items))
+    ThematicResult.model_validate(doc)
+    assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["model"] == S.MODEL_NAME
+    assert doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
+    usable = [a for a in doc["assignments"] if a["bucket"] != "unusable"]
+    assert all(a["sentiment"]["label"] in S.LABELS and -1 <= a["sentiment"]["score"] <= 1 for a in usable)
