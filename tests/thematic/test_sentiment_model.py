@@ -153,9 +153,9 @@ def test_the_report_says_which_source_made_the_sentiment_and_shows_nps_for_0_to_
 
 def test_sentiment_model_through_the_pipeline_scores_every_usable_response_from_the_embeddings() -> None:
     items, _ = feedback(per_theme=15, seed=2)
-    pipeline: Any = PIPELINE  # its run is typed optional in the SDK
+    pipeline: Any = PIPELINE  # validate_input is typed optional in the SDK
     doc = pipeline.run(FakeContext(), ThematicParams(llm="off", min_theme_size=5, sentiment="model"),
-                       PIPELINE.validate_input(items))
+                       pipeline.validate_input(items))
     ThematicResult.model_validate(doc)
     assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["model"] == S.MODEL_NAME
     assert doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
