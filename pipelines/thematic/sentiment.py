@@ -1,6 +1,6 @@
-"""Sentiment per response: a classifier over the job's embeddings by default, VADER's lexicon, an LLM, or a rating.
+"""Sentiment per response: VADER's lexicon by default, a classifier over the job's embeddings, an LLM, or a rating.
 
-The default (``sentiment="model"``, ``sentiment_model.py``) reads the sentiment off the MiniLM sentence
+The classifier (``sentiment="model"``, opt-in; ``sentiment_model.py``) reads the sentiment off the MiniLM sentence
 embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
 P(positive) - P(negative). It applies only to the ``fast`` encoder's vectors; a job embedded otherwise (another
 language's encoder, an embeddings deployment) is scored by the lexicon and ``sentiment.note`` says so.

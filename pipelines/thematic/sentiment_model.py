@@ -1,4 +1,4 @@
-"""The default sentiment: a 3-way logistic regression over the job's own MiniLM sentence embeddings.
+"""The sentiment classifier (``sentiment="model"``, opt-in): a 3-way logistic regression over the job's MiniLM embeddings.
 
 Why embeddings, not words: a lexicon scores words ("Support never answered my email" is +0.40 because "support"
 is a positive word); the sentence embedding already computed for clustering encodes the whole answer, and a
