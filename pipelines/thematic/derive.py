@@ -43,7 +43,9 @@ def refresh(
                 s = a.get("sentiment")
                 by_theme[t].append(Scored(s["label"], float(s["score"])) if s else None)
         for theme in doc.get("themes", []):
-            theme["sentiment"] = distribution(by_theme.get(theme["id"], []))
+            theme["sentiment"] = distribution(
+                by_theme.get(theme["id"], []), nps=doc["sentiment"].get("scale") == "score10"
+            )
     if breakdown_by:
         doc["breakdowns"] = insight.breakdowns(
             list(breakdown_by),

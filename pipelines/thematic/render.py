@@ -103,14 +103,19 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
     themes = doc.get("themes", [])
     if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
         src = doc["sentiment"]
-        by = f"the metadata rating {_md(str(src.get('field')))}" if src.get("source") == "metadata" else "VADER"
-        lines += ["", "## Sentiment", "", f"Per response, by {by}.", "",
-                  "| Theme | Positive | Neutral | Negative | Mean |", "|---|---:|---:|---:|---:|"]
+        by = {"metadata": f"the rating field {_md(str(src.get('field')))}", "lexicon": "the VADER lexicon",
+              "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
+        nps = src.get("scale") == "score10"
+        lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
+                  + (f" {_md(str(src['note']))}." if src.get("note") else ""), "",
+                  "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
+                  "|---|---:|---:|---:|---:|"]
         for t in themes:
             s = t.get("sentiment") or {}
-            mean = s.get("mean")
+            mean = s.get("nps") if nps else s.get("mean")
+            shown = "" if mean is None else f"{mean:+.0f}" if nps else f"{mean:+.2f}"
             lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
-                         f"{s.get('negative', 0)} | {'' if mean is None else f'{mean:+.2f}'} |")
+                         f"{s.get('negative', 0)} | {shown} |")
     for b in doc.get("breakdowns") or []:
         groups = b.get("groups", [])
         lines += ["", f"## By {_md(b['field'])}", "",

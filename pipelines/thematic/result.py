@@ -16,15 +16,17 @@ SCHEMA_VERSION = "1.2"
 """1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
 ``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
-the new ones; a 1.1 document is still valid. Also 1.2 (issue 22): ``run.theme_count.summary`` (the count in a
-researcher's words), ``noise`` and ``broad_k``.
+the new ones; a 1.1 document is still valid.
 1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
 confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
 Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
 ``breakdowns``, ``comparison`` and ``edits``; a reader of the fields above needs none of them.
 1.2 (additive, issue 22): ``run.theme_count.summary`` (the count in words, both levels named; also the start of
-``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak)."""
+``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak).
+1.2 (additive, issue 23): ``sentiment.source`` may be ``model`` (``params.sentiment = "model"``, the classifier
+over the job's embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
+its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there."""
 
 
 class _Model(BaseModel):
@@ -43,6 +45,9 @@ class ThemeSentiment(_Model):
     neutral: int
     negative: int
     mean: float | None = Field(description="mean score in [-1, 1]; null when no response has a sentiment")
+    nps: float | None = Field(
+        default=None, description="the theme's NPS (-100..100) when the sentiment is a 0-10 rating (= mean x 100)"
+    )
 
 
 class Theme(_Model):
@@ -113,7 +118,10 @@ class SeedCode(_Model):
 
 class Sentiment(_Model):
     label: Literal["positive", "neutral", "negative"]
-    score: float = Field(description="-1 (negative) .. 1 (positive): VADER's compound score, or the rating rescaled")
+    score: float = Field(
+        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model, VADER's compound "
+        "score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
+    )
 
 
 class AssignmentOut(_Model):
@@ -201,12 +209,16 @@ class RunInfo(_Model):
 
 
 class SentimentInfo(_Model):
-    source: Literal["lexicon", "llm", "metadata"]
+    source: Literal["model", "lexicon", "llm", "metadata"] = Field(
+        description="what made the sentiment: the classifier over the embeddings, VADER, the LLM, or a rating"
+    )
     field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
     model: str | None = None
     scale: Literal["stars", "score10", "words"] | None = None
     scored: int = 0
-    note: str | None = Field(default=None, description="why some responses were scored otherwise (LLM budget)")
+    note: str | None = Field(
+        default=None, description="why some or all responses were scored otherwise (LLM budget, another encoder)"
+    )
 
 
 class BreakdownCell(_Model):

@@ -433,9 +433,16 @@ def _insights(
             raise PermanentError(f"sentiment_from={key!r}: {scale}")  # checked at submission; a guard only
         scored = [S.from_rating(v, scale) for v in values]
         doc["sentiment"] = {"source": "metadata", "field": key, "model": None, "scale": scale.kind}
-    elif params.sentiment == "lexicon":
+    elif params.sentiment == "model" and S.model_applies(embedder):
+        # The vectors clustering used: no second embedding (sentiment_model.py).
+        scored = list[S.Scored | None](S.by_model(emb))
+        doc["sentiment"] = {"source": "model", "field": None, "model": S.MODEL_NAME, "scale": None}
+    elif params.sentiment in ("model", "lexicon"):
         scored = list[S.Scored | None](S.lexicon([r.text for r in usable]))
         doc["sentiment"] = {"source": "lexicon", "field": None, "model": S.LEXICON_MODEL, "scale": None}
+        if params.sentiment == "model":
+            doc["sentiment"]["note"] = (f"{S.MODEL_NAME} reads only the fast encoder's vectors; this job was "
+                                        f"embedded by {embedder.info.name}, so the lexicon scored it")
     elif params.sentiment == "llm":
         got, note = llm_sentiment if llm_sentiment is not None else ({}, "no LLM client in this run")
         missing = [n for n in range(len(usable)) if str(n) not in got]

@@ -1,4 +1,9 @@
-"""Sentiment per response: VADER's lexicon offline by default, or a rating the client already has in metadata.
+"""Sentiment per response: VADER's lexicon by default, a classifier over the job's embeddings, an LLM, or a rating.
+
+The classifier (``sentiment="model"``, opt-in; ``sentiment_model.py``) reads the sentiment off the MiniLM sentence
+embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
+P(positive) - P(negative). It applies only to the ``fast`` encoder's vectors; a job embedded otherwise (another
+language's encoder, an embeddings deployment) is scored by the lexicon and ``sentiment.note`` says so.
 
 VADER (Hutto & Gilbert, 2014; the ``vaderSentiment`` package, MIT) is a lexicon plus rules for negation,
 intensifiers, "but" and punctuation: no model download, ~20k texts/s, English only. Its own thresholds
@@ -12,7 +17,9 @@ cost more time than a job has.
 
 A rating field (``params.sentiment_from``) wins over the text when a client has one: a 1-5 star score
 (1-2 negative, 3 neutral, 4-5 positive), a 0-10 score (the NPS reading: 0-6 negative, 7-8 neutral, 9-10
-positive), or the words positive / neutral / negative. The score is the rating mapped onto [-1, 1].
+positive), or the words positive / neutral / negative. Label and score are on one scale: for stars the score
+is the rating mapped linearly onto [-1, 1] (its sign is the label's); for a 0-10 score it is the response's
+NPS contribution (+1 promoter, 0 passive, -1 detractor), so a theme's mean is its NPS / 100 (``nps``).
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .describe import LLMUsage
 from .llm_port import ChatClient, llm_errors
+from .sentiment_model import MODEL_NAME as _MODEL_NAME
 
 Label = Literal["positive", "neutral", "negative"]
 LABELS: Final[tuple[Label, ...]] = ("positive", "neutral", "negative")
 #: VADER's published thresholds on the compound score.
 VADER_THRESHOLD: Final = 0.05
 LEXICON_MODEL: Final = "vaderSentiment 3.3.2"
+MODEL_NAME: Final = _MODEL_NAME
 _WORDS: Final[dict[str, float]] = {"positive": 1.0, "neutral": 0.0, "negative": -1.0}
 
 
@@ -116,16 +125,38 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
     if scale.kind == "stars":
         label: Label = "negative" if n <= 2 else "neutral" if n < 4 else "positive"
     else:
+        # One scale with the label: a linear score would call a 6 (a detractor) +0.2.
         label = "negative" if n <= 6 else "neutral" if n <= 8 else "positive"
+        score = _WORDS[label]
     return Scored(label, max(-1.0, min(1.0, score)))
 
 
-def distribution(scored: Sequence[Scored | None]) -> dict[str, Any]:
-    """Counts per label and the mean score of one theme's responses (those without a sentiment left out)."""
+def by_model(emb: Any) -> list[Scored]:
+    """The classifier's label and score (P(positive) - P(negative)) per row of ``emb`` (fast-encoder vectors)."""
+    from .sentiment_model import CLASSES, probabilities
+
+    out = []
+    for p in probabilities(emb):
+        label: Label = CLASSES[int(p.argmax())]
+        out.append(Scored(label, float(p[2] - p[0])))
+    return out
+
+
+def model_applies(embedder: Any) -> bool:
+    """Whether a job's embeddings are the vectors the classifier was trained on (the embedded ``fast`` encoder)."""
+    return getattr(embedder, "encoder", None) == "fast"
+
+
+def distribution(scored: Sequence[Scored | None], *, nps: bool = False) -> dict[str, Any]:
+    """Counts per label and the mean score of one theme's responses (those without a sentiment left out);
+    with ``nps`` (a 0-10 rating, scored -1/0/+1) also the theme's NPS, which is that mean x 100."""
     present = [s for s in scored if s is not None]
     counts: dict[str, Any] = {label: sum(1 for s in present if s.label == label) for label in LABELS}
     mean = round(sum(s.score for s in present) / len(present), 4) if present else None
-    return {**counts, "mean": mean}
+    out = {**counts, "mean": mean}
+    if nps:
+        out["nps"] = None if mean is None else round(100 * mean, 1)
+    return out
 
 
 #: Responses per LLM call, and the most a job may send (250 calls at ~2 s: within the attempt timeout).
