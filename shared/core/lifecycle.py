@@ -115,7 +115,8 @@ class Lifecycle:
             if result.row.status != job.status or name in ("claim", "resume"):
                 telemetry.record_transition(result.row)
                 if result.row.status.terminal:
-                    webhooks.job_ended(result.row)  # its completion webhook, after the terminal write landed
+                    # Its completion webhook, after the terminal write landed, through the stores' queue port.
+                    webhooks.job_ended(result.row, self.stores.messages.send)
         return result
 
     def _chunk(

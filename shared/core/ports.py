@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared.core.chunks import Chunk
 from shared.core.jobs import Job
 from shared.core.messages import ChunkMessage, JobMessage
+from shared.core.webhooks import WebhookMessage
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ class ChunkRepo(Protocol):
 
 
 class Messages(Protocol):
-    def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> None:
-        """A job message to the jobs queue, a chunk message to the chunks queue (optionally delayed)."""
+    def send(self, message: JobMessage | ChunkMessage | WebhookMessage, delay: timedelta | None = None) -> None:
+        """A job message to the jobs queue, a chunk message to the chunks queue, a webhook delivery to the
+        callbacks queue (optionally delayed)."""
 
     def send_poison(self, text: str, queue: str | None = None) -> None: ...
 
