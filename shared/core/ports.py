@@ -116,8 +116,8 @@ class Blobs(Protocol):
 
     def delete_prefix(self, prefix: str) -> int: ...
 
-    def older(self, suffix: str, before: datetime) -> list[str]:
-        """Names ending with ``suffix`` last written before ``before`` (one listing of the container)."""
+    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
+        """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""
 
 
 @dataclass(frozen=True)

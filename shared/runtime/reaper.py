@@ -122,7 +122,7 @@ class Reaper:
         ]
         names = ["stale", "lost", "chunks", "waiting"]
         if sweeping:
-            phases.append(lambda: self._orphaned_inputs(report))
+            phases.append(lambda: self._orphaned_inputs(report, state.swept_at))
             names.append("orphaned inputs")
         if sweeping and self.settings.retention_days > 0:
             phases.append(lambda: self._retention(report))
@@ -338,17 +338,20 @@ class Reaper:
 
         self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
 
-    def _orphaned_inputs(self, report: ReapReport) -> None:
+    def _orphaned_inputs(self, report: ReapReport, swept_at: datetime | None) -> None:
         """Claim-checked input blobs with no job row, old enough that no insert can still be deciding.
 
         A submission deletes its blob itself when a re-read shows its insert did not commit; this finds what
         it could not (the table away for the re-read too, the API killed between the blob and the row, a delete
-        that failed). Daily, in the sweep: one listing of the container and one query per 14 such blobs that
-        still exist. A delete whose answer is lost may have happened; if not, the blob is found again the
-        next day, so none stays for ever.
+        that failed). Daily, in the sweep: one listing of the container, and one query per 14 of the input
+        blobs written since the last completed sweep could have looked at them (so the cost follows the
+        submissions of a day, not the jobs retained). A delete that fails, or whose answer is lost, counts as
+        an error, so this sweep is not recorded and the next run sweeps the same window again: no orphan
+        stays for ever.
         """
+        since = None if swept_at is None else swept_at - timedelta(seconds=2 * ORPHAN_INPUT_AGE_SECONDS)
         by_tenant: dict[str, dict[str, str]] = {}
-        for name in self.stores.blobs.older(INPUT_BLOB_SUFFIX, utcnow_minus(ORPHAN_INPUT_AGE_SECONDS)):
+        for name in self.stores.blobs.older(INPUT_BLOB_SUFFIX, utcnow_minus(ORPHAN_INPUT_AGE_SECONDS), since):
             tenant, job_id, *_ = name.split("/")
             if input_blob_name(tenant, job_id) == name:
                 by_tenant.setdefault(tenant, {})[job_id] = name

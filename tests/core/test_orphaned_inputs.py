@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 import pytest
 
-from shared.config.constants import ORPHAN_INPUT_AGE_SECONDS
+from shared.config.constants import ORPHAN_INPUT_AGE_SECONDS, REAPER_SWEEP_SECONDS
 from shared.core.errors import Conflict, StorageUnavailable
 from shared.core.jobs import Status
 from shared.core.names import input_blob_name
@@ -61,4 +62,30 @@ def test_the_sweep_deletes_an_input_without_a_row_and_keeps_the_others(backend: 
     backend.clock.advance(ORPHAN_INPUT_AGE_SECONDS + 1)
     assert Reaper(backend.stores, sweep=False).run().orphans_deleted == []  # only the daily sweep lists blobs
     assert Reaper(backend.stores, sweep=True).run().orphans_deleted == ["0" * 28]
+    assert _blobs(backend) == [kept]
+
+
+def test_the_sweep_checks_only_the_inputs_written_since_it_last_looked(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if backend.fake is None:
+        pytest.skip("moves the platform's clock a day past Azurite's blob timestamps, which stay real time")
+    _submit_big(backend)
+    (kept,) = _blobs(backend)
+    backend.clock.advance(3 * ORPHAN_INPUT_AGE_SECONDS)  # past the overlap the next window keeps (2 h)
+    assert Reaper(backend.stores, sweep=True).run().orphans_deleted == []  # kept has its row
+    backend.clock.advance(REAPER_SWEEP_SECONDS)  # the next day
+    later = input_blob_name(TENANT, "1" * 28)
+    backend.stores.blobs.put(later, b"x")
+    backend.clock.advance(ORPHAN_INPUT_AGE_SECONDS + 1)
+    checked: list[str] = []
+    existing = backend.stores.jobs.existing
+
+    def spy(tenant: str, job_ids: Any) -> set[str]:
+        checked.extend(job_ids)
+        return existing(tenant, job_ids)
+
+    monkeypatch.setattr(backend.stores.jobs, "existing", spy)
+    assert Reaper(backend.stores, sweep=True).run().orphans_deleted == ["1" * 28]
+    assert checked == ["1" * 28]  # not the retained job's input, already looked at: the cost follows new inputs
     assert _blobs(backend) == [kept]
