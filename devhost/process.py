@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -77,6 +78,12 @@ class HostProcess:
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The pid of the host's language worker, where the functions run (the latest, after a restart)."""
+        pids = re.findall(r"worker pid (\d+)|language worker restarted \(pid (\d+)\)", self.logs)
+        return int(next(p for p in pids[-1] if p)) if pids else None
 
     @property
     def logs(self) -> str:

@@ -11,7 +11,8 @@ QueueProcessor and QueuesOptions, and the queue-trigger article on Learn):
 * a message is received with a 10-minute visibility timeout that is renewed at
   half of it while the function runs (each update returns a new pop receipt);
   ``DEVHOST_QUEUE_VISIBILITY_SECONDS`` shortens it for tests;
-* success deletes the message; failure makes it visible again after
+* success deletes the message; failure (the function raised, or the worker died while running it) makes it
+  visible again after
   ``visibilityTimeout``, or, once ``dequeue_count >= maxDequeueCount``, copies it
   to ``<queue>-poison`` and deletes it. A message received with
   ``dequeue_count > maxDequeueCount`` (its earlier runs crashed the host) goes
@@ -41,10 +42,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-from azure.functions.queue import QueueMessage as FuncQueueMessage
 from azure.storage.queue import QueueClient, QueueMessage
 
-from devhost import config, invoker, storage
+from devhost import config, convert, invoker, storage
 from devhost.config import QueueOptions
 from devhost.functions import FunctionSpec
 
@@ -209,18 +209,18 @@ class QueueListener:
             self._poison(message, message.pop_receipt, why)
             return
         renewer = _Renewer(self.client, message.id, message.pop_receipt, self.visibility)
-        trigger_value = FuncQueueMessage(  # type: ignore[no-untyped-call]
-            id=message.id,
-            body=body,
+        trigger, metadata = convert.queue_trigger(
+            body,
+            message_id=message.id,
             dequeue_count=message.dequeue_count,
             pop_receipt=message.pop_receipt,
-            insertion_time=message.inserted_on,
-            expiration_time=message.expires_on,
-            time_next_visible=message.next_visible_on,
+            inserted_on=message.inserted_on,
+            expires_on=message.expires_on,
+            next_visible_on=message.next_visible_on,
         )
         try:
             reason = f"New queue message detected on '{self.queue_name}'."
-            result = invoker.invoke(self.spec, trigger_value, reason=reason)
+            result = invoker.invoke(self.spec, trigger, reason=reason, trigger_metadata=metadata)
         finally:
             pop_receipt = renewer.stop()
         if result.succeeded:

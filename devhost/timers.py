@@ -42,10 +42,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.functions.timer import TimerRequest
 from azure.storage.blob import BlobClient, BlobLeaseClient, BlobServiceClient, ContainerClient, ExponentialRetry
 
-from devhost import config, invoker, storage
+from devhost import config, convert, invoker, storage
 from devhost.config import HostConfig, parse_timespan
 from devhost.functions import FunctionSpec
 from devhost.ncrontab import CrontabSchedule
@@ -268,8 +267,7 @@ class TimerListener:
 
     def _invoke(self, past_due: bool, status: dict[str, Any] | None) -> None:
         with invoker.ACTIVITY.track():
-            request = TimerRequest(past_due=past_due, schedule_status=status, schedule={"AdjustForDST": True})
-            invoker.invoke(self.spec, request, reason=f"Timer fired at {_utcnow().isoformat()}")
+            invoker.invoke(self.spec, convert.timer_info(past_due, status), reason=f"Timer fired at {_utcnow().isoformat()}")
 
     def _run(self) -> None:
         """Take the lock and run the schedule until stopping; after a lost lock or a storage

@@ -20,7 +20,15 @@ from typing import Any, TextIO
 from . import __version__
 from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
-from .render import breakdown_table, elapsed_between, job_details, job_list, themes_table, write_responses
+from .render import (
+    breakdown_table,
+    elapsed_between,
+    impact_table,
+    job_details,
+    job_list,
+    themes_table,
+    write_responses,
+)
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -156,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", "-n", type=int, default=None, metavar="N", help="at most N responses (default: all)")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_responses)
+
+    s = add("impact", "print each theme's impact on the score of a thematic result (params.score), ranked")
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_impact)
 
     s = add("health", "check that the service and its storage answer")
     s.set_defaults(func=cmd_health)
@@ -378,6 +390,15 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
             out.close()
     if args.output or args.format == "table":
         io.note(f"{n} response{'s' if n != 1 else ''}" + (f" written to {args.output}" if args.output else ""))
+    return EXIT_OK
+
+
+def cmd_impact(args: argparse.Namespace, io: Io) -> int:
+    result = _thematic_result(args)
+    if not result.get("impact"):
+        raise CliError(f"error: job {args.job_id} has no impact; submit with "
+                       "--param score='{\"key\": \"nps\", \"scale\": \"nps\"}'")
+    io.say(impact_table(result["impact"]))
     return EXIT_OK
 
 

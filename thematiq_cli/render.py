@@ -280,3 +280,24 @@ def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
         w.writerow([*_csv_row(r, keys), _safe(json.dumps(extra, ensure_ascii=False)) if extra else ""])
         n += 1
     return n
+
+def impact_table(imp: dict[str, Any]) -> str:
+    """``result.impact`` as a table: a row per theme in the result's rank (most negative impact first)."""
+    nps = imp.get("scale") == "nps"
+    what = "NPS" if nps else "mean"
+
+    def num(x: Any, sign: bool = True) -> str:
+        if not isinstance(x, int | float):
+            return "-"
+        return (f"{x:+.1f}" if nps else f"{x:+.2f}") if sign else (f"{x:.1f}" if nps else f"{x:.2f}")
+
+    rows = []
+    for t in imp.get("themes") or []:
+        lo, hi = t.get("ci_low"), t.get("ci_high")
+        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
+        rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", str(t.get("n", 0)),
+                     num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
+    note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
+            f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
+            "95% bootstrap interval, * the interval excludes 0.")
+    return "\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))])

@@ -81,6 +81,11 @@ var appSettings = {
   CANCEL_GRACE_SECONDS: '10'
   REAPER_SCHEDULE: '0 */5 * * * *'
   ATTEMPT_PROCESS: 'fork'
+  // The Python runtime's pool for sync functions (every function here is sync, and an attempt holds its thread for
+  // up to PIPELINE_TIMEOUT_SECONDS). Its default, min(32, vCPUs + 4), is 5 on a 1-vCPU instance: five job attempts
+  // would take it all. 32 covers the three queue functions' 5 each and the two timers (17) with room for HTTP
+  // (docs/architecture.md#the-thread-budget; tests/infra/test_thread_budget.py).
+  PYTHON_THREADPOOL_THREAD_COUNT: '32'
   INSTANCE_MEMORY_MB: '2048'
   MEMORY_MARGIN_MB: '512'
   DEFAULT_ATTEMPT_MEMORY_MB: '128'
@@ -145,7 +150,7 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
       scaleAndConcurrency: {
         maximumInstanceCount: maximumInstanceCount

@@ -1,13 +1,17 @@
 #!/bin/sh
-# azd prepackage hook (service api): the deployment package must carry the built int8 encoder.
+# azd prepackage hook (service api): the deployment package must carry what the build steps make, because none of
+# it is in git and Azure's remote build installs requirements.txt only:
 #
-# Azure's remote build installs requirements.txt only; it does not run our model build, and the run-time
-# packages do not include what builds it (onnx, the pinned fp32 weights). Without the built file in
-# pipelines/thematic/assets/models/ the workers would fall back to the old, ~2x slower model
-# (pipelines/thematic/models.py). So the package is refused here rather than shipped slow:
-# the file is built (or its sha256 re-checked) from the pinned, hash-checked weights, and must match.
+# * the built int8 encoders (both graphs: the CPU picks one at load time) and the tokenizer copied from the pinned
+#   weights package, in pipelines/thematic/assets/models/. Without them the workers would fall back to the old,
+#   ~2x slower model, or have no tokenizer (pipelines/thematic/models.py);
+# * Swagger UI's files for /api/docs, in web/static/build/swagger-ui/, installed afresh from npm as pinned by
+#   tools/swagger-ui/package-lock.json (blueprints/swagger_assets.py).
 #
-# Needs the project's venv (scripts/bootstrap). .funcignore does not exclude the built file.
+# So the package is refused here rather than shipped without them: each file is built (or its sha256 re-checked)
+# from its pinned, hash-checked source, and must match.
+#
+# Needs the project's venv (scripts/bootstrap) and npm. .funcignore excludes neither folder.
 set -eu
 cd "$(dirname "$0")/../.."
 py=${THEMATIQ_PYTHON:-.venv/bin/python}
@@ -16,14 +20,20 @@ if [ ! -x "$py" ]; then
   exit 1
 fi
 "$py" -m pipelines.thematic.build_models minilm
+"$py" -m blueprints.swagger_assets --fresh
 "$py" - <<'PY'
 from pathlib import Path
 
+from blueprints import swagger_assets
 from pipelines.thematic.models import SPECS, _good, packaged_dir
 
 spec = SPECS["minilm"]
-path = packaged_dir() / spec.file_name
-if not _good(path, spec.built_sha256):
-    raise SystemExit(f"prepackage: {path} is missing or does not match its pinned sha256")
-print(f"prepackage: {path.resolve().relative_to(Path.cwd().resolve())} ships with the package (sha256 checked)")
+shipped = [(packaged_dir() / g.file_name, g.sha256) for g in spec.graphs]
+shipped.append((packaged_dir() / spec.tokenizer_name, spec.weights.tokenizer[2]))
+for path, sha in shipped:
+    if not _good(path, sha):
+        raise SystemExit(f"prepackage: {path} is missing or does not match its pinned sha256")
+    print(f"prepackage: {path.resolve().relative_to(Path.cwd().resolve())} ships with the package (sha256 checked)")
+swagger_assets.load()  # raises unless every file matches the manifest and the manifest the lock
+print(f"prepackage: {swagger_assets.build_dir().relative_to(Path.cwd().resolve())} ships with the package (sha256 checked)")
 PY

@@ -1,19 +1,22 @@
 """Wave over wave (``params.compare_to``): the earlier job's codebook is carried into this job.
 
 At submission ``baseline_of`` reduces the earlier job's current result (the researcher's edits included) to
-what this job needs: per theme its id, name, description, keywords, a few member texts and its count, and the
-number of usable responses. The platform stores it with the input, so the worker never reads another job.
+what this job needs: per theme its id, name, description, keywords, a few member texts and its count, the
+number of usable responses, and the earlier job's instrument (``waves.py``) when it has one. The platform
+stores it with the input, so the worker never reads another job.
 
-In the run, themes are still discovered afresh (new themes may emerge); then each discovered theme whose
+The default (``compare_mode="inherit"``, ``waves.inherit``) codes this wave with the earlier instrument and
+calls a theme new only when its members are far from every earlier theme. ``compare_mode="discover"`` is the
+behaviour before issue 23, kept as an option: themes are discovered afresh; then each discovered theme whose
 members are mostly nearest one or a few earlier themes' prototypes (the mean embedding of "name: description"
 and the example texts, at least ``SEED_FLOOR`` similar) is known, and its members are coded to the nearest of
-those earlier themes (``match``). An earlier theme keeps its id, name and description, so renames and merges
-survive the next wave; several discovered themes of one earlier theme become one again, and one discovered
-theme spanning several earlier ones goes back to their grain. Discovered themes that are not known are new
-(fresh ids); earlier themes that no response is coded to are gone.
+those earlier themes (``match``); the others are new. Either way ``carry_over`` rewrites the document: an
+earlier theme keeps its id, name and description, so renames and merges survive the next wave; new themes
+get fresh ids; earlier themes that no response is coded to are gone.
 
-Caveat: "then" counts come from the earlier run's clustering, "now" counts of known themes from nearest-prototype
-coding. The two agree for tight themes; for loose ones a part of the change can be the instrument's.
+Caveat of ``discover``: "then" counts come from the earlier run's clustering, "now" counts of known themes
+from nearest-prototype coding; for loose themes a part of the change is the instrument's (issue 23 measured
+false alarms from it). ``inherit`` counts both waves with one coder.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ PROTOTYPE_TEXTS: Final = 5
 
 
 def baseline_of(job_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    """What this job needs of the earlier job's result (small: ~1 KB per theme)."""
+    """What this job needs of the earlier job's result (small: ~1 KB per theme, twice that with its instrument)."""
     counts = result.get("run", {}).get("counts", {})
     usable = int(counts.get("usable") or sum(1 for a in result.get("assignments", []) if a.get("bucket") != "unusable"))
     return {
+        **({"instrument": result["instrument"]} if result.get("instrument") else {}),
         "job_id": job_id,
         "n": usable,
         "themes": [
@@ -115,30 +119,36 @@ def _number(theme_id: str) -> int:
 
 def carry_over(
     doc: dict[str, Any], coded: Mapping[str, str | None], baseline: Mapping[str, Any], quote_of: Mapping[str, str],
+    *, then_counts: Mapping[str, int] | None = None, confidence: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Recode the document against the earlier codebook: responses ``coded`` (response id → earlier theme id)
-    move to the earlier theme, which keeps its id, name and description; discovered themes left with members
-    are new and get fresh ids. Records ``comparison`` (its rows are filled by ``derive.refresh``).
+    """Recode the document against the earlier codebook. ``coded`` maps a response id to an earlier theme id
+    (the response moves there, themed even if this run called it other), to ``""`` (no theme: other), or to
+    None (it stays in its discovered theme, which is new and gets a fresh id). An earlier theme keeps its id,
+    name and description. Records ``comparison`` (its rows are filled by ``derive.refresh``), with "then"
+    counts from ``then_counts`` (the earlier instrument's) or else the earlier themes' counts.
 
     A compared job has one level of themes: the sub-themes and broad themes of this run's own clustering do
     not describe the earlier codebook's themes, so they are dropped rather than shown wrongly.
     """
     earlier = {t["id"]: t for t in baseline["themes"]}
+    # A code naming no theme of the earlier codebook (cannot happen after codebook edits; a guard) is "other".
+    coded = {k: ("" if v and v not in earlier else v) for k, v in coded.items()}
     old = {t["id"]: t for t in doc.get("themes", [])}
+    usable = [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
     # Which discovered theme gave each earlier theme most of its members: its keywords and phrases are kept.
     sources: dict[str, Counter[str]] = {}
     members: dict[str, list[str | int]] = {}
-    for a in doc.get("assignments", []):
+    for a in usable:
         refs = a.get("themes") or []
         target = coded.get(str(a["response_id"]))
-        if not refs or target is None:
+        if not target:
             continue
-        sources.setdefault(target, Counter())[refs[0]["theme_id"]] += 1
+        if refs:
+            sources.setdefault(target, Counter())[refs[0]["theme_id"]] += 1
         members.setdefault(target, []).append(a["response_id"])  # as given: an int id stays an int
-    recoded = {str(rid) for ids in members.values() for rid in ids}
     left = Counter(
-        a["themes"][0]["theme_id"] for a in doc.get("assignments", [])
-        if a.get("themes") and str(a["response_id"]) not in recoded
+        a["themes"][0]["theme_id"] for a in usable
+        if a.get("themes") and coded.get(str(a["response_id"])) is None
     )
     next_id = max([_number(i) for i in earlier] + [0]) + 1
     fresh: dict[str, str] = {}
@@ -147,39 +157,51 @@ def carry_over(
             fresh[t["id"]] = f"t{next_id}"
             next_id += 1
     themes: list[dict[str, Any]] = []
-    for target, votes in sources.items():
-        src = old[votes.most_common(1)[0][0]]
+    for target, ids in members.items():
         e = earlier[target]
+        votes = sources.get(target)
+        # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
+        src = old[votes.most_common(1)[0][0]] if votes else {
+            "keywords": list(e.get("keywords", [])), "labelled_by": "keywords", "key_phrases": [], "quotes": []}
         # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
-        mine = {str(rid) for rid in members[target]}
+        mine = {str(rid) for rid in ids}
         quotes = [q for q in src.get("quotes", []) if str(q["response_id"]) in mine]
         quoted = {str(q["response_id"]) for q in quotes}
-        quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in members[target]
+        quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in ids
                    if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(quotes))]
         themes.append({
             **{k: v for k, v in src.items() if k not in ("subthemes", "merged_from", "parent")},
             "id": target, "label": e["label"], "description": e["description"] or src.get("description", ""),
-            "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None,
+            "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None, "count": 0, "share": 0.0,
         })
     for tid, new_id in fresh.items():
         themes.append({**old[tid], "id": new_id, "subthemes": [], "parent": None, "merged_from": []})
     doc["themes"] = themes
-    for a in doc.get("assignments", []):
+    for a in usable:
         refs = a.get("themes") or []
-        if not refs:
+        rid = str(a["response_id"])
+        target = coded.get(rid)
+        if target == "" or (target is None and not refs):
+            a["themes"], a["bucket"], a["broad"], a["fine"] = [], "other", None, None
             continue
-        target = coded.get(str(a["response_id"]))
-        first = {**refs[0], "theme_id": target if target is not None else fresh[refs[0]["theme_id"]]}
+        if target is None:
+            first = {**refs[0], "theme_id": fresh[refs[0]["theme_id"]]}
+        else:
+            conf = confidence.get(rid) if confidence is not None else None
+            first = {"theme_id": target,
+                     "confidence": round(float(conf), 4) if conf is not None else (refs[0]["confidence"] if refs else 0.0)}
         # A secondary theme (multi_label) follows its theme if that theme is still there as a new one.
         rest = [{**r, "theme_id": fresh[r["theme_id"]]} for r in refs[1:] if r["theme_id"] in fresh]
         a["themes"] = [first, *[r for r in rest if r["theme_id"] != first["theme_id"]]]
-        a["broad"], a["fine"] = first["theme_id"], None
+        a["bucket"], a["broad"], a["fine"] = "theme", first["theme_id"], None
     doc["parents"], doc["subthemes"] = [], []
     codebook.recount(doc)
     doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
+    then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
+            for t in baseline["themes"]}
     doc["comparison"] = {
         "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
-        "then": {t["id"]: {"label": t["label"], "count": int(t["count"])} for t in baseline["themes"]},
+        "then": {t["id"]: {"label": t["label"], "count": then[t["id"]]} for t in baseline["themes"]},
         "themes": [], "new": [], "gone": [],
     }
     return doc

@@ -91,13 +91,16 @@ def apply_edits(doc: dict[str, Any], edits: list[Edit], texts: dict[str, str] | 
                 theme["description"] = edit.description
         elif isinstance(edit, Merge):
             _merge(out, edit, where)
+            _instrument_remap(out, {t: edit.themes[0] for t in edit.themes[1:]})
         elif isinstance(edit, Split):
-            _split(out, edit, where, texts or {})
+            new_id, moved = _split(out, edit, where, texts or {})
+            _instrument_split(out, edit, new_id, moved)
         else:
             _theme(out, edit.theme, f"{where}.theme")
             _reassign(out, {edit.theme: None})
             out["themes"] = [t for t in out["themes"] if t["id"] != edit.theme]
             _drop_levels(out, {edit.theme})
+            _instrument_remap(out, {edit.theme: None})
         out.setdefault("edits", []).append(edit.model_dump())
     _recount(out)
     return out
@@ -171,7 +174,30 @@ def _merge(doc: dict[str, Any], edit: Merge, where: str) -> None:
     _drop_levels(doc, gone)
 
 
-def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> None:
+def _instrument_remap(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
+    """The instrument (waves.py) follows a merge (centroids point at the surviving theme) or a delete (at no
+    theme: what they code is "other", in this wave and the next alike). Exact: counts move with them."""
+    for code in (doc.get("instrument") or {}).get("codes", []):
+        for holder in [code, *code.get("splits", [])]:
+            if holder.get("theme_id") in mapping:
+                holder["theme_id"] = mapping[holder["theme_id"]]
+
+
+def _instrument_split(doc: dict[str, Any], edit: Split, new_id: str, moved: int) -> None:
+    """A split becomes a keyword rule on the source theme's centroids, so the next wave splits the same way.
+    Its count here is the split's own (the clustering's members), taken from the source's largest code: an
+    approximation, as the instrument's per-response codes are not stored."""
+    codes = [c for c in (doc.get("instrument") or {}).get("codes", []) if c.get("theme_id") == edit.theme]
+    for c in codes:
+        c.setdefault("splits", []).append({"keyword": edit.keyword, "theme_id": new_id, "count": 0})
+    if codes:
+        biggest = max(codes, key=lambda c: int(c.get("count", 0)))
+        take = min(moved, int(biggest.get("count", 0)))
+        biggest["count"] = int(biggest["count"]) - take
+        biggest["splits"][-1]["count"] = take
+
+
+def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> tuple[str, int]:
     source = _theme(doc, edit.theme, f"{where}.theme")
     pattern = re.compile(rf"\b{re.escape(edit.keyword)}\b", re.IGNORECASE)
     quotes = {str(q["response_id"]): q["text"] for q in source.get("quotes", [])}
@@ -194,6 +220,7 @@ def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) 
         "parent": source.get("parent"),
     })
     source["quotes"] = [q for q in source.get("quotes", []) if not pattern.search(q["text"])]
+    return new_id, moved
 
 
 def _next_id(doc: dict[str, Any]) -> str:

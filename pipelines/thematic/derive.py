@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import insight
+from . import impact, insight
 from .sentiment import Scored, distribution
 
 
@@ -25,9 +25,10 @@ def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def refresh(
     doc: dict[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
-    min_group_size: int = insight.MIN_GROUP_SIZE,
+    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None, seed: int = 0,
 ) -> dict[str, Any]:
-    """Recompute ``themes[].sentiment``, ``breakdowns`` and ``comparison`` in place; returns ``doc``.
+    """Recompute ``themes[].sentiment``, ``breakdowns``, ``comparison`` and ``impact`` (``score``: the job's
+    ``params.score``) in place; returns ``doc``.
 
     ``metadata`` maps a response id (as a string) to its metadata. Themes are counted by each response's
     primary theme, the same rule as ``themes[].count``.
@@ -55,7 +56,15 @@ def refresh(
         doc["breakdowns"] = []
     comparison = doc.get("comparison")
     if comparison is not None:
-        doc["comparison"] = compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc)
+        extra = {k: comparison[k] for k in ("mode", "instrument", "far") if k in comparison}
+        doc["comparison"] = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc), **extra}
+    if score is not None:
+        key = str(score["key"])
+        doc["impact"] = impact.impact(
+            [(metadata.get(str(a["response_id"])) or {}).get(key) for a in usable],
+            [[str(r["theme_id"]) for r in a.get("themes") or []] for a in usable],
+            doc.get("themes", []), key=key, scale=score.get("scale", "numeric"), seed=seed,
+        )
     return doc
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,8 +20,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .clean import near_key
-from .keywords import candidate_phrases, ctfidf, keyword_overlap, label_from_keywords, same_stem
+from .keywords import (
+    Analysed,
+    _stem,
+    analyse,
+    candidates,
+    ctfidf,
+    keyword_overlap,
+    label_from_keywords,
+    looks_predicate,
+    phrase_key,
+    same_stem,
+)
+from .keywords import phrases as phrase_set
 from .llm_port import ChatClient, MergeGroups, ThemeLabel, llm_errors
+from .stopwords import GENERIC
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +123,14 @@ def describe(
     embed: Embed | None = None,
     id_prefix: str = "t",
     used: set[str] | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> list[ThemeInfo]:
     """Keyword-based themes, ordered by size (ids t1, t2, ...). Label -1 (= other) is skipped.
 
     With ``embed`` (the job's embedder), labels are key phrases ranked
-    KeyBERT-style (:func:`key_phrases`); without it, the c-TF-IDF label.
+    KeyBERT-style (:func:`rank_labels`, :func:`pick_label`); without it, the c-TF-IDF label.
+    ``used`` holds labels already given (lower case; the set is updated), ``avoid`` words that may not
+    make a label alone besides the generic ones (a sub-theme's parent label, so sub-themes say what differs).
     """
     k = len(centroids)
     groups = [np.flatnonzero(labels == t).tolist() for t in range(k)]
@@ -121,19 +138,21 @@ def describe(
     member_texts = [[texts[i] for i in groups[t]] for t in order]
     kws = ctfidf(member_texts)
     member_vecs = [emb[groups[t]] for t in order]
-    phrases = (
+    ranked = (
         None
         if embed is None
-        else key_phrases(member_texts, centroids[order], None if embed is CONTEXTUAL else embed, member_vecs)
+        else rank_labels(member_texts, centroids[order], None if embed is CONTEXTUAL else embed, member_vecs,
+                         avoid=avoid)
     )
     used = used if used is not None else set()
     out = []
     for n, (t, kw) in enumerate(zip(order, kws, strict=True), start=1):
         words = [w for w, _ in kw]
         quotes = pick_quotes(groups[t], emb, centroids[t], texts)
-        if phrases is not None and phrases[n - 1]:
-            ph = phrases[n - 1]
-            label = unique_label(ph, used)
+        if ranked is not None and ranked[n - 1].phrases:
+            r = ranked[n - 1]
+            label = pick_label(r, used, words)
+            ph = r.phrases
             desc = describe_sentence(ph, [texts[i] for i in quotes])
         else:
             ph = []
@@ -169,9 +188,32 @@ KEY_PHRASES = 3
 #: Weight of the penalty for a phrase's best cosine to another theme's centre (distinctiveness).
 OTHER_WEIGHT = 0.0
 #: Weight of the coverage bonus (sqrt of the share of the theme's responses using the phrase).
-COVER_WEIGHT = 0.1
+COVER_WEIGHT = 0.2
+#: Weight of the distinctiveness bonus: share / (share + the highest share of one other theme using it).
+DIST_WEIGHT = 0.05
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
 PHRASE_BONUS = 0.03
+#: Score bonus of a phrase of 2+ words holding a verb, an adjective or a negation ("promo code rejected").
+PREDICATE_BONUS = 0.03
+#: A word used by >= GENERIC_SHARE of the members of >= GENERIC_SPREAD of the themes (of >= GENERIC_MIN_THEMES)
+#: is generic in this job ("card" in Banking77, "food" in a delivery app's feedback): never a label alone.
+GENERIC_SHARE = 0.05
+GENERIC_SPREAD = 0.3
+GENERIC_MIN_THEMES = 5
+
+
+@dataclass
+class Ranked:
+    """One theme's label material, best first."""
+
+    phrases: list[str]
+    """Key phrases as written (MMR: close to the centre, unlike each other); the first is the preferred label."""
+    options: list[str]
+    """Label options as written, best first: each holds a word that is not generic (nor in ``avoid``)."""
+    words: list[str]
+    """Distinguishing single words (not generic), most distinctive first: to tell two same-named themes apart."""
+    lone: bool = False
+    """The only option is one generic word: it is never a label alone."""
 
 
 def contextual_vectors(
@@ -183,8 +225,6 @@ def contextual_vectors(
     (and scores lower against any one centre) while a phrase used by a theme's
     core lands on that core.
     """
-    from .keywords import phrases as phrase_set
-
     index = {p: i for i, p in enumerate(vocab)}
     dims = member_vecs[0].shape[1] if member_vecs else 0
     sums = np.zeros((len(vocab), dims), dtype=np.float32)
@@ -199,72 +239,146 @@ def contextual_vectors(
     return out
 
 
-def key_phrases(
+def word_stats(member_texts: list[list[str]]) -> tuple[Counter[str], Counter[str], frozenset[str]]:
+    """Per content word: responses using it, responses using it after a verb/adjective cue; the generic words.
+
+    Generic = :data:`stopwords.GENERIC` (words that spread over the themes of several labelled sets) plus
+    the words that spread over this job's themes (:data:`GENERIC_SHARE` / :data:`GENERIC_SPREAD`).
+    """
+    uses: Counter[str] = Counter()
+    cued: Counter[str] = Counter()
+    spread: Counter[str] = Counter()
+    for texts in member_texts:
+        mine: Counter[str] = Counter()
+        for t in texts:
+            a = analyse(t)
+            mine.update(w for w in a.keys if " " not in w)
+            cued.update(a.cued)
+        uses.update(mine)
+        spread.update(w for w, f in mine.items() if f >= max(2, GENERIC_SHARE * len(texts)))
+    k = len(member_texts)
+    dynamic = {w for w, n in spread.items() if n >= GENERIC_SPREAD * k} if k >= GENERIC_MIN_THEMES else set()
+    return uses, cued, frozenset(GENERIC | dynamic)
+
+
+def rank_labels(
     member_texts: list[list[str]],
     centroids: NDArray[np.float32],
     embed: Embed | None,
     member_vecs: list[NDArray[np.float32]] | None = None,
-) -> list[list[str]]:
-    """KeyBERT-style key phrases per theme: c-TF-IDF candidates ranked by embedding similarity, MMR for diversity.
+    *,
+    avoid: frozenset[str] = frozenset(),
+) -> list[Ranked]:
+    """KeyBERT-style label material per theme: c-TF-IDF candidates ranked by embedding similarity, MMR for diversity.
 
-    1. Candidates: 1-3-grams of adjacent content words used by >= 3 % of the
-       theme's responses, the top ``CANDIDATES`` by c-TF-IDF (so a phrase must
-       be frequent in the theme and distinctive against the others).
+    1. Candidates: the keys of :func:`keywords.phrases` (spans of up to four
+       words inside a clause) used by >= 3 % of the theme's responses, the
+       top ``CANDIDATES`` by c-TF-IDF (frequent in the theme, distinctive
+       against the others).
     2. Each candidate gets a vector: with ``embed``, the phrase embedded by a
        model (KeyBERT proper); without it (what the pipeline uses), its
        contextual vector, the mean embedding of the responses using it
        (:func:`contextual_vectors`), which needs no model or API call and so
-       gives the same labels however the embed stage ran (in process, fanned
-       out, an embeddings deployment). Its score is the cosine to the theme
-       centre (what the theme's texts share), minus ``OTHER_WEIGHT`` x its best
-       cosine to another centre (0: measured best), plus small bonuses for
-       coverage and for 2-3-word phrases. A chosen phrase is expanded to a
-       longer candidate most of its uses share ("cold" -> "arrived cold").
-    3. MMR (lambda 0.7) picks ``KEY_PHRASES`` phrases: each next one is close
-       to the centre and far from those already picked. The first names the
-       theme; a label is therefore one phrase that the texts share, never two
-       unrelated keywords glued together.
+       gives the same labels however the embed stage ran. Its score is the
+       cosine to the theme centre (what the theme's texts share) plus bonuses
+       for coverage, for distinctiveness (its share here against its highest
+       share in one other theme), for 2-4-word phrases and for a phrase with a
+       verb, adjective or negation (``keywords.looks_predicate``).
+    3. A label option must be used by >= ``LABEL_MIN_USES`` x the most-used
+       candidate's responses and hold a word that is not generic
+       (:func:`word_stats`); it is expanded to a longer phrase most of its uses
+       share ("cold" -> "arrived cold") and shown as most of them write it
+       ("top failed" -> "top up failed").
+    4. MMR (lambda 0.7) adds key phrases far from the label.
     """
     k = len(member_texts)
     per = max(4, min(CANDIDATES, CANDIDATE_BUDGET // max(1, k)))
-    cands = candidate_phrases(member_texts, top=per)
-    vocab = sorted({p for c in cands for p, _, _ in c})
+    cands = candidates(member_texts, top=per)
+    vocab = sorted({c.key for cs in cands for c in cs})
     if not vocab:
-        return [[] for _ in range(k)]
+        return [Ranked([], [], []) for _ in range(k)]
     if embed is not None:
         vecs = embed(vocab)
     else:
         assert member_vecs is not None
         vecs = contextual_vectors(vocab, member_texts, member_vecs)
+    uses, cued, generic = word_stats(member_texts)
+    generic = generic | avoid
     index = {p: i for i, p in enumerate(vocab)}
     sims = vecs @ centroids.T  # phrase x theme
-    out: list[list[str]] = []
+    out: list[Ranked] = []
     for t, c in enumerate(cands):
         if not c:
-            out.append([])
+            out.append(Ranked([], [], []))
             continue
-        rows = np.array([index[p] for p, _, _ in c])
+        rows = np.array([index[x.key] for x in c])
         own = sims[rows, t]
         if k > 1:
             other = np.delete(sims[rows], t, axis=1).max(axis=1)
         else:
             other = np.zeros_like(own)
-        cover = np.array([f for _, _, f in c], dtype=np.float32) / max(1, len(member_texts[t]))
-        words = np.array([p.count(" ") for p, _, _ in c], dtype=np.float32)
-        score = own - OTHER_WEIGHT * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(cover) + PHRASE_BONUS * np.minimum(words, 2)
-        picked: list[int] = []
+        share = np.array([x.share for x in c], dtype=np.float32)
+        dist = np.array([x.share / (x.share + x.other) for x in c], dtype=np.float32)
+        words = [x.key.split() for x in c]
+        n_words = np.array([len(w) for w in words], dtype=np.float32)
+        pred = np.array([len(w) > 1 and any(v == "not" or looks_predicate(v, cued[v], uses[v]) for v in w)
+                         for w in words], dtype=np.float32)
+        score = (own - OTHER_WEIGHT * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(share) + DIST_WEIGHT * dist
+                 + PHRASE_BONUS * np.minimum(n_words - 1, 2) + PREDICATE_BONUS * pred)
+        counts = np.array([x.uses for x in c], dtype=np.float32)
+        lead = counts >= LABEL_MIN_USES * counts.max()
+        texts = [analyse(x) for x in member_texts[t]]  # once per theme: the helpers below read them often
+        stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
+        memo: dict[str, str] = {}
+
+        def said(key: str, memo: dict[str, str] = memo, texts: list[Analysed] = texts,
+                 stems: list[frozenset[str]] = stems) -> str:
+            """The key expanded and shown as written, once per theme and key."""
+            if key not in memo:
+                memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems), texts)
+            return memo[key]
+
+        def plain(key: str) -> bool:
+            # An adverb, verb or adjective alone ("repeatedly", "delete", "add", "slow") names how or what
+            # happened, not to what: no label either.
+            if " " not in key and ((len(key) >= 5 and key.endswith("ly")) or looks_predicate(key, cued[key], uses[key])):
+                return True
+            return all(v in generic or v == "not" for v in key.split())
+
+        # A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
+        # ("minutes" -> "minutes late"); an option must hold a word that is not generic.
+        ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
+        options: list[str] = []
+        for pool in (lead, ~lead):
+            for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
+                if not pool[i] or len(options) >= KEY_PHRASES:
+                    break
+                shown = said(c[i].key)
+                if not plain(phrase_key(shown)) and shown not in options:
+                    options.append(shown)
+            if options:
+                break
+        lone = not options
+        if lone:
+            # Every candidate is generic: a phrase of them ("good value"), else the best word, which
+            # pick_label joins with a keyword ("good and quick").
+            multi = [i for i in np.argsort(-score, kind="stable") if n_words[i] > 1]
+            options.append(display(c[multi[0] if multi else int(np.argmax(score))].key, texts))
+            lone = not multi
+        first = int(np.argmax(np.where(lead, score, -np.inf))) if lead.any() else int(np.argmax(score))
+        picked = [first]
         while len(picked) < min(KEY_PHRASES, len(c)):
-            if picked:
-                red = (vecs[rows] @ vecs[rows[picked]].T).max(axis=1)
-                mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
-            else:
-                # The label names what many of the theme's texts share: only phrases used by at least
-                # LABEL_MIN_USES x the most-used candidate's responses may lead.
-                counts = np.array([f for _, _, f in c], dtype=np.float32)
-                mmr = np.where(counts >= LABEL_MIN_USES * counts.max(), score, -np.inf)
+            red = (vecs[rows] @ vecs[rows[picked]].T).max(axis=1)
+            mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
             mmr[picked] = -np.inf
             picked.append(int(np.argmax(mmr)))
-        out.append([_expand(c[i][0], member_texts[t]) for i in picked])
+        phrases = list(dict.fromkeys([*options[:1], *(display(_expand(c[i].key, texts), texts) if c[i].key not in memo
+                                                       else memo[c[i].key] for i in picked)]))
+        solo = sorted(
+            {v for w in words for v in w if v not in generic and v != "not"},
+            key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(words) if v in w),
+        )
+        out.append(Ranked(phrases[:KEY_PHRASES], options, solo, lone))
     return out
 
 
@@ -272,37 +386,104 @@ def key_phrases(
 LABEL_MIN_USES = 0.33
 #: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
 EXPAND_MIN_SHARE = 0.5
+#: A bare-word label is replaced by a phrase holding it that this share of its uses say ("cold" -> "food was cold").
+LABEL_EXPAND_SHARE = 0.1
+#: A label option of 2+ words ranks as if it scored this much more than a bare word.
+PHRASE_MARGIN = 0.03
+#: Responses read to find how a phrase is written most often.
+DISPLAY_SAMPLE = 200
 
 
-def _expand(phrase: str, texts: list[str]) -> str:
+def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SHARE) -> str:
     """"cold" -> "arrived cold" when most of the theme's responses saying "cold" say "arrived cold"."""
-    from collections import Counter
-
-    from .keywords import phrases as phrase_set
-
     uses = 0
     longer: Counter[str] = Counter()
     for t in texts:
-        ps = phrase_set(t)
+        ps = t.keys
         if phrase in ps:
             uses += 1
             longer.update(p for p in ps if p != phrase and f" {phrase} " in f" {p} ")
-    best = [(f, -len(p), p) for p, f in longer.items() if f >= EXPAND_MIN_SHARE * uses and f >= 2]
+    best = [(f, -len(p), p) for p, f in longer.items() if f >= min_share * uses and f >= 2]
     return max(best)[2] if best else phrase
 
 
-def unique_label(phrases: list[str], used: set[str]) -> str:
-    """The first key phrase not already a label (capitalised), else the first with a number."""
-    for p in phrases:
-        label = p[:1].upper() + p[1:]
-        if label.lower() not in used:
+def _expand_word(word: str, texts: list[Analysed], stems: list[frozenset[str]] | None = None) -> str:
+    """A bare word said as a phrase its uses share: "cold" -> "food cold" (shown "food was cold").
+
+    Of the longer phrases holding the word that >= ``LABEL_EXPAND_SHARE`` of its uses say, the one whose
+    added words the theme uses most ("food", in 43 % of a cold-food theme) x how often it is said; the
+    word itself when no phrase is said that often.
+    """
+    stem = _stem(word)
+    uses = 0
+    longer: Counter[str] = Counter()
+    said: Counter[str] = Counter()
+    for n_t, t in enumerate(texts):
+        ps = t.keys
+        said.update(p for p in ps if " " not in p)
+        # Any spelling counts: "fees" is said as "delivery fee" too.
+        if (stem in stems[n_t]) if stems is not None else any(" " not in p and _stem(p) == stem for p in ps):
+            uses += 1
+            longer.update(p for p in ps if " " in p and p.count(" ") <= 2 and any(_stem(v) == stem for v in p.split()))
+    n = max(1, len(texts))
+    best = [
+        (f * (1 + max((said[v] / n for v in p.split() if _stem(v) != stem), default=0.0)), -len(p), p)
+        for p, f in longer.items()
+        if f >= max(2, LABEL_EXPAND_SHARE * uses) and any(_stem(v) != stem and v != "not" for v in p.split())
+    ]
+    return max(best)[2] if best else word
+
+
+def display(key: str, texts: list[Analysed]) -> str:
+    """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed")."""
+    seen: Counter[str] = Counter()
+    for a in texts:
+        if key in a.keys:
+            seen[dict(a.surfaces).get(key, key)] += 1
+            if sum(seen.values()) >= DISPLAY_SAMPLE:
+                break
+    return max(seen.items(), key=lambda p: (p[1], p[0] == key))[0] if seen else key
+
+
+def _cap(phrase: str) -> str:
+    return phrase[:1].upper() + phrase[1:]
+
+
+def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> str:
+    """The best label option not already used; else the best one with a word that tells the theme apart.
+
+    Never a number: "Card payment (declined)", not "Card payment (2)". ``used`` is updated.
+    """
+    if r.lone:
+        stems = {_stem(r.options[0])}
+        for w in dict.fromkeys([*r.words, *(keywords or []), *r.phrases[1:]]):
+            if not {_stem(v) for v in w.split()} & stems:
+                return pick_label(Ranked(r.phrases, [f"{r.options[0]} and {w}"], r.words), used, keywords)
+        # Nothing else is said twice: the theme is short general remarks like "good".
+        return pick_label(Ranked(r.phrases, [f"general comments ({r.options[0]})"], r.words), used, keywords)
+    for p in r.options or r.phrases:
+        if p.lower() not in used:
+            used.add(p.lower())
+            return _cap(p)
+    base = (r.options or r.phrases)[0]
+    stems = {_stem(w) for w in base.split()}
+    extra = [v for x in [*r.words, *(keywords or [])] for v in x.split()]
+    for w in dict.fromkeys(extra):
+        label = f"{base} ({w})"
+        if _stem(w) not in stems and label.lower() not in used:
             used.add(label.lower())
-            return label
-    base, n = phrases[0][:1].upper() + phrases[0][1:], 2
-    while f"{base} ({n})".lower() in used:
-        n += 1
-    used.add(f"{base} ({n})".lower())
-    return f"{base} ({n})"
+            return _cap(label)
+    for w in dict.fromkeys(extra):  # every word already used with this base: two words
+        for v in dict.fromkeys(extra):
+            label = f"{base} ({w} {v})"
+            if v != w and label.lower() not in used:
+                used.add(label.lower())
+                return _cap(label)
+    label = f"{base} (other)"
+    while label.lower() in used:
+        label = label[:-1] + " too)"
+    used.add(label.lower())
+    return _cap(label)
 
 
 def describe_sentence(phrases: list[str], quotes: list[str]) -> str:
@@ -394,7 +575,8 @@ def near_duplicate_groups(
             continue
         root = head.get(big.id, big.id)
         overlap = keyword_overlap(ta.keywords[:10], tb.keywords[:10])
-        if overlap < MERGE_MIN_OVERLAP and not same_stem(ta.label, tb.label):
+        shared = bool({phrase_key(p) for p in ta.key_phrases} & {phrase_key(p) for p in tb.key_phrases})
+        if overlap < MERGE_MIN_OVERLAP and not same_stem(ta.label, tb.label) and not shared:
             continue
         sep = separation(sample(ta), sample(tb))
         if sep >= MERGE_MAX_SEPARATION:
@@ -459,13 +641,11 @@ def llm_label(
         th.label, th.description, th.labelled_by = value.label.strip(), value.description.strip(), "llm"
         if progress:
             progress(n + 1)
-    # Labels must stay unique for the report and the CSV.
+    # Labels must stay unique for the report and the CSV: a repeated one is told apart by a keyword, not "(2)".
     seen: set[str] = set()
     for th in themes:
-        base, n2 = th.label, 2
-        while th.label.lower() in seen:
-            th.label = f"{base} ({n2})"
-            n2 += 1
+        if th.label.lower() in seen:
+            th.label = pick_label(Ranked([th.label], [th.label], list(th.keywords)), seen)
         seen.add(th.label.lower())
 
 
@@ -549,6 +729,72 @@ class Levels:
         )
 
 
+#: A parent is named by a phrase its children share when the phrase is used by >= this share of its responses.
+PARENT_MIN_SHARE = 0.15
+
+
+def _sub_keys(key: str) -> set[str]:
+    """Every contiguous run of the words of a phrase key ("card not arrived" -> "card", "not arrived", ...)."""
+    w = key.split()
+    return {" ".join(w[i:j]) for i in range(len(w)) for j in range(i + 1, len(w) + 1)} - {"not"}
+
+
+def name_parents(
+    parents: list[ThemeInfo], children: dict[str, list[str]], themes: dict[str, ThemeInfo], texts: list[str],
+    used: set[str],
+) -> None:
+    """Name each broad theme from its children's phrases, in place.
+
+    Candidates are the children's labels and key phrases and every run of their words. A candidate scores
+    by the share of the parent's responses using it x the square root of the share of children whose
+    phrases hold it x its distinctiveness against the other parents; the best one used by >=
+    ``PARENT_MIN_SHARE`` of the parent's responses and shared by two children (when there are two) names
+    the parent. Without one the parent is named by its two largest children ("Late delivery and courier
+    praise"), which says honestly that the group holds two things. Labels stay unique and never generic.
+    """
+    kids = {p.id: sorted((themes[c] for c in children.get(p.id, []) if c in themes), key=lambda t: -len(t.members))
+            for p in parents}
+    own: dict[str, dict[str, set[str]]] = {}  # parent -> candidate -> child ids whose phrases hold it
+    for p in parents:
+        cand: dict[str, set[str]] = {}
+        for th in kids[p.id]:
+            for ph in {th.label, *th.key_phrases}:
+                for key in _sub_keys(phrase_key(ph.split(" (")[0])):
+                    cand.setdefault(key, set()).add(th.id)
+        own[p.id] = cand
+    vocab = {c for cand in own.values() for c in cand}
+    counts: dict[str, Counter[str]] = {}
+    for p in parents:
+        c: Counter[str] = Counter()
+        for i in p.members:
+            c.update(k for k in phrase_set(texts[i]) if k in vocab)
+        counts[p.id] = c
+    generic = word_stats([[texts[i] for i in p.members] for p in parents])[2] if len(parents) else frozenset()
+    generic = generic | GENERIC
+    for p in parents:
+        mine = kids[p.id]
+        if not mine:
+            continue
+        size = max(1, len(p.members))
+        best: tuple[float, str] | None = None
+        for key, holders in own[p.id].items():
+            if all(w in generic or w == "not" for w in key.split()):
+                continue
+            share = counts[p.id][key] / size
+            if share < PARENT_MIN_SHARE or (len(mine) >= 2 and len(holders) < 2):
+                continue
+            other = max((counts[q.id][key] / max(1, len(q.members)) for q in parents if q.id != p.id), default=0.0)
+            score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
+            score *= 1.0 + 0.2 * min(key.count(" "), 2)
+            if best is None or score > best[0]:
+                best = (score, key)
+        phrases = [display(best[1], [analyse(texts[i]) for i in p.members])] if best is not None else []
+        names = [t.label.split(" (")[0] for t in mine[:2]]
+        joined = names[0] if len(names) == 1 else f"{names[0]} and {names[1][:1].lower() + names[1][1:]}"
+        r = Ranked([*phrases, joined], [*phrases, joined], [w for t in mine for w in phrase_key(t.label).split()])
+        p.label = pick_label(r, used)
+
+
 def build_levels(
     themes: list[ThemeInfo],
     labels: NDArray[np.int64],
@@ -569,7 +815,8 @@ def build_levels(
         plabels = np.where(labels >= 0, np.array(groups, dtype=np.int64)[np.maximum(labels, 0)], -1)
         kb = max(groups) + 1
         pcent = K.normalise(K.group_sums(plabels, emb, kb))
-        parents = describe(plabels, pcent, emb, texts, embed=embed, id_prefix="p", used={t.label.lower() for t in themes})
+        used = {t.label.lower() for t in themes}
+        parents = describe(plabels, pcent, emb, texts, embed=embed, id_prefix="p", used=set(used))
         pid_of_group = {int(plabels[p.members[0]]): p.id for p in parents if p.members}
         children: dict[str, list[str]] = {p.id: [] for p in parents}
         for th in themes:
@@ -577,6 +824,8 @@ def build_levels(
                 pid = pid_of_group[groups[index_of[th.id]]]
                 th.parent = pid
                 children[pid].append(th.id)
+        if embed is not None:
+            name_parents(parents, children, {th.id: th for th in themes}, texts, used)
         return Levels("parents", "themes", parents=parents, children=children, scores=scores)
     sub, parent_of = K.sub_level(emb, labels, k, min_size=min_size, seed=seed)
     subthemes: list[ThemeInfo] = []
@@ -591,7 +840,10 @@ def build_levels(
         for j, s_idx in enumerate(mine):
             local[sub == s_idx] = j
         cent = K.normalise(K.group_sums(local, emb, len(mine)))
-        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used={th.label.lower()})
+        # A sub-theme says what sets it apart inside its theme: the theme's own words never name it alone.
+        avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not")
+        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used={th.label.lower()},
+                        avoid=avoid)
         for st in subs:
             st.parent = th.id
             for i in st.members:

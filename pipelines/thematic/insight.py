@@ -167,24 +167,35 @@ def breakdowns(
 def compare(
     then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA
 ) -> dict[str, Any]:
-    """Theme shares in an earlier wave and now: change, significance (BH over the themes), new and gone themes."""
+    """Theme shares in an earlier wave and now: change, significance (BH over the tested themes), new and gone.
+
+    A theme of the earlier codebook (a key of ``then``, even with a count of 0) is tested: its share then
+    against its share now, both counted by one instrument. A theme that is not in ``then`` is new: it has no
+    earlier share to test against (a share of 0 is not a measurement of it), so its ``p``, ``q`` and
+    ``change`` are None and it never counts as significant (issue 23).
+    """
     ids = list(dict.fromkeys([*now, *then]))
     rows: list[dict[str, Any]] = []
     for t in ids:
         a, b = then.get(t, 0), now.get(t, 0)
+        known = t in then
         rows.append({
             "theme_id": t,
             "share_then": round(a / then_n, 4) if then_n else 0.0,
             "share_now": round(b / now_n, 4) if now_n else 0.0,
-            "p": two_proportion_p(b, now_n, a, then_n),
+            "p": two_proportion_p(b, now_n, a, then_n) if known else None,
         })
-    for row, q in zip(rows, benjamini_hochberg([float(r["p"]) for r in rows]), strict=True):
+    tested = [r for r in rows if r["p"] is not None]
+    for row, q in zip(tested, benjamini_hochberg([float(r["p"]) for r in tested]), strict=True):
         row["change"] = round(float(row["share_now"]) - float(row["share_then"]), 4)
         row["q"] = round(q, 4)
         row["significant"] = q < alpha
         row["p"] = round(float(row["p"]), 6)
+    for row in rows:
+        if row["p"] is None:
+            row.update(change=None, q=None, significant=False)
     return {
         "themes": rows,
-        "new": [t for t in ids if then.get(t, 0) == 0 and now.get(t, 0) > 0],
-        "gone": [t for t in ids if now.get(t, 0) == 0 and then.get(t, 0) > 0],
+        "new": [t for t in ids if t not in then and now.get(t, 0) > 0],
+        "gone": [t for t in ids if t in then and now.get(t, 0) == 0 and then.get(t, 0) > 0],
     }

@@ -13,10 +13,13 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from . import lang
 
+#: Responses whose label candidates are remembered (per process: an attempt is its own process).
+PHRASE_CACHE: Final = 50_000
 TOKEN_RE: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
 
 
@@ -85,6 +88,7 @@ def ctfidf(
     return out
 
 
+@functools.lru_cache(maxsize=PHRASE_CACHE)
 def _stem(word: str) -> str:
     """A crude English stem (plural and verb endings), enough to see that two keywords say the same thing."""
     w = word.lower()
@@ -111,55 +115,143 @@ def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -
         base = base[:1].upper() + base[1:]
     label, n = base, 2
     while label.lower() in used:
-        extra = keywords[n] if n < len(keywords) else str(n)
+        # Told apart by a keyword, never by a number: "(2)" says nothing about the theme.
+        extra = keywords[n] if n < len(keywords) else " ".join(["other"] * (n - len(keywords) + 1))
         label = f"{base} ({extra})"
         n += 1
     used.add(label.lower())
     return label
 
 
-#: Responses whose label candidates are remembered (per process: an attempt is its own process).
-PHRASE_CACHE: Final = 50_000
+#: A label candidate spans at most this many tokens (stopwords inside included), so a label has <= 4 words.
+MAX_SPAN: Final = 4
+#: Clause breaks: a phrase never runs across a sentence or a comma ("late. customer service" is no phrase).
+CLAUSE_RE: Final = re.compile(r"[.,;:!?()\[\]\"\u3001\u3002\uff01\uff1f\uff0c]+")
+#: Conjunctions end a phrase too: "late and the courier" is two things.
+CONJUNCTION_RE: Final = re.compile(r"\b(?:and|or|but|because|although|though|while|when|if|then|so|as)\b", re.I)
+#: Negations stay in a phrase (as "not" in its key): "card not arrived" must not read "card arrived".
+NEGATIONS: Final = frozenset(
+    "not no never cannot can't don't doesn't didn't won't isn't wasn't aren't weren't haven't hasn't hadn't "
+    "couldn't wouldn't shouldn't cant dont doesnt didnt wont isnt wasnt havent hasnt couldnt".split()
+)
+#: Words after which an English word is used as a verb or an adjective ("to cancel", "was declined", "too slow").
+PREDICATE_CUES: Final = frozenset(
+    "to can't cannot not didn't don't doesn't won't wont cant dont didnt doesnt please can could will would should "
+    "i we it is was are were be been being too very so got get gets getting keeps kept still".split()
+)
+#: Particles shown after the word they follow, though stopwords ("log in", "sign up"); never part of a key.
+PARTICLES: Final = frozenset("in up out off on down".split())
+#: After these a particle is a preposition ("freezing on the login screen"), not part of a verb.
+_DETERMINERS: Final = frozenset("the a an this that these those my your his her our their its".split())
+_PREDICATE_SUFFIXES: Final = ("ed", "ing", "ful", "less", "able", "ible", "ive", "ous")
 
 
-def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = 3) -> frozenset[str]:
-    """Distinct 1..``max_n``-grams of adjacent content words: the label candidates of a response.
+@dataclass(frozen=True)
+class Analysed:
+    """What a response contributes to labels: its candidate keys, their surface forms, its cued words."""
 
-    Memoised: describing a theme asks for the same responses' phrases once per level, per candidate
-    expansion and per merge pass (at 20,000 responses that was ~12 s of a 14 s describe stage).
+    keys: frozenset[str]
+    surfaces: tuple[tuple[str, str], ...]
+    """(key, the words as written) per key whose span holds stopwords ("top failed" / "top up failed", "top" / "top up")."""
+    cued: frozenset[str]
+    """Content words that follow a :data:`PREDICATE_CUES` word here (verb/adjective evidence)."""
+
+
+def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = MAX_SPAN) -> frozenset[str]:
+    """Label candidate keys of a response: 1..``max_n``-token spans inside a clause, as their content words.
+
+    A span starts and ends with a content word and may hold stopwords ("top up failed", "card has not
+    arrived"); its key drops them but keeps negations as "not" ("top failed", "card not arrived"), so the
+    spellings of one phrase count together. Memoised: describing a theme asks for the same responses'
+    phrases once per level, per candidate expansion and per merge pass (at 20,000 responses that was ~12 s
+    of a 14 s describe stage).
     """
+    return analyse(text, stopwords, max_n=max_n).keys
+
+
+def analyse(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = MAX_SPAN) -> Analysed:
     if stopwords is None:
         stopwords = lang.current_stopwords()  # the job's languages (lang.keyword_languages); English by default
-    return _phrases(text, stopwords, max_n, lang.current_languages())
+    return _analyse(text, stopwords, max_n, lang.current_languages())
 
 
 @functools.lru_cache(maxsize=PHRASE_CACHE)
-def _phrases(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[str, ...]) -> frozenset[str]:
+def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[str, ...]) -> Analysed:
     # ``languages`` is part of the key: the tokeniser (lang.tokenize) follows the job's languages.
-    out: set[str] = set()
-    run: list[str] = []
-    for t in [*tokens(text), ""]:
-        if len(t) < 2 or t in stopwords or t.isdigit():
-            for n in range(1, max_n + 1):
-                out.update(" ".join(run[i : i + n]) for i in range(len(run) - n + 1))
-            run = []
-        else:
-            run.append(t)
-    return frozenset(out)
+    keys: set[str] = set()
+    surfaces: dict[str, str] = {}
+    cued: set[str] = set()
+    for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", text)):
+        toks = tokens(clause)
+        kind = []  # per token: "c" content, "n" negation, "s" stopword
+        for n, t in enumerate(toks):
+            if t in NEGATIONS:
+                kind.append("n")
+            elif len(t) < 2 or t in stopwords or t.isdigit():
+                kind.append("s")
+            else:
+                kind.append("c")
+                if n and toks[n - 1] in PREDICATE_CUES:
+                    cued.add(t)
+        for i, t in enumerate(toks):
+            if kind[i] != "c" and not (kind[i] == "n" and i + 1 < len(toks)):
+                continue
+            if lang.is_cjk(t):
+                # CJK tokens are overlapping character bigrams already: no phrases of them.
+                keys.add(t)
+                continue
+            if kind[i] == "c" and _particle(toks, kind, i + 1):
+                surfaces.setdefault(t, f"{t} {toks[i + 1]}")  # "top" is said "top up"
+            words: list[str] = []
+            for j in range(i, min(len(toks), i + max_n)):
+                if kind[j] == "c" and lang.is_cjk(toks[j]):
+                    break
+                if kind[j] != "s":
+                    words.append("not" if kind[j] == "n" else toks[j])
+                if kind[j] == "c" and any(w != "not" for w in words):
+                    key = " ".join(words)
+                    keys.add(key)
+                    # A verb's particle belongs to it as written: "can't log in", "top up".
+                    end = j + 1 if _particle(toks, kind, j + 1) and j + 1 - i < max_n else j
+                    if end - i + 1 > len(words):
+                        surfaces.setdefault(key, " ".join(toks[i : end + 1]))
+    return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued))
 
 
-def candidate_phrases(
+def _particle(toks: list[str], kind: list[str], n: int) -> bool:
+    """Token ``n`` is a verb particle closing a phrase: "log in", not the "on" of "freezing on login"."""
+    return n < len(toks) and toks[n] in PARTICLES and (
+        n + 1 == len(toks) or (kind[n + 1] == "s" and toks[n + 1] not in _DETERMINERS))
+
+
+def phrase_key(phrase: str) -> str:
+    """The key of a phrase as written (``"Card has not arrived"`` -> ``"card not arrived"``)."""
+    return next((k for k in sorted(phrases(phrase.lower()), key=lambda k: -len(k))), phrase.lower())
+
+
+def looks_predicate(word: str, cued: int, used: int) -> bool:
+    """True when ``word`` reads as a verb or an adjective: its ending, or its use after a cue in this job."""
+    if len(word) >= 5 and word.endswith(_PREDICATE_SUFFIXES):
+        return True
+    return used >= 2 and cued >= max(2, 0.25 * used)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A label candidate of one group: its key, c-TF-IDF score, uses, share of the group, best share elsewhere."""
+
+    key: str
+    score: float
+    uses: int
+    share: float
+    other: float
+    """The highest share of another group's responses using the key (0 with one group)."""
+
+
+def candidates(
     groups: Sequence[Sequence[str]], *, top: int = 12, stopwords: frozenset[str] | None = None, min_share: float = 0.03
-) -> list[list[tuple[str, float, int]]]:
-    """Label candidates per group: (phrase, c-TF-IDF score, members using it), best first.
-
-    The same class-based TF-IDF as :func:`ctfidf`, over 1-3-grams, keeping
-    phrases used by at least ``min_share`` of a group's responses (and by two,
-    in groups of six or more): the short list a KeyBERT-style ranking then
-    embeds. A phrase is dropped when a better-ranked one contains it
-    ("customer service" hides "service"), so the list is not one phrase in
-    three spellings.
-    """
+) -> list[list[Candidate]]:
+    """Label candidates per group, best c-TF-IDF first (see :func:`candidate_phrases`)."""
     per_group: list[Counter[str]] = []
     for texts in groups:
         c: Counter[str] = Counter()
@@ -171,26 +263,46 @@ def candidate_phrases(
         total.update(c)
     sizes = [max(1, sum(c.values())) for c in per_group]
     avg = sum(sizes) / max(1, len(sizes))
-    out: list[list[tuple[str, float, int]]] = []
-    for texts, c, size in zip(groups, per_group, sizes, strict=True):
+    out: list[list[Candidate]] = []
+    for g, (texts, c, size) in enumerate(zip(groups, per_group, sizes, strict=True)):
         min_df = max(2 if len(texts) >= 6 else 1, math.ceil(min_share * len(texts)))
         scored = []
         for term, f in c.items():
             if f < min_df:
                 continue
             words = term.count(" ") + 1
-            score = (f / size) * math.log(1 + avg / total[term]) * (1.0 + 0.2 * (words - 1))
+            score = (f / size) * math.log(1 + avg / total[term]) * (1.0 + 0.2 * (min(words, 3) - 1))
             scored.append((term, score, f))
         scored.sort(key=lambda p: (-p[1], p[0]))
-        chosen: list[tuple[str, float, int]] = []
+        chosen: list[Candidate] = []
         for term, score, f in scored:
-            if any(f" {term} " in f" {b} " for b, _, _ in chosen):
+            if any(f" {term} " in f" {b.key} " for b in chosen):
                 continue
-            chosen.append((term, round(score, 6), f))
+            other = max(
+                (per_group[h][term] / max(1, len(groups[h])) for h in range(len(groups)) if h != g and per_group[h][term]),
+                default=0.0,
+            )
+            chosen.append(Candidate(term, round(score, 6), f, f / max(1, len(texts)), other))
             if len(chosen) >= top:
                 break
         out.append(chosen)
     return out
+
+
+def candidate_phrases(
+    groups: Sequence[Sequence[str]], *, top: int = 12, stopwords: frozenset[str] | None = None, min_share: float = 0.03
+) -> list[list[tuple[str, float, int]]]:
+    """Label candidates per group: (phrase key, c-TF-IDF score, members using it), best first.
+
+    The same class-based TF-IDF as :func:`ctfidf`, over the keys of
+    :func:`phrases`, keeping phrases used by at least ``min_share`` of a
+    group's responses (and by two, in groups of six or more): the short list
+    a KeyBERT-style ranking then embeds. A phrase is dropped when a
+    better-ranked one contains it ("customer service" hides "service"), so
+    the list is not one phrase in three spellings.
+    """
+    return [[(c.key, c.score, c.uses) for c in g] for g in candidates(groups, top=top, stopwords=stopwords,
+                                                                      min_share=min_share)]
 
 
 def same_stem(a: str, b: str) -> bool:

@@ -57,8 +57,12 @@ def default_encoder(params: ThematicParams) -> str:
     return params.embedding if params.language in ("en", "auto") else "multilingual"
 
 
-def job_embedder(params: ThematicParams, client: object | None, encoder: str | None = None) -> TextEmbedder:
-    return embedder_for(client, redact=redact_on(params, client), encoder=encoder or default_encoder(params))
+def job_embedder(
+    params: ThematicParams, client: object | None, encoder: str | None = None, graph: str | None = None
+) -> TextEmbedder:
+    return embedder_for(
+        client, redact=redact_on(params, client), encoder=encoder or default_encoder(params), graph=graph
+    )
 
 
 def code_chunk_size(params: ThematicParams) -> int:
@@ -70,15 +74,18 @@ def code_chunk_size(params: ThematicParams) -> int:
 def embed_chunk(ctx: PipelineContext, params: ThematicParams, texts: list[Any]) -> bytes:
     """One chunk of the ``embed`` map stage: the embeddings of ``texts`` as .npy bytes.
 
-    Items are texts, or ``[encoder, text]`` pairs when the parent chose an
+    Items are texts, ``[encoder, text]`` pairs when the parent chose an
     encoder the params alone do not name (``language="auto"`` on a
-    multilingual survey): every chunk must use the parent's choice.
+    multilingual survey), or ``[encoder, text, graph]`` when it runs the fast
+    encoder, whose graph the parent chose by its CPU: every chunk must use the
+    parent's choices, whatever CPU it lands on.
     """
-    encoder = None
+    encoder = graph = None
     if texts and isinstance(texts[0], list):
         encoder = str(texts[0][0])
-        texts = [str(t) for _, t in texts]
-    embedder = job_embedder(params, job_client(params), encoder)
+        graph = str(texts[0][2]) if len(texts[0]) > 2 else None
+        texts = [str(it[1]) for it in texts]
+    embedder = job_embedder(params, job_client(params), encoder, graph)
     emb = embedder.embed(texts, on_batch=lambda done: ctx.progress("embed", done, len(texts)))
     return npy(emb.astype(np.float32))
 

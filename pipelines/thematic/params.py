@@ -65,6 +65,17 @@ class SeedTheme(BaseModel):
     count: int | None = None
 
 
+class ScoreParam(BaseModel):
+    """``params.score``: the metadata key holding a score, and how to read it (impact.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: MetadataKey
+    #: "nps": integers 0-10, the NPS (promoters 9-10 minus detractors 0-6, in points); "csat": 1-5, the mean;
+    #: "numeric": any number, the mean.
+    scale: Literal["nps", "csat", "numeric"] = "numeric"
+
+
 class ThematicParams(BaseModel):
     """Parameters of a thematic-analysis job."""
 
@@ -117,6 +128,12 @@ class ThematicParams(BaseModel):
     #: Id of an earlier succeeded thematic job of the same tenant: its themes (with their edits) are carried
     #: into this job and the result gains ``comparison`` (share then and now, per theme).
     compare_to: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
+    #: With ``compare_to``: "inherit" (default) codes this wave with the earlier job's themes and instrument and
+    #: calls a theme new only when its answers are far from every earlier theme (waves.py); "discover" finds
+    #: themes afresh and maps them onto the earlier ones (the behaviour before issue 23).
+    compare_mode: Literal["inherit", "discover"] = "inherit"
+    #: A metadata score to measure each theme's impact on (``result.impact``): {"key", "scale"}.
+    score: ScoreParam | None = None
 
     @field_validator("breakdown_by")
     @classmethod

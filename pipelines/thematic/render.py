@@ -128,13 +128,52 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                 break
     comparison = doc.get("comparison")
     if comparison:
+        how = {"centroids": "both waves coded with the earlier job's themes (one instrument)",
+               "prototypes": "now coded with prototypes of the earlier themes; then as the earlier job counted "
+                             "them (approximate)"}.get(str(comparison.get("instrument")), "")
         lines += ["", "## Change since the compared job", "",
-                  f"Then {comparison['n_then']} responses, now {comparison['n_now']}; **bold**: significant.", "",
+                  f"Then {comparison['n_then']} responses, now {comparison['n_now']}"
+                  + (f"; {how}" if how else "") + "; **bold**: significant (two-proportion test, "
+                  "Benjamini–Hochberg q < 0.05); a new theme is not tested.", "",
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
         for r in comparison.get("themes", []):
+            if r.get("change") is None:
+                lines.append(f"| {_md(r['label'])} | — | {r['share_now']:.1%} | — | {r['status']} |")
+                continue
             change = f"{r['change']:+.1%}"
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
+    lines += _impact_md(doc.get("impact"))
+    return lines
+
+
+def _num(x: Any, nps: bool) -> str:
+    if not isinstance(x, int | float):
+        return "—"
+    return f"{x:+.1f}" if nps else f"{x:+.2f}"
+
+
+def _impact_md(imp: dict[str, Any] | None) -> list[str]:
+    """Each theme's impact on the score: overall minus the score without the theme, with its 95 % interval."""
+    if not imp:
+        return []
+    nps = imp.get("scale") == "nps"
+    what = "NPS" if nps else "mean " + ("CSAT" if imp.get("scale") == "csat" else "score")
+    overall = imp.get("overall")
+    lines = ["", f"## Impact on {_md(str(imp['key']))}", "",
+             f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
+             f"over {imp['n']} scored responses. Impact: the overall {what} minus the {what} of the responses "
+             "without the theme (negative: the theme costs points), with a bootstrap 95 % interval; **bold**: "
+             "the interval excludes 0.", "",
+             f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
+    for t in imp.get("themes", []):
+        lo, hi = t.get("ci_low"), t.get("ci_high")
+        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
+        cell = _num(t.get("impact"), nps)
+        score = t.get("score")
+        lines.append(f"| {_md(t['label'])} | {t['n']} | "
+                     f"{'—' if score is None else (f'{score:.1f}' if nps else f'{score:.2f}')} | "
+                     f"{f'**{cell}**' if sure else cell} | {_num(lo, nps)} … {_num(hi, nps)} |")
     return lines
 
 

@@ -12,8 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1"
-"""1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
+SCHEMA_VERSION = "1.2"
+"""1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
+(with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
+``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
+the new ones; a 1.1 document is still valid.
+1.1 (additive): ``levels``, ``subthemes``, ``parents`` always for > 12 themes with description / share /
 quotes, ``assignments[].broad`` / ``fine``, ``themes[].key_phrases`` / ``subthemes``, ``run.theme_count``
 confidence fields, ``run.merges``. Every 1.0 field is still there with the same meaning.
 Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sentiment``, ``sentiment``,
@@ -231,11 +235,11 @@ class ComparisonRow(_Model):
     label: str
     share_then: float
     share_now: float
-    change: float
+    change: float | None = Field(description="share_now - share_then; null for a new theme (not tested)")
     count_then: int
     count_now: int
-    p: float
-    q: float
+    p: float | None = Field(description="two-proportion z-test, now against then; null for a new theme")
+    q: float | None = Field(description="Benjamini-Hochberg q over the tested themes; null for a new theme")
     significant: bool
     status: Literal["kept", "new", "gone"]
 
@@ -248,10 +252,56 @@ class Comparison(_Model):
     themes: list[ComparisonRow]
     new: list[str]
     gone: list[str]
+    mode: Literal["inherit", "discover"] | None = Field(default=None, description="params.compare_mode (1.2)")
+    instrument: Literal["centroids", "prototypes"] | None = Field(
+        default=None, description="what coded both waves: the earlier job's stored centroids, or (an earlier "
+        "result without them, or discover mode) prototypes from its labels and quotes, with its clustering's counts")
+    far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
+
+
+class SplitRule(_Model):
+    keyword: str
+    theme_id: str | None
+    count: int = 0
+
+
+class InstrumentCode(_Model):
+    theme_id: str | None = Field(description="the theme this centroid codes to; null after a delete (other)")
+    centroid: str = Field(description="unit vector, little-endian float16, base64")
+    radius: float = Field(description="5th percentile of its members' cosine: below every radius is far")
+    count: int = Field(description="this job's usable responses the instrument codes here")
+    splits: list[SplitRule] = Field(default_factory=list, description="keyword rules of split edits")
+
+
+class Instrument(_Model):
+    """The coder a later wave is counted with (waves.py): nearest centroid at cosine >= floor."""
+
+    encoder: str = Field(description="embedding model name@sha256: centroids compare only within one encoder")
+    floor: float
+    n: int
+    codes: list[InstrumentCode]
+
+
+class ImpactTheme(_Model):
+    theme_id: str
+    label: str
+    n: int = Field(description="scored responses with this theme")
+    score: float | None = Field(description="their score: NPS (points) for nps, else the mean")
+    impact: float | None = Field(description="overall score minus the score of the responses without this theme")
+    ci_low: float | None = Field(description="bootstrap 95% interval of impact (1,000 resamples, seeded)")
+    ci_high: float | None
+
+
+class Impact(_Model):
+    key: str
+    scale: Literal["nps", "csat", "numeric"]
+    overall: float | None
+    n: int = Field(description="usable responses with a score")
+    themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1"]
+    schema_version: Literal["1.1", "1.2"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)
@@ -265,6 +315,8 @@ class ThematicResult(_Model):
     edits: list[dict[str, Any]] = Field(
         default_factory=list, description="the codebook edits applied since the run, oldest first (PATCH themes)"
     )
+    instrument: Instrument | None = None
+    impact: Impact | None = None
 
 
 def json_schema() -> str:

@@ -34,6 +34,7 @@ from . import describe as D
 from . import lang as L
 from . import mapped as M
 from . import sentiment as S
+from . import waves as W
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .params import ThematicParams
@@ -48,6 +49,9 @@ EMBED_PART = 2048
 #: Params that change how the job runs, not what it computes: left out of
 #: the checkpoint fingerprint.
 _EXECUTION_PARAMS = {"fanout_min_responses", "fanout_chunk_size"}
+#: The checkpoint that fixes the fast encoder's graph (chosen by CPU) for the rest of a fanned-out job: its
+#: chunks and its re-run after fan-in may land on CPUs that would choose the other one.
+GRAPH_CHOICE = "embed-graph-choice"
 
 
 def _fingerprint(params: ThematicParams, items: list[dict[str, Any]], embedder: str) -> str:
@@ -115,7 +119,9 @@ def _run_with(
     if params.llm == "off":
         client = None
     redact_on = M.redact_on(params, client)
-    embedder = M.job_embedder(params, client)
+    # The graph a fanned-out attempt of this job chose (one GET; written only when the embed stage fans out).
+    saved_graph = ctx.restore(GRAPH_CHOICE)
+    embedder = M.job_embedder(params, client, graph=saved_graph.decode() if saved_graph else None)
     st = _Stages(ctx, _fingerprint(params, items, f"{embedder.info.name}@{embedder.info.sha256}"))
     t_all = time.perf_counter()
 
@@ -145,7 +151,7 @@ def _run_with(
     raw = st.restore("embed")
     t0 = time.perf_counter()
     if raw is None:
-        emb = _embed_stage(ctx, params, texts, st, embedder)
+        emb = _embed_stage(ctx, params, texts, st, embedder, save_graph=saved_graph is None)
         st.save("embed", _npy(emb), t0)
     else:
         emb = _from_npy(raw).astype(np.float32)
@@ -365,6 +371,8 @@ def _run_with(
                 "max_tokens": embedder.info.max_tokens or None,
                 "runtime": "api" if isinstance(embedder, ClientEmbedder) else embedder.info.runtime,
                 "encoder": "api" if isinstance(embedder, ClientEmbedder) else getattr(embedder, "encoder", None),
+                # Which built graph ran (the fast encoder: "int8-vnni" on CPUs with VNNI, else "int8").
+                "graph": embedder.info.graph or None,
                 "languages": plan.detected,
             },
             "params": params.model_dump(mode="json"),
@@ -439,21 +447,52 @@ def _insights(
             if a["bucket"] != "unusable":
                 a["sentiment"] = s.to_json() if s is not None else None
         doc["sentiment"]["scored"] = sum(1 for s in scored if s is not None)
-    if baseline is not None:
-        primary = {str(a["response_id"]): V.primary_theme(a) for a in doc["assignments"]}
+    encoder = f"{embedder.info.name}@{embedder.info.sha256}"
+    inherited = _compare(doc, params, usable, emb, embedder, baseline, encoder) if baseline is not None else []
+    V.refresh(doc, metadata, breakdown_by=params.breakdown_by, min_group_size=params.min_group_size,
+              score=params.score.model_dump() if params.score is not None else None, seed=params.seed)
+    # Every job's instrument (waves.py), so any job can be the earlier wave of a later one.
+    doc["instrument"] = W.build(
+        emb, [V.primary_theme(a) for a in doc["assignments"] if a["bucket"] != "unusable"],
+        [t["id"] for t in doc["themes"]], [r.text for r in usable], encoder, inherited=inherited,
+    )
+
+
+def _compare(
+    doc: dict[str, Any], params: ThematicParams, usable: list[C.CleanedResponse], emb: NDArray[np.float32],
+    embedder: TextEmbedder, baseline: dict[str, Any], encoder: str,
+) -> list[dict[str, Any]]:
+    """Recode ``doc`` against the earlier job (``compare_to``); returns the instrument codes this job inherits."""
+    ids = [str(r.id) for r in usable]
+    quotes = {str(r.id): r.text[: D.QUOTE_CHARS] for r in usable}
+    primary = {str(a["response_id"]): V.primary_theme(a) for a in doc["assignments"]}
+    if params.compare_mode == "discover":
         protos = B.prototypes(baseline, embedder)
-        coded = B.match(
-            emb, [primary.get(str(r.id)) for r in usable], protos, [t["id"] for t in baseline["themes"]]
-        )
-        B.carry_over(
-            doc, {str(r.id): c for r, c in zip(usable, coded, strict=True)}, baseline,
-            {str(r.id): r.text[: D.QUOTE_CHARS] for r in usable},
-        )
-    V.refresh(doc, metadata, breakdown_by=params.breakdown_by, min_group_size=params.min_group_size)
+        coded = B.match(emb, [primary.get(i) for i in ids], protos, [t["id"] for t in baseline["themes"]])
+        B.carry_over(doc, dict(zip(ids, coded, strict=True)), baseline, quotes)
+        doc["comparison"].update(mode="discover", instrument="prototypes")
+        return []
+    earlier = baseline.get("instrument")
+    how = "centroids"
+    if not earlier or earlier.get("encoder") != encoder or not earlier.get("codes") or \
+            len(W.unpack(earlier["codes"][0]["centroid"])) != emb.shape[1]:
+        # An earlier result without an instrument (before schema 1.2) or of another encoder: its themes'
+        # prototypes stand in, and "then" is its clustering's counts (approximate, and the result says so).
+        earlier, how = W.from_prototypes(B.prototypes(baseline, embedder), baseline, encoder), "prototypes"
+    coded, facts = W.inherit(emb, [r.text for r in usable], [primary.get(i) for i in ids], earlier,
+                             min_size=params.min_theme_size)
+    # A response coded to an earlier theme gets its cosine to that theme's nearest centroid as the confidence.
+    _, best, _ = W.nearest(emb, np.stack([W.unpack(c["centroid"]) for c in earlier["codes"]])
+                           if earlier["codes"] else np.zeros((0, emb.shape[1]), dtype=np.float32))
+    B.carry_over(doc, dict(zip(ids, coded, strict=True)), baseline, quotes, then_counts=W.counts(earlier),
+                 confidence={i: float(b) for i, b in zip(ids, best, strict=True)})
+    doc["comparison"].update(mode="inherit", instrument=how, far=facts["far"])
+    return [dict(c) for c in earlier["codes"]]
 
 
 def _embed_stage(
-    ctx: PipelineContext, params: ThematicParams, texts: list[str], st: _Stages, embedder: TextEmbedder
+    ctx: PipelineContext, params: ThematicParams, texts: list[str], st: _Stages, embedder: TextEmbedder,
+    *, save_graph: bool = False,
 ) -> NDArray[np.float32]:
     """Embeddings of ``texts``: fanned out over chunk workers for large inputs, else in this process."""
     mapper = getattr(ctx, "map", None)
@@ -463,10 +502,17 @@ def _embed_stage(
         # done and gets their outputs, in chunk order (error budget 0: every
         # chunk's output is present).
         encoder = getattr(embedder, "encoder", None)
-        # Chunk workers see only the params: name the encoder when the params alone do not (lang.plan).
+        graph = getattr(embedder, "graph", None)
+        # Chunk workers see only the params: name the encoder when the params alone do not (lang.plan), and
+        # the fast encoder's graph always, so that every chunk runs the parent's graph whatever its CPU.
         chunk_items: list[Any] = (
-            texts if encoder in (None, M.default_encoder(params)) else [[encoder, t] for t in texts]
+            [[encoder, t, graph] for t in texts] if graph is not None
+            else texts if encoder in (None, M.default_encoder(params)) else [[encoder, t] for t in texts]
         )
+        if graph is not None and save_graph:
+            # Before the chunks exist: if this write's answer is lost, the re-run reads it back or chooses again
+            # before any chunk is created (map_stage creates them after), so no vector of another graph exists.
+            ctx.checkpoint(GRAPH_CHOICE, graph.encode())
         res = mapper("embed", chunk_items, M.embed_chunk, chunk_size=params.fanout_chunk_size)
         emb = np.concatenate([M.from_npy(o) for o in res.outputs]).astype(np.float32)
         if emb.shape[0] != len(texts):

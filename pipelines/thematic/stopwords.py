@@ -21,6 +21,7 @@ well were weren't what what's when when's where where's whether which while who 
 with within without won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
 also mr mrs ms new told year years yesterday week weeks time times first last three going go goes went want
 lot lots bit im ive dont doesnt didnt cant wont isnt thats youre theyre
+someone somebody everyone everybody everything nothing nobody anybody
 """.split()
 )
 
@@ -72,3 +73,18 @@ def stopwords_for(*languages: str) -> frozenset[str]:
     out = frozenset(words)
     _cache[key] = out
     return out
+
+
+#: Words that never make a whole label alone (describe.py): they say where a response is, not what it says.
+#: From data (``bench/labels.py --generic``): the words used by >= 5 % of the responses of >= 15 % of the true
+#: themes of a TUNE set (Banking77: account ... tried; the feedback sample: arrived ... service; BBC sentences:
+#: people; never the CHECK sets), plus evaluative words and greetings, which spread over every theme of real
+#: feedback and are the sentiment stage's business. A job adds its own (describe.word_stats).
+GENERIC: Final = frozenset(
+    """
+account app card charged check help know money payment please showing take tell think top transaction transfer
+tried arrived days delivery email food minutes missing order restaurant screen service people
+good great nice bad love best excellent amazing awesome terrible thanks thank hi hello ok okay issue problem
+question
+""".split()
+)

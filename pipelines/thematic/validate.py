@@ -8,6 +8,7 @@ from typing import Any
 from shared.sdk import EarlierResults, ValidationFailed
 
 from .baseline import baseline_of
+from .impact import problem as score_problem
 from .params import MAX_RESPONSES, MAX_TEXT_CHARS, ThematicParams
 from .sentiment import LLM_MAX_RESPONSES, rating_scale
 
@@ -110,6 +111,13 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             scale = rating_scale([(item.get("metadata") or {}).get(key) for item in data])
             if isinstance(scale, str):
                 errors.append({"field": "params.sentiment_from", "message": f"{key!r}: {scale}"})
+    if params.score is not None:
+        key = params.score.key
+        if key not in keys:
+            errors.append({"field": "params.score.key",
+                           "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+        elif (bad := score_problem([(item.get("metadata") or {}).get(key) for item in data], params.score.scale)):
+            errors.append({"field": f"params.score.{bad[0]}", "message": f"{key!r}: {bad[1]}"})
     if params.sentiment == "llm" and params.sentiment_from is None and len(data) > LLM_MAX_RESPONSES:
         errors.append({"field": "params.sentiment",
                        "message": f"LLM sentiment takes at most {LLM_MAX_RESPONSES} responses; use lexicon"})

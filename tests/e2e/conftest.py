@@ -50,10 +50,12 @@ class Api:
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 payload = resp.read()
-                return resp.status, dict(resp.headers), _json(payload)
+                # The headers as http.client parsed them: names case-insensitive, as HTTP's are (the runtime answers
+                # with lower-case names such as content-type, and so does Azure).
+                return resp.status, resp.headers, _json(payload)
         except urllib.error.HTTPError as err:
             payload = err.read()
-            return err.code, dict(err.headers), _json(payload)
+            return err.code, err.headers, _json(payload)
 
     def submit(self, pipeline: str, params: dict[str, Any] | None = None, input_: Any = None, **kw: Any) -> dict[str, Any]:
         status, _, body = self.call("POST", "/api/jobs", {"pipeline": pipeline, "params": params or {}, "input": input_}, **kw)

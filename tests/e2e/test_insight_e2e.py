@@ -53,11 +53,16 @@ def _result(api: Api,  # noqa: F811
 
 def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api) -> None:  # noqa: F811 - fixture
     first = _wave(20, 20, seed=1, offset=0)
-    params = {"llm": "off", "min_theme_size": 6, "breakdown_by": ["plan", "nps"], "min_group_size": 10}
+    params = {"llm": "off", "min_theme_size": 6, "breakdown_by": ["plan", "nps"], "min_group_size": 10,
+              "score": {"key": "nps", "scale": "nps"}}
     job1 = api.wait(api.submit("thematic", params, first)["id"], timeout=240)
     assert job1["status"] == "succeeded", job1
     headers, doc = _result(api, job1)
     ThematicResult.model_validate(doc)
+    # Issue 23: each theme's impact on the NPS, in the stored result and the report; every job has an instrument.
+    assert set(doc["impact"]) == {"key", "scale", "overall", "n", "themes"} and doc["impact"]["key"] == "nps"
+    assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
+    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.2"
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
     assert doc["sentiment"]["source"] == "lexicon"
     assert all(t["sentiment"] is not None for t in doc["themes"])
@@ -93,6 +98,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     # The edited result renders as Markdown with the new name, and its tables follow the edit.
     _, md = _result(api, job1, "md")
     assert "Renamed by the researcher" in (md.decode() if isinstance(md, bytes) else md)
+    assert "## Impact on nps" in (md.decode() if isinstance(md, bytes) else md)
 
     # Wave 2, compared with the edited wave 1: the renamed theme keeps its id and name.
     second = _wave(40, 15, seed=2, offset=1000)
@@ -103,6 +109,9 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     ThematicResult.model_validate(doc2)
     comparison = doc2["comparison"]
     assert comparison["job_id"] == job1["id"] and comparison["n_then"] == after["run"]["counts"]["usable"]
+    # Coded with wave 1's instrument (stored with wave 1's result), so nothing is new that wave 1 had.
+    assert comparison["mode"] == "inherit" and comparison["instrument"] == "centroids"
+    assert all(r["p"] is None for r in comparison["themes"] if r["status"] == "new")
     rows = {r["theme_id"]: r for r in comparison["themes"]}
     assert rows[a]["label"] == "Renamed by the researcher" and rows[a]["status"] in ("kept", "gone")
     assert set(comparison["then"]) == {t["id"] for t in after["themes"]}
@@ -137,4 +146,9 @@ def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(a
     _problem(api, {**base, "params": {"sentiment": "llm"}}, 422, "params.sentiment")  # no provider here
     _problem(api, {**base, "params": {"sentiment": "llm", "llm": "off"}}, 422, "params.sentiment")
     _problem(api, {**base, "params": {"min_group_size": 0}}, 422, "params.min_group_size")
+    # Issue 23: a score must name a metadata key the responses carry, hold numbers, and fit its scale.
+    _problem(api, {**base, "params": {"score": {"key": "rating", "scale": "nps"}}}, 422, "params.score.key")
+    _problem(api, {**base, "params": {"score": {"key": "plan", "scale": "numeric"}}}, 422, "params.score.key")
+    _problem(api, {**base, "params": {"score": {"key": "nps", "scale": "stars"}}}, 422, "params.score.scale")
+    _problem(api, {**base, "params": {"score": {"key": "nps"}, "compare_mode": "both"}}, 422, "params.compare_mode")
     assert _jobs(api) == before

@@ -193,7 +193,7 @@ def worker_killed(conn: str, n_jobs: int = 40, seconds: float = 1.0, timeout: fl
         )
         assert statuses == Counter({202: n_jobs}), statuses
         victim = c.worker_hosts[0]
-        marker = f":{victim.pid}:"
+        marker = f":{victim.worker_pid}:"  # the functions run in the host's language worker process
         # Kill once the victim is running attempts (read straight from the table, owner = host:pid:...).
         deadline = time.monotonic() + 90
         while True:

@@ -79,9 +79,11 @@ class Client:
         req = urllib.request.Request(self.base + path, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.status, dict(resp.headers), _json(resp.read())
+                # The headers as http.client parsed them: names case-insensitive, as HTTP's are (the runtime answers
+                # with lower-case names such as content-type, and so does Azure).
+                return resp.status, resp.headers, _json(resp.read())
         except urllib.error.HTTPError as err:
-            return err.code, dict(err.headers), _json(err.read())
+            return err.code, err.headers, _json(err.read())
         except (TimeoutError, urllib.error.URLError, OSError) as err:
             return "conn", {}, repr(err)
 

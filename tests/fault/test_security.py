@@ -274,9 +274,11 @@ def _gw(gw: Gateway, method: str, path: str, key: str | None, body: Any = None,
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             raw = resp.read()
-            status, hdrs = resp.status, dict(resp.headers)
+            # The headers as http.client parsed them: names case-insensitive, as HTTP's are (the runtime answers
+            # with lower-case names such as content-type, and so does Azure).
+            status, hdrs = resp.status, resp.headers
     except urllib.error.HTTPError as err:
-        raw, status, hdrs = err.read(), err.code, dict(err.headers)
+        raw, status, hdrs = err.read(), err.code, err.headers
     try:
         return status, hdrs, json.loads(raw) if raw else None
     except ValueError:

@@ -200,10 +200,10 @@ def test_no_literal_keys_in_infra(path: Path) -> None:
         assert not pattern.search(text), f"{path.relative_to(ROOT)} matches {pattern.pattern}"
 
 
-def test_function_app_is_flex_consumption_python_311() -> None:
+def test_function_app_is_flex_consumption_python_313() -> None:
     text = API_BICEP.read_text()
     assert "skuName: 'FC1'" in text
-    assert re.search(r"runtime:\s*\{\s*name:\s*'python'\s*version:\s*'3\.11'\s*\}", text)
+    assert re.search(r"runtime:\s*\{\s*name:\s*'python'\s*version:\s*'3\.13'\s*\}", text)
     assert "maximumInstanceCount: maximumInstanceCount" in text
     assert "instanceMemoryMB: instanceMemoryMB" in text
     assert "type: 'UserAssignedIdentity'" in text

@@ -29,25 +29,95 @@ SAMPLE = [
 ]
 
 
-def test_built_model_is_deterministic_and_matches_its_pinned_hash(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_every_built_graph_is_deterministic_and_matches_its_pinned_hash(
+    graph: str, tmp_path: Path, monkeypatch: Any
+) -> None:
     # Nothing packaged, an empty cache: resolve() builds at first use, under the lock, then finds it.
+    g = MINILM.graph(graph)
     monkeypatch.setattr(M, "packaged_dir", lambda: tmp_path / "packaged")
     monkeypatch.setenv("THEMATIQ_MODEL_CACHE", str(tmp_path / "cache"))
-    path = M.resolve(MINILM)
-    assert path == tmp_path / "cache" / MINILM.file_name
-    assert M._sha256(path) == MINILM.built_sha256 == E.MODEL_SHA256
+    path = M.resolve(MINILM, g)
+    assert path == tmp_path / "cache" / g.file_name
+    assert g.sha256 and M._sha256(path) == g.sha256 == E.GRAPH_INFO[graph].sha256
     mtime = path.stat().st_mtime_ns
-    assert M.resolve(MINILM) == path and path.stat().st_mtime_ns == mtime  # cached, not rebuilt
+    assert M.resolve(MINILM, g) == path and path.stat().st_mtime_ns == mtime  # cached, not rebuilt
     # A corrupted cache entry is rebuilt, never loaded.
     path.write_bytes(b"corrupt")
-    assert M._sha256(M.resolve(MINILM)) == MINILM.built_sha256
+    assert M._sha256(M.resolve(MINILM, g)) == g.sha256
+    # The tokenizer comes from the weights package, hash-checked, into the same cache.
+    tok = E.tokenizer_path()
+    assert M._sha256(tok) == E.TOKENIZER_SHA256 and tok.parent in (tmp_path / "cache", tmp_path / "packaged")
 
 
-def test_int8_vectors_stay_close_to_the_fp32_model() -> None:
+def test_the_graph_follows_the_cpu_flags(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("THEMATIQ_EMBEDDING_GRAPH", raising=False)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: fpu sse avx2 avx512f avx512_vnni\n")
+    assert M.cpu_flags(cpuinfo) >= {"avx2", "avx512_vnni"} and M.cpu_model(cpuinfo) == "Test CPU"
+    assert M.cpu_flags(tmp_path / "missing") == frozenset()  # not Linux: the default graph
+    for flags, want in (({"avx2", "avx512_vnni"}, "int8-vnni"), ({"avx2", "avx_vnni"}, "int8-vnni"),
+                        ({"avx2", "avx512f"}, "int8"), (set(), "int8")):
+        assert M.choose_graph(MINILM, frozenset(flags)).key == want, flags
+        monkeypatch.setattr(M, "cpu_flags", lambda *a, f=frozenset(flags): f)
+        assert E.encoder_info("fast").graph == want and E.LazyLocalEmbedder().graph == want
+        assert E.LazyLocalEmbedder().info.sha256 == MINILM.graph(want).sha256
+    # The optional model has one graph: every CPU runs it.
+    assert M.choose_graph(M.SPECS["mpnet"], frozenset({"avx512_vnni"})).key == "int8"
+    monkeypatch.setenv("THEMATIQ_EMBEDDING_GRAPH", "int8")
+    assert M.choose_graph(MINILM, frozenset({"avx512_vnni"})).key == "int8"
+    monkeypatch.setenv("THEMATIQ_EMBEDDING_GRAPH", "fp16")
+    with pytest.raises(M.ModelBuildError, match="no graph 'fp16'"):
+        M.choose_graph(MINILM)
+
+
+def test_a_chunk_worker_runs_its_parents_graph_on_another_cpu(monkeypatch: Any) -> None:
+    from pipelines.thematic.run import GRAPH_CHOICE, run_with
+
+    from .fakes import FakeContext
+
+    monkeypatch.delenv("THEMATIQ_EMBEDDING_GRAPH", raising=False)
+    loaded: list[str | None] = []
+    real = E.LocalEmbedder.embed
+
+    def embed(self: E.LocalEmbedder, texts: Any, **kw: Any) -> Any:
+        loaded.append(self.info.graph)
+        return real(self, texts, **kw)
+
+    monkeypatch.setattr(E.LocalEmbedder, "embed", embed)
+
+    class ChunksOnAvx2(FakeContext):
+        """The parent ran on a VNNI CPU; its chunk workers and its re-run land on one without."""
+
+        def map(self, *args: Any, **kw: Any) -> Any:
+            monkeypatch.setattr(M, "cpu_flags", lambda *a: frozenset({"avx2"}))
+            return super().map(*args, **kw)
+
+    monkeypatch.setattr(M, "cpu_flags", lambda *a: frozenset({"avx2", "avx512_vnni"}))
+    items = [{"id": str(i), "text": t} for i, t in enumerate(SAMPLE)]
+    params = ThematicParams(llm="off", min_theme_size=3, fanout_min_responses=20, fanout_chunk_size=16)
+    ctx = ChunksOnAvx2(params=params)
+    doc = run_with(ctx, params, items, client=None)
+    assert ctx.map_calls["embed"] and set(loaded) == {"int8-vnni"}, loaded
+    assert ctx.checkpoints[GRAPH_CHOICE] == b"int8-vnni"
+    assert doc["run"]["embedding_model"]["graph"] == "int8-vnni"
+    assert doc["run"]["embedding_model"]["sha256"] == MINILM.graph("int8-vnni").sha256
+    # A later attempt of the same job, on the AVX2 machine, keeps the job's graph: its checkpoints match.
+    loaded.clear()
+    again = run_with(FakeContext(params=params, checkpoints=ctx.checkpoints), params, items, client=None)
+    assert again["run"]["embedding_model"]["graph"] == "int8-vnni" and "embed" in again["run"]["resumed_stages"]
+    assert loaded == []
+    # Without the checkpoint (a new job), this CPU chooses its own graph.
+    fresh = run_with(FakeContext(params=params), params, items, client=None)
+    assert fresh["run"]["embedding_model"]["graph"] == "int8"
+
+
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_int8_vectors_stay_close_to_the_fp32_model(graph: str) -> None:
     import onnxruntime as ort
 
     fp32 = M.build_graph(MINILM, M.load_weights(MINILM))
-    enc = E.get_embedder()
+    enc = E.get_embedder("fast", graph)
     int8 = enc.embed(SAMPLE)
     ref_session = ort.InferenceSession(fp32.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = E.OnnxEncoder.__new__(E.OnnxEncoder)
@@ -61,8 +131,9 @@ def test_int8_vectors_stay_close_to_the_fp32_model() -> None:
     assert enc._inputs == {"input_ids", "attention_mask"}
 
 
-def test_a_texts_vector_does_not_depend_on_its_batch() -> None:
-    enc = E.get_embedder()
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_a_texts_vector_does_not_depend_on_its_batch(graph: str) -> None:
+    enc = E.get_embedder("fast", graph)
     together = enc.embed(SAMPLE)
     alone = np.vstack([enc.embed([t]) for t in SAMPLE[:8] + SAMPLE[-4:]])
     assert np.array_equal(alone, np.vstack([together[:8], together[-4:]]))
@@ -72,7 +143,8 @@ def test_model_path_override_accepts_the_built_file_and_refuses_others(tmp_path:
     copy = tmp_path / "m.onnx"
     shutil.copy(E.model_path(), copy)
     monkeypatch.setenv("THEMATIQ_EMBEDDING_MODEL_PATH", str(copy))
-    assert E.encoder_info("fast") == E.MODEL_INFO
+    # Known by its hash: the graph this CPU chose (the copied file).
+    assert E.encoder_info("fast") == E.GRAPH_INFO[E.fast_graph().key]
     v = E.LocalEmbedder().embed(["Delivery was slow"])
     assert np.allclose(v, E.get_embedder().embed(["Delivery was slow"]), atol=1e-6)
     copy.write_bytes(b"not a model")

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from pipelines.thematic import PIPELINE, ThematicParams
-from pipelines.thematic.embed import MODEL_SHA256, TOKENIZER_SHA256, ModelIntegrityError, get_embedder, verify
+from pipelines.thematic.embed import (
+    GRAPH_INFO,
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    ModelIntegrityError,
+    fast_graph,
+    get_embedder,
+    verify,
+)
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 from shared.core.errors import Cancelled, PermanentError
@@ -56,7 +64,7 @@ def test_run_finds_themes_and_validates() -> None:
     ctx = FakeContext()
     doc = PIPELINE.run(ctx, ThematicParams(llm="off", min_theme_size=3), PIPELINE.validate_input(items))
     ThematicResult.model_validate(doc)
-    assert doc["schema_version"] == "1.1"
+    assert doc["schema_version"] == "1.2"
     themes = doc["themes"]
     # The synthetic set has 4 themes written from 5 templates each; splitting
     # by template is legitimate, mixing themes is not.
@@ -74,7 +82,8 @@ def test_run_finds_themes_and_validates() -> None:
         members = [truth[i] for i, p in enumerate(pred) if p == tid]
         assert max(members.count(m) for m in set(members)) >= 0.8 * len(members)
     run = doc["run"]
-    assert run["theme_count"]["explanation"] and run["embedding_model"]["sha256"] == MODEL_SHA256
+    assert run["theme_count"]["explanation"] and run["embedding_model"]["graph"] == fast_graph().key
+    assert run["embedding_model"]["sha256"] == GRAPH_INFO[fast_graph().key].sha256
     assert set(run["timings_seconds"]) >= {"clean", "embed", "cluster", "describe", "assign"}
     assert run["counts"]["unusable"]["empty"] == 1 and not run["llm"]["used"]
     stages = [p[0] for p in ctx.progress_calls]

@@ -1,12 +1,23 @@
-"""The API reference page (GET /api/docs) in headless Chromium: Swagger UI, inlined, rendering /api/openapi.json."""
+"""The API reference page (GET /api/docs) in headless Chromium: Swagger UI, inlined, rendering /api/openapi.json;
+without Swagger UI's build (npm swagger-ui-dist, installed by scripts/bootstrap), a 503 that names the step."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import shutil
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Api
+import pytest
+
+from blueprints import docs as docs_bp
+from blueprints import swagger_assets
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api, host_env
 
 
 def test_docs_page_lists_the_operations_of_the_document(page: Any, api: Api) -> None:
@@ -56,3 +67,71 @@ def test_try_it_out_calls_this_deployment_with_the_key(page: Any, api: Api) -> N
     status.wait_for(timeout=15_000)
     assert status.inner_text().strip().startswith("200")
     assert '"items"' in page.locator(".live-responses-table .microlight, .live-responses-table pre").first.inner_text()
+
+
+def _copy_build(tmp_path: Path) -> Path:
+    src = swagger_assets.build_dir()
+    if not (src / swagger_assets.MANIFEST).is_file():
+        pytest.fail(f"Swagger UI is not installed: run {swagger_assets.BUILD_STEP}")
+    dest = tmp_path / "swagger-ui"
+    shutil.copytree(src, dest)
+    return dest
+
+
+def test_the_csp_hashes_follow_the_files_and_a_changed_file_is_refused(tmp_path: Path) -> None:
+    build = _copy_build(tmp_path)
+    page = docs_bp.build_docs_page(assets_dir=build)
+    css = (build / "swagger-ui.css").read_text(encoding="utf-8")
+    assert _csp_hash(css) in page.csp
+    # Another css, recorded in the manifest as if installed: the CSP admits the new block, not the old one.
+    manifest = json.loads((build / swagger_assets.MANIFEST).read_text())
+    changed = css + "\n.swagger-ui{}"
+    (build / "swagger-ui.css").write_text(changed, encoding="utf-8")
+    manifest["files"]["swagger-ui.css"] = hashlib.sha256(changed.encode()).hexdigest()
+    (build / swagger_assets.MANIFEST).write_text(json.dumps(manifest))
+    page = docs_bp.build_docs_page(assets_dir=build)
+    assert _csp_hash(changed) in page.csp and _csp_hash(css) not in page.csp
+    # Changed behind the manifest's back: refused, never served.
+    (build / "swagger-ui.css").write_text(css, encoding="utf-8")
+    with pytest.raises(swagger_assets.AssetsMismatch):
+        docs_bp.build_docs_page(assets_dir=build)
+    # Built from another version than the lock pins: refused too.
+    manifest["files"]["swagger-ui.css"] = hashlib.sha256(css.encode()).hexdigest()
+    manifest["version"] = "0.0.1"
+    (build / swagger_assets.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(swagger_assets.AssetsMismatch, match="lock pins"):
+        docs_bp.build_docs_page(assets_dir=build)
+    # A manifest the build step did not write: refused as well (a 503 through the route, never a 500).
+    (build / swagger_assets.MANIFEST).write_text("{not json")
+    with pytest.raises(swagger_assets.AssetsMismatch, match="not a manifest"):
+        docs_bp.build_docs_page(assets_dir=build)
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+@pytest.mark.parametrize("state", ["missing", "tampered"])
+def test_without_the_build_the_docs_are_a_503_naming_the_step_and_the_api_works(
+    tmp_path: Path, azurite: str, state: str
+) -> None:
+    build = tmp_path / "empty"
+    build.mkdir()
+    if state == "tampered":
+        build = _copy_build(tmp_path)
+        with (build / "swagger-ui-bundle.js").open("a") as f:
+            f.write("\n;window.injected = 1;")
+    env = host_env(azurite, THEMATIQ_SWAGGER_UI_DIR=str(build))
+    with HostProcess(env=env) as host:
+        api = Api(host.url, env["DEVHOST_FUNCTION_KEY"])
+        status, headers, body = api.call("GET", "/api/docs")
+        assert status == 503, body
+        assert headers["Content-Type"].startswith("application/problem+json")
+        assert body["type"].endswith("/docs-not-built") and body["instance"] == "/api/docs"
+        assert "scripts/bootstrap" in body["detail"] and "swagger-ui-dist" in body["detail"]
+        assert ("do not match" in body["detail"]) == (state == "tampered")
+        assert str(tmp_path) not in body["detail"]
+        status, _, doc = api.call("GET", "/api/openapi.json")
+        assert status == 200 and doc["paths"]
+        status, _, _ = api.call("GET", "/api/health", key=False)
+        assert status == 200

@@ -664,12 +664,55 @@ function insightView(doc) {
       h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} responses then, ${cmp.n_now} now; * significant`),
       h("thead", {}, h("tr", {}, ["Theme", "Then", "Now", "Change", ""].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
-        h("th", { scope: "row" }, labels.get(r.theme_id) || r.label), h("td", {}, pct(r.share_then)), h("td", {}, pct(r.share_now)),
-        h("td", { class: r.significant ? "sig" : "" }, `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}`),
+        h("th", { scope: "row" }, labels.get(r.theme_id) || r.label),
+        // A new theme has no earlier share to test against (schema 1.2: change and q are null).
+        h("td", {}, r.change === null || r.change === undefined ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
+        h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? "new, not tested"
+          : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}`),
         h("td", {}, r.status))))));
+    if (cmp.instrument === "prototypes") {
+      parts.push(h("p", { class: "note" }, "The earlier job has no stored instrument (it ran before schema 1.2): its shares are its own clustering's, so part of a change can be how the two waves were coded."));
+    }
   }
+  if (doc.impact) parts.push(driverChart(doc.impact));
   if (!parts.length) return null;
   return h("section", { "aria-labelledby": "insight-h", id: "insight" }, h("h2", { id: "insight-h" }, "Segments and change"), parts);
+}
+
+// Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
+// bootstrap 95 % interval as a whisker; themes in the result's order (most negative first).
+function driverChart(imp) {
+  const nps = imp.scale === "nps";
+  const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT" : "mean score";
+  const num = (x, sign = true) => (x === null || x === undefined ? "—" : `${sign && x > 0 ? "+" : ""}${Number(x).toFixed(nps ? 1 : 2)}`);
+  const rows = imp.themes.filter((t) => t.impact !== null && t.impact !== undefined);
+  const reach = Math.max(1e-9, ...rows.flatMap((t) => [Math.abs(t.impact), Math.abs(t.ci_low ?? 0), Math.abs(t.ci_high ?? 0)]));
+  const x = (v) => `${50 + 50 * (v / reach)}%`;
+  const items = imp.themes.map((t) => {
+    const has = t.impact !== null && t.impact !== undefined;
+    const sure = has && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
+    const track = h("span", { class: "driver-track", "aria-hidden": "true" });
+    if (has) {
+      const bar = h("span", { class: `driver-bar ${t.impact < 0 ? "neg" : "pos"}` });
+      bar.style.left = t.impact < 0 ? x(t.impact) : "50%";
+      bar.style.width = `${50 * Math.abs(t.impact) / reach}%`;
+      track.append(bar);
+      if (t.ci_low !== null && t.ci_high !== null) {
+        const ci = h("span", { class: "driver-ci" });
+        ci.style.left = x(t.ci_low);
+        ci.style.width = `${50 * (t.ci_high - t.ci_low) / reach}%`;
+        track.append(ci);
+      }
+    }
+    const text = has ? `${num(t.impact)} (95% ${num(t.ci_low)} … ${num(t.ci_high)})` : "—";
+    return h("li", { class: `driver${sure ? " sure" : ""}`, dataset: { themeId: t.theme_id, impact: has ? String(t.impact) : "" },
+      "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses, their ${what} ${num(t.score, false)}` },
+      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}`));
+  });
+  return h("figure", { class: "drivers", dataset: { key: imp.key } },
+    h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
+      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0.`),
+    h("ul", { class: "driver-list" }, items));
 }
 
 function codebookEditor(job, doc, edit) {
@@ -913,6 +956,22 @@ function newView() {
   const minSize = h("input", { id: "min-theme-size", type: "number", min: 1, max: 10000, value: 5, required: true });
   const llm = h("select", { id: "llm" }, h("option", { value: "auto", selected: true }, "auto — use the LLM if one is configured"),
     h("option", { value: "off" }, "off — keyword labels only"));
+  // Issue 23: what the insight views need. Metadata columns (a file only), breakdowns, a score, the sentiment
+  // source and an earlier wave; every column named by one of them is sent as metadata.
+  const metaBox = h("fieldset", { class: "checks", id: "metadata-columns" }, h("legend", {}, "Metadata columns (sent with each response)"));
+  const breakdownBox = h("fieldset", { class: "checks", id: "breakdown-by" }, h("legend", {}, "Break themes down by (at most 5)"));
+  const scoreCol = h("select", { id: "score-column" });
+  const scoreScale = h("select", { id: "score-scale" }, h("option", { value: "nps" }, "NPS (0–10)"),
+    h("option", { value: "csat" }, "CSAT (1–5)"), h("option", { value: "numeric" }, "numeric (the mean)"));
+  const sentimentSrc = h("select", { id: "sentiment-source" });
+  const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
+  const compareMode = h("select", { id: "compare-mode" },
+    h("option", { value: "inherit", selected: true }, "code this wave with the earlier job's themes"),
+    h("option", { value: "discover" }, "discover themes afresh, then map them"));
+  const metaFields = h("div", { hidden: true, id: "metadata-fields" }, metaBox, breakdownBox,
+    h("div", { class: "row" },
+      h("div", { class: "field" }, h("label", { for: "score-column" }, "Score column (impact on the score)"), scoreCol),
+      h("div", { class: "field" }, h("label", { for: "score-scale" }, "Score scale"), scoreScale)));
   const submit = h("button", { type: "submit", class: "primary", id: "submit-job" }, "Start analysis");
   const errSlot = h("div", { "aria-live": "assertive" });
   const count = h("p", { class: "hint", id: "count", "aria-live": "polite" });
@@ -927,7 +986,14 @@ function newView() {
       h("div", { class: "row" },
         h("div", { class: "field" }, h("label", { for: "max-themes" }, "Maximum themes"), maxThemes),
         h("div", { class: "field" }, h("label", { for: "min-theme-size" }, "Minimum theme size"), minSize),
-        h("div", { class: "field" }, h("label", { for: "llm" }, "LLM"), llm))),
+        h("div", { class: "field" }, h("label", { for: "llm" }, "LLM"), llm)),
+      h("div", { class: "row" },
+        h("div", { class: "field" }, h("label", { for: "sentiment-source" }, "Sentiment from"), sentimentSrc),
+        h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo),
+        h("div", { class: "field" }, h("label", { for: "compare-mode" }, "How to compare"), compareMode))),
+    h("fieldset", {}, h("legend", {}, "Segments and score"), h("p", { class: "hint", id: "metadata-hint" },
+      "With a file: choose the columns to send as metadata, the ones to break the themes down by, and a score to measure each theme's impact on."),
+      metaFields),
     errSlot, h("div", { class: "actions" }, submit));
   main.append(h("h1", {}, "New analysis"), h("p", { class: "muted" }, "Thematic analysis of free-text responses."), form);
 
@@ -945,20 +1011,79 @@ function newView() {
           seen.set(String(id), file.lines[i]);
         }
         if (typeof id !== "number" && typeof id !== "string") id = String(id);
-        return { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
+        const item = { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
+        const meta = {};
+        for (const c of metaColumns()) {
+          const v = r[c];
+          if (v === undefined || v === null || String(v).trim() === "") continue;   // missing, not ""
+          meta[c] = numericColumn(c) ? Number(v) : v;
+        }
+        if (Object.keys(meta).length) item.metadata = meta;
+        return item;
       });
     }
     const out = [];
     textarea.value.split(/\r?\n/).forEach((line, i) => { if (line.trim()) out.push({ id: i + 1, text: line.trim() }); });
     return out;
   }
+  // Columns other than the text and id columns can be metadata; a column whose every filled cell reads as a
+  // number is sent as numbers (a CSV's "7"), so breakdowns bucket it and a score can be measured.
+  const candidates = () => (file ? file.columns.filter((c) => c !== textCol.value && c !== idCol.value) : []);
+  const checked = (box) => [...box.querySelectorAll("input:checked")].map((x) => x.value);
+  const numericColumn = (c) => {
+    const filledCells = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "");
+    return filledCells.length > 0 && filledCells.every((v) => typeof v === "number" || /^\s*-?\d+(\.\d+)?\s*$/.test(String(v)));
+  };
+  const sentimentFrom = () => (sentimentSrc.value.startsWith("from:") ? sentimentSrc.value.slice(5) : "");
+  function metaColumns() {
+    const named = [...checked(metaBox), ...checked(breakdownBox), scoreCol.value, sentimentFrom()].filter(Boolean);
+    return [...new Set(named)].filter((c) => candidates().includes(c));
+  }
+  function guessScale(c) {
+    if (!c || !numericColumn(c)) return;
+    const xs = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "").map(Number);
+    const ints = xs.every((x) => Number.isInteger(x));
+    scoreScale.value = ints && Math.min(...xs) >= 0 && Math.max(...xs) <= 10 && Math.max(...xs) > 5 ? "nps"
+      : Math.min(...xs) >= 1 && Math.max(...xs) <= 5 ? "csat" : "numeric";
+  }
+  function insightFields() {
+    const cols = candidates();
+    const keep = (box) => new Set(checked(box));
+    const was = { meta: keep(metaBox), by: keep(breakdownBox), score: scoreCol.value, sent: sentimentSrc.value };
+    const boxes = (box, name, on) => cols.map((c) => h("label", {}, h("input", { type: "checkbox", name, value: c, checked: on.has(c) }), c));
+    metaBox.replaceChildren(metaBox.firstChild, ...boxes(metaBox, "metadata", was.meta));
+    breakdownBox.replaceChildren(breakdownBox.firstChild, ...boxes(breakdownBox, "breakdown", was.by));
+    scoreCol.replaceChildren(h("option", { value: "" }, "(none)"), ...cols.map((c) => h("option", { value: c, selected: c === was.score }, c)));
+    sentimentSrc.replaceChildren(h("option", { value: "" }, "the text (the default model)"),
+      h("option", { value: "lexicon" }, "the text (VADER lexicon)"), h("option", { value: "llm" }, "the text (the LLM)"),
+      h("option", { value: "off" }, "off"),
+      ...cols.map((c) => h("option", { value: `from:${c}`, selected: `from:${c}` === was.sent }, `rating column: ${c}`)));
+    if (!was.sent.startsWith("from:")) sentimentSrc.value = was.sent;
+    metaFields.hidden = !cols.length;
+    limitBreakdowns();
+  }
+  function limitBreakdowns() {
+    const full = checked(breakdownBox).length >= 5;
+    for (const x of breakdownBox.querySelectorAll("input")) x.disabled = full && !x.checked;
+  }
+  breakdownBox.addEventListener("change", limitBreakdowns);
+  scoreCol.addEventListener("change", () => guessScale(scoreCol.value));
+  textCol.addEventListener("change", insightFields);
+  idCol.addEventListener("change", insightFields);
+  insightFields();
+  // The tenant's earlier succeeded thematic jobs, newest first (GET /api/jobs is the caller's tenant only).
+  api("/jobs?status=succeeded&limit=50").then(({ data }) => {
+    for (const j of data.items.filter((x) => x.pipeline === "thematic")) {
+      compareTo.append(h("option", { value: j.id }, `${fmtTime(j.created_at)} · ${shortId(j.id)}`));
+    }
+  }).catch((err) => { if (err?.name !== "AbortError") compareTo.title = "Could not list the earlier jobs"; });
   const recount = () => { const n = responses().length; count.textContent = n ? `${n} response${n === 1 ? "" : "s"} ready.` : ""; };
   textarea.addEventListener("input", recount);
   textCol.addEventListener("change", recount);
   idCol.addEventListener("change", recount);
   clearFile.addEventListener("click", () => {
     file = null; fileInput.value = ""; columns.hidden = true; clearFile.hidden = true; textarea.disabled = false;
-    fileInfo.textContent = ""; recount(); fileInput.focus();
+    fileInfo.textContent = ""; insightFields(); recount(); fileInput.focus();
   });
   async function load(sheet) {
     errSlot.replaceChildren();
@@ -981,6 +1106,7 @@ function newView() {
     idCol.replaceChildren(h("option", { value: "" }, "(row number)"),
       ...file.columns.map((c) => h("option", { value: c, selected: c === idGuess }, c)));
     columns.hidden = false; clearFile.hidden = false; textarea.disabled = true;
+    insightFields();
     fileInfo.textContent = `${f.name}${file.sheet ? ` (${file.sheet})` : ""}: ${file.records.length} rows, ${file.columns.length} columns. The pasted text is ignored while a file is chosen.`;
     recount();
   }
@@ -1003,6 +1129,12 @@ function newView() {
     }
     const params = { min_theme_size: Number(minSize.value), llm: llm.value };
     if (maxThemes.value) params.max_themes = Number(maxThemes.value); // empty: the cap adapts to the data
+    const by = checked(breakdownBox).filter((c) => candidates().includes(c));
+    if (file && by.length) params.breakdown_by = by;
+    if (file && scoreCol.value) params.score = { key: scoreCol.value, scale: scoreScale.value };
+    if (sentimentFrom()) params.sentiment_from = sentimentFrom();
+    else if (sentimentSrc.value) params.sentiment = sentimentSrc.value;
+    if (compareTo.value) { params.compare_to = compareTo.value; params.compare_mode = compareMode.value; }
     submit.disabled = true;
     submit.textContent = "Starting…";
     try {

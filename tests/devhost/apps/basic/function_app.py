@@ -7,7 +7,9 @@ Functions record what they saw as JSON lines in the file named by RECORD_FILE
 import asyncio
 import json
 import os
+import threading
 import time
+import typing
 
 import azure.functions as func
 
@@ -112,8 +114,10 @@ def ctx(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
 
 
 @app.route(route="nothing")
-def nothing(req: func.HttpRequest) -> None:
-    return None
+def nothing(req: func.HttpRequest) -> func.HttpResponse:
+    # An HTTP function that returns None fails its invocation in the runtime (a 500 in Azure). Annotated -> None,
+    # the runtime would refuse to index the whole app (tests/devhost/apps/refused).
+    return None  # type: ignore[return-value]
 
 
 @app.queue_trigger(arg_name="msg", queue_name="%OK_QUEUE%", connection="AzureWebJobsStorage")
@@ -146,7 +150,7 @@ async def queue_slow(msg: func.QueueMessage) -> None:
 
 @app.queue_trigger(arg_name="msg", queue_name="%OUT_SRC_QUEUE%", connection="AzureWebJobsStorage")
 @app.queue_output(arg_name="out", queue_name="%OUT_DST_QUEUE%", connection="AzureWebJobsStorage")
-def queue_relay(msg: func.QueueMessage, out: func.Out[list[str]]) -> None:
+def queue_relay(msg: func.QueueMessage, out: func.Out[typing.List[str]]) -> None:  # noqa: UP006 - the runtime refuses list[str] here
     text = msg.get_body().decode()
     out.set([text.upper(), text.lower()])
 
@@ -156,3 +160,36 @@ def queue_relay(msg: func.QueueMessage, out: func.Out[list[str]]) -> None:
 def enqueue(req: func.HttpRequest, out: func.Out[str]) -> str:
     out.set(req.get_body().decode())
     return "queued"
+
+
+@app.route(route="whoami", methods=["GET"])
+def whoami(req: func.HttpRequest) -> func.HttpResponse:
+    """Which process ran this: the language worker, a child of devhost (tests/devhost/test_devhost_worker.py)."""
+    return func.HttpResponse(json.dumps({"pid": os.getpid(), "ppid": os.getppid()}), mimetype="application/json")
+
+
+_held = threading.Condition()
+_active = 0
+_peak = 0
+
+
+@app.route(route="hold", methods=["GET"])
+def hold(req: func.HttpRequest) -> str:
+    """Holds a pool thread until ``target`` calls run at once, or ``timeout`` seconds: shows the pool's size."""
+    global _active, _peak
+    target, timeout = int(req.params.get("target", "1")), float(req.params.get("timeout", "10"))
+    with _held:
+        _active += 1
+        _peak = max(_peak, _active)
+        _held.notify_all()
+        _held.wait_for(lambda: _peak >= target, timeout=timeout)
+        _active -= 1
+    return "held"
+
+
+@app.route(route="held", methods=["GET"])
+async def held(req: func.HttpRequest) -> func.HttpResponse:
+    """Async, so it answers on the worker's event loop while every pool thread is busy."""
+    with _held:
+        data = {"active": _active, "peak": _peak}
+    return func.HttpResponse(json.dumps(data), mimetype="application/json")

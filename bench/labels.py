@@ -1,0 +1,222 @@
+"""Label quality of the describe stage, on fixed partitions, against BERTopic's labels with the same number of words.
+
+The themes of each set are fixed and cached in the bench cache (``labels-<set>-<kind>.npz``; ``--refresh``
+recomputes them), so label changes are measured on the same themes run after run: ``--partition kmeans``
+(default) is k-means at the true k on the job's embeddings, ``--partition auto`` the pipeline's own run at the
+automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per set it prints:
+
+* hit rate: share of themes whose label shares a word (stem) with the name of the theme's majority true label
+  (``bench/thematic.py``'s ``label_hits``);
+* BERTopic's hit rate on its own topics (same embeddings, default settings), its label cut to the top *n*
+  c-TF-IDF words for n = 1..4, and at n = our mean label length in words, rounded up (the fair comparison);
+* phrase share: themes with >= 10 members whose label is a 2-4-word phrase;
+* rule breaks: generic single-word labels, "(n)" suffixes, labels shared by two themes, at both levels;
+* the describe stage's seconds (levels included).
+
+TUNE sets (the weights in describe.py were chosen on these) and CHECK sets (never looked at while tuning) are
+reported apart. ``--generic`` prints the words that lead to the generic list in ``stopwords.GENERIC``.
+
+Usage::
+
+    .venv/bin/python bench/labels.py [--sets banking,feedback,clinc,stackoverflow] [--no-bertopic] [--show 12]
+    .venv/bin/python bench/labels.py --generic --sets banking,feedback,sentences,leads,headlines
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+_spec = importlib.util.spec_from_file_location("bench_thematic", ROOT / "bench" / "thematic.py")
+assert _spec is not None and _spec.loader is not None
+T: Any = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(T)
+
+TUNE = ("banking", "feedback")
+#: --generic: a word is generic in a set when >= 5 % of the responses of >= SPREAD of its true themes use it.
+SPREAD = 0.15
+CHECK = ("clinc", "stackoverflow", "20ng", "yahoo")
+
+
+def partition(name: str, refresh: bool, kind: str = "kmeans") -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """(texts, true labels, theme index per text or -1, embeddings), cached.
+
+    ``kmeans``: k-means at the true k on the job's embeddings (seed 0; seconds, so labels can be tuned);
+    ``auto``: the pipeline's own run at the automatic count (minutes per set on a loaded machine).
+    """
+    texts, truth = T.suite_set(name)
+    f = T.cache_dir() / f"labels-{name}-{kind}.npz"
+    if f.exists() and not refresh:
+        z = np.load(f)
+        return texts, truth, z["labels"], z["emb"]
+    if kind == "kmeans":
+        from sklearn.cluster import KMeans
+
+        emb, _ = T.embed_cached(texts)
+        k = len({y.split("|")[0] for y in truth} - {"unusable"})
+        labels = KMeans(k, n_init=3, random_state=0).fit_predict(emb).astype(np.int64)
+    else:
+        pred, _, emb = T.ours(texts, 0)
+        ids = sorted({p for p in pred if re.fullmatch(r"t\d+", p)}, key=lambda s: int(s[1:]))
+        index = {p: i for i, p in enumerate(ids)}
+        labels = np.array([index.get(p, -1) for p in pred], dtype=np.int64)
+    np.savez(f, labels=labels, emb=emb)
+    return texts, truth, labels, emb
+
+
+def bertopic_topics(name: str, texts: list[str], emb: np.ndarray, refresh: bool) -> tuple[list[str], list[list[str]]]:
+    """BERTopic's topic per text and top-10 words per topic (cached: it is slow and not seeded)."""
+    f = T.cache_dir() / f"labels-{name}-bertopic.json"  # BERTopic's own partition: the same for both kinds
+    if f.exists() and not refresh:
+        d = json.loads(f.read_text())
+        return d["topics"], d["words"]
+    from bertopic import BERTopic
+
+    model = BERTopic(verbose=False)
+    topics, _ = model.fit_transform(texts, embeddings=emb)
+    k = max(topics) + 1
+    words = [[w for w, _ in (model.get_topic(t) or [])[:10]] for t in range(k)]
+    out = [str(t) for t in topics]
+    f.write_text(json.dumps({"topics": out, "words": words}))
+    return out, words
+
+
+def _n_words(label: str) -> int:
+    return len(re.findall(r"[^\W_]+(?:['-][^\W_]+)*", label))
+
+
+def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.thematic import describe as D
+    from pipelines.thematic import stopwords as S
+    from pipelines.thematic.cluster import group_sums, normalise
+
+    texts, all_truth, labels, emb = partition(name, args.refresh, args.partition)
+    keep = [i for i, t in enumerate(all_truth) if t != "unusable"]
+    truth = [all_truth[i].split("|")[0] for i in keep]
+    k = int(labels.max()) + 1
+    cent = normalise(group_sums(labels, emb, k))
+    t0 = time.perf_counter()
+    themes = D.describe(labels, cent, emb, texts, embed=D.CONTEXTUAL)
+    levels = D.build_levels(themes, labels, emb, texts, min_size=5, seed=0, embed=D.CONTEXTUAL)
+    secs = time.perf_counter() - t0
+    theme_of = {i: th.id for th in themes for i in th.members}
+    pred = [theme_of.get(i, "other") for i in keep]
+    named = {th.id: th.label for th in themes}
+    hit = T.label_hits(truth, pred, named)
+    big = [th for th in themes if len(th.members) >= 10]
+    phrase = sum(2 <= _n_words(th.label) <= 4 for th in big) / max(1, len(big))
+    mean_words = float(np.mean([_n_words(th.label) for th in themes])) if themes else 0.0
+    second = levels.parents or levels.subthemes
+
+    def breaks(items: list[Any]) -> dict[str, Any]:
+        labs = [th.label for th in items]
+        generic = [lab for lab in labs if _n_words(lab) == 1 and lab.lower() in S.GENERIC]
+        return {"generic": generic, "numbered": [lab for lab in labs if re.search(r"\(\d+\)", lab)],
+                "shared": [lab for lab, n in Counter(lab.lower() for lab in labs).items() if n > 1]}
+
+    out: dict[str, Any] = {"set": name, "k": k, "hit": hit, "phrase": phrase, "mean_words": mean_words,
+                           "big": len(big), "secs": secs, "themes": breaks(themes), "second": breaks(second),
+                           "labels": [(th.label, len(th.members), Counter(all_truth[i] for i in th.members)
+                                       .most_common(1)[0][0], th.key_phrases) for th in themes],
+                           "parents": [(p.label, [c for c in levels.children.get(p.id, [])]) for p in levels.parents],
+                           "subs": [(s.parent, s.label, len(s.members)) for s in levels.subthemes],
+                           "named": named}
+    if not args.no_bertopic:
+        btopics, bwords = bertopic_topics(name, texts, emb, args.refresh)
+        bp = [btopics[i] for i in keep]
+        hits = {}
+        for n in (1, 2, 3, 4):
+            hits[n] = T.label_hits(truth, bp, {str(t): " ".join(w[:n]) for t, w in enumerate(bwords)})
+        out["bertopic"] = hits
+        out["bertopic_same"] = hits[min(4, max(1, math.ceil(mean_words)))]
+    return out
+
+
+def generic_words(names: list[str]) -> None:
+    """The data behind ``stopwords.GENERIC``: words used by >= 5 % of the responses of >= 25 % of a set's
+    true themes, per set, and the words that are so in >= 2 sets (TUNE sets and BBC only: never CHECK)."""
+    from pipelines.thematic.keywords import phrases
+
+    per_set: dict[str, set[str]] = {}
+    for name in names:
+        texts, truth = T.suite_set(name)
+        groups: dict[str, list[str]] = {}
+        for t, y in zip(texts, truth, strict=True):
+            if y != "unusable":
+                groups.setdefault(y.split("|")[0], []).append(t)
+        spread: Counter[str] = Counter()
+        for members in groups.values():
+            c: Counter[str] = Counter()
+            for t in members:
+                c.update(p for p in phrases(t) if " " not in p)
+            spread.update(w for w, f in c.items() if f >= max(2, 0.05 * len(members)))
+        per_set[name] = {w for w, n in spread.items() if n >= SPREAD * len(groups)}
+        print(f"{name}: {len(per_set[name])} words in >= {SPREAD:.0%} of {len(groups)} themes: {' '.join(sorted(per_set[name]))}")
+    count = Counter(w for s in per_set.values() for w in s)
+    print("in >= 2 sets:", " ".join(sorted(w for w, n in count.items() if n >= 2)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="banking,feedback,clinc,stackoverflow")
+    ap.add_argument("--no-bertopic", action="store_true")
+    ap.add_argument("--partition", choices=("kmeans", "auto"), default="kmeans",
+                    help="themes to label: k-means at the true k (fast) or the pipeline's automatic count")
+    ap.add_argument("--refresh", action="store_true", help="recompute the cached partitions and BERTopic topics")
+    ap.add_argument("--show", type=int, default=0, help="print this many labels per set (and parents, sub-themes)")
+    ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")
+    args = ap.parse_args()
+    names = [s for s in args.sets.split(",") if s]
+    if args.generic:
+        generic_words(names)
+        return
+    cpu = Path("/proc/cpuinfo").read_text()
+    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("model name")), "?")
+    flags = [f for f in ("avx2", "avx512_vnni", "avx_vnni") if f" {f}" in cpu]
+    print(f"# cpu: {model}; flags: {' '.join(flags)}; load average: {Path('/proc/loadavg').read_text().strip()}")
+    print("| split | set | themes | label hit ours | BERTopic @1/2/3/4 words | BERTopic @ our length | mean words | "
+          "2-4-word labels (themes >= 10) | generic 1-word | '(n)' | shared | describe s |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---|---|---|---:|")
+    for name in names:
+        r = evaluate(name, args)
+        split = "tune" if name in TUNE else "check"
+        b = r.get("bertopic")
+        bcols = " / ".join(f"{b[n]:.0%}" for n in (1, 2, 3, 4)) if b else "-"
+        bs = f"{r['bertopic_same']:.0%}" if b else "-"
+        lv = r["themes"], r["second"]
+        print(f"| {split} | {name} | {r['k']} | {r['hit']:.0%} | {bcols} | {bs} | {r['mean_words']:.2f} | "
+              f"{r['phrase']:.0%} of {r['big']} | {len(lv[0]['generic'])} + {len(lv[1]['generic'])} | "
+              f"{len(lv[0]['numbered'])} + {len(lv[1]['numbered'])} | {len(lv[0]['shared'])} + {len(lv[1]['shared'])} |"
+              f" {r['secs']:.1f} |", flush=True)
+        if args.show:
+            for lab, n, true, kp in r["labels"][: args.show]:
+                print(f"    {n:4d}  {lab!r:36}  true: {true:28} key phrases: {'; '.join(kp)}")
+            for lab, kids in r["parents"][: args.show]:
+                print(f"    parent {lab!r}: {', '.join(r['named'][c] for c in kids[:6])}")
+            for parent, lab, n in r["subs"][: args.show]:
+                print(f"    sub of {r['named'].get(parent)!r}: {lab!r} ({n})")
+            for kind in ("themes", "second"):
+                for key in ("generic", "numbered", "shared"):
+                    if r[kind][key]:
+                        print(f"    {kind} {key}: {r[kind][key]}")
+
+
+if __name__ == "__main__":
+    main()

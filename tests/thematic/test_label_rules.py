@@ -1,0 +1,138 @@
+"""The label rules of issue 22: a 2-4-word phrase the theme shares, a verb/adjective phrase over a bare noun,
+no generic word alone, no "(2)", no two themes with one label, parents named from their children's phrases,
+sub-themes with phrase labels that say what sets them apart."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from pipelines.thematic.describe import CONTEXTUAL, Ranked, ThemeInfo, describe, name_parents, pick_label
+from pipelines.thematic.keywords import analyse, looks_predicate, phrase_key, phrases
+from pipelines.thematic.stopwords import GENERIC
+
+
+def _vecs(labels: list[int], dim: int = 16, seed: int = 0, spread: float = 0.15) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(max(labels) + 1, dim))
+    x = c[labels] + spread * rng.normal(size=(len(labels), dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _themes(groups: list[list[str]], **kw: object) -> list[ThemeInfo]:
+    texts = [t for g in groups for t in g]
+    y = np.array([n for n, g in enumerate(groups) for _ in g], dtype=np.int64)
+    x = _vecs(list(y))
+    cents = np.stack([x[y == t].mean(axis=0) for t in range(len(groups))])
+    cents = (cents / np.linalg.norm(cents, axis=1, keepdims=True)).astype(np.float32)
+    return describe(y, cents, x, texts, embed=CONTEXTUAL, **kw)  # type: ignore[arg-type]
+
+
+COLD = [
+    "The food was cold again", "food was cold and soggy", "my food was cold", "food, again",
+    "the pizza was cold", "food was cold tonight", "everything was cold", "food was cold, not happy",
+    "cold fries and food", "food was cold when it came",
+]
+PROMO = [
+    "promo code was rejected at checkout", "my promo code was rejected", "the promo code got rejected twice",
+    "promo code was rejected again", "promo code doesn't work", "promo code was rejected, no discount",
+    "where do I enter a promo code", "promo code was rejected even though valid",
+]
+TOPUP = [
+    "my top up failed", "top up failed twice today", "why has my top up failed", "top up failed again",
+    "the top up failed with an error", "top up failed at the shop", "cannot top up", "top up failed yesterday",
+]
+
+
+def test_a_phrase_with_a_verb_or_adjective_beats_the_bare_noun() -> None:
+    themes = _themes([COLD, PROMO, TOPUP])
+    by = {th.members[0]: th.label for th in themes}
+    labels = [by[0], by[len(COLD)], by[len(COLD) + len(PROMO)]]
+    assert labels == ["Food was cold", "Promo code was rejected", "Top up failed"], labels
+    for lab in labels:
+        assert 2 <= len(lab.split()) <= 4
+
+
+def test_spans_keep_negations_and_particles_and_are_written_as_said() -> None:
+    a = analyse("My card has not arrived yet, and I can't log in to the app.")
+    assert "card not arrived" in a.keys and "card arrived" not in a.keys
+    assert dict(a.surfaces)["card not arrived"] == "card has not arrived"
+    assert dict(a.surfaces)["not log"] == "can't log in"
+    assert phrase_key("Card has not arrived") == "card not arrived"
+    # A verb or adjective: by ending, or by its use after a cue word in the job's own texts.
+    assert looks_predicate("rejected", 0, 1) and looks_predicate("cold", 3, 5) and not looks_predicate("pizza", 0, 9)
+
+
+GOOD = ["good", "Good.", "good!", "good, thanks", "very good", "good good", "good :)", "good overall"]
+APP = [
+    "the app is slow", "app slow to load", "app slow on android", "the app slow again", "app is slow today",
+    "app slow when paying", "app slow and clunky", "app slow at night",
+]
+APP2 = [
+    "the app crashes", "app crashes on start", "app crashes when paying", "app crashes after update",
+    "the app crashes daily", "app crashes on login", "app crashes constantly", "app crashes again",
+]
+
+
+def test_a_generic_word_is_never_a_whole_label() -> None:
+    assert {"good", "app"} <= GENERIC
+    themes = _themes([GOOD, APP, APP2])
+    for th in themes:
+        words = th.label.lower().replace("(", "").replace(")", "").split()
+        assert not all(w in GENERIC for w in words), th.label
+    labels = {th.members[0]: th.label for th in themes}
+    assert labels[len(GOOD)] == "App slow" and labels[len(GOOD) + len(APP)] == "App crashes"
+    assert "good" in labels[0].lower() and labels[0].lower() != "good"
+
+
+def test_two_themes_never_share_a_label_and_none_is_numbered() -> None:
+    # Three themes that say the same thing: each gets its own label, none "(2)".
+    themes = _themes([COLD, COLD[1:], COLD[::-1]])
+    labels = [th.label for th in themes]
+    assert len({lab.lower() for lab in labels}) == 3, labels
+    assert not any(re.search(r"\(\d+\)", lab) for lab in labels), labels
+    # The rule itself: a taken label is told apart by a word, never a number.
+    used = {"food was cold"}
+    r = Ranked(["food was cold"], ["food was cold"], ["pizza", "fries"])
+    assert pick_label(r, used) == "Food was cold (pizza)"
+    assert pick_label(r, used) == "Food was cold (fries)"
+    assert not re.search(r"\d", pick_label(r, used))
+
+
+def _info(tid: str, label: str, members: list[int], phrases_: list[str]) -> ThemeInfo:
+    return ThemeInfo(tid, label, "", [], [], members, [], key_phrases=phrases_)
+
+
+def test_parents_are_named_from_their_children_phrases() -> None:
+    texts = (["parcel arrived late"] * 5 + ["parcel damaged in transit"] * 5 + ["refund never came"] * 5
+             + ["the screen froze"] * 5)
+    themes = {
+        "t1": _info("t1", "Parcel arrived late", list(range(0, 5)), ["parcel arrived late", "late"]),
+        "t2": _info("t2", "Parcel damaged", list(range(5, 10)), ["parcel damaged", "damaged in transit"]),
+        "t3": _info("t3", "Refund never came", list(range(10, 15)), ["refund never came"]),
+        "t4": _info("t4", "Screen froze", list(range(15, 20)), ["screen froze"]),
+    }
+    parents = [_info("p1", "Late", list(range(10)), []), _info("p2", "Came", list(range(10, 20)), [])]
+    children = {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}
+    name_parents(parents, children, themes, texts, {th.label.lower() for th in themes.values()})
+    # p1's children share "parcel": that names it. p2's share nothing: both children name it.
+    assert parents[0].label == "Parcel"
+    assert parents[1].label == "Refund never came and screen froze"
+    for p in parents:
+        kid_words = {w for c in children[p.id] for ph in [themes[c].label, *themes[c].key_phrases]
+                     for w in phrase_key(ph).split()}
+        assert set(phrase_key(p.label).split()) <= kid_words | {"and"}, p.label
+
+
+def test_sub_themes_get_phrases_that_say_what_differs_from_their_theme() -> None:
+    late = ["parcel arrived late again", "parcel arrived late today", "the parcel arrived late", "parcel late",
+            "parcel arrived late, annoying", "parcel arrived late twice"]
+    damaged = ["parcel arrived damaged", "the parcel arrived damaged", "parcel arrived damaged and wet",
+               "parcel damaged", "parcel arrived damaged again", "parcel arrived damaged inside"]
+    subs = _themes([late, damaged], avoid=frozenset({"parcel", "arrived"}), used={"parcel arrived"})
+    labels = sorted(th.label for th in subs)
+    assert labels == ["Parcel arrived damaged", "Parcel arrived late"], labels
+    for th in subs:
+        assert set(phrase_key(th.label).split()) - {"parcel", "arrived"}
+        assert phrase_key(th.label) in phrases(late[0] if "late" in th.label else damaged[0])
