@@ -28,6 +28,19 @@ from typing import Any
 
 from .client import CliError
 
+#: The most responses one job takes: the server's ``MAX_RESPONSES`` (pipelines/thematic/params.py; the CLI
+#: does not import the pipeline, and tests/cli holds the two equal). A workbook is refused once it has more
+#: rows than this, rather than read whole only for the server to refuse it.
+MAX_RESPONSES = 100_000
+#: The most a workbook's parts may inflate to in total (their sizes as the ZIP directory declares them, which
+#: Python's zipfile holds each part to while reading): a zip bomb is refused before anything is inflated.
+#: 100,000 responses of a few hundred characters take a few tens of MiB of sheet and shared-strings XML.
+MAX_XLSX_INFLATED_BYTES = 128 * 1024 * 1024
+#: Rows a worksheet may span, blank ones included (read-only openpyxl yields every row up to the last one).
+MAX_XLSX_ROWS = 4 * MAX_RESPONSES
+#: Title and header rows allowed above the responses (``_header_index`` looks at the first 20 filled rows).
+_HEADER_ROWS = 20
+
 #: Header names tried, in order, when --column is not given.
 TEXT_COLUMNS = ("text", "response", "answer", "comment", "feedback")
 ID_COLUMNS = ("id",)
@@ -257,11 +270,24 @@ def parse_xlsx(
         raise InputError("error: reading .xlsx needs openpyxl: pip install openpyxl") from None
     import zipfile
 
+    def not_a_workbook(err: Exception) -> InputError:
+        return InputError(f"error: {name} is not an .xlsx workbook ({type(err).__name__}); "
+                          "save it as Excel Workbook (.xlsx) or CSV")
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            inflated = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError) as err:
+        raise not_a_workbook(err) from None
+    if inflated > MAX_XLSX_INFLATED_BYTES:
+        raise InputError(
+            f"error: {name} inflates to {inflated / 2**20:,.0f} MiB, more than the "
+            f"{MAX_XLSX_INFLATED_BYTES // 2**20} MiB a workbook may; export the responses as CSV or split the file"
+        )
     try:
         wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as err:
-        raise InputError(f"error: {name} is not an .xlsx workbook ({type(err).__name__}); "
-                         "save it as Excel Workbook (.xlsx) or CSV") from None
+        raise not_a_workbook(err) from None
     try:
         names = wb.sheetnames
         if sheet is None:
@@ -272,15 +298,36 @@ def parse_xlsx(
             ws = wb.worksheets[int(sheet) - 1]
         else:
             raise InputError(f"error: no worksheet {sheet!r} in {name}; the sheets are: {', '.join(names)}")
+        # Without this, read-only openpyxl pads blank rows up to the <dimension> the file declares, which can
+        # say a million rows whatever the sheet holds.
+        ws.reset_dimensions()
         rows: Rows = []
-        for number, values in enumerate(ws.iter_rows(values_only=True), start=1):
-            cells = [_cell_text(v) for v in values]
-            while cells and cells[-1] is None:
-                cells.pop()
-            rows.append((number, cells))
+        filled = 0
+        try:
+            for number, values in enumerate(ws.iter_rows(values_only=True), start=1):
+                if number > MAX_XLSX_ROWS:
+                    raise InputError(f"error: {name}: row {number:,} is past the {MAX_XLSX_ROWS:,} rows a sheet may "
+                                     "span; delete the rows below the responses")
+                cells = [_cell_text(v) for v in values]
+                while cells and cells[-1] is None:
+                    cells.pop()
+                filled += bool(cells)
+                if filled > MAX_RESPONSES + _HEADER_ROWS:
+                    raise _too_many(name)
+                rows.append((number, cells))
+        except zipfile.BadZipFile as err:  # a part that does not inflate to the size its directory entry says
+            raise not_a_workbook(err) from None
     finally:
         wb.close()
-    return table_items(rows, column, id_column, where="row", letters=True)
+    items = table_items(rows, column, id_column, where="row", letters=True)
+    if len(items) > MAX_RESPONSES:
+        raise _too_many(name)
+    return items
+
+
+def _too_many(name: str) -> InputError:
+    return InputError(f"error: {name} has more than {MAX_RESPONSES:,} responses, the most one job takes; "
+                      "split it into several files")
 
 
 def _from_object(obj: Any, where: str, n: int, column: str | None, id_column: str | None) -> dict[str, Any]:

@@ -4,6 +4,11 @@ The API returns neither the input nor a way to resubmit it, so without this a cl
 (the dashboard after a reload, another tool's job) could not try again. The new job is an ordinary
 submission (validated, tracked, idempotent): its Idempotency-Key is derived from the source job, so a
 double click, or two tabs, retrying the same job get the same new job.
+
+That key lives in a namespace of its own: it contains a space, which a client's Idempotency-Key cannot
+(``IDEMPOTENCY_KEY_RE``: visible ASCII only), so no client key, ``retry-<id>`` included, can take or steer a
+retry's job. (Retries made before this change used ``retry-<id>``; retrying such a job again makes one
+more new job, once.)
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ RETRYABLE = frozenset({Status.FAILED, Status.CANCELLED})
 
 
 def retry_idempotency_key(job_id: str) -> str:
-    return f"retry-{job_id}"
+    return f"retry of {job_id}"  # the spaces put it outside IDEMPOTENCY_KEY_RE, what a client may send
 
 
 def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | None = None) -> Submitted:

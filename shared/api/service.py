@@ -32,6 +32,7 @@ from shared.config.constants import (
 )
 from shared.config.hostconfig import host_config
 from shared.config.settings import get_settings
+from shared.core import conditional
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
@@ -317,10 +318,34 @@ class JobService:
             callback_url=callback_url,
             callback_status=WebhookStatus.PENDING if callback_url else None,
         )
-        stored, created = self.lifecycle.submit(job, idempotency_key)
+        try:
+            stored, created = self.lifecycle.submit(job, idempotency_key)
+        except ThematiqError:
+            if blob_name:
+                self._drop_input_unless_stored(job, blob_name)
+            raise
         if not created and blob_name:
             self._forget_blob(blob_name)
         return Submitted(stored, created)
+
+    def _drop_input_unless_stored(self, job: Job, blob_name: str) -> None:
+        """A submission that failed (503, or 409 for a reused key) after its input blob was written.
+
+        The blob is deleted only once a re-read shows the job row is not there: an insert whose answer was lost
+        may have committed, and then the row needs its input. If the re-read fails too, or the delete does, or
+        its answer is lost (it may have deleted; a delete is idempotent), the blob stays and the reaper's daily
+        sweep deletes it once it is ``ORPHAN_INPUT_AGE_SECONDS`` old and still has no row.
+        """
+        try:
+            conditional.reread(lambda: self.stores.jobs.get(job.tenant, job.id))
+            return  # the insert committed: the job exists and keeps its input
+        except NotFound:
+            pass
+        except ThematiqError:
+            log.warning("job %s: could not tell whether its insert committed; the sweep deletes an orphaned input",
+                        job.id)
+            return
+        self._forget_blob(blob_name)
 
     def _callback_url(self, tenant: str, spec: CallbackSpec | None) -> str | None:
         """The URL in the one form it is stored and called in, or a 422 naming ``callback.url``."""

@@ -41,9 +41,17 @@ KIND_SWEEP: Final = "sweep"
 #: Job rows fetched per query by the reaper: ``PartitionKey eq`` and this many ``RowKey eq`` terms OR-ed stay
 #: within the 15 comparisons the Table service allows in one $filter (Azurite and the fake allow more).
 ACTIVE_ROWS_PER_QUERY: Final = 14
+#: Service requests one ``GET /api/jobs`` may make to fill its page: a filtered query can come back short (the
+#: service scans at most 1,000 rows per request), so a tenant with many jobs of other statuses needs several;
+#: the bound keeps one API call's cost fixed, and the cursor goes on from where it stopped.
+LIST_MAX_SERVICE_PAGES: Final = 5
 #: How often the reaper also runs the full cross-partition sweep (retention, and anything the index cannot
 #: name: rows written before it existed), whichever instance runs it (the marker is in the table).
 REAPER_SWEEP_SECONDS: Final = 24 * 3600
+#: A claim-checked input blob this old with no job row is an orphan the sweep deletes (an insert that failed
+#: where the API could not tell, or an API that died between the blob and the row). Far longer than any insert
+#: can stay in flight, so a submission still deciding is never robbed of its input.
+ORPHAN_INPUT_AGE_SECONDS: Final = 3600
 
 # An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
 # the entity. Inputs whose gzip is larger go to Blob Storage (claim check).

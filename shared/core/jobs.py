@@ -174,6 +174,10 @@ class Job:
     callback_error: str | None = None
     #: ETag of the entity this value was read from; never stored.
     etag: str | None = field(default=None, compare=False)
+    #: From the job's active-index row, not the job row (``JobRepo.active``): the ``available_at`` of a
+    #: message whose send failed (``Lifecycle._enqueue``). While it still equals ``available_at`` the reaper's
+    #: next index run re-sends the message once it is due, instead of waiting ``QUEUED_STALE_SECONDS``.
+    unsent_for: datetime | None = field(default=None, compare=False)
 
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)

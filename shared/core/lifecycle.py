@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.config.constants import (
@@ -115,7 +115,8 @@ class Lifecycle:
             if result.row.status != job.status or name in ("claim", "resume"):
                 telemetry.record_transition(result.row)
                 if result.row.status.terminal:
-                    webhooks.job_ended(result.row)  # its completion webhook, after the terminal write landed
+                    # Its completion webhook, after the terminal write landed, through the stores' queue port.
+                    webhooks.job_ended(result.row, self.stores.messages.send)
         return result
 
     def _chunk(
@@ -199,26 +200,30 @@ class Lifecycle:
         self._enqueue(job, first_message(job) if carry_row else JobMessage(job.tenant, job.id, 1, job.traceparent))
         return job
 
-    def _enqueue(self, job: Job, message: JobMessage) -> None:
+    def _enqueue(self, job: Job, message: JobMessage, delay: timedelta | None = None) -> None:
         """Send a job's message; if it never went, make the job findable by the reaper before answering.
 
-        A job that was never claimed has no active-index row: its message is its record (``Job.in_queue_only``).
-        So a send that fails is followed by the index row, and the reaper's next index run re-sends the
-        message. If that write fails too, Storage is away for both services: the daily full sweep, which
-        reads every unfinished row, re-sends it. The row is never deleted to undo the submission.
+        ``job`` is the row as the write before the send left it. A job that was never claimed has no
+        active-index row: its message is its record (``Job.in_queue_only``); a claimed one has one. Either way
+        a send that fails is followed by the index row marked unsent for this ``available_at``, and the reaper's
+        next index run once the job is due re-sends the message (not ``QUEUED_STALE_SECONDS`` later, and not
+        held back by the backlog rule: we know it never went, or at worst sends a harmless duplicate). If that
+        write fails too, Storage is away for both services: the lost-message pass finds a claimed job
+        ``QUEUED_STALE_SECONDS`` after it was due, the daily full sweep a never-claimed one. The row is never
+        deleted to undo the submission.
         """
-        if self.send(message):
+        if self.send(message, delay):
             return
-        self.track_unsent(job.tenant, job.id)
+        self.track_unsent(job.tenant, job.id, unsent_for=job.available_at)
 
-    def track(self, tenant: str, job_id: str) -> None:
+    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Index a job whose message may not exist (an idempotent upsert; raises what the write raised)."""
-        self.stores.jobs.track(tenant, job_id)
+        self.stores.jobs.track(tenant, job_id, unsent_for)
 
-    def track_unsent(self, tenant: str, job_id: str) -> bool:
+    def track_unsent(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> bool:
         """:meth:`track`, best effort: False (logged) if the write failed (see ``_enqueue``)."""
         try:
-            self.track(tenant, job_id)
+            self.track(tenant, job_id, unsent_for)
         except ThematiqError:
             log.error("job %s: its index row could not be written; if its message is lost too, the daily "
                       "sweep re-sends it", job_id)
@@ -350,7 +355,7 @@ class Lifecycle:
         due = utcnow() + delay
         updated = self.finish(job, Status.RETRYING, error=error, available_at=due, **changes)
         if updated is not None and updated.status == Status.RETRYING:
-            self.send(JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), delay)
+            self._enqueue(updated, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), delay)
         return updated
 
     def succeed_from_blob(self, job: Job, attempt: int) -> Job | None:
@@ -454,7 +459,7 @@ class Lifecycle:
             return "skipped"
         row = applied.row
         if row.status == Status.RETRYING:
-            self.send(JobMessage(row.tenant, row.id, row.attempts + 1, row.traceparent))
+            self._enqueue(row, JobMessage(row.tenant, row.id, row.attempts + 1, row.traceparent))
             return "requeued"
         return row.status.value
 
@@ -466,8 +471,8 @@ class Lifecycle:
             return {"available_at": utcnow(), "requeues": row.requeues + 1}
 
         applied = self._job(job, "requeue", plan)
-        if applied.applied:
-            self._enqueue(job, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
+        if applied.applied:  # marked unsent for the moved-on due time, if this send fails too
+            self._enqueue(applied.row, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
         return applied.applied
 
     def record_callback(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:

@@ -13,8 +13,12 @@ def job_prefix(tenant: str, job_id: str) -> str:
     return f"{tenant}/{job_id}/"
 
 
+#: The last part of a claim-checked input's blob name (how the sweep of orphaned inputs recognises one).
+INPUT_BLOB_SUFFIX = "/input.json.gz"
+
+
 def input_blob_name(tenant: str, job_id: str) -> str:
-    return f"{job_prefix(tenant, job_id)}input.json.gz"
+    return f"{tenant}/{job_id}{INPUT_BLOB_SUFFIX}"
 
 
 def result_blob_name(tenant: str, job_id: str, attempt: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared.core.chunks import Chunk
 from shared.core.jobs import Job
 from shared.core.messages import ChunkMessage, JobMessage
+from shared.core.webhooks import WebhookMessage
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,18 @@ class JobRepo(Protocol):
         A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
         """
 
-    def track(self, tenant: str, job_id: str) -> None:
-        """Index a job that is not yet claimed, whose message may not exist (idempotent; a stray is removed later)."""
+    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
+        """Index a job whose message may not exist (idempotent; a stray is removed later).
+
+        ``unsent_for``: its message's send is known to have failed for the row whose ``available_at`` this is;
+        ``active`` reports it as ``Job.unsent_for``, so the next index run re-sends the message once due.
+        """
 
     def reindex(self, jobs: Iterable[Job]) -> int:
         """Give unfinished jobs without an index row (written before the index existed) one; how many got one."""
+
+    def existing(self, tenant: str, job_ids: Iterable[str]) -> set[str]:
+        """Which of ``job_ids`` have a job row in ``tenant`` (a few ids per query, the RowKeys only)."""
 
     def mark_swept(self, at: datetime) -> None:
         """Record that a full sweep finished at ``at`` (what ``index_state`` reports next)."""
@@ -83,8 +91,9 @@ class ChunkRepo(Protocol):
 
 
 class Messages(Protocol):
-    def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> None:
-        """A job message to the jobs queue, a chunk message to the chunks queue (optionally delayed)."""
+    def send(self, message: JobMessage | ChunkMessage | WebhookMessage, delay: timedelta | None = None) -> None:
+        """A job message to the jobs queue, a chunk message to the chunks queue, a webhook delivery to the
+        callbacks queue (optionally delayed)."""
 
     def send_poison(self, text: str, queue: str | None = None) -> None: ...
 
@@ -106,6 +115,9 @@ class Blobs(Protocol):
         """The blob's size, or None if it does not exist."""
 
     def delete_prefix(self, prefix: str) -> int: ...
+
+    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
+        """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""
 
 
 @dataclass(frozen=True)

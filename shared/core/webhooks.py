@@ -2,8 +2,8 @@
 
 The delivery itself (HTTP, backoff, dead letter, the sweep) is ``shared.runtime.webhooks``;
 the lifecycle calls :func:`job_ended` once, after the write that made a job terminal
-landed, and the runtime registers the sender that enqueues the delivery
-(``set_sender``), so this layer never touches a queue client itself. Where secrets and
+landed, handing it the stores' message port (``Stores.messages``, which puts a
+:class:`WebhookMessage` on ``CALLBACKS_QUEUE``), so this layer never touches a queue client itself. Where secrets and
 the webhook index are stored is ``shared.storage.webhook_store``; what a rotation or a
 revocation changes is planned here (:func:`plan_rotation`, :func:`plan_revocation`) and
 applied by ``shared.core.conditional``.
@@ -20,6 +20,7 @@ import logging
 import secrets as _secrets
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -317,25 +318,20 @@ def check_url(url: str, *, allow_private: bool, resolve: Resolver | None = None)
 
 # -- the terminal-state hook -----------------------------------------------------------------------
 Sender = Callable[[WebhookMessage], None]
-_sender: Sender | None = None
 
 
-def set_sender(sender: Sender | None) -> None:
-    """Register what enqueues a delivery (``shared.runtime.webhooks`` does, at import)."""
-    global _sender
-    _sender = sender
-
-
-def job_ended(job: Job) -> None:
-    """Called by the lifecycle after a write made ``job`` terminal: enqueue its webhook, if it has one.
+def job_ended(job: Job, send: Sender) -> None:
+    """Called by the lifecycle after a write made ``job`` terminal: enqueue its webhook, if it has one, with
+    ``send`` (the stores' message port, as for the jobs and chunks queues).
 
     Never raises: a delivery that cannot be enqueued now is found by the webhook sweep (the job's
     webhook-index row, written at submission, stays until the webhook is settled), so the
     transition is never undone.
     """
-    if not job.callback_url or not job.status.terminal or _sender is None:
+    if not job.callback_url or not job.status.terminal:
         return
     try:
-        _sender(WebhookMessage(job.tenant, job.id, delivery_id(job)))
+        # first_at starts the 24 h in which the deliveries are retried.
+        send(WebhookMessage(job.tenant, job.id, delivery_id(job), first_at=time.time()))
     except Exception:
         log.warning("job %s: webhook delivery not enqueued; the sweep will", job.id, exc_info=True)

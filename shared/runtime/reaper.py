@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from shared.config.constants import QUEUE_TIME_GRANULARITY, REAPER_SWEEP_SECONDS
+from shared.config.constants import ORPHAN_INPUT_AGE_SECONDS, QUEUE_TIME_GRANULARITY, REAPER_SWEEP_SECONDS
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
 from shared.core.jobs import Job, Status, utcnow
 from shared.core.lifecycle import Lifecycle
-from shared.core.names import job_prefix
+from shared.core.names import INPUT_BLOB_SUFFIX, input_blob_name, job_prefix
 from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
 from shared.storage import azure_stores
@@ -59,6 +59,8 @@ class ReapReport:
     requeued_lost: list[str] = field(default_factory=list)
     backlog_skipped: int = 0
     deleted: list[str] = field(default_factory=list)
+    #: Jobs whose input blob was deleted because the job row never existed (or is gone).
+    orphans_deleted: list[str] = field(default_factory=list)
     chunks_requeued: list[str] = field(default_factory=list)
     chunks_failed: list[str] = field(default_factory=list)
     resumes_resent: list[str] = field(default_factory=list)
@@ -73,7 +75,7 @@ class ReapReport:
             f"requeued {len(self.requeued_stale)} stale, failed {len(self.failed_stale)}, "
             f"cancelled {len(self.cancelled_stale)}, finished {len(self.recovered_results)} from stored results, "
             f"re-enqueued {len(self.requeued_lost)} lost ({self.backlog_skipped} behind a backlog), "
-            f"deleted {len(self.deleted)}, chunks requeued {len(self.chunks_requeued)}, "
+            f"deleted {len(self.deleted)} (and {len(self.orphans_deleted)} orphaned inputs), chunks requeued {len(self.chunks_requeued)}, "
             f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
             f"{self.conflicts} conflicts, {self.errors} errors" + (" (full sweep)" if self.swept else "")
         )
@@ -118,9 +120,14 @@ class Reaper:
             lambda: self._stale_chunks(report, found.stale_chunks, found.lost_chunks),
             lambda: self._waiting(report, found.waiting),
         ]
+        names = ["stale", "lost", "chunks", "waiting"]
+        if sweeping:
+            phases.append(lambda: self._orphaned_inputs(report, state.swept_at))
+            names.append("orphaned inputs")
         if sweeping and self.settings.retention_days > 0:
             phases.append(lambda: self._retention(report))
-        for name, phase in zip(("stale", "lost", "chunks", "waiting", "retention"), phases, strict=False):
+            names.append("retention")
+        for name, phase in zip(names, phases, strict=True):
             try:
                 phase()
             except Exception:
@@ -150,10 +157,13 @@ class Reaper:
     def _due(self, unfinished: list[Job], stale_chunks: list[Chunk], lost_chunks: list[Chunk]) -> _Candidates:
         """The unfinished jobs the phases act on, picked by the same rules whichever way they were found."""
         stale_at, lost_at = self._cutoffs()
+        now = utcnow()
         return _Candidates(
             stale=[j for j in unfinished if j.status == Status.RUNNING and j.heartbeat_at is not None
                    and j.heartbeat_at < stale_at],
-            lost=[j for j in unfinished if j.status in (Status.QUEUED, Status.RETRYING) and j.available_at < lost_at],
+            # Lost: due long ago with no claim, or due now and its send is known to have failed (``_unsent``).
+            lost=[j for j in unfinished if j.status in (Status.QUEUED, Status.RETRYING)
+                  and (j.available_at < lost_at or (_unsent(j) and j.available_at <= now))],
             waiting=[j for j in unfinished if j.status == Status.WAITING],
             stale_chunks=stale_chunks,
             lost_chunks=lost_chunks,
@@ -192,10 +202,13 @@ class Reaper:
         # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
         # next recovery does not wait for the next sweep. Not a job that never left the queue: its message is
         # its record, and if that is lost this sweep's lost-message pass re-sends it.
-        indexed = {j.id for j in self._active(state, report)}
+        indexed = {j.id: j for j in self._active(state, report)}
         healed = jobs.reindex(j for j in unfinished if j.id not in indexed and not j.in_queue_only)
         if healed:
             log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
+        # The index rows' unsent marks go with the scanned rows, so the sweep decides as an index run would.
+        unfinished = [j.with_changes(unsent_for=indexed[j.id].unsent_for) if j.id in indexed else j
+                      for j in unfinished]
         return self._due(
             unfinished,
             chunks.scan("status eq 'running' and heartbeat_at lt @cutoff", {"cutoff": stale_at}),
@@ -243,7 +256,7 @@ class Reaper:
 
         def requeue(job: Job) -> None:
             nonlocal budget
-            if _behind(oldest, job.available_at):
+            if not _unsent(job) and _behind(oldest, job.available_at):
                 # Messages older than the job's due time are still waiting: its own may be among them.
                 report.backlog_skipped += 1
                 return
@@ -325,6 +338,33 @@ class Reaper:
 
         self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
 
+    def _orphaned_inputs(self, report: ReapReport, swept_at: datetime | None) -> None:
+        """Claim-checked input blobs with no job row, old enough that no insert can still be deciding.
+
+        A submission deletes its blob itself when a re-read shows its insert did not commit; this finds what
+        it could not (the table away for the re-read too, the API killed between the blob and the row, a delete
+        that failed). Daily, in the sweep: one listing of the container, and one query per 14 of the input
+        blobs written since the last completed sweep could have looked at them (so the cost follows the
+        submissions of a day, not the jobs retained). A delete that fails, or whose answer is lost, counts as
+        an error, so this sweep is not recorded and the next run sweeps the same window again: no orphan
+        stays for ever.
+        """
+        since = None if swept_at is None else swept_at - timedelta(seconds=2 * ORPHAN_INPUT_AGE_SECONDS)
+        by_tenant: dict[str, dict[str, str]] = {}
+        for name in self.stores.blobs.older(INPUT_BLOB_SUFFIX, utcnow_minus(ORPHAN_INPUT_AGE_SECONDS), since):
+            tenant, job_id, *_ = name.split("/")
+            if input_blob_name(tenant, job_id) == name:
+                by_tenant.setdefault(tenant, {})[job_id] = name
+
+        def drop(item: tuple[str, dict[str, str]]) -> None:
+            tenant, names = item
+            for job_id in sorted(names.keys() - self.stores.jobs.existing(tenant, names)):
+                self.stores.blobs.delete_prefix(names[job_id])
+                report.orphans_deleted.append(job_id)
+                log.warning("reaper: deleted the input of %s/%s, which has no job row", tenant, job_id)
+
+        self._each(by_tenant.items(), "delete orphaned inputs", report, drop)
+
     def _queue_metrics(self) -> None:
         """Queue depth, the oldest waiting message's age and the poison depth: what the alerts watch."""
         try:
@@ -338,6 +378,11 @@ class Reaper:
         telemetry.QUEUE_OLDEST.set(oldest)
         telemetry.POISON_DEPTH.set(poison)
         telemetry.event("queue.metrics", depth=depth, oldest_age_seconds=round(oldest, 1), poison_depth=poison)
+
+
+def _unsent(job: Job) -> bool:
+    """Whether the job's message for its current due time is known not to have gone (``Lifecycle._enqueue``)."""
+    return job.unsent_for is not None and job.unsent_for == job.available_at
 
 
 def _behind(oldest_visible: datetime | None, sent_by: datetime) -> bool:

@@ -3,8 +3,8 @@
 How a delivery goes (docs/webhooks.md):
 
 1. At submission the job gets a row in the webhook index (``shared.storage.webhook_store``), before
-   its own row exists. The lifecycle's terminal write lands; :func:`enqueue` (registered as the
-   core's sender at import) puts a :class:`WebhookMessage` on ``CALLBACKS_QUEUE`` (ids only).
+   its own row exists. The lifecycle's terminal write lands and puts a :class:`WebhookMessage` on
+   ``CALLBACKS_QUEUE`` (ids only) through the stores' message port, as every later attempt does.
 2. :meth:`WebhookSender.handle` (the queue trigger) reads the job, re-checks the URL (https, public
    addresses only) and POSTs the job's public JSON to the address it just checked (checked again as
    it dials), signed with each of the tenant's active secrets. The whole exchange has one wall-clock
@@ -24,7 +24,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import math
 import random
 import socket
 import ssl
@@ -37,7 +36,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.config.settings import get_settings
-from shared.core import webhooks as core
 from shared.core.errors import NotFound, ThematiqError
 from shared.core.jobs import Job, WebhookStatus, utcnow
 from shared.core.lifecycle import Lifecycle
@@ -56,8 +54,6 @@ from shared.core.webhooks import (
 )
 from shared.observability import telemetry
 from shared.storage import azure_stores
-from shared.storage.connections import get_queue_client
-from shared.storage.errors import storage_call
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
@@ -78,18 +74,6 @@ SWEEP_PER_TENANT = 10
 MAX_SWEEPS = 6
 #: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
 HEAL_EVERY = timedelta(hours=24)
-
-
-def enqueue(message: WebhookMessage, delay: float = 0.0) -> None:
-    """Put a delivery on the webhooks queue (optionally invisible for ``delay`` seconds)."""
-    first = message if message.first_at else replace(message, first_at=time.time())
-    with storage_call("enqueue webhook"):
-        get_queue_client(get_settings().callbacks_queue).send_message(
-            first.encode(), visibility_timeout=math.ceil(delay) or None
-        )
-
-
-core.set_sender(enqueue)
 
 
 def backoff(attempt: int) -> float:
@@ -260,7 +244,7 @@ class WebhookSender:
         stores: Stores | None = None,
         public: Callable[[Job], dict[str, Any]] | None = None,
         transport: Transport = post,
-        send: Callable[[WebhookMessage, float], None] = enqueue,
+        send: Callable[[WebhookMessage, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.stores = stores or azure_stores()
@@ -268,8 +252,12 @@ class WebhookSender:
         #: The job's JSON as the API shows it (the blueprint passes ``shared.api.views.public``).
         self.public = public or (lambda job: {"id": job.id, "status": job.status.value})
         self.transport = transport
-        self.send = send
+        #: How a delivery is queued (``delay`` seconds invisible): the stores' message port by default.
+        self.send = send or self._enqueue
         self.clock = clock
+
+    def _enqueue(self, message: WebhookMessage, delay: float) -> None:
+        self.stores.messages.send(message, timedelta(seconds=delay) if delay > 0 else None)
 
     # -- one delivery ---------------------------------------------------------------------------------
     def handle(self, text: str) -> str:
@@ -459,4 +447,4 @@ class WebhookSender:
         log.warning("webhook sweep: job %s had no live webhook message; re-sent attempt %d", job.id, attempts + 1)
 
 
-__all__ = ["Outcome", "SweepReport", "WebhookSender", "backoff", "enqueue", "post", "window"]
+__all__ = ["Outcome", "SweepReport", "WebhookSender", "backoff", "post", "window"]

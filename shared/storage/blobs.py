@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from datetime import datetime
 from typing import Any
 
 from azure.storage.blob import ContainerClient, ContentSettings
@@ -62,6 +63,14 @@ class BlobStore:
                 # One batch request deletes up to 256 blobs.
                 self.container.delete_blobs(*names[start : start + 256])
         return len(names)
+
+    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
+        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing of the
+        whole container (a page per 5,000 blobs), for the reaper's daily sweep of orphaned inputs."""
+        with storage_call("list blobs"):
+            return [b.name for b in self.container.list_blobs()
+                    if b.name.endswith(suffix) and b.last_modified is not None and b.last_modified < before
+                    and (since is None or b.last_modified >= since)]
 
     def size(self, name: str) -> int | None:
         """The blob's size, or None if there is none (one listing call)."""

@@ -418,7 +418,14 @@ class FakeTableClient:
                         base64.b64decode(token["PartitionKey"]).decode(),
                         base64.b64decode(token["RowKey"]).decode(),
                     )
+                budget = self._s.rows_per_scan
                 for key in sorted(k for k in rows if k >= start):
+                    if budget is not None and budget <= 0:
+                        # The service's scan budget is spent: a short (maybe empty) page whose token names the
+                        # next row to look at, matching or not.
+                        return {"PartitionKey": _b64(key[0]), "RowKey": _b64(key[1])}, page
+                    if budget is not None:
+                        budget -= 1
                     if not pred(_values(rows[key])):
                         continue
                     if len(page) == size:
@@ -958,6 +965,10 @@ class FakeStorage:
         self._ops: Counter[str] = Counter()
         self._clients: dict[tuple[str, str], Any] = {}
         self._last_tick = self._seq = 0
+        #: None (Azurite: a page holds ``results_per_page`` matches whatever it scans), or how many rows one
+        #: query request may look at: the real Table service stops a request after 1,000 rows scanned (or 5 s)
+        #: and answers a short or empty page with a continuation token, which a filtered query must follow.
+        self.rows_per_scan: int | None = None
 
     @contextmanager
     def call(self, op: str | None = None) -> Iterator[None]:

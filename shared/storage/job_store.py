@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from shared.config.constants import (
     KIND_JOB,
     KIND_SWEEP,
     KIND_TENANT,
+    LIST_MAX_SERVICE_PAGES,
     SWEEP_ROW,
     TENANTS_PARTITION,
 )
@@ -101,6 +102,10 @@ def active_row_key(job_id: str) -> str:
 
 def _active_row(tenant: str, job_id: str) -> dict[str, Any]:
     return {"PartitionKey": tenant, "RowKey": active_row_key(job_id), "kind": KIND_ACTIVE, "job_id": job_id}
+
+
+#: The index row's column naming the ``available_at`` of a job whose send failed (``JobStore.track``).
+_UNSENT_FOR = "unsent_for"
 
 
 def _index_op(job: Job, status: Status | None) -> tuple[str, dict[str, Any]] | None:
@@ -248,7 +253,8 @@ class JobStore:
     def list(
         self, tenant: str, *, status: str | None, pipeline: str | None, limit: int, cursor: str | None
     ) -> tuple[list[Job], str | None]:
-        """One page of a tenant's jobs, newest first. Only the tenant's partition is read."""
+        """One page of a tenant's jobs, newest first: up to ``limit``, fewer only when the listing is done or
+        after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's partition is read."""
         filters = ["PartitionKey eq @tenant", "kind eq @kind"]
         params: dict[str, Any] = {"tenant": tenant, "kind": KIND_JOB}
         if status:
@@ -257,15 +263,23 @@ class JobStore:
         if pipeline:
             filters.append("pipeline eq @pipeline")
             params["pipeline"] = pipeline
-        token = decode_cursor(cursor) if cursor else None
-        with storage_call("list jobs"):
-            pages = self.table.query_entities(
-                " and ".join(filters), parameters=params, results_per_page=limit, select=_PUBLIC_COLUMNS
-            ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
-            page: list[Any] = list(next(pages, []))
-            jobs = [Job.from_entity(e) for e in page]
-            next_token = pages.continuation_token  # type: ignore[attr-defined]
-        return jobs, encode_cursor(next_token)
+        token: dict[str, str] | None = decode_cursor(cursor) if cursor else None
+        jobs: list[Job] = []
+        # A filtered query may come back short, even empty, with a token (the service stops a request after
+        # 1,000 rows scanned or 5 s): follow the token for what is still missing, at most
+        # LIST_MAX_SERVICE_PAGES requests, then answer what there is with the cursor to go on from.
+        for _ in range(LIST_MAX_SERVICE_PAGES):
+            with storage_call("list jobs"):
+                pages = self.table.query_entities(
+                    " and ".join(filters), parameters=params, results_per_page=limit - len(jobs),
+                    select=_PUBLIC_COLUMNS,
+                ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
+                page: list[Any] = list(next(pages, []))
+                token = pages.continuation_token  # type: ignore[attr-defined]
+            jobs.extend(Job.from_entity(e) for e in page)
+            if not token or len(jobs) >= limit:
+                break
+        return jobs, encode_cursor(token)
 
     def scan(self, query: str, parameters: dict[str, Any], *, with_input: bool = False) -> Iterator[Job]:
         """Jobs of every tenant matching an OData filter (the reaper's query). Values go in ``parameters``."""
@@ -325,26 +339,21 @@ class JobStore:
 
     def _active_of(self, tenant: str) -> Iterator[Job]:
         ids: list[str] = []
+        unsent: dict[str, datetime] = {}
         with storage_call("read the active-jobs index"):
             for e in self.table.query_entities(
                 "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                 parameters={"pk": tenant, **prefix_range(ACTIVE_ROW_PREFIX)},
-                select=["RowKey", "job_id"],
+                select=["RowKey", "job_id", _UNSENT_FOR],
             ):
                 job_id = e.get("job_id")
                 if isinstance(job_id, str) and job_id:
                     ids.append(job_id)
+                    if isinstance(e.get(_UNSENT_FOR), datetime):
+                        unsent[job_id] = e[_UNSENT_FOR]
                 else:
                     log.error("skipping unreadable index row %s/%s", tenant, e.get("RowKey"))
-        for start in range(0, len(ids), ACTIVE_ROWS_PER_QUERY):
-            part = ids[start : start + ACTIVE_ROWS_PER_QUERY]
-            # The SDK substitutes @params only where they stand between spaces.
-            terms = " or ".join(f"RowKey eq @r{i}" for i in range(len(part)))
-            params: dict[str, Any] = {"pk": tenant, **{f"r{i}": job_id for i, job_id in enumerate(part)}}
-            with storage_call("read active jobs"):
-                entities = [*self.table.query_entities(
-                    f"PartitionKey eq @pk and ( {terms} )", parameters=params, select=_PUBLIC_COLUMNS
-                )]
+        for part, entities in self._by_ids(tenant, ids, _PUBLIC_COLUMNS, "read active jobs"):
             seen: set[str] = set()
             for entity in entities:
                 seen.add(str(entity.get("RowKey")))
@@ -357,9 +366,30 @@ class JobStore:
                 if job.status.terminal:
                     self._drop_stray(tenant, job.id)
                     continue
-                yield job
+                yield job.with_changes(unsent_for=unsent.get(job.id))
             for job_id in set(part) - seen:
                 self._drop_stray(tenant, job_id)
+
+    def _by_ids(
+        self, tenant: str, ids: Sequence[str], select: Sequence[str], what: str
+    ) -> Iterator[tuple[Sequence[str], Sequence[Any]]]:
+        """The rows of ``ids`` in ``tenant``, ``ACTIVE_ROWS_PER_QUERY`` per query: ``(ids asked, rows found)``."""
+        for start in range(0, len(ids), ACTIVE_ROWS_PER_QUERY):
+            part = ids[start : start + ACTIVE_ROWS_PER_QUERY]
+            # The SDK substitutes @params only where they stand between spaces.
+            terms = " or ".join(f"RowKey eq @r{i}" for i in range(len(part)))
+            params: dict[str, Any] = {"pk": tenant, **{f"r{i}": job_id for i, job_id in enumerate(part)}}
+            with storage_call(what):
+                entities = [*self.table.query_entities(
+                    f"PartitionKey eq @pk and ( {terms} )", parameters=params, select=[*select]
+                )]
+            yield part, entities
+
+    def existing(self, tenant: str, job_ids: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        for _, entities in self._by_ids(tenant, sorted(set(job_ids)), ["RowKey", "kind"], "check job rows"):
+            found.update(str(e["RowKey"]) for e in entities if e.get("kind") == KIND_JOB)
+        return found
 
     def _drop_stray(self, tenant: str, job_id: str) -> None:
         # Best effort: a later run tries again. Never racing a live job: an index row is only ever written
@@ -371,12 +401,17 @@ class JobStore:
         except ThematiqError:
             pass
 
-    def track(self, tenant: str, job_id: str) -> None:
-        """Give a job that is not yet claimed its index row, because its message may not exist (a send that
-        failed, a message being redelivered, a lost one the sweep leaves for later). An idempotent upsert: a
-        job that is finished or gone only gets a stray row, which the next index run removes."""
+    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
+        """Give a job its index row, because its message may not exist (a send that failed, a message being
+        redelivered, a lost one the sweep leaves for later). An idempotent upsert (MERGE: a claimed job's row
+        only gains the mark): a job that is finished or gone only gets a stray row, which the next index run
+        removes. ``unsent_for`` marks the send as failed for the row with that ``available_at``; the mark needs
+        no clearing, since the re-send moves ``available_at`` on and a terminal write deletes the row."""
+        row = _active_row(tenant, job_id)
+        if unsent_for is not None:
+            row[_UNSENT_FOR] = unsent_for
         with storage_call("write an active-index row"):
-            self.table.upsert_entity(_active_row(tenant, job_id), mode=UpdateMode.MERGE)
+            self.table.upsert_entity(row, mode=UpdateMode.MERGE)
 
     def reindex(self, jobs: Iterable[Job]) -> int:
         """Give unfinished jobs without an index row (written before the index existed) one.

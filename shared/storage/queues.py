@@ -1,4 +1,5 @@
-"""Sending messages: jobs and chunks to their queues (optionally delayed), and to the poison queues."""
+"""Sending messages: jobs, chunks and webhook deliveries to their queues (optionally delayed), and to the poison
+queues."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from shared.config.constants import POISON_SUFFIX
 from shared.config.settings import get_settings
 from shared.core.messages import ChunkMessage, JobMessage
+from shared.core.webhooks import WebhookMessage
 from shared.storage.connections import get_queue_client
 from shared.storage.errors import storage_call
 
@@ -25,9 +27,12 @@ class Queues:
     def __init__(self, queue_for: QueueFor | None = None) -> None:
         self._queue_for = queue_for or get_queue_client
 
-    def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> None:
-        """A job message to the jobs queue, a chunk message to the chunks queue."""
-        queue = get_settings().chunks_queue if isinstance(message, ChunkMessage) else None
+    def send(self, message: JobMessage | ChunkMessage | WebhookMessage, delay: timedelta | None = None) -> None:
+        """A job message to the jobs queue, a chunk message to the chunks queue, a webhook delivery to the
+        callbacks queue."""
+        settings = get_settings()
+        queue = (settings.chunks_queue if isinstance(message, ChunkMessage)
+                 else settings.callbacks_queue if isinstance(message, WebhookMessage) else None)
         # Whole seconds, rounded up: a backoff is never shorter than asked.
         seconds = 0 if delay is None else math.ceil(min(delay, _MAX_DELAY).total_seconds())
         with storage_call("enqueue"):

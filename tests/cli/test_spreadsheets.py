@@ -84,3 +84,88 @@ def test_csv_errors_name_the_line_and_column(tmp_path: Path) -> None:
     f.write_text("Survey export\n\nid,text\n1,a\n,b\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"line 5, column 'id': the id is empty"):
         load_responses(f)
+
+
+def test_the_cli_row_cap_is_the_servers() -> None:
+    from pipelines.thematic.params import MAX_RESPONSES as SERVER
+    from thematiq_cli.inputs import MAX_RESPONSES
+
+    assert MAX_RESPONSES == SERVER
+
+
+def _write_sheet(path: Path, sheet_xml: bytes, extra: dict[str, bytes] | None = None) -> Path:
+    """A minimal workbook written part by part, so a test controls the sheet XML (and can make it huge)."""
+    import zipfile
+
+    parts = {
+        "[Content_Types].xml": b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
+        b'content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships'
+        b'+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" '
+        b'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override '
+        b'PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+        b'spreadsheetml.worksheet+xml"/></Types>',
+        "_rels/.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+        b'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+        b'relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>',
+        "xl/workbook.xml": b'<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
+        b'2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet '
+        b'name="Responses" sheetId="1" r:id="rId1"/></sheets></workbook>',
+        "xl/_rels/workbook.xml.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+        b'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+        b'officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>',
+        "xl/worksheets/sheet1.xml": sheet_xml,
+        **(extra or {}),
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in parts.items():
+            z.writestr(name, data)
+    return path
+
+
+def _sheet(rows: bytes, dimension: str = "") -> bytes:
+    dim = f'<dimension ref="{dimension}"/>'.encode() if dimension else b""
+    return (b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+            + dim + b"<sheetData>" + rows + b"</sheetData></worksheet>")
+
+
+def _rows(n: int, start: int = 1) -> bytes:
+    return b"".join(b'<row r="%d"><c r="A%d" t="inlineStr"><is><t>answer %d</t></is></c></row>' % (i, i, i)
+                    for i in range(start, start + n))
+
+
+def test_a_sheet_with_more_responses_than_a_job_takes_is_refused_while_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from thematiq_cli import inputs
+
+    monkeypatch.setattr(inputs, "MAX_RESPONSES", 1000)  # the server's 100,000, scaled down to keep the test quick
+    seen: list[object] = []
+    cell_text = inputs._cell_text
+    monkeypatch.setattr(inputs, "_cell_text", lambda v: seen.append(v) or cell_text(v))
+    header = b'<row r="1"><c r="A1" t="inlineStr"><is><t>text</t></is></c></row>'
+    ok = _write_sheet(tmp_path / "ok.xlsx", _sheet(header + _rows(1000, start=2)))
+    assert len(load_responses(ok)) == 1000  # exactly the limit is fine
+    big = _write_sheet(tmp_path / "big.xlsx", _sheet(header + _rows(200_000, start=2)))
+    seen.clear()
+    with pytest.raises(InputError, match=r"big\.xlsx has more than 1,000 responses"):
+        load_responses(big)
+    assert len(seen) <= 1000 + 21  # stopped at the cap: the other 198,979 rows were never read
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    from thematiq_cli.inputs import MAX_XLSX_INFLATED_BYTES
+
+    # One part of zeros that deflates about 1000:1: a few hundred KiB on disk, over the cap when inflated.
+    bomb = _write_sheet(tmp_path / "bomb.xlsx", _sheet(_rows(3)), {"xl/media/pad.bin": bytes(MAX_XLSX_INFLATED_BYTES)})
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(InputError, match=r"bomb\.xlsx inflates to 128 MiB, more than the 128 MiB"):
+        load_responses(bomb)
+
+
+def test_a_declared_dimension_of_a_million_rows_is_not_padded_out(tmp_path: Path) -> None:
+    header = b'<row r="1"><c r="A1" t="inlineStr"><is><t>text</t></is></c></row>'
+    f = _write_sheet(tmp_path / "dim.xlsx", _sheet(header + _rows(3, start=2), dimension="A1:A1048576"))
+    assert [r["text"] for r in load_responses(f)] == ["answer 2", "answer 3", "answer 4"]
+    far = _write_sheet(tmp_path / "far.xlsx", _sheet(header + _rows(1, start=1_048_576)))
+    with pytest.raises(InputError, match=r"far\.xlsx: row 400,001 is past the 400,000 rows"):
+        load_responses(far)

@@ -114,14 +114,13 @@ def test_url_is_rechecked_at_send_time(monkeypatch: pytest.MonkeyPatch) -> None:
     assert row.callback_status == "failed" and "non-public" in (row.callback_error or "")
 
 
-def test_terminal_hook_enqueues_only_for_jobs_with_a_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_terminal_hook_enqueues_only_for_jobs_with_a_callback() -> None:
     sent: list[WebhookMessage] = []
-    monkeypatch.setattr(core, "_sender", sent.append)
     backend = fake_backend()
     job = _job(backend)
-    core.job_ended(job)
-    core.job_ended(job.with_changes(callback_url=None))
-    core.job_ended(job.with_changes(status=Status.RUNNING))
+    core.job_ended(job, sent.append)
+    core.job_ended(job.with_changes(callback_url=None), sent.append)
+    core.job_ended(job.with_changes(status=Status.RUNNING), sent.append)
     assert [m.delivery for m in sent] == [delivery_id(job)]
 
 

@@ -410,3 +410,53 @@ def test_an_idle_index_run_costs_the_same_however_many_jobs_finished(backend: Ba
     # The tenants partition, this tenant's index range, and three queue reads for the metrics.
     assert indexed == 5, METER.snapshot()
     assert swept > indexed
+
+
+def test_a_retry_whose_send_fails_is_re_sent_by_the_next_index_run_once_due(backend: Backend) -> None:
+    from datetime import timedelta
+
+    from tests.core.scenarios import reaper
+
+    j = submit(backend).job
+    drain(backend)  # its first message, delivered: the claim below is that delivery's
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed is not None
+    rule = backend.faults.arm("queue", "refuse", method="POST", count=100)  # the next attempt's send never goes
+    retried = life.retry(claimed, JobError.of("Transient", "try again"), timedelta(seconds=30))
+    backend.faults.disarm()
+    assert retried is not None and retried.status == Status.RETRYING and rule.hits >= 1 and backend.depth() == 0
+    assert reaper(backend).run().requeued_lost == []  # not due yet: the backoff still holds
+    backend.clock.advance(31)  # due, far short of QUEUED_STALE_SECONDS
+    assert reaper(backend).run().requeued_lost == [j.id]
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    assert job(backend, j.id).attempts == 2
+    assert reaper(backend).run().requeued_lost == []  # re-sent once, not on every run
+
+
+def test_a_stale_job_whose_requeue_send_fails_is_re_sent_by_the_next_index_run(backend: Backend) -> None:
+    from tests.core.scenarios import reaper
+
+    j = submit(backend).job
+    drain(backend)
+    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None
+    backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)  # its worker died
+    backend.faults.arm("queue", "refuse", method="POST", count=100)
+    assert reaper(backend).run().requeued_stale == [j.id]
+    backend.faults.disarm()
+    assert backend.depth() == 0 and job(backend, j.id).status == Status.RETRYING
+    # The very next run, with the clock where it was: the lost send is re-sent now, not 15 minutes later.
+    assert reaper(backend).run().requeued_lost == [j.id]
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    assert executions(j.id) == 1
+
+
+def test_a_submission_whose_send_fails_is_re_sent_by_the_very_next_index_run(backend: Backend) -> None:
+    from tests.core.scenarios import reaper
+
+    backend.faults.arm("queue", "refuse", method="POST", count=100)
+    submitted = submit(backend)
+    backend.faults.disarm()
+    assert submitted.created and backend.depth() == 0
+    assert reaper(backend).run().requeued_lost == [submitted.job.id]  # no QUEUED_STALE_SECONDS wait
+    assert backend.deliver(worker(backend).handle) == "succeeded"

@@ -42,6 +42,8 @@ class Backend:
     #: How the scenario's reaper finds rows: False the active-jobs index (every run in production),
     #: True the full cross-partition sweep (a process's first run, then daily).
     reaper_sweep: bool = False
+    #: The in-memory storage behind a fake backend (None on Azurite), for what only the fake can stage.
+    fake: FakeStorage | None = None
 
     def deliver(self, handler: Callable[[str, int], str], queue: str | None = None) -> str | None:
         """Deliver one message the way the Functions host does; returns the handler's outcome or the error's name."""
@@ -85,7 +87,7 @@ def fake_backend(storage: FakeStorage | None = None) -> Backend:
         messages=Queues(queue_for=lambda name: faulty(fake.queue(name or s.jobs_queue), "queue", faults)),
         blobs=BlobStore(container=faulty(fake.container(s.results_container), "blob", faults)),
     )
-    return Backend("fake", stores, faults, lambda name: fake.queue(name))
+    return Backend("fake", stores, faults, lambda name: fake.queue(name), fake=fake)
 
 
 def azurite_backend(connection_string: str) -> Backend:

@@ -44,3 +44,20 @@ def test_retry_of_a_cancelled_job(api: Api) -> None:
     assert status == 202, new
     api.call("POST", f"/api/jobs/{new['id']}/cancel")
     assert api.wait(new["id"], timeout=30)["status"] == "cancelled"
+
+
+def test_a_client_key_that_looks_like_a_retry_key_does_not_take_the_retry(api: Api) -> None:
+    failed = api.submit("sleep", {"seconds": 0.1, "steps": 1, "fail": "permanent"}, ["x"])
+    api.wait(failed["id"], timeout=30)
+    # A client's own submission under the key the retry endpoint used to derive from the job id.
+    status, _, mine = api.call("POST", "/api/jobs", {"pipeline": "echo", "params": {}, "input": [1]},
+                               headers={"Idempotency-Key": f"retry-{failed['id']}"})
+    assert status == 202, mine
+    status, _, new = api.call("POST", f"/api/jobs/{failed['id']}/retry")
+    assert status == 202, new  # neither a 409 (another body under "its" key) nor the client's echo job
+    assert new["id"] != mine["id"] and new["pipeline"] == "sleep"
+    status, _, again = api.call("POST", f"/api/jobs/{failed['id']}/retry")
+    assert status == 200 and again["id"] == new["id"]  # still idempotent
+    status, _, replay = api.call("POST", "/api/jobs", {"pipeline": "echo", "params": {}, "input": [1]},
+                                 headers={"Idempotency-Key": f"retry-{failed['id']}"})
+    assert status == 200 and replay["id"] == mine["id"]

@@ -76,3 +76,31 @@ def test_cp1252_csv_and_a_bad_id_named_by_row_and_column(page: Any, host: HostPr
     alert = page.locator("[role=alert]")
     alert.wait_for()
     assert 'line 3, column "id": the id is empty' in alert.inner_text()
+
+
+def test_a_zip_bomb_and_a_lying_zip_directory_are_refused(page: Any, host: HostProcess, api: Api,
+                                                          tmp_path: Path) -> None:
+    import struct
+
+    from tests.cli.test_spreadsheets import _rows, _sheet, _write_sheet
+
+    # Declared over the cap: refused from the directory, before anything is inflated.
+    bomb = _write_sheet(tmp_path / "bomb.xlsx", _sheet(_rows(3)), {"xl/media/pad.bin": bytes(200 * 2**20)})
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(bomb))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert "inflates to 200 MiB, more than the 128 MiB" in alert.inner_text()
+
+    # A directory that says the sheet is 100 bytes while it inflates to 16 MiB: the inflate stops at the lie.
+    padded = _sheet(b" " * (16 * 2**20) + _rows(3))
+    liar = _write_sheet(tmp_path / "liar.xlsx", padded)
+    data = bytearray(liar.read_bytes())
+    entry = data.rindex(b"PK\x01\x02", 0, data.rindex(b"xl/worksheets/sheet1.xml"))
+    struct.pack_into("<I", data, entry + 24, 100)  # the central directory's uncompressed size
+    liar.write_bytes(bytes(data))
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(liar))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert "xl/worksheets/sheet1.xml inflates to more than the workbook's ZIP directory says" in alert.inner_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from datetime import timedelta
 
@@ -148,3 +149,31 @@ def test_a_submission_with_a_webhook_is_indexed_before_its_job_row(
     job = service.submit("local", body.replace("com/h", "com/café").encode(), None).job
     assert job.callback_url == "https://hooks.example.com/caf%C3%A9"
     assert store.keys() == {index_key("local", job.id)}
+
+
+def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: Backend) -> None:
+    """The terminal write's delivery and the sender's next attempt reach the callbacks queue of the stores the
+    lifecycle was given (the fake's own queue, or Azurite's), with the queue faults the other queues obey."""
+    from shared.config.settings import get_settings
+    from shared.core.jobs import Status
+    from shared.core.lifecycle import Lifecycle
+    from tests.core.scenarios import drain
+
+    job = finished_job(backend, status=Status.RUNNING)  # running, with a webhook: its worker finishes it now
+    life = Lifecycle(backend.stores)
+    claimed = backend.stores.jobs.get(job.tenant, job.id, with_input=True)
+    assert life.finish(claimed.with_changes(owner=None), Status.SUCCEEDED) is not None
+    callbacks = get_settings().callbacks_queue
+    queue = backend.raw_queue(callbacks)
+    (got,) = list(queue.receive_messages(max_messages=32, visibility_timeout=60))
+    text = got.content if isinstance(got.content, str) else got.content.decode()
+    msg = WebhookMessage.decode(base64.b64decode(text).decode())  # base64, as the queue trigger expects
+    assert (msg.job_id, msg.attempt) == (job.id, 1) and msg.first_at > 0
+    queue.delete_message(got, pop_receipt=got.pop_receipt)
+    # The same port takes the faults: a refused send does not undo the terminal write (the sweep re-sends).
+    other = finished_job(backend, status=Status.RUNNING)
+    rule = backend.faults.arm("queue", "refuse", method="POST", count=100)
+    row = backend.stores.jobs.get(other.tenant, other.id, with_input=True)
+    assert life.finish(row.with_changes(owner=None), Status.FAILED) is not None
+    backend.faults.disarm()
+    assert rule.hits >= 1 and drain(backend, callbacks) == 0

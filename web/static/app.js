@@ -806,6 +806,10 @@ export function decodeText(bytes) {
 }
 
 // ---- .xlsx without a library: ZIP (DecompressionStream) + the sheet XML (DOMParser)
+// The most a workbook's parts may inflate to, all together (the CLI's MAX_XLSX_INFLATED_BYTES): a zip bomb is
+// refused from its directory before anything is inflated, and one whose directory lies stops at the lie.
+const XLSX_MAX_INFLATED = 128 * 1024 * 1024;
+
 async function unzip(buffer) {
   const v = new DataView(buffer), u8 = new Uint8Array(buffer), dec = new TextDecoder();
   let eocd = -1;
@@ -814,15 +818,21 @@ async function unzip(buffer) {
   }
   if (eocd < 0) throw new Error("this is not an .xlsx workbook (no ZIP directory); save it as Excel Workbook (.xlsx) or CSV");
   const files = new Map();
-  let p = v.getUint32(eocd + 16, true);
+  let p = v.getUint32(eocd + 16, true), declared = 0;
   for (let n = v.getUint16(eocd + 10, true); n > 0; n--) {
     if (v.getUint32(p, true) !== 0x02014b50) throw new Error("the workbook's ZIP directory is damaged");
-    const method = v.getUint16(p + 10, true), size = v.getUint32(p + 20, true);
+    const method = v.getUint16(p + 10, true), size = v.getUint32(p + 20, true), inflated = v.getUint32(p + 24, true);
     const nameLen = v.getUint16(p + 28, true), extraLen = v.getUint16(p + 30, true), commentLen = v.getUint16(p + 32, true);
     const local = v.getUint32(p + 42, true);
-    files.set(dec.decode(u8.subarray(p + 46, p + 46 + nameLen)), { method, size, local });
+    files.set(dec.decode(u8.subarray(p + 46, p + 46 + nameLen)), { method, size, inflated, local });
+    declared += inflated;
     p += 46 + nameLen + extraLen + commentLen;
   }
+  if (declared > XLSX_MAX_INFLATED) {
+    throw new Error(`this workbook inflates to ${Math.round(declared / 2 ** 20)} MiB, more than the ${XLSX_MAX_INFLATED / 2 ** 20} MiB ` +
+      "a workbook may; export the responses as CSV or split the file");
+  }
+  let budget = XLSX_MAX_INFLATED;  // what the parts read so far left: the cap holds whatever a directory entry says
   return async (name) => {
     const f = files.get(name);
     if (!f) return null;
@@ -830,8 +840,21 @@ async function unzip(buffer) {
     const raw = u8.subarray(start, start + f.size);
     if (f.method === 0) return dec.decode(raw);
     if (f.method !== 8) throw new Error(`unsupported ZIP compression in ${name}`);
-    const stream = new Blob([raw]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
-    return dec.decode(await new Response(stream).arrayBuffer());
+    const reader = new Blob([raw]).stream().pipeThrough(new DecompressionStream("deflate-raw")).getReader();
+    const chunks = [];
+    let got = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      got += value.length;
+      if (got > f.inflated || got > budget) {
+        await reader.cancel();
+        throw new Error(`${name} inflates to more than the workbook's ZIP directory says; the file is damaged or not a spreadsheet`);
+      }
+      chunks.push(value);
+    }
+    budget -= got;
+    return dec.decode(await new Blob(chunks).arrayBuffer());
   };
 }
 
