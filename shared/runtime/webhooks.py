@@ -147,7 +147,9 @@ class _Deadline:
     def _shutdown(self) -> None:
         if self._sock is not None:
             try:
-                self._sock.shutdown(socket.SHUT_RDWR)
+                # The plain socket's shutdown, also for an SSLSocket: its own shutdown() drops the TLS object
+                # under a reader blocked in another thread; this only ends the connection, which wakes that read.
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -180,7 +182,15 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = _dial(self._address, self.port, self._deadline, self._allow_private)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        # wrap_socket detaches ``sock`` (its descriptor moves to the SSLSocket), so the deadline must watch the
+        # SSLSocket, and from before the handshake: a receiver trickling its handshake or its answer over TLS
+        # would otherwise be bounded by the per-read timeout only, i.e. not at all.
+        tls = self._context.wrap_socket(  # type: ignore[attr-defined]
+            sock, server_hostname=self.host, do_handshake_on_connect=False
+        )
+        self._deadline.watch(tls)
+        tls.do_handshake()
+        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
