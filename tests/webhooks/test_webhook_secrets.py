@@ -52,6 +52,21 @@ def test_the_signature_covers_the_event_and_the_delivery_id(backend: Backend, mo
     assert webhooks.verify(SECRET, body, headers, now=t + 299)
 
 
+def test_moving_the_field_delimiter_between_event_and_delivery_does_not_verify(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    public_dns(monkeypatch)
+    body, headers = _deliver(backend, "local")
+    event, delivery = headers["Thematiq-Event"], headers["Thematiq-Delivery"]
+    head, _, tail = event.partition(".")
+    assert tail, "event names hold a dot: the signed string alone cannot tell the fields apart"
+    # The same signed bytes, <t>.job.succeeded.<id>.<body>, read as event "job" and delivery "succeeded.<id>":
+    # a captured delivery replayed under a fresh delivery id.
+    shifted = {**headers, "Thematiq-Event": head, "Thematiq-Delivery": f"{tail}.{delivery}"}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, body, shifted)
+
+
 def test_a_rotation_signs_with_both_secrets_until_the_old_one_is_revoked(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
