@@ -45,6 +45,7 @@ from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.webhooks import (
     SWEEP_AFTER,
+    UnresolvedHost,
     UnsafeUrl,
     WebhookMessage,
     check_url,
@@ -313,7 +314,13 @@ class WebhookSender:
                 raise UnsafeUrl("the tenant has no webhook signing secret")
             # Rows stored before URLs were normalised at submission are normalised (or refused) here.
             url = normalise_url(job.callback_url)
-            addresses = check_url(url, allow_private=get_settings().webhook_allow_private)
+            unresolved: str | None = None
+            try:
+                addresses = check_url(url, allow_private=get_settings().webhook_allow_private)
+            except UnresolvedHost as err:
+                # DNS trouble now (a timeout, SERVFAIL, EAI_AGAIN) is a failed attempt that is retried, not a
+                # verdict on the URL: settling it would fail a healthy receiver's webhook on one bad lookup.
+                addresses, unresolved = [], f"failed: {err}"
         except UnsafeUrl as err:
             # Re-checked at send time: a host that now resolves to a private address is never called.
             self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}")
@@ -330,7 +337,7 @@ class WebhookSender:
         }
         t0 = time.monotonic()
         try:
-            outcome = self.transport(url, addresses, body, headers)
+            outcome = Outcome(False, unresolved) if unresolved else self.transport(url, addresses, body, headers)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
             outcome = Outcome(False, f"failed: could not send ({type(err).__name__})")
         telemetry.event(

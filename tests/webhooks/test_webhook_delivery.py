@@ -75,6 +75,27 @@ def test_a_transport_that_raises_is_one_failed_attempt(backend: Backend, monkeyp
     assert [m.attempt for m, _ in rec.sent] == [2]
 
 
+@pytest.mark.parametrize("trouble", ["timeout", "eai-again"])
+def test_dns_trouble_at_send_is_a_retried_attempt_not_a_failed_webhook(
+    trouble: str, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = finished_job(backend, index=False)
+
+    def flaky(host: str, port: int) -> list[str]:
+        if trouble == "timeout":
+            raise TimeoutError("DNS lookup took too long")
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(core, "_resolve", flaky)
+    rec = Recorder()
+    sender = runtime.WebhookSender(backend.stores, transport=rec.transport, send=rec.send)
+    assert sender.handle(WebhookMessage(job.tenant, job.id, delivery_id(job), 1, time.time()).encode()) == "retrying"
+    stored = row(backend, job)
+    assert stored.callback_status == WebhookStatus.RETRYING and stored.callback_attempts == 1
+    assert (stored.callback_error or "").startswith("failed: ") and not rec.calls  # nothing dialled
+    assert [m.attempt for m, _ in rec.sent] == [2]
+
+
 # -- the deadline on the whole exchange ------------------------------------------------------------
 def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
     listener = socket.socket()
