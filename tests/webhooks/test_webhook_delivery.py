@@ -97,7 +97,12 @@ def test_dns_trouble_at_send_is_a_retried_attempt_not_a_failed_webhook(
 
 
 # -- the deadline on the whole exchange ------------------------------------------------------------
-def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
+#: A receiver stops by itself after this long, so a sender without a working deadline still ends the test.
+GIVE_UP_SECONDS = 8.0
+
+
+def _server(behaviour: Callable[[socket.socket], None],
+            wrap: Callable[[socket.socket], socket.socket] = lambda conn: conn) -> Iterator[int]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -109,7 +114,7 @@ def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=_run, args=(behaviour, conn, stop), daemon=True).start()
+            threading.Thread(target=_run, args=(behaviour, conn, stop, wrap), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     try:
@@ -119,11 +124,14 @@ def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
         listener.close()
 
 
-def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event) -> None:
+def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event,
+         wrap: Callable[[socket.socket], socket.socket]) -> None:
+    until = time.monotonic() + GIVE_UP_SECONDS
     try:
-        conn.recv(65536)
-        while not stop.is_set():
-            behaviour(conn)
+        sock = wrap(conn)
+        sock.recv(65536)
+        while not stop.is_set() and time.monotonic() < until:
+            behaviour(sock)
     except OSError:
         pass
     finally:

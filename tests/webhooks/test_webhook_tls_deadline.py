@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,7 @@ from cryptography.x509.oid import NameOID
 
 from shared.runtime import webhooks as runtime
 from shared.runtime.webhooks import post
-
-#: The receiver stops by itself after this long, so a sender without a working deadline still ends the test.
-GIVE_UP_SECONDS = 8.0
+from tests.webhooks.test_webhook_delivery import _continue, _server, _trickle
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:
@@ -42,56 +39,16 @@ def _certificate(tmp: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _tls_server(tmp: Path, behaviour: Callable[[ssl.SSLSocket], None]) -> Iterator[int]:
+def _tls(tmp: Path) -> Callable[[socket.socket], socket.socket]:
     cert, key = _certificate(tmp)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    stop = threading.Event()
-
-    def run(conn: socket.socket) -> None:
-        until = time.monotonic() + GIVE_UP_SECONDS
-        try:
-            tls = context.wrap_socket(conn, server_side=True)
-            tls.recv(65536)
-            while not stop.is_set() and time.monotonic() < until:
-                behaviour(tls)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=run, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        listener.close()
-
-
-def _trickle(conn: ssl.SSLSocket) -> None:
-    conn.sendall(b"H")
-    time.sleep(0.2)
-
-
-def _continue(conn: ssl.SSLSocket) -> None:
-    conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-    time.sleep(0.05)
+    return lambda conn: context.wrap_socket(conn, server_side=True)
 
 
 @pytest.mark.parametrize("behaviour", [_trickle, _continue], ids=["trickle", "100-continue"])
 def test_a_receiver_cannot_hold_the_sender_past_the_deadline_over_tls(
-    behaviour: Callable[[ssl.SSLSocket], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    behaviour: Callable[[socket.socket], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from shared.config.settings import get_settings
 
@@ -101,7 +58,7 @@ def test_a_receiver_cannot_hold_the_sender_past_the_deadline_over_tls(
     monkeypatch.setattr(runtime, "TIMEOUT_SECONDS", 1.5)
     trusting = ssl.create_default_context
     monkeypatch.setattr(ssl, "create_default_context", lambda: trusting(cafile=str(tmp_path / "cert.pem")))
-    for port in _tls_server(tmp_path, behaviour):
+    for port in _server(behaviour, _tls(tmp_path)):
         started = time.monotonic()
         outcome = post(f"https://localhost:{port}/h", ["127.0.0.1"], b"{}", {})
         took = time.monotonic() - started
