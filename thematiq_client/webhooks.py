@@ -58,7 +58,7 @@ def verify(
     macs: list[str] = []
     for item in signature.split(","):
         name, _, value = item.strip().partition("=")
-        if name == "t" and value.isdigit():
+        if name == "t" and value.isascii() and value.isdigit():  # int() also takes "²" or "٣": not ours
             timestamp = int(value)
         elif name == "v1":
             macs.append(value)

@@ -112,3 +112,10 @@ def test_a_rotation_whose_answer_is_lost_is_applied_once(backend: Backend, mode:
     assert [s.id for s in secrets.list("tenant-a")] == [first.id, second.id]
     stored = WebhookStore.of(backend.stores).secrets("tenant-a")
     assert [s.value for s in stored.secrets] == [first.value, second.value]
+
+
+@pytest.mark.parametrize("t", ["²", "١٧٠٠٠٠٠٠٠٠", "-5", ""])
+def test_a_timestamp_that_is_not_ascii_digits_is_a_verification_error(t: str) -> None:
+    headers = {"Thematiq-Signature": f"t={t},v1=00", "Thematiq-Event": "job.succeeded", "Thematiq-Delivery": "0" * 32}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, b"{}", headers)
