@@ -15,11 +15,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 DEFAULT_TOLERANCE_SECONDS = 300
+#: The forms Thematiq sends. The signed string joins the fields with ".", and event names hold dots
+#: themselves, so without these checks ``Event: job`` + ``Delivery: succeeded.<id>`` would verify with the
+#: signature of ``job.succeeded`` + ``<id>``: a replay under a fresh delivery id, past de-duplication.
+_EVENT_RE = re.compile(r"[a-z]+(?:\.[a-z]+)*")
+_DELIVERY_RE = re.compile(r"[0-9a-f]{32}")
 
 
 class WebhookVerificationError(ValueError):
@@ -46,11 +52,13 @@ def verify(
     signature = _header(headers, "Thematiq-Signature")
     event = _header(headers, "Thematiq-Event")
     delivery = _header(headers, "Thematiq-Delivery")
+    if not _EVENT_RE.fullmatch(event) or not _DELIVERY_RE.fullmatch(delivery):
+        raise WebhookVerificationError("malformed Thematiq-Event or Thematiq-Delivery")
     timestamp: int | None = None
     macs: list[str] = []
     for item in signature.split(","):
         name, _, value = item.strip().partition("=")
-        if name == "t" and value.isdigit():
+        if name == "t" and value.isascii() and value.isdigit():  # int() also takes "²" or "٣": not ours
             timestamp = int(value)
         elif name == "v1":
             macs.append(value)

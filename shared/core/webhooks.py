@@ -51,6 +51,11 @@ class UnsafeUrl(ValueError):
     """A webhook URL this deployment will not call (not https, not normalisable, or not a public address)."""
 
 
+class UnresolvedHost(UnsafeUrl):
+    """The URL's host gave no address this time (a DNS timeout or failure): refused at submission,
+    but at send time a failed attempt that is retried, since DNS trouble is usually transient."""
+
+
 @dataclass(frozen=True)
 class WebhookMessage:
     """Deliver the completion webhook of a job; ``delivery`` is the id receivers dedupe by."""
@@ -303,11 +308,11 @@ def check_url(url: str, *, allow_private: bool, resolve: Resolver | None = None)
     try:
         addresses = (resolve or _resolve)(host, port)
     except TimeoutError:
-        raise UnsafeUrl(f"the host {host!r} did not resolve within {DNS_TIMEOUT_SECONDS:g} s") from None
+        raise UnresolvedHost(f"the host {host!r} did not resolve within {DNS_TIMEOUT_SECONDS:g} s") from None
     except (OSError, UnicodeError):
-        raise UnsafeUrl(f"the host {host!r} does not resolve") from None
+        raise UnresolvedHost(f"the host {host!r} does not resolve") from None
     if not addresses:
-        raise UnsafeUrl(f"the host {host!r} does not resolve")
+        raise UnresolvedHost(f"the host {host!r} does not resolve")
     if not allow_private:
         reasons = sorted({r for a in addresses if (r := refusal(a)) is not None})
         if reasons:

@@ -43,6 +43,7 @@ from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.webhooks import (
     SWEEP_AFTER,
+    UnresolvedHost,
     UnsafeUrl,
     WebhookMessage,
     check_url,
@@ -131,7 +132,9 @@ class _Deadline:
     def _shutdown(self) -> None:
         if self._sock is not None:
             try:
-                self._sock.shutdown(socket.SHUT_RDWR)
+                # The plain socket's shutdown, also for an SSLSocket: its own shutdown() drops the TLS object
+                # under a reader blocked in another thread; this only ends the connection, which wakes that read.
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -164,7 +167,15 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = _dial(self._address, self.port, self._deadline, self._allow_private)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        # wrap_socket detaches ``sock`` (its descriptor moves to the SSLSocket), so the deadline must watch the
+        # SSLSocket, and from before the handshake: a receiver trickling its handshake or its answer over TLS
+        # would otherwise be bounded by the per-read timeout only, i.e. not at all.
+        tls = self._context.wrap_socket(  # type: ignore[attr-defined]
+            sock, server_hostname=self.host, do_handshake_on_connect=False
+        )
+        self._deadline.watch(tls)
+        tls.do_handshake()
+        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -291,7 +302,13 @@ class WebhookSender:
                 raise UnsafeUrl("the tenant has no webhook signing secret")
             # Rows stored before URLs were normalised at submission are normalised (or refused) here.
             url = normalise_url(job.callback_url)
-            addresses = check_url(url, allow_private=get_settings().webhook_allow_private)
+            unresolved: str | None = None
+            try:
+                addresses = check_url(url, allow_private=get_settings().webhook_allow_private)
+            except UnresolvedHost as err:
+                # DNS trouble now (a timeout, SERVFAIL, EAI_AGAIN) is a failed attempt that is retried, not a
+                # verdict on the URL: settling it would fail a healthy receiver's webhook on one bad lookup.
+                addresses, unresolved = [], f"failed: {err}"
         except UnsafeUrl as err:
             # Re-checked at send time: a host that now resolves to a private address is never called.
             self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}")
@@ -308,7 +325,7 @@ class WebhookSender:
         }
         t0 = time.monotonic()
         try:
-            outcome = self.transport(url, addresses, body, headers)
+            outcome = Outcome(False, unresolved) if unresolved else self.transport(url, addresses, body, headers)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
             outcome = Outcome(False, f"failed: could not send ({type(err).__name__})")
         telemetry.event(

@@ -133,9 +133,17 @@ def _recv_exact(conn: socket.socket, n: int, first: bytes = b"") -> bytes:
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 8)
-    head = _recv_exact(conn, _HEADER.size, head)
-    (length,) = _HEADER.unpack(head)
-    return json.loads(_recv_exact(conn, length)), fds
+    try:
+        head = _recv_exact(conn, _HEADER.size, head)
+        (length,) = _HEADER.unpack(head)
+        return json.loads(_recv_exact(conn, length)), fds
+    except BaseException:
+        # The descriptors arrived with the header: a request that fails after them (a host that stalled past the
+        # timeout or hung up, a body that is not JSON) must not leave them open in the long-lived zygote.
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
 
 
 def _child(request: dict[str, Any], fds: list[int], zygote_pid: int) -> int:

@@ -75,8 +75,34 @@ def test_a_transport_that_raises_is_one_failed_attempt(backend: Backend, monkeyp
     assert [m.attempt for m, _ in rec.sent] == [2]
 
 
+@pytest.mark.parametrize("trouble", ["timeout", "eai-again"])
+def test_dns_trouble_at_send_is_a_retried_attempt_not_a_failed_webhook(
+    trouble: str, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = finished_job(backend, index=False)
+
+    def flaky(host: str, port: int) -> list[str]:
+        if trouble == "timeout":
+            raise TimeoutError("DNS lookup took too long")
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(core, "_resolve", flaky)
+    rec = Recorder()
+    sender = runtime.WebhookSender(backend.stores, transport=rec.transport, send=rec.send)
+    assert sender.handle(WebhookMessage(job.tenant, job.id, delivery_id(job), 1, time.time()).encode()) == "retrying"
+    stored = row(backend, job)
+    assert stored.callback_status == WebhookStatus.RETRYING and stored.callback_attempts == 1
+    assert (stored.callback_error or "").startswith("failed: ") and not rec.calls  # nothing dialled
+    assert [m.attempt for m, _ in rec.sent] == [2]
+
+
 # -- the deadline on the whole exchange ------------------------------------------------------------
-def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
+#: A receiver stops by itself after this long, so a sender without a working deadline still ends the test.
+GIVE_UP_SECONDS = 8.0
+
+
+def _server(behaviour: Callable[[socket.socket], None],
+            wrap: Callable[[socket.socket], socket.socket] = lambda conn: conn) -> Iterator[int]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -88,7 +114,7 @@ def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=_run, args=(behaviour, conn, stop), daemon=True).start()
+            threading.Thread(target=_run, args=(behaviour, conn, stop, wrap), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     try:
@@ -98,11 +124,14 @@ def _server(behaviour: Callable[[socket.socket], None]) -> Iterator[int]:
         listener.close()
 
 
-def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event) -> None:
+def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event,
+         wrap: Callable[[socket.socket], socket.socket]) -> None:
+    until = time.monotonic() + GIVE_UP_SECONDS
     try:
-        conn.recv(65536)
-        while not stop.is_set():
-            behaviour(conn)
+        sock = wrap(conn)
+        sock.recv(65536)
+        while not stop.is_set() and time.monotonic() < until:
+            behaviour(sock)
     except OSError:
         pass
     finally:

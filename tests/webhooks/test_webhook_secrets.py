@@ -52,6 +52,21 @@ def test_the_signature_covers_the_event_and_the_delivery_id(backend: Backend, mo
     assert webhooks.verify(SECRET, body, headers, now=t + 299)
 
 
+def test_moving_the_field_delimiter_between_event_and_delivery_does_not_verify(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    public_dns(monkeypatch)
+    body, headers = _deliver(backend, "local")
+    event, delivery = headers["Thematiq-Event"], headers["Thematiq-Delivery"]
+    head, _, tail = event.partition(".")
+    assert tail, "event names hold a dot: the signed string alone cannot tell the fields apart"
+    # The same signed bytes, <t>.job.succeeded.<id>.<body>, read as event "job" and delivery "succeeded.<id>":
+    # a captured delivery replayed under a fresh delivery id.
+    shifted = {**headers, "Thematiq-Event": head, "Thematiq-Delivery": f"{tail}.{delivery}"}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, body, shifted)
+
+
 def test_a_rotation_signs_with_both_secrets_until_the_old_one_is_revoked(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,3 +112,10 @@ def test_a_rotation_whose_answer_is_lost_is_applied_once(backend: Backend, mode:
     assert [s.id for s in secrets.list("tenant-a")] == [first.id, second.id]
     stored = WebhookStore.of(backend.stores).secrets("tenant-a")
     assert [s.value for s in stored.secrets] == [first.value, second.value]
+
+
+@pytest.mark.parametrize("t", ["²", "١٧٠٠٠٠٠٠٠٠", "-5", ""])
+def test_a_timestamp_that_is_not_ascii_digits_is_a_verification_error(t: str) -> None:
+    headers = {"Thematiq-Signature": f"t={t},v1=00", "Thematiq-Event": "job.succeeded", "Thematiq-Delivery": "0" * 32}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, b"{}", headers)
