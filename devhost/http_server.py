@@ -118,6 +118,12 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length) if length else b""
 
+    def _refuse(self, status: int) -> None:
+        """Answer without reading the request's body; the connection closes, since its unread body is still on it."""
+        if self.headers.get("Content-Length", "0") not in ("", "0") or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+        self._send(status)
+
     def _handle(self) -> None:
         with invoker.ACTIVITY.track():
             try:
@@ -135,12 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
         if [p.lower() for p in parts] == ["admin", "host", "status"] and self.command in ("GET", "HEAD"):
             self._send(200, json.dumps({"state": "Running"}).encode(), [("Content-Type", "application/json")])
             return
-        body = self._read_body()
-        if body is None:
-            return
         prefix = split_path(self.server.route_prefix)
         if [p.lower() for p in parts[: len(prefix)]] != [p.lower() for p in prefix]:
-            self._send(404)
+            self._refuse(404)
             return
         rest = parts[len(prefix):]
         target, route_params = None, {}
@@ -151,12 +154,17 @@ class _Handler(BaseHTTPRequestHandler):
             target, route_params = fn, params
             break
         if target is None:
-            self._send(404)
+            self._refuse(404)
             return
         query = parse_qs(url.query, keep_blank_values=True)
         key = self.headers.get("x-functions-key") or next(iter(query.get("code") or []), None)
         if not _key_ok(target.auth_level, key):
-            self._send(401)
+            self._refuse(401)
+            return
+        # The body is read only for a caller the route admits: an unauthenticated client must not make the host
+        # read (and hold) up to the body limit, or wait on a body it never sends.
+        body = self._read_body()
+        if body is None:
             return
         headers: dict[str, str] = {}
         for k, v in self.headers.items():

@@ -117,3 +117,25 @@ def test_body_limit(basic: BasicHost) -> None:
 def test_payloads_never_logged(basic: BasicHost) -> None:
     call(basic.host.url + "/api/echo/9", "POST", b"TOP-SECRET-BODY")
     assert "TOP-SECRET-BODY" not in basic.host.logs
+
+
+def test_a_request_without_the_key_is_refused_before_its_body_is_read(basic: BasicHost) -> None:
+    """A caller without the function key gets its 401 at once: devhost does not read, or wait for, its body.
+
+    The request declares a 20 MB body and sends none of it. Reading the body first (as devhost did) left the
+    connection waiting until the client gave up; the answer now comes from the headers alone.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(basic.host.url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as s:
+        s.sendall(b"POST /api/secure/function HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 20000000\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401") or answer.startswith(b"HTTP/1.0 401"), answer[:80]
