@@ -384,20 +384,19 @@ class WebhookSender:
         """
         report = SweepReport()
         now = utcnow()
-        start, healed_at = self.index.cursor()
-        if healed_at is None or now - healed_at >= HEAL_EVERY:
+        saved = self.index.cursor()
+        if saved.healed_at is None or now - saved.healed_at >= HEAL_EVERY:
             self._heal(now, report)
-        last = start
+        start, last = saved.after, saved.after
+        stopped: dict[str, str] = {}
+        after_budget: str | None = None
         for after in ([start, ""] if start else [""]):
-            for row in self.index.due(now, after, per_tenant):
+            for row in self.index.due(now, after, per_tenant, resume=saved.tenants, stopped=stopped):
                 if start and after == "" and row.key > start:
                     break  # wrapped round to where this run began
                 if report.looked >= budget:
-                    try:
-                        self.index.set_cursor(after=last)
-                    except ThematiqError:
-                        report.errors += 1  # the next run starts from the old position: later, never lost
-                    return report
+                    after_budget = last
+                    break
                 report.looked += 1
                 last = row.key
                 try:
@@ -405,6 +404,17 @@ class WebhookSender:
                 except ThematiqError as err:
                     report.errors += 1
                     log.warning("webhook sweep: could not look at %s (%s)", row.key, type(err).__name__)
+            if after_budget is not None:
+                break
+        # Tenants whose share ran out continue from there next time; a point not stored leaves that tenant's
+        # turn at its first rows again: later, never lost. Written only when something changed.
+        tenants = {**{t: k for t, k in saved.tenants.items() if after_budget is not None and k > after_budget},
+                   **stopped}
+        if after_budget is not None or tenants != saved.tenants:
+            try:
+                self.index.set_cursor(after=after_budget, tenants=tenants)
+            except ThematiqError:
+                report.errors += 1  # the next run starts from the old position: later, never lost
         return report
 
     def _heal(self, now: datetime, report: SweepReport) -> None:

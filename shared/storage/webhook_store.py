@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +45,20 @@ KIND_WEBHOOK = "webhook"
 KIND_SECRETS = "webhook-secrets"
 #: Sorts after every character a tenant or job id may hold, so ``<tenant>~~`` is past all of a tenant's rows.
 _AFTER = "~~"
+#: Tenants whose resume point the cursor row keeps (each about 80 bytes of JSON).
+MAX_RESUME_TENANTS = 500
+
+
+@dataclass(frozen=True)
+class SweepCursor:
+    """The webhook sweep's saved state (the index's cursor row)."""
+
+    #: Where the last run whose budget ran out stopped ("" from the start).
+    after: str = ""
+    #: When the index was last healed.
+    healed_at: datetime | None = None
+    #: Per tenant whose share ran out: the last row taken, where its next turn continues.
+    tenants: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,14 +125,22 @@ class WebhookStore:
         except NotFound:
             pass
 
-    def due(self, now: datetime, after: str, per_tenant: int) -> Iterator[IndexRow]:
+    def due(
+        self, now: datetime, after: str, per_tenant: int,
+        resume: Mapping[str, str] | None = None, stopped: dict[str, str] | None = None,
+    ) -> Iterator[IndexRow]:
         """Due rows with a RowKey past ``after``, in key order, at most ``per_tenant`` of each tenant.
 
         When a tenant's share is used up the next query starts past all of its rows (``<tenant>~~``):
-        reading a tenant's thousand stuck rows costs one page, not a thousand rows.
+        reading a tenant's thousand stuck rows costs one page, not a thousand rows. Where its share ran
+        out is put in ``stopped``; given back as ``resume`` on the next run, that tenant's rows are read from
+        there, so a tenant with more due rows than its share has them all looked at in turn (job ids sort
+        newest first: without this its newest rows would take its share on every run). A tenant whose rows
+        past its resume point run out starts from its first row again on the run after.
         """
         lo = after
         taken: dict[str, int] = {}
+        entered: set[str] = set()
         while True:
             with storage_call("read the webhook index"):
                 pages = self.table.query_entities(
@@ -134,7 +156,15 @@ class WebhookStore:
                     log.error("skipping unreadable webhook-index row %s", e.get("RowKey"))
                     lo = str(e.get("RowKey"))
                     continue
+                if row.tenant not in entered:
+                    entered.add(row.tenant)
+                    point = (resume or {}).get(row.tenant)
+                    if point is not None and row.key <= point < row.tenant + _AFTER:
+                        lo, skipped = point, True  # this tenant's turn continues where its last one stopped
+                        break
                 if taken.get(row.tenant, 0) >= per_tenant:
+                    if stopped is not None:
+                        stopped[row.tenant] = lo  # the last row of this tenant that was taken
                     lo, skipped = row.tenant + _AFTER, True
                     break
                 taken[row.tenant] = taken.get(row.tenant, 0) + 1
@@ -151,23 +181,39 @@ class WebhookStore:
                 select=["RowKey"],
             )}
 
-    def cursor(self) -> tuple[str, datetime | None]:
-        """Where the last sweep whose budget ran out stopped ("" from the start), and when the index was last healed."""
+    def cursor(self) -> SweepCursor:
+        """Where the last sweep whose budget ran out stopped, each tenant's resume point, the last heal."""
         try:
             with storage_call("read the webhook sweep cursor"):
                 e = self.table.get_entity(WEBHOOK_PARTITION, CURSOR_ROW)
         except NotFound:
-            return "", None
+            return SweepCursor()
         healed = e.get("healed_at")
-        return str(e.get("after", "")), healed if isinstance(healed, datetime) else None
+        try:
+            tenants = json.loads(str(e.get("tenants") or "{}"))
+        except ValueError:
+            tenants = {}
+        if not isinstance(tenants, dict):
+            tenants = {}
+        return SweepCursor(
+            str(e.get("after", "")), healed if isinstance(healed, datetime) else None,
+            {str(k): str(v) for k, v in tenants.items()},
+        )
 
-    def set_cursor(self, after: str | None = None, healed_at: datetime | None = None) -> None:
-        """Record the sweep's position and/or the last heal (a MERGE upsert: the other field is kept)."""
+    def set_cursor(
+        self, after: str | None = None, healed_at: datetime | None = None, tenants: Mapping[str, str] | None = None,
+    ) -> None:
+        """Record the sweep's position, the tenants' resume points and/or the last heal (a MERGE upsert: the
+        fields not given are kept; sent again after a lost answer it writes the same values)."""
         entity: dict[str, Any] = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": CURSOR_ROW, "kind": KIND_WEBHOOK}
         if after is not None:
             entity["after"] = after
         if healed_at is not None:
             entity["healed_at"] = healed_at
+        if tenants is not None:
+            # At most MAX_RESUME_TENANTS points (a string property holds 64 KiB); a tenant left out starts
+            # from its first row, as before: later, never lost.
+            entity["tenants"] = json.dumps(dict(sorted(tenants.items())[:MAX_RESUME_TENANTS]), separators=(",", ":"))
         with storage_call("write the webhook sweep cursor"):
             self.table.upsert_entity(entity, mode=UpdateMode.MERGE)
 

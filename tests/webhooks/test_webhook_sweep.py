@@ -177,3 +177,30 @@ def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: B
     assert life.finish(row.with_changes(owner=None), Status.FAILED) is not None
     backend.faults.disarm()
     assert rule.hits >= 1 and drain(backend, callbacks) == 0
+
+
+def test_a_tenants_newer_in_flight_jobs_do_not_starve_its_own_older_lost_webhook(backend: Backend) -> None:
+    """More due rows than its share in one tenant are looked at in turn, run after run.
+
+    Job ids sort newest first, so a tenant that keeps 10 or more jobs with webhooks queued or running (each due
+    again every 5 minutes) took its whole share with them on every run, and its older lost webhook was never
+    re-sent. Each tenant's turn now continues where its last one stopped (found by an independent review).
+    """
+    from shared.core.jobs import Job, Status, new_job_id, utcnow
+    from shared.storage.webhook_store import IndexRow
+
+    lost = finished_job(backend, "a")  # older: a higher key
+    now = utcnow()
+    store = WebhookStore.of(backend.stores)
+    for i in range(runtime.SWEEP_PER_TENANT + 2):  # newer jobs with webhooks, still queued
+        jid = new_job_id(int(now.timestamp() * 1000) + 1000 + i)
+        store.track(IndexRow("a", jid, due_at=now))
+        backend.stores.jobs.create(Job(tenant="a", id=jid, pipeline="echo", status=Status.QUEUED, params={},
+                                       created_at=now, available_at=now, max_attempts=3,
+                                       callback_url="https://hooks.example.com/x", callback_status="pending"))
+    rec = Recorder()
+    resent: list[str] = []
+    for _ in range(3):  # fifteen minutes of 5-minute sweeps
+        backend.clock.advance(300.5)
+        resent += rec.sender(backend).sweep().resent
+    assert lost.id in resent, "the tenant's own lost webhook was never looked at"
