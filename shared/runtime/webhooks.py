@@ -404,6 +404,11 @@ class WebhookSender:
                 except ThematiqError as err:
                     report.errors += 1
                     log.warning("webhook sweep: could not look at %s (%s)", row.key, type(err).__name__)
+                except (KeyError, TypeError, ValueError) as err:
+                    # One unreadable job row (an unknown webhook status, say) must not stop the sweep for every
+                    # row after it, run after run; as the reaper skips such a row.
+                    report.errors += 1
+                    log.error("webhook sweep: skipping unreadable row %s (%s)", row.key, type(err).__name__)
             if after_budget is not None:
                 break
         # Tenants whose share ran out continue from there next time; a point not stored leaves that tenant's

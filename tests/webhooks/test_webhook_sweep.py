@@ -204,3 +204,12 @@ def test_a_tenants_newer_in_flight_jobs_do_not_starve_its_own_older_lost_webhook
         backend.clock.advance(300.5)
         resent += rec.sender(backend).sweep().resent
     assert lost.id in resent, "the tenant's own lost webhook was never looked at"
+
+
+def test_one_unreadable_job_row_does_not_stop_the_sweep_for_the_rows_after_it(backend: Backend) -> None:
+    """A job row whose webhook status no version of the code knows is skipped and counted, not fatal."""
+    bad = finished_job(backend, "a-bad", webhook="bogus")
+    lost = finished_job(backend, "b-after")  # a later key than the bad one
+    report = Recorder().sender(backend).sweep()
+    assert lost.id in report.resent
+    assert bad.id not in report.resent and report.errors >= 1
