@@ -35,7 +35,7 @@ from shared.config.settings import get_settings
 from shared.core import conditional
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import Lifecycle, stage_progress
 from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
@@ -319,7 +319,8 @@ class JobService:
             callback_status=WebhookStatus.PENDING if callback_url else None,
         )
         try:
-            stored, created = self.lifecycle.submit(job, idempotency_key)
+            submitted = self.lifecycle.submit(job, idempotency_key)
+            stored, created = submitted.row, submitted.applied
         except ThematiqError:
             if blob_name:
                 self._drop_input_unless_stored(job, blob_name)
@@ -377,7 +378,7 @@ class JobService:
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self.stores.jobs.get(tenant, check_job_id(job_id))
-        summed = self.lifecycle.progress_of(job)
+        summed = stage_progress(self.stores, job)
         if summed is not None:
             # A waiting job's progress is the sum of its chunks (read here, so chunks never write the job row).
             done, total = summed
@@ -417,7 +418,7 @@ class JobService:
         ones stop at their next heartbeat). Running: flagged; the worker stops it, or kills it after the grace
         period."""
         # Read whole, so the terminal write's row carries the callback URL its webhook needs.
-        return self.lifecycle.cancel(self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True))
+        return self.lifecycle.cancel(self.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)).row
 
     # -- result --------------------------------------------------------------
     def result(self, tenant: str, job_id: str, fmt: str) -> ResultBody:

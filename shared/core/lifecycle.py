@@ -10,10 +10,18 @@ error and decides what happened. Every applied transition is recorded (a
 ``job.transition`` event and metric when the status changes; the
 ``thematiq.transitions`` counter always).
 
+Jobs and chunks are both leased rows: ``claim``, ``renew``, ``release``,
+``finish``, ``reap``, ``requeue_lost`` and ``cancel`` take either, and what
+differs between the two kinds is a :class:`shared.core.leased.RowKind`.
+
+Every transition answers with :class:`Applied` (the latest row, and whether
+this transition made it so); ``send`` and ``record_callback`` answer a bool,
+``refill_or_fan_in`` a :class:`StageCheck`.
+
 Who may move a job (docs/architecture.md has the diagram)::
 
-    queued ──claim──▶ running ──succeed/fail/cancel──▶ succeeded | failed | cancelled
-      ▲                 │ ├──retry──▶ retrying ──claim──▶ running
+    queued ──claim──▶ running ──finish (succeeded/failed/cancelled)──▶ succeeded | failed | cancelled
+      ▲                 │ ├──finish (retrying)──▶ retrying ──claim──▶ running
       └───release───────┘ ├──suspend──▶ waiting ──fan-in + resume──▶ running
                           └──reap (stale heartbeat)──▶ retrying | failed | cancelled | succeeded (from its blob)
 
@@ -30,28 +38,16 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from enum import StrEnum
 
-from shared.config.constants import (
-    CANCEL_CONDITIONAL_TRIES,
-    CONDITIONAL_TRIES,
-    REAPER_MAX_REQUEUES_PER_RUN,
-    SEND_RETRY_DELAY,
-    SEND_TRIES,
-)
+from shared.config.constants import CANCEL_CONDITIONAL_TRIES, CONDITIONAL_TRIES, SEND_RETRY_DELAY, SEND_TRIES
 from shared.config.settings import get_settings
 from shared.core import conditional, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.conditional import Applied
-from shared.core.errors import (
-    AlreadyExists,
-    Conflict,
-    LostClaim,
-    NotFound,
-    StorageUnavailable,
-    ThematiqError,
-)
+from shared.core.errors import AlreadyExists, Conflict, NotFound, StorageUnavailable, ThematiqError
 from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utcnow
+from shared.core.leased import Ending, Fields, R, RowKind, StoredResult, finish_from_stored, kind_of
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
 from shared.core.ports import Stores
@@ -59,7 +55,22 @@ from shared.observability import telemetry
 
 log = logging.getLogger(__name__)
 
-Fields = dict[str, Any]
+
+class StageCheck(StrEnum):
+    """What :meth:`Lifecycle.refill_or_fan_in` found when it looked at a map stage."""
+
+    #: This call won the fan-in and sent the resume.
+    FIRED = "fired"
+    #: The stage is done, over its error budget: this call failed the job.
+    FAILED = "failed"
+    #: The stage is done and the job had a cancel request: this call cancelled it.
+    CANCELLED = "cancelled"
+    #: Chunks are still pending, queued or running (the window was refilled).
+    NOT_DONE = "not-done"
+    #: Another party fanned in first.
+    ALREADY_FIRED = "already-fired"
+    #: The job no longer waits for this stage.
+    NOT_WAITING = "not-waiting"
 
 
 def first_message(job: Job) -> JobMessage:
@@ -77,6 +88,21 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def stage_progress(stores: Stores, job: Job) -> tuple[int, int] | None:
+    """(items processed, items in total) of the stage a waiting job waits for: the sum of its chunks.
+
+    A read, not a transition: chunks never write the job row, so the API sums them here.
+    """
+    if job.status != Status.WAITING or not job.wait_stage:
+        return None
+    try:
+        chunks = stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
+    except ThematiqError:
+        return None
+    done = sum(c.items if c.status.terminal else c.processed for c in chunks)
+    return done, sum(c.items for c in chunks)
+
+
 class ClaimUnresolved(ThematiqError):
     """A claim whose outcome could not be learnt. ``claim`` is the row as it would be if it had landed."""
 
@@ -90,61 +116,44 @@ class Lifecycle:
         self.stores = stores
 
     # == the primitive, for jobs and chunks ======================================================
-    def _job(
+    def _apply(
         self,
-        job: Job,
+        row: R,
         name: str,
-        plan: Callable[[Job], Fields | None],
-        landed: Callable[[Job], bool] | None = None,
+        plan: Callable[[R], Fields | None],
+        landed: Callable[[R], bool] | None = None,
         *,
         with_input: bool = False,
         tries: int = CONDITIONAL_TRIES,
-    ) -> Applied[Job]:
-        jobs = self.stores.jobs
+    ) -> Applied[R]:
+        kind = kind_of(row)
         result = conditional.apply(
-            job,
-            read=lambda: jobs.get(job.tenant, job.id, with_input=with_input),
-            write=lambda row, fields: jobs.update(row, **fields),
+            row,
+            read=lambda: kind.read(self.stores, row, with_input=with_input),
+            write=lambda current, fields: kind.write(self.stores, current, fields),
             plan=plan,
             landed=landed,
-            name=f"job {job.id}: {name}",
+            name=f"{kind.label(row)}: {name}",
             tries=tries,
         )
         if result.applied:
-            telemetry.TRANSITIONS.add(1, {"transition": name, "kind": "job"})
-            if result.row.status != job.status or name in ("claim", "resume"):
-                telemetry.record_transition(result.row)
-                if result.row.status.terminal:
-                    # Its completion webhook, after the terminal write landed, through the stores' queue port.
-                    webhooks.job_ended(result.row, self.stores.messages.send)
+            telemetry.TRANSITIONS.add(1, {"transition": name, "kind": kind.name})
+            self._record(row, result.row, name)
         return result
 
-    def _chunk(
-        self,
-        chunk: Chunk,
-        name: str,
-        plan: Callable[[Chunk], Fields | None],
-        landed: Callable[[Chunk], bool] | None = None,
-        *,
-        with_input: bool = False,
-    ) -> Applied[Chunk]:
-        chunks = self.stores.chunks
-        result = conditional.apply(
-            chunk,
-            read=lambda: chunks.get(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, with_input=with_input),
-            write=lambda row, fields: chunks.update(row, **fields),
-            plan=plan,
-            landed=landed,
-            name=f"chunk {chunk.job_id}/{chunk.stage}/{chunk.index}: {name}",
-        )
-        if result.applied:
-            telemetry.TRANSITIONS.add(1, {"transition": name, "kind": "chunk"})
-            if result.row.status != chunk.status:
+    def _record(self, before: Job | Chunk, after: Job | Chunk, name: str) -> None:
+        if isinstance(after, Chunk):
+            if after.status != before.status:
                 telemetry.event(
-                    "chunk.transition", job_id=chunk.job_id, tenant=chunk.tenant, stage=chunk.stage,
-                    chunk=chunk.index, status=result.row.status.value, attempt=result.row.attempts,
+                    "chunk.transition", job_id=after.job_id, tenant=after.tenant, stage=after.stage,
+                    chunk=after.index, status=after.status.value, attempt=after.attempts,
                 )
-        return result
+            return
+        if after.status != before.status or name in ("claim", "resume"):
+            telemetry.record_transition(after)
+            if after.status.terminal:
+                # Its completion webhook, after the terminal write landed, through the stores' queue port.
+                webhooks.job_ended(after, self.stores.messages.send)
 
     def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> bool:
         """Send, retrying a few times; False if it never went (the reaper re-sends what is lost).
@@ -163,9 +172,16 @@ class Lifecycle:
         log.warning("job %s: message not sent after %d tries; the reaper will re-send it", message.job_id, SEND_TRIES)
         return False
 
+    def _send_next(self, row: Job | Chunk, delay: timedelta | None = None, traceparent: str | None = None) -> None:
+        """The message a write just made valid: a job's next attempt, or a queued chunk's delivery."""
+        if isinstance(row, Chunk):
+            self.send(ChunkMessage(row.tenant, row.job_id, row.stage, row.index, row.attempts + 1, traceparent), delay)
+        else:
+            self._enqueue(row, JobMessage(row.tenant, row.id, row.attempts + 1, row.traceparent), delay)
+
     # == submission ==============================================================================
-    def submit(self, job: Job, idempotency_key: str | None) -> tuple[Job, bool]:
-        """Insert the job and send its first message. Returns ``(job, created)``.
+    def submit(self, job: Job, idempotency_key: str | None) -> Applied[Job]:
+        """Insert the job and send its first message. ``applied`` is whether this call created it.
 
         The insert's outcome is decided by reading, never by the answer: a committed
         insert whose answer was lost, or that the SDK retried into a 409, is ours and is
@@ -176,7 +192,7 @@ class Lifecycle:
         for _ in range(3):
             try:
                 stored = self.stores.jobs.create(job, idempotency_key)
-                return self._accepted(stored, carry_row=True), True
+                return Applied(self._accepted(stored, carry_row=True), True)
             except AlreadyExists:
                 pass
             except StorageUnavailable as err:
@@ -187,10 +203,10 @@ class Lifecycle:
                 continue  # nothing committed: insert again
             existing, ours = found
             if ours:
-                return self._accepted(existing), True
+                return Applied(self._accepted(existing), True)
             if existing.status == Status.QUEUED and existing.attempts == 0:
                 self._enqueue(existing, JobMessage(existing.tenant, existing.id, 1, existing.traceparent))
-            return existing, False
+            return Applied(existing, False)
         raise StorageUnavailable("could not store the job")
 
     def _accepted(self, job: Job, *, carry_row: bool = False) -> Job:
@@ -214,21 +230,18 @@ class Lifecycle:
         """
         if self.send(message, delay):
             return
-        self.track_unsent(job.tenant, job.id, unsent_for=job.available_at)
-
-    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
-        """Index a job whose message may not exist (an idempotent upsert; raises what the write raised)."""
-        self.stores.jobs.track(tenant, job_id, unsent_for)
-
-    def track_unsent(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> bool:
-        """:meth:`track`, best effort: False (logged) if the write failed (see ``_enqueue``)."""
         try:
-            self.track(tenant, job_id, unsent_for)
+            self.index_job(job.tenant, job.id, unsent_for=job.available_at)
         except ThematiqError:
             log.error("job %s: its index row could not be written; if its message is lost too, the daily "
-                      "sweep re-sends it", job_id)
-            return False
-        return True
+                      "sweep re-sends it", job.id)
+
+    def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
+        """Write a job's active-index row, for a job whose message may not exist (an idempotent upsert).
+
+        ``unsent_for``: the due time whose message is known not to have gone. Raises what the write raised.
+        """
+        self.stores.jobs.track(tenant, job_id, unsent_for)
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""
@@ -247,234 +260,172 @@ class Lifecycle:
             raise Conflict("this Idempotency-Key was used with a different request body", field="Idempotency-Key")
         return self.stores.jobs.get(job.tenant, job_id), False
 
-    # == the worker ==============================================================================
-    def claim(self, job: Job, attempt: int) -> Job | None:
-        """``queued``/``retrying`` → ``running`` for ``attempt``; None if someone else has it or it moved on."""
-        owner = new_owner()
+    # == leased rows: claim, renew, release, finish, reap (jobs and chunks) ======================
+    def claim(self, row: R, attempt: int) -> Applied[R]:
+        """``queued`` (or ``retrying``) → ``running`` for ``attempt``; not applied if someone else has it.
 
-        def plan(row: Job) -> Fields | None:
-            if not row.status.claimable or row.attempts != attempt - 1 or row.cancel_requested:
-                return None
-            if row.result_blob == result_blob_name(row.tenant, row.id, attempt):
-                return None  # this attempt's result is stored: finish from it (succeed_from_blob), never run again
+        For a job whose attempt's result is already stored, the claim finishes the job from it instead
+        (:func:`shared.core.leased.finish_from_stored`): applied, and the row is ``succeeded``. A job claim
+        whose outcome cannot be learnt raises :class:`ClaimUnresolved`.
+        """
+        kind: RowKind[R] = kind_of(row)
+        owner = new_owner()
+        found = self._found_after_reap(row, attempt) if isinstance(row, Job) else None
+
+        def plan(current: R) -> Fields | None:
             now = utcnow()
-            return {
-                "status": Status.RUNNING, "attempts": attempt, "owner": owner,
-                "started_at": row.started_at or now, "heartbeat_at": now,
-            }
+            if isinstance(current, Job):
+                stored = finish_from_stored(current, attempt, found, now)
+                if stored is not None:
+                    return stored
+            return kind.claim(current, attempt, owner, now)
 
         try:
-            result = self._job(job, "claim", plan, lambda row: row.owner == owner, with_input=True)
+            return self._apply(row, "claim", plan, lambda current: current.owner == owner, with_input=True)
         except StorageUnavailable as err:  # Contended too: it is one
+            if not isinstance(row, Job):
+                raise  # a chunk claim in doubt goes stale and the reaper takes it
             # The claim may have landed and nobody can tell now: whoever handles this must give it back by
             # owner (a release conditional on our owner is right whether or not the claim landed).
-            raise ClaimUnresolved(job.with_changes(status=Status.RUNNING, attempts=attempt, owner=owner)) from err
-        return result.row if result.applied else None
+            raise ClaimUnresolved(row.with_changes(status=Status.RUNNING, attempts=attempt, owner=owner)) from err
 
-    def resume(self, job: Job, attempt: int) -> Job | None:
-        """``waiting`` (fanned in) → ``running``: the same attempt continues after its map stage."""
+    def _found_after_reap(self, job: Job, attempt: int) -> StoredResult | None:
+        """The result blob of the attempt the reaper handed on (a slow upload), if there is one.
+
+        One blob listing, only for a job retried after a lost worker, never on the first attempt's path.
+        """
+        error = job.error
+        if job.status != Status.RETRYING or error is None or error.type != "WorkerLost" or job.attempts < 1:
+            return None
+        if job.attempts != attempt - 1:
+            return None
+        name = result_blob_name(job.tenant, job.id, job.attempts)
+        size = self.stores.blobs.size(name)
+        return None if size is None else StoredResult(name, size)
+
+    def resume(self, job: Job, attempt: int) -> Applied[Job]:
+        """``waiting`` (fanned in) → ``running``: the same attempt continues after its map stage.
+
+        If that attempt already stored its result (and gave its claim back), the job is finished from it.
+        """
         owner = new_owner()
 
         def plan(row: Job) -> Fields | None:
+            stored = finish_from_stored(row, attempt, None, utcnow())
+            if stored is not None:
+                return stored
             if row.status != Status.WAITING or row.attempts != attempt or row.fan_in_at is None:
                 return None
             return {"status": Status.RUNNING, "owner": owner, "heartbeat_at": utcnow(), "fan_in_at": None}
 
-        result = self._job(job, "resume", plan, lambda row: row.owner == owner, with_input=True)
-        return result.row if result.applied else None
+        return self._apply(job, "resume", plan, lambda row: row.owner == owner, with_input=True)
 
-    def renew(self, job: Job, progress: Progress | None) -> Job:
-        """Renew a running job's heartbeat (and progress). The returned row shows a cancel request.
+    def renew(self, row: R, progress: Progress | None) -> Applied[R]:
+        """Renew a running row's heartbeat (and progress). Not applied once it no longer runs under this claim.
 
-        Raises :class:`LostClaim` once the job is no longer running under this claim.
+        The returned job row shows a cancel request.
         """
-        def plan(row: Job) -> Fields | None:
-            if row.status != Status.RUNNING or row.owner != job.owner:
-                return None
-            fields: Fields = {"heartbeat_at": utcnow()}
-            if progress is not None:
-                fields["progress"] = progress
-            return fields
+        kind: RowKind[R] = kind_of(row)
 
-        result = self._job(job, "renew", plan)
-        if not result.applied:
-            raise LostClaim(f"job is now {result.row.status} owned by {result.row.owner}")
-        return result.row
+        def plan(current: R) -> Fields | None:
+            return kind.renew(current, progress, utcnow()) if kind.holds(current, row) else None
 
-    def release(
-        self, job: Job, before: Job, result: tuple[str, int] | None = None, inline: bytes | None = None
-    ) -> Job | None:
-        """Give back a claim after the worker itself failed, so the next delivery of the same message can take it.
+        return self._apply(row, "renew", plan)
 
-        ``before`` is the row as it was when this delivery claimed it. If the attempt had
-        already stored its result, the row keeps a pointer to it and the next claim
-        finishes the job from the blob instead of running the pipeline again.
+    def release(self, row: R, before: R, stored: StoredResult | None = None) -> Applied[R]:
+        """Give back a claim (the worker itself failed, or no memory), so the next delivery can take it.
+
+        ``before`` is the row as it was when this delivery claimed it: its status and attempts come back.
+        If the attempt had already stored its result (``stored``, jobs only), the row keeps a pointer to it
+        and the next claim finishes the job from it instead of running the pipeline again.
         """
-        def plan(row: Job) -> Fields | None:
-            if row.status != Status.RUNNING or row.owner != job.owner:
-                return None
-            fields: Fields = {
-                "status": before.status, "attempts": before.attempts, "owner": None,
-                "wait_stage": before.wait_stage, "fan_in_at": before.fan_in_at,
-            }
-            if result is not None:
-                fields.update(result_blob=result[0], result_bytes=result[1])
-                if inline is not None:
-                    fields["result_inline"] = inline  # a small result lives in the row: keep it there
-            return fields
+        kind: RowKind[R] = kind_of(row)
 
-        applied = self._job(job, "release", plan)
-        return applied.row if applied.applied else None
+        def plan(current: R) -> Fields | None:
+            return kind.release(current, before, stored) if kind.holds(current, row) else None
 
-    def finish(self, job: Job, status: Status, **changes: Any) -> Job | None:
-        """Record how a running attempt ended: succeeded, failed, cancelled, retrying or waiting.
+        return self._apply(row, "release", plan)
 
-        Applies only while the job is still running under this claim, so a presumed-dead
-        worker's outcome never overwrites a newer attempt's state. A cancel request that
-        arrived meanwhile turns a retry or a suspension into ``cancelled``.
+    def finish(self, row: R, ending: Ending, traceparent: str | None = None) -> Applied[R]:
+        """Record how a running attempt ended (:class:`Ending`), if the row still runs under this claim.
+
+        So a presumed-dead worker's outcome never overwrites a newer attempt's state. A retry is followed
+        by the next attempt's message, delayed by ``ending.retry_in``; a cancel request that arrived
+        meanwhile turns a job's retry into ``cancelled``. ``traceparent``: a chunk's retry message's trace.
         """
-        def plan(row: Job) -> Fields | None:
-            if row.status != Status.RUNNING or row.owner != job.owner:
-                return None
-            target, extra = status, changes
-            if row.cancel_requested and status in (Status.RETRYING, Status.WAITING):
-                target, extra = Status.CANCELLED, {k: v for k, v in changes.items() if k in ("usage", "progress")}
-            fields: Fields = {"status": target, "owner": None, **extra}
-            if target.terminal:
-                fields["finished_at"] = utcnow()
-            return fields
+        kind: RowKind[R] = kind_of(row)
 
-        applied = self._job(job, f"finish:{status.value}", plan)
+        def plan(current: R) -> Fields | None:
+            return kind.finish(current, ending, utcnow()) if kind.holds(current, row) else None
+
+        applied = self._apply(row, f"finish:{ending.status.value}", plan)
         if not applied.applied:
-            log.warning("job %s: changed under us (%s); outcome %s discarded", job.id, applied.row.status, status)
-            return None
-        return applied.row
+            log.warning("%s: changed under us (%s); outcome %s discarded",
+                        kind.label(row), applied.row.status, ending.status)
+        elif kind.retried(applied.row):
+            self._send_next(applied.row, ending.retry_in, traceparent)
+        return applied
 
-    def retry(self, job: Job, error: JobError, delay: timedelta, **changes: Any) -> Job | None:
-        """``running`` → ``retrying``, then the next attempt's message, delayed by the backoff."""
-        due = utcnow() + delay
-        updated = self.finish(job, Status.RETRYING, error=error, available_at=due, **changes)
-        if updated is not None and updated.status == Status.RETRYING:
-            self._enqueue(updated, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent), delay)
-        return updated
+    def reap(self, row: R) -> Applied[R]:
+        """A running row whose heartbeat went stale: its worker is presumed dead.
 
-    def succeed_from_blob(self, job: Job, attempt: int) -> Job | None:
-        """A released job whose ``attempt`` had already stored its result: finish it from the blob, no re-run."""
-        name = result_blob_name(job.tenant, job.id, attempt)
-
-        def plan(row: Job) -> Fields | None:
-            # A claimable row released before attempt ``attempt`` was recorded, or a waiting row of that
-            # attempt (a resumed attempt released after it stored its result).
-            released = row.status.claimable and row.attempts == attempt - 1
-            resumed = row.status == Status.WAITING and row.attempts == attempt
-            if not (released or resumed) or row.result_blob != name:
-                return None
-            return {
-                "status": Status.SUCCEEDED, "attempts": attempt, "owner": None, "finished_at": utcnow(),
-                "error": None, "started_at": row.started_at or utcnow(), "wait_stage": None, "fan_in_at": None,
-            }
-
-        applied = self._job(job, "finish:succeeded", plan)
-        return applied.row if applied.applied else None
-
-    def recover_stored_result(self, job: Job) -> Job | None:
-        """A job the reaper re-enqueued whose previous attempt's result turned out to be stored: finish it.
-
-        One blob listing, only for jobs retried after a lost worker, never on the first attempt's path.
+        Applies only to the very claim and heartbeat the scan saw. A job whose attempt stored its result is
+        finished from it; otherwise it is cancelled (on request), failed (no attempts left) or retried. A
+        chunk is failed (no attempts left) or queued again. A retry's message is sent after the write.
         """
-        name = result_blob_name(job.tenant, job.id, job.attempts)
-        size = self.stores.blobs.size(name) if job.attempts >= 1 else None
-        if size is None:
-            return None
-
-        def plan(row: Job) -> Fields | None:
-            if row.status != Status.RETRYING or row.attempts != job.attempts:
-                return None
-            return {"status": Status.SUCCEEDED, "owner": None, "finished_at": utcnow(), "error": None,
-                    "result_blob": name, "result_bytes": size}
-
-        applied = self._job(job, "finish:succeeded", plan)
-        return applied.row if applied.applied else None
-
-    def fail_claimed(self, job: Job, error: JobError) -> Job | None:
-        """The worker failed on the last delivery the host allows: fail the job, if this delivery holds it."""
-        def plan(row: Job) -> Fields | None:
-            if row.status != Status.RUNNING or row.owner != job.owner:
-                return None
-            return {"status": Status.FAILED, "owner": None, "finished_at": utcnow(), "error": error}
-
-        applied = self._job(job, "finish:failed", plan)
-        return applied.row if applied.applied else None
-
-    # == cancellation ============================================================================
-    def cancel(self, job: Job) -> Job:
-        """Cancel at once if nobody runs it (queued, retrying, waiting); flag it if it runs.
-
-        Raises :class:`Conflict` if it already finished otherwise.
-        """
-        def plan(row: Job) -> Fields | None:
-            if row.status.terminal:
-                return None
-            if row.status.claimable or row.status == Status.WAITING:
-                return {"status": Status.CANCELLED, "cancel_requested": True, "finished_at": utcnow(), "owner": None}
-            return None if row.cancel_requested else {"cancel_requested": True}
-
-        row = self._job(job, "cancel", plan, tries=CANCEL_CONDITIONAL_TRIES).row
-        if row.status.terminal and row.status != Status.CANCELLED:
-            raise Conflict(f"the job already finished ({row.status})", field="status")
-        return row
-
-    # == the reaper ==============================================================================
-    def reap_stale(self, job: Job) -> str:
-        """A running job whose heartbeat went stale: its worker is presumed dead.
-
-        Returns what happened: ``succeeded`` (the attempt had stored its result),
-        ``cancelled``, ``failed`` (no attempts left), ``requeued`` or ``skipped`` (it moved on).
-        """
-        name = result_blob_name(job.tenant, job.id, job.attempts)
-        size = self.stores.blobs.size(name)
+        kind: RowKind[R] = kind_of(row)
+        found: StoredResult | None = None
+        if isinstance(row, Job):
+            name = result_blob_name(row.tenant, row.id, row.attempts)
+            size = self.stores.blobs.size(name)
+            found = None if size is None else StoredResult(name, size)
         now = utcnow()
-        lost = JobError.of(
-            "WorkerLost", f"attempt {job.attempts} stopped sending heartbeats (worker {job.owner} presumed dead)"
-        )
 
-        def plan(row: Job) -> Fields | None:
-            # Still the very claim and heartbeat the scan saw as stale: otherwise its worker is alive.
-            if row.status != Status.RUNNING or row.owner != job.owner or row.heartbeat_at != job.heartbeat_at:
+        def plan(current: R) -> Fields | None:
+            if not kind.holds(current, row) or current.heartbeat_at != row.heartbeat_at:
+                return None  # it moved on, or its worker is alive
+            return kind.reap(current, found, now)
+
+        applied = self._apply(row, "reap", plan)
+        if applied.applied and kind.retried(applied.row):
+            self._send_next(applied.row)
+        return applied
+
+    def requeue_lost(self, row: R) -> Applied[R]:
+        """A queued (or retrying) row long past due whose message is gone: send it again."""
+        kind: RowKind[R] = kind_of(row)
+        applied = self._apply(row, "requeue", lambda current: kind.requeue(current, row, utcnow()))
+        if applied.applied:  # a job is marked unsent for the moved-on due time, if this send fails too
+            self._send_next(applied.row)
+        return applied
+
+    def cancel(self, row: R) -> Applied[R]:
+        """Cancel a job at once if nobody runs it (queued, retrying, waiting), flag it if it runs; skip a chunk.
+
+        A chunk is skipped (``cancelled``) while pending or queued: its parent ended or was cancelled.
+        Raises :class:`Conflict` if a job already finished otherwise.
+        """
+        if isinstance(row, Chunk):
+            def skip(current: Chunk) -> Fields | None:
+                if current.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED):
+                    return None
+                return {"status": ChunkStatus.CANCELLED, "owner": None, "finished_at": utcnow()}
+
+            return self._apply(row, "cancel", skip)
+
+        def plan(current: Job) -> Fields | None:
+            if current.status.terminal:
                 return None
-            base: Fields = {"owner": None}
-            if size is not None:
-                return {**base, "status": Status.SUCCEEDED, "finished_at": now, "error": None,
-                        "result_blob": name, "result_bytes": size}
-            if row.cancel_requested:
-                return {**base, "status": Status.CANCELLED, "finished_at": now}
-            if row.attempts >= row.max_attempts:
-                why = f"{lost.message}; attempts exhausted ({row.attempts}/{row.max_attempts})"
-                return {**base, "status": Status.FAILED, "finished_at": now, "error": JobError.of(lost.type, why)}
-            return {**base, "status": Status.RETRYING, "available_at": now, "error": lost,
-                    "requeues": row.requeues + 1}
+            if current.status.claimable or current.status == Status.WAITING:
+                return {"status": Status.CANCELLED, "cancel_requested": True, "finished_at": utcnow(), "owner": None}
+            return None if current.cancel_requested else {"cancel_requested": True}
 
-        applied = self._job(job, "reap", plan)
-        if not applied.applied:
-            return "skipped"
-        row = applied.row
-        if row.status == Status.RETRYING:
-            self._enqueue(row, JobMessage(row.tenant, row.id, row.attempts + 1, row.traceparent))
-            return "requeued"
-        return row.status.value
+        applied = self._apply(row, "cancel", plan, tries=CANCEL_CONDITIONAL_TRIES)
+        if applied.row.status.terminal and applied.row.status != Status.CANCELLED:
+            raise Conflict(f"the job already finished ({applied.row.status})", field="status")
+        return applied
 
-    def requeue_lost(self, job: Job) -> bool:
-        """A queued or retrying job long past due whose message is gone: send it again."""
-        def plan(row: Job) -> Fields | None:
-            if not row.status.claimable or row.available_at != job.available_at or row.attempts != job.attempts:
-                return None
-            return {"available_at": utcnow(), "requeues": row.requeues + 1}
-
-        applied = self._job(job, "requeue", plan)
-        if applied.applied:  # marked unsent for the moved-on due time, if this send fails too
-            self._enqueue(applied.row, JobMessage(job.tenant, job.id, job.attempts + 1, job.traceparent))
-        return applied.applied
-
+    # == the job row beyond its lease ============================================================
     def record_callback(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:
         """How a job's completion webhook stands after attempt ``attempts`` (``shared.runtime.webhooks``).
 
@@ -490,7 +441,7 @@ class Lifecycle:
                 return None
             return {"callback_status": status, "callback_attempts": attempts, "callback_error": error}
 
-        return self._job(job, f"callback:{status.value}", plan, with_input=True).applied
+        return self._apply(job, f"callback:{status.value}", plan, with_input=True).applied
 
     def record_themes_edit(
         self, job: Job, *, expected_blob: str, new_blob: str, size: int, inline: bytes | None
@@ -508,12 +459,12 @@ class Lifecycle:
             return {"result_blob": new_blob, "result_bytes": size, "result_inline": inline}
 
         # The row is read whole: a small result lives in it, and the caller needs the stored version back.
-        return self._job(job, "themes-edit", plan, with_input=True)
+        return self._apply(job, "themes-edit", plan, with_input=True)
 
-    def postpone(self, job: Job, delay: timedelta) -> None:
+    def postpone(self, job: Job, delay: timedelta) -> Applied[Job]:
         """A queued or retrying job whose delivery was deferred (no memory on this host): due again later.
 
-        Best effort: if the row moved on, the deferred message is a no-op anyway.
+        Best effort (not applied if the write failed): if the row moved on, the deferred message is a no-op.
         """
         due = utcnow() + delay
 
@@ -523,45 +474,28 @@ class Lifecycle:
             return {"available_at": max(row.available_at, due)}
 
         try:
-            self._job(job, "postpone", plan)
+            return self._apply(job, "postpone", plan)
         except ThematiqError:
             log.warning("job %s: could not move its due time on after a deferral", job.id)
+            return Applied(job, False)
 
-    def resend_resume(self, job: Job) -> bool:
+    def resend_resume(self, job: Job) -> Applied[Job]:
         """A waiting job that fanned in long ago but never resumed: its resume message was lost."""
         def plan(row: Job) -> Fields | None:
             if row.status != Status.WAITING or row.fan_in_at is None or row.fan_in_at != job.fan_in_at:
                 return None
             return {"fan_in_at": utcnow()}
 
-        applied = self._job(job, "resume-resend", plan)
+        applied = self._apply(job, "resume-resend", plan)
         if applied.applied:
             self.send(JobMessage(job.tenant, job.id, job.attempts, job.traceparent, resume=True))
-        return applied.applied
+        return applied
 
     def expire(self, job: Job, prefix: str) -> None:
         """Retention: a finished job, its blobs and its chunks are deleted."""
         self.stores.blobs.delete_prefix(prefix)
         self.stores.chunks.delete_job_chunks(job.tenant, job.id)
         self.stores.jobs.delete(job)
-
-    def progress_of(self, job: Job) -> tuple[int, int] | None:
-        """(items processed, items in total) of the stage a waiting job waits for: the sum of its chunks.
-
-        Read here, so that chunks never write the job row.
-        """
-        if job.status != Status.WAITING or not job.wait_stage:
-            return None
-        try:
-            chunks = self.stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
-        except ThematiqError:
-            return None
-        done = sum(c.items if c.status.terminal else c.processed for c in chunks)
-        return done, sum(c.items for c in chunks)
-
-    @staticmethod
-    def max_requeues_per_run() -> int:
-        return REAPER_MAX_REQUEUES_PER_RUN
 
     # == map stages: chunks and fan-in ===========================================================
     def create_chunks(self, tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> None:
@@ -580,8 +514,15 @@ class Lifecycle:
                     return
         raise StorageUnavailable(f"could not create the chunks of stage {stage!r}")
 
-    def suspend(self, job: Job, stage: str, **changes: Any) -> Job | None:
-        """``running`` → ``waiting`` for ``stage``; then settle, since chunks may have finished before we waited."""
+    def suspend(
+        self, job: Job, stage: str, *, usage: dict[str, float] | None = None, progress: Progress | None = None
+    ) -> Applied[Job]:
+        """``running`` → ``waiting`` for ``stage``; then refill or fan in, since chunks may have finished already.
+
+        A cancel request that arrived meanwhile turns the suspension into ``cancelled``.
+        """
+        accounted = Ending(Status.CANCELLED, usage=usage, progress=progress).accounted()
+
         def landed(row: Job) -> bool:
             return row.status == Status.WAITING and row.wait_stage == stage and row.attempts == job.attempts
 
@@ -589,55 +530,44 @@ class Lifecycle:
             if row.status != Status.RUNNING or row.owner != job.owner:
                 return None
             if row.cancel_requested:
-                return {"status": Status.CANCELLED, "owner": None, "finished_at": utcnow(),
-                        **{k: v for k, v in changes.items() if k in ("usage", "progress")}}
-            return {"status": Status.WAITING, "owner": None, "wait_stage": stage, "fan_in_at": None, **changes}
+                return {"status": Status.CANCELLED, "owner": None, "finished_at": utcnow(), **accounted}
+            return {"status": Status.WAITING, "owner": None, "wait_stage": stage, "fan_in_at": None, **accounted}
 
-        applied = self._job(job, "suspend", plan, landed)
-        if not applied.applied:
-            return None
-        if applied.row.status == Status.WAITING:
+        applied = self._apply(job, "suspend", plan, landed)
+        if applied.applied and applied.row.status == Status.WAITING:
             # Write, then look: chunks that finished before we were waiting are seen here.
             try:
-                self.settle(job.tenant, job.id, stage, job.traceparent)
+                self.refill_or_fan_in(job.tenant, job.id, stage, job.traceparent)
             except ThematiqError:
-                log.warning("job %s: could not settle stage %s now; the reaper will", job.id, stage)
-        return applied.row
+                log.warning("job %s: could not look at stage %s now; the reaper will", job.id, stage)
+        return applied
 
-    def pump(self, chunks: list[Chunk], window: int, traceparent: str | None = None) -> int:
-        """Release pending chunks until the job's window of queued and running chunks is full."""
+    def _queue_pending(self, chunks: list[Chunk], window: int, traceparent: str | None = None) -> int:
+        """Queue pending chunks (``pending`` → ``queued``, message sent) until the job's window is full again."""
         in_flight = sum(1 for c in chunks if c.status in (ChunkStatus.QUEUED, ChunkStatus.RUNNING))
         sent = 0
         for chunk in sorted((c for c in chunks if c.status == ChunkStatus.PENDING), key=lambda c: c.index):
             if in_flight + sent >= window:
                 break
-            applied = self._chunk(
-                chunk, "release",
+            applied = self._apply(
+                chunk, "dispatch",
                 lambda row: {"status": ChunkStatus.QUEUED, "queued_at": utcnow()}
                 if row.status == ChunkStatus.PENDING else None,
             )
             if applied.applied:
-                self.send_chunk(applied.row, traceparent)
+                self._send_next(applied.row, traceparent=traceparent)
                 sent += 1
         return sent
 
-    def send_chunk(self, chunk: Chunk, traceparent: str | None = None, delay: timedelta | None = None) -> None:
-        self.send(
-            ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts + 1, traceparent), delay
-        )
-
-    def settle(self, tenant: str, job_id: str, stage: str, traceparent: str | None = None) -> str:
-        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done.
-
-        Returns ``fired``, ``failed``, ``cancelled``, ``not-done``, ``already-fired`` or ``not-waiting``.
-        """
+    def refill_or_fan_in(self, tenant: str, job_id: str, stage: str, traceparent: str | None = None) -> StageCheck:
+        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done."""
         chunks = self.stores.chunks.list_stage(tenant, job_id, stage)
         if not all(c.status.terminal for c in chunks):
-            self.pump(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
-            return "not-done"
-        return self.fan_in(tenant, job_id, stage, chunks)
+            self._queue_pending(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
+            return StageCheck.NOT_DONE
+        return self._fan_in(tenant, job_id, stage, chunks)
 
-    def fan_in(self, tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> str:
+    def _fan_in(self, tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> StageCheck:
         """Exactly one of the parties that see the stage complete wins the conditional write and sends the resume."""
         job = self.stores.jobs.get(tenant, job_id)
         total = sum(c.items for c in chunks)
@@ -645,17 +575,17 @@ class Lifecycle:
         failed_items = sum(c.items for c in failed)
         budget = chunks[0].budget if chunks else 0.0
         stamp = utcnow()
-        outcome: dict[str, str] = {}
+        why = {"check": StageCheck.NOT_WAITING}
 
         def plan(row: Job) -> Fields | None:
             if row.status != Status.WAITING or row.wait_stage != stage:
-                outcome["why"] = "not-waiting"
+                why["check"] = StageCheck.NOT_WAITING
                 return None
             if row.fan_in_at is not None:
-                outcome["why"] = "already-fired"
+                why["check"] = StageCheck.ALREADY_FIRED
                 return None
             if row.cancel_requested:
-                outcome["why"] = "cancelled"
+                why["check"] = StageCheck.CANCELLED
                 return {"status": Status.CANCELLED, "finished_at": utcnow(), "owner": None}
             if failed_items and failed_items > budget * total:
                 worst = failed[0]
@@ -664,128 +594,24 @@ class Lifecycle:
                     f"items, over the error budget of {budget:.1%}); chunk {worst.index}: "
                     f"{worst.error_type}: {worst.error_message}"
                 )
-                outcome["why"] = "failed"
+                why["check"] = StageCheck.FAILED
                 return {"status": Status.FAILED, "finished_at": utcnow(), "owner": None,
                         "error": JobError.of("ChunkFailed", reason)}
-            outcome["why"] = "fired"
+            why["check"] = StageCheck.FIRED
             return {"fan_in_at": stamp, "fan_ins": row.fan_ins + 1}
 
-        applied = self._job(job, "fan-in", plan, lambda row: row.fan_in_at == stamp)
+        applied = self._apply(job, "fan-in", plan, lambda row: row.fan_in_at == stamp)
         if not applied.applied:
-            return outcome.get("why", "not-waiting")
-        if applied.row.status == Status.WAITING:
-            row = applied.row
+            return why["check"]
+        row = applied.row
+        if row.status == Status.WAITING:
             self.send(JobMessage(row.tenant, row.id, row.attempts, row.traceparent, resume=True))
             telemetry.event("fan_in.fired", job_id=job_id, tenant=tenant, stage=stage, chunks=len(chunks))
-            return "fired"
-        return applied.row.status.value
-
-    def claim_chunk(self, chunk: Chunk, attempt: int) -> Chunk | None:
-        owner = new_owner()
-
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.QUEUED or row.attempts != attempt - 1:
-                return None
-            return {"status": ChunkStatus.RUNNING, "attempts": attempt, "owner": owner, "heartbeat_at": utcnow()}
-
-        applied = self._chunk(chunk, "claim", plan, lambda row: row.owner == owner, with_input=True)
-        return applied.row if applied.applied else None
-
-    def renew_chunk(self, chunk: Chunk, processed: int | None) -> Chunk:
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.RUNNING or row.owner != chunk.owner:
-                return None
-            fields: Fields = {"heartbeat_at": utcnow()}
-            if processed is not None:
-                fields["processed"] = min(processed, row.items)
-            return fields
-
-        applied = self._chunk(chunk, "renew", plan)
-        if not applied.applied:
-            raise LostClaim(f"chunk is now {applied.row.status} owned by {applied.row.owner}")
-        return applied.row
-
-    def release_chunk(self, chunk: Chunk, before: Chunk) -> Chunk | None:
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.RUNNING or row.owner != chunk.owner:
-                return None
-            return {"status": before.status, "attempts": before.attempts, "owner": None}
-
-        applied = self._chunk(chunk, "release-claim", plan)
-        return applied.row if applied.applied else None
-
-    def finish_chunk(self, chunk: Chunk, status: ChunkStatus, **changes: Any) -> Chunk | None:
-        """Record how a running chunk ended (succeeded, failed, cancelled), if it is still ours."""
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.RUNNING or row.owner != chunk.owner:
-                return None
-            return {"status": status, "owner": None, "finished_at": utcnow(), **changes}
-
-        applied = self._chunk(chunk, f"finish:{status.value}", plan)
-        return applied.row if applied.applied else None
-
-    def retry_chunk(self, chunk: Chunk, error: JobError | None, delay: timedelta, traceparent: str | None) -> bool:
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.RUNNING or row.owner != chunk.owner:
-                return None
-            return {"status": ChunkStatus.QUEUED, "owner": None, "queued_at": utcnow(),
-                    "error_type": error.type if error else "", "error_message": error.message if error else ""}
-
-        applied = self._chunk(chunk, "retry", plan)
-        if applied.applied:
-            self.send_chunk(applied.row, traceparent, delay)
-        return applied.applied
-
-    def cancel_chunk(self, chunk: Chunk) -> bool:
-        """A chunk whose parent job ended or was cancelled: skip it."""
-        applied = self._chunk(
-            chunk, "cancel",
-            lambda row: {"status": ChunkStatus.CANCELLED, "owner": None, "finished_at": utcnow()}
-            if row.status in (ChunkStatus.PENDING, ChunkStatus.QUEUED) else None,
-        )
-        return applied.applied
-
-    def fail_chunk(self, chunk: Chunk, error_type: str, message: str, *, claimed: bool) -> bool:
-        """Fail a chunk: one this delivery claimed (last delivery), or a queued one whose messages keep failing."""
-        def plan(row: Chunk) -> Fields | None:
-            ours = row.status == ChunkStatus.RUNNING and row.owner == chunk.owner if claimed else (
-                row.status == ChunkStatus.QUEUED and row.attempts == chunk.attempts
-            )
-            if not ours:
-                return None
-            return {"status": ChunkStatus.FAILED, "owner": None, "finished_at": utcnow(),
-                    "error_type": error_type, "error_message": message}
-
-        return self._chunk(chunk, "finish:failed", plan).applied
-
-    def reap_stale_chunk(self, chunk: Chunk) -> str:
-        def plan(row: Chunk) -> Fields | None:
-            if row.status != ChunkStatus.RUNNING or row.owner != chunk.owner or row.heartbeat_at != chunk.heartbeat_at:
-                return None
-            if row.attempts >= row.max_attempts:
-                return {"status": ChunkStatus.FAILED, "owner": None, "finished_at": utcnow(),
-                        "error_type": "WorkerLost",
-                        "error_message": f"attempt {row.attempts} stopped sending heartbeats; attempts exhausted"}
-            return {"status": ChunkStatus.QUEUED, "owner": None, "queued_at": utcnow(),
-                    "error_type": "WorkerLost", "error_message": "stale heartbeat"}
-
-        applied = self._chunk(chunk, "reap", plan)
-        if not applied.applied:
-            return "skipped"
-        if applied.row.status == ChunkStatus.QUEUED:
-            self.send_chunk(applied.row)
-            return "requeued"
-        return "failed"
-
-    def requeue_lost_chunk(self, chunk: Chunk) -> bool:
-        applied = self._chunk(
-            chunk, "requeue",
-            lambda row: {"queued_at": utcnow()}
-            if row.status == ChunkStatus.QUEUED and row.queued_at == chunk.queued_at else None,
-        )
-        if applied.applied:
-            self.send_chunk(applied.row)
-        return applied.applied
+            return StageCheck.FIRED
+        return StageCheck(row.status.value)
 
 
-__all__ = ["Lifecycle", "ThematiqError", "new_owner", "result_blob_name"]
+__all__ = [
+    "Applied", "ClaimUnresolved", "Ending", "Lifecycle", "StageCheck", "StoredResult", "ThematiqError",
+    "new_owner", "result_blob_name", "stage_progress",
+]

@@ -6,8 +6,8 @@ message for a retry, a terminal state when attempts are used up, a released
 claim when the worker itself fails, and a failure on the last delivery only if
 this delivery holds the chunk. A chunk's output goes to a blob whose name
 depends only on the chunk, so running it twice writes the same blob. After a
-chunk ends, :meth:`Lifecycle.settle` releases the next pending chunk and fans
-in if the stage is complete.
+chunk ends, :meth:`Lifecycle.refill_or_fan_in` queues the next pending chunk and
+fans in if the stage is complete.
 """
 
 from __future__ import annotations
@@ -15,39 +15,38 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import time
 from datetime import timedelta
 
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import NotFound, StorageUnavailable, ThematiqError
-from shared.core.jobs import Job, Progress, Status
+from shared.core.jobs import Job, JobError, Status
+from shared.core.leased import Ending, StoredResult
 from shared.core.lifecycle import Lifecycle
-from shared.core.messages import BadMessage, ChunkMessage
+from shared.core.messages import ChunkMessage
 from shared.core.names import chunk_blob_name
 from shared.observability import telemetry
 from shared.runtime.admission import BUDGET
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import AttemptHost, Outcome
+from shared.runtime.runner import AttemptHost, AttemptResult, RowLease
 from shared.sdk.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 
-class ChunkLease:
+class ChunkLease(RowLease[Chunk]):
     """The claim on a running chunk. Its heartbeat also reads the parent, so cancelling the job stops it."""
 
     def __init__(self, lifecycle: Lifecycle, chunk: Chunk) -> None:
-        self.lifecycle = lifecycle
-        self.chunk = chunk
-        self.label = f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}"
-        self.renewed_at = time.monotonic()  # just claimed
+        super().__init__(lifecycle, chunk, f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}")  # just claimed
 
-    def renew(self, progress: Progress | None) -> bool:
-        self.chunk = self.lifecycle.renew_chunk(self.chunk, progress.processed if progress is not None else None)
-        self.renewed_at = time.monotonic()
-        parent = self.lifecycle.stores.jobs.get(self.chunk.tenant, self.chunk.job_id)
+    @property
+    def chunk(self) -> Chunk:
+        return self.row
+
+    def stop_requested(self) -> bool:
+        parent = self.lifecycle.stores.jobs.get(self.row.tenant, self.row.job_id)
         return parent.status.terminal or parent.cancel_requested
 
 
@@ -55,11 +54,8 @@ class ChunkWorker(AttemptHost):
     """One delivery of a chunk message runs one attempt of one chunk."""
 
     def handle(self, text: str, dequeue_count: int) -> str:
-        try:
-            msg = ChunkMessage.decode(text)
-        except BadMessage:
-            log.error("dropping a message that is not a chunk message; copied to the poison queue")
-            self.stores.messages.send_poison(text, get_settings().chunks_queue)
+        msg = self._decode_or_poison(text, ChunkMessage.decode, "chunk", get_settings().chunks_queue)
+        if msg is None:
             return "bad-message"
         held: list[tuple[Chunk, Chunk]] = []  # (as claimed, as it was before) once this delivery claims
         with telemetry.job_context(job_id=msg.job_id, tenant=msg.tenant, stage=msg.stage):
@@ -73,16 +69,8 @@ class ChunkWorker(AttemptHost):
         if not held:
             return  # never ours: the reaper's lost-message pass re-sends it if it is still queued
         claimed, before = held[-1]
-        try:
-            if last:
-                self.lifecycle.fail_chunk(
-                    claimed, "PoisonMessage", "the chunk worker failed on the last allowed delivery", claimed=True
-                )
-                self.lifecycle.settle(msg.tenant, msg.job_id, msg.stage, msg.traceparent)
-            else:
-                self.lifecycle.release_chunk(claimed, before)
-        except Exception:
-            log.exception("chunk %s/%d: could not release the claim after a worker error", msg.stage, msg.index)
+        why = "the chunk worker failed on the last allowed delivery"
+        self._give_back(claimed, before, last=last, why=why, traceparent=msg.traceparent)
 
     def _handle(self, msg: ChunkMessage, held: list[tuple[Chunk, Chunk]]) -> str:
         try:
@@ -97,21 +85,21 @@ class ChunkWorker(AttemptHost):
             return "noop"
         job = self.stores.jobs.get(msg.tenant, msg.job_id)
         if job.status.terminal or job.cancel_requested:
-            self.lifecycle.cancel_chunk(chunk)
+            self.lifecycle.cancel(chunk)
             if job.status == Status.WAITING:
                 # A cancel that raced the suspension: end the job now rather than once every chunk is skipped.
                 self.lifecycle.cancel(job)
             return "cancelled"
-        claimed = self.lifecycle.claim_chunk(chunk, msg.attempt)
-        if claimed is None:
+        claimed = self.lifecycle.claim(chunk, msg.attempt)
+        if not claimed.applied:
             return "noop-lost-race"
-        held.append((claimed, chunk))
-        return self._run(claimed, job, msg.traceparent, held)
+        held.append((claimed.row, chunk))
+        return self._run(claimed.row, job, msg.traceparent, held)
 
     def _run(self, chunk: Chunk, job: Job, traceparent: str | None, held: list[tuple[Chunk, Chunk]]) -> str:
         pipeline = self.registry.get(job.pipeline)
         if pipeline is None:
-            self.lifecycle.finish_chunk(chunk, ChunkStatus.FAILED, error_type="UnknownPipeline", error_message=job.pipeline)
+            self.lifecycle.finish(chunk, Ending(Status.FAILED, JobError.of("UnknownPipeline", job.pipeline)))
             return "failed"
         items = json.loads(gzip.decompress(chunk.input_inline or self.stores.blobs.get(chunk.input_blob or "")))
         settings = get_settings()
@@ -133,16 +121,11 @@ class ChunkWorker(AttemptHost):
         )
         timeout = attempt_timeout(pipeline.timeout_seconds, settings.pipeline_timeout_seconds)
         # The same host memory budget as job attempts (shared.runtime.admission): the chunk's items are its input.
-        estimate = settings.default_attempt_memory_mb
-        if pipeline.memory_mb is not None:
-            try:
-                estimate = float(pipeline.memory_mb(pipeline.params_model.model_validate(job.params), items))
-            except Exception:  # noqa: BLE001 - a broken estimate must not block the chunk
-                log.warning("chunk %s/%d: the memory estimate failed; using the default", chunk.stage, chunk.index)
+        estimate = self._estimate(pipeline, job.params, items, f"chunk {chunk.stage}/{chunk.index}")
         reservation = BUDGET.try_reserve(estimate)
         if reservation is None:
             # No room now: give the claim back (attempts restored) and send the message again a little later.
-            self.lifecycle.release_chunk(chunk, held[-1][1])
+            self.lifecycle.release(chunk, held[-1][1])
             held.clear()
             msg = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts, traceparent)
             if not self.lifecycle.send(msg, timedelta(seconds=settings.admission_delay_seconds)):
@@ -157,39 +140,36 @@ class ChunkWorker(AttemptHost):
         return self._record(lease.chunk, outcome, pipeline.retry, traceparent, held)
 
     def _record(
-        self, chunk: Chunk, outcome: Outcome, retry: RetryPolicy, traceparent: str | None,
+        self, chunk: Chunk, result: AttemptResult, retry: RetryPolicy, traceparent: str | None,
         held: list[tuple[Chunk, Chunk]],
     ) -> str:
-        telemetry.record_usage("chunk", outcome.usage)
-        if outcome.kind == "lost":
+        telemetry.record_usage("chunk", result.usage)
+        if result.kind == "lost":
             held.clear()
             return "lost"
-        ended: Chunk | None
-        if outcome.kind == "succeeded" and outcome.result is not None:
-            binary = bool(outcome.binary)
+        if result.kind == "succeeded" and result.result is not None:
+            binary = bool(result.binary)
             name = chunk_blob_name(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, "bin" if binary else "json")
-            self.stores.blobs.put(name, outcome.result, "application/octet-stream" if binary else "application/json")
-            ended = self.lifecycle.finish_chunk(chunk, ChunkStatus.SUCCEEDED, output_blob=name, processed=chunk.items)
-        elif outcome.kind == "cancelled":
-            ended = self.lifecycle.finish_chunk(chunk, ChunkStatus.CANCELLED)
+            self.stores.blobs.put(name, result.result, "application/octet-stream" if binary else "application/json")
+            ending = Ending(Status.SUCCEEDED, result=StoredResult(name, len(result.result)))
+        elif result.kind == "cancelled":
+            ending = Ending(Status.CANCELLED)
         else:
-            error = outcome.error
-            decision = retry.decide(chunk.attempts, outcome.retryable)
-            if decision.retry and chunk.attempts < chunk.max_attempts:
-                return "retrying" if self.lifecycle.retry_chunk(chunk, error, decision.delay, traceparent) else "lost"
-            ended = self.lifecycle.finish_chunk(
-                chunk,
-                ChunkStatus.FAILED,
-                error_type=error.type if error else "Error",
-                error_message=error.message if error else "the chunk failed",
-            )
-        if ended is None:
+            decision, again = self._next_step(retry, chunk, result)
+            if again:
+                retried = self.lifecycle.finish(
+                    chunk, Ending(Status.RETRYING, result.error, retry_in=decision.delay), traceparent
+                )
+                return "retrying" if retried.applied else "lost"
+            ending = Ending(Status.FAILED, result.error or JobError.of("Error", "the chunk failed"))
+        ended = self.lifecycle.finish(chunk, ending, traceparent)
+        if not ended.applied:
             return "lost"
-        held.clear()  # recorded: a failure from here on (settling) must not release it
+        held.clear()  # recorded: a failure from here on (looking at the stage) must not release it
         try:
-            result = self.lifecycle.settle(chunk.tenant, chunk.job_id, chunk.stage, traceparent)
+            check = self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage, traceparent)
         except ThematiqError:
-            # The chunk is recorded; the reaper settles a waiting job whose stage is done.
-            log.warning("chunk %s/%d: could not settle the stage now; the reaper will", chunk.stage, chunk.index)
-            result = "deferred"
-        return f"{ended.status.value}; stage {result}"
+            # The chunk is recorded; the reaper looks at a waiting job whose stage is done.
+            log.warning("chunk %s/%d: could not look at the stage now; the reaper will", chunk.stage, chunk.index)
+            return f"{ended.row.status.value}; stage deferred"
+        return f"{ended.row.status.value}; stage {check.value}"

@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from shared.config.constants import ORPHAN_INPUT_AGE_SECONDS, QUEUE_TIME_GRANULARITY, REAPER_SWEEP_SECONDS
+from shared.config.constants import (
+    ORPHAN_INPUT_AGE_SECONDS,
+    QUEUE_TIME_GRANULARITY,
+    REAPER_MAX_REQUEUES_PER_RUN,
+    REAPER_SWEEP_SECONDS,
+)
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
@@ -225,16 +230,16 @@ class Reaper:
 
     def _stale_running(self, report: ReapReport, stale: list[Job]) -> None:
         def recover(job: Job) -> None:
-            outcome = self.lifecycle.reap_stale(job)
-            target = {
-                "requeued": report.requeued_stale, "failed": report.failed_stale,
-                "cancelled": report.cancelled_stale, "succeeded": report.recovered_results,
-            }.get(outcome)
-            if target is None:
+            reaped = self.lifecycle.reap(job)
+            if not reaped.applied:
                 report.conflicts += 1  # the worker woke up, or another reaper got there first
                 return
-            target.append(job.id)
-            if outcome == "requeued":
+            outcome = reaped.row.status
+            {
+                Status.RETRYING: report.requeued_stale, Status.FAILED: report.failed_stale,
+                Status.CANCELLED: report.cancelled_stale, Status.SUCCEEDED: report.recovered_results,
+            }[outcome].append(job.id)
+            if outcome == Status.RETRYING:
                 log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, job.attempts + 1)
             else:
                 log.warning("reaper: job %s %s (stale heartbeat on attempt %d)", job.id, outcome, job.attempts)
@@ -252,7 +257,7 @@ class Reaper:
         if not candidates:
             return
         oldest = self.stores.messages.oldest_visible()
-        budget = self.lifecycle.max_requeues_per_run()
+        budget = max_requeues_per_run()
 
         def requeue(job: Job) -> None:
             nonlocal budget
@@ -262,9 +267,9 @@ class Reaper:
                 return
             if budget <= 0:
                 if index_skipped and job.in_queue_only:
-                    self.lifecycle.track_unsent(job.tenant, job.id)
+                    self._index_for_next_run(job)
                 return
-            if self.lifecycle.requeue_lost(job):
+            if self.lifecycle.requeue_lost(job).applied:
                 budget -= 1
                 report.requeued_lost.append(job.id)
                 log.warning("reaper: job %s had no live message; re-enqueued", job.id)
@@ -273,26 +278,34 @@ class Reaper:
 
         self._each(candidates, "re-enqueue a lost job", report, requeue)
 
+    def _index_for_next_run(self, job: Job) -> None:
+        """Best effort: if the write fails, the next sweep finds the job again."""
+        try:
+            self.lifecycle.index_job(job.tenant, job.id)
+        except ThematiqError:
+            log.error("job %s: its index row could not be written; if its message is lost too, the daily "
+                      "sweep re-sends it", job.id)
+
     def _stale_chunks(self, report: ReapReport, stale: list[Chunk], candidates: list[Chunk]) -> None:
         """Chunks whose worker vanished (stale heartbeat) or whose message was lost; same rules as jobs."""
 
         def recover(chunk: Chunk) -> None:
             label = f"{chunk.job_id}/{chunk.stage}/{chunk.index}"
-            outcome = self.lifecycle.reap_stale_chunk(chunk)
-            if outcome == "requeued":
-                report.chunks_requeued.append(label)
-            elif outcome == "failed":
-                report.chunks_failed.append(label)
-                self.lifecycle.settle(chunk.tenant, chunk.job_id, chunk.stage)
-            else:
+            reaped = self.lifecycle.reap(chunk)
+            if not reaped.applied:
                 report.conflicts += 1
+            elif reaped.row.status == ChunkStatus.QUEUED:
+                report.chunks_requeued.append(label)
+            else:
+                report.chunks_failed.append(label)
+                self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage)
 
         self._each(stale, "recover a stale chunk", report, recover)
         if not candidates:
             return
         # The same backlog rule and cap as for jobs: a chunk behind a deep chunks queue is not lost.
         oldest = self.stores.messages.oldest_visible(self.settings.chunks_queue)
-        budget = self.lifecycle.max_requeues_per_run()
+        budget = max_requeues_per_run()
 
         def resend(chunk: Chunk) -> None:
             nonlocal budget
@@ -301,7 +314,7 @@ class Reaper:
                 return
             if budget <= 0:
                 return
-            if self.lifecycle.requeue_lost_chunk(chunk):
+            if self.lifecycle.requeue_lost(chunk).applied:
                 budget -= 1
                 report.chunks_requeued.append(f"{chunk.job_id}/{chunk.stage}/{chunk.index}")
             else:
@@ -310,7 +323,7 @@ class Reaper:
         self._each(candidates, "re-send a lost chunk", report, resend)
 
     def _waiting(self, report: ReapReport, waiting: list[Job]) -> None:
-        """Waiting jobs: re-send a resume that was lost, or settle a stage whose last finisher crashed."""
+        """Waiting jobs: re-send a resume that was lost, or fan in a stage whose last finisher crashed."""
         if not waiting:
             return  # no queue read for nothing: an idle run stays at 1 + tenants queries and the metrics
         lost = utcnow_minus(self.settings.queued_stale_seconds)
@@ -320,13 +333,13 @@ class Reaper:
             if job.fan_in_at is not None:
                 if job.fan_in_at < lost and _behind(oldest, job.fan_in_at):
                     report.backlog_skipped += 1  # its resume may still be waiting in the jobs queue
-                elif job.fan_in_at < lost and self.lifecycle.resend_resume(job):
+                elif job.fan_in_at < lost and self.lifecycle.resend_resume(job).applied:
                     report.resumes_resent.append(job.id)
             elif job.wait_stage:
-                self.lifecycle.settle(job.tenant, job.id, job.wait_stage, job.traceparent)
+                self.lifecycle.refill_or_fan_in(job.tenant, job.id, job.wait_stage, job.traceparent)
                 report.waiting_settled.append(job.id)
 
-        self._each(waiting, "settle a waiting job", report, check)
+        self._each(waiting, "look at a waiting job's stage", report, check)
 
     def _retention(self, report: ReapReport) -> None:
         cutoff = utcnow_minus(self.settings.retention_days * 86400)
@@ -378,6 +391,11 @@ class Reaper:
         telemetry.QUEUE_OLDEST.set(oldest)
         telemetry.POISON_DEPTH.set(poison)
         telemetry.event("queue.metrics", depth=depth, oldest_age_seconds=round(oldest, 1), poison_depth=poison)
+
+
+def max_requeues_per_run() -> int:
+    """How many lost messages one run re-sends, per kind (a module function, so a test can lower it)."""
+    return REAPER_MAX_REQUEUES_PER_RUN
 
 
 def _unsent(job: Job) -> bool:

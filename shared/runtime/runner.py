@@ -32,28 +32,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Generic, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Span
 
 from shared.config.constants import FENCE_FRACTION
 from shared.config.settings import Settings
+from shared.core.chunks import Chunk
 from shared.core.errors import LostClaim, StorageUnavailable
-from shared.core.jobs import JobError, Progress
-from shared.core.lifecycle import Lifecycle
+from shared.core.jobs import Job, JobError, Progress, Status
+from shared.core.leased import R, StoredResult, kind_of
+from shared.core.lifecycle import Ending, Lifecycle
+from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
 from shared.observability.metering import METER
 from shared.runtime import protocol
 from shared.runtime.protocol import AttemptSpec
+from shared.sdk.pipeline import Pipeline
+from shared.sdk.retry import RetryDecision, RetryPolicy
 
 APP_ROOT = Path(__file__).resolve().parents[2]
 #: How long the pipeline process may linger after it reported how the attempt ended.
 _EXIT_GRACE_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
-OutcomeKind = Literal["succeeded", "failed", "cancelled", "lost", "suspended"]
+M = TypeVar("M")
+
+ResultKind = Literal["succeeded", "failed", "cancelled", "lost", "suspended"]
 
 
 class Lease(Protocol):
@@ -71,9 +78,37 @@ class Lease(Protocol):
         """
 
 
+class RowLease(Generic[R]):
+    """The claim on a running job or chunk (a :class:`Lease`): heartbeat and progress through the lifecycle.
+
+    Subclasses say only how a stop is requested (:meth:`stop_requested`): a job by its cancel flag, a chunk
+    by its parent.
+    """
+
+    def __init__(self, lifecycle: Lifecycle, row: R, label: str, claimed_at: float | None = None) -> None:
+        self.lifecycle = lifecycle
+        self.row: R = row
+        self.label = label
+        #: The claim's heartbeat (monotonic): the runner's fence counts from here, not from when it started.
+        self.renewed_at = time.monotonic() if claimed_at is None else claimed_at
+
+    def renew(self, progress: Progress | None) -> bool:
+        renewed = self.lifecycle.renew(self.row, progress)
+        if not renewed.applied:
+            raise LostClaim(f"{kind_of(self.row).name} is now {renewed.row.status} owned by {renewed.row.owner}")
+        self.row = renewed.row
+        self.renewed_at = time.monotonic()
+        return self.stop_requested()
+
+    def stop_requested(self) -> bool:
+        raise NotImplementedError
+
+
 @dataclass
-class Outcome:
-    kind: OutcomeKind
+class AttemptResult:
+    """How the attempt's process said the attempt ended (or ``lost``: the claim went elsewhere)."""
+
+    kind: ResultKind
     result: bytes | None = None
     error: JobError | None = None
     retryable: bool = False
@@ -101,7 +136,7 @@ class ChildProcess(Protocol):
 
 
 class Runner(Protocol):
-    def run(self, input_value: Any) -> Outcome: ...
+    def run(self, input_value: Any) -> AttemptResult: ...
 
 
 #: Builds the runner of one attempt: ``AttemptRunner`` (a child process), or another strategy.
@@ -162,7 +197,7 @@ class AttemptRunner:
         self._renewal_lost: LostClaim | None = None
         self._cancel_wanted = False
         self._cancel_deadline: float | None = None
-        self._kill_reason: tuple[OutcomeKind, JobError | None] | None = None
+        self._kill_reason: tuple[ResultKind, JobError | None] | None = None
         self._proc: ChildProcess | None = None
         self._terminal_at: float | None = None
         # The open stage span: stages are traced here, from the progress
@@ -220,11 +255,11 @@ class AttemptRunner:
             pass
 
     # -- the attempt -----------------------------------------------------------
-    def run(self, input_value: Any) -> Outcome:
+    def run(self, input_value: Any) -> AttemptResult:
         with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.spec.job_id}-") as tmp:
             return self._run_in(Path(tmp), input_value)
 
-    def _run_in(self, tmp: Path, input_value: Any) -> Outcome:
+    def _run_in(self, tmp: Path, input_value: Any) -> AttemptResult:
         input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
         input_path.write_text(json.dumps(input_value, ensure_ascii=False), encoding="utf-8")
         spec = self.spec.model_copy(update={"input_path": str(input_path), "result_path": str(result_path)})
@@ -253,7 +288,7 @@ class AttemptRunner:
             self._kill()
             log.warning("%s: lost the claim (%s); attempt abandoned", self.lease.label, lost)
             self._leave_stage("lost")
-            return Outcome("lost")
+            return AttemptResult("lost")
         finally:
             os.close(read_fd)
             self._kill()
@@ -413,7 +448,7 @@ class AttemptRunner:
             "stage.finished", job_id=self.spec.job_id, stage=stage, duration_ms=duration_ms, status=status
         )
 
-    def _outcome(self, result_path: Path, stderr_path: Path) -> Outcome:
+    def _outcome(self, result_path: Path, stderr_path: Path) -> AttemptResult:
         assert self._proc is not None
         usage = dict(self._usage)
         out = self._outcome_kind(result_path, stderr_path, usage)
@@ -421,28 +456,28 @@ class AttemptRunner:
         self._leave_stage({"succeeded": "ok", "suspended": "ok", "cancelled": "cancelled"}.get(out.kind, "error"))
         return out
 
-    def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> Outcome:
+    def _outcome_kind(self, result_path: Path, stderr_path: Path, usage: dict[str, float]) -> AttemptResult:
         assert self._proc is not None
         if self._kill_reason is not None:
             kind, error = self._kill_reason
-            return Outcome(kind, error=error, retryable=False, usage=usage)
+            return AttemptResult(kind, error=error, retryable=False, usage=usage)
         event = self._terminal_event
         # The terminal event is written after the result file, so it stands even if the process had
         # to be killed afterwards for lingering.
         if isinstance(event, protocol.Done) and result_path.exists():
-            return Outcome("succeeded", result=result_path.read_bytes(), usage=usage, binary=event.binary)
+            return AttemptResult("succeeded", result=result_path.read_bytes(), usage=usage, binary=event.binary)
         if isinstance(event, protocol.CancelledEvent):
-            return Outcome("cancelled", usage=usage)
+            return AttemptResult("cancelled", usage=usage)
         if isinstance(event, protocol.Suspended):
-            return Outcome("suspended", usage=usage, suspended=event)
+            return AttemptResult("suspended", usage=usage, suspended=event)
         if isinstance(event, protocol.Failed):
             err = JobError.of(event.type, event.message)
-            return Outcome("failed", error=err, retryable=event.retryable, usage=usage)
+            return AttemptResult("failed", error=err, retryable=event.retryable, usage=usage)
         reason = describe_exit(self._proc.returncode)
         # Only the size of stderr is logged: its last line may quote the data the pipeline was working on.
         size = stderr_path.stat().st_size if stderr_path.exists() else 0
         log.error("%s: %s (%d bytes of stderr not logged)", self.lease.label, reason, size)
-        return Outcome("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
+        return AttemptResult("failed", error=JobError.of("ProcessDied", reason), retryable=True, usage=usage)
 
 
 class AttemptHost:
@@ -459,3 +494,59 @@ class AttemptHost:
         self.runner = runner or default_runner()
         self.lifecycle = Lifecycle(self.stores)
         self.registry = registry or default_registry()
+
+    def _decode_or_poison(self, text: str, decode: Callable[[str], M], what: str, queue: str | None = None) -> M | None:
+        """The message, or None once one that is not a ``what`` message was copied to the poison queue."""
+        try:
+            return decode(text)
+        except BadMessage:
+            log.error("dropping a message that is not a %s message; copied to the poison queue", what)
+            if queue is None:
+                self.stores.messages.send_poison(text)
+            else:
+                self.stores.messages.send_poison(text, queue)
+            return None
+
+    def _estimate(self, pipeline: Pipeline | None, params: dict[str, Any], value: Any, label: str) -> float:
+        """The attempt's declared memory estimate in MiB (``Pipeline.memory_mb`` on its input), or the default."""
+        default = self.settings.default_attempt_memory_mb
+        if pipeline is None or pipeline.memory_mb is None:
+            return default
+        try:
+            return float(pipeline.memory_mb(pipeline.params_model.model_validate(params), value))
+        except Exception:  # noqa: BLE001 - a broken estimate must not block the work
+            log.warning("%s: the memory estimate of pipeline %s failed; using the default", label, pipeline.name)
+            return default
+
+    @property
+    def settings(self) -> Settings:
+        from shared.config.settings import get_settings
+
+        return get_settings()
+
+    @staticmethod
+    def _next_step(retry: RetryPolicy, row: Job | Chunk, result: AttemptResult) -> tuple[RetryDecision, bool]:
+        """The retry policy's decision on a failed attempt, and whether it is tried again (attempts left)."""
+        decision = retry.decide(row.attempts, result.retryable)
+        return decision, decision.retry and row.attempts < row.max_attempts
+
+    def _give_back(
+        self, claimed: R, before: R, *, last: bool, why: str, stored: StoredResult | None = None,
+        traceparent: str | None = None,
+    ) -> None:
+        """After the worker itself failed holding a claim: release it, or on the last delivery fail the row.
+
+        Not the last delivery, or the result is already stored: the claim goes back (with the result), so a
+        redelivery, or the reaper's lost-message pass after the poison queue took the message, finishes the
+        work from it instead of failing or re-running it. If Storage is away too, the claim goes stale and the
+        reaper takes it.
+        """
+        try:
+            if last and stored is None:
+                self.lifecycle.finish(claimed, Ending(Status.FAILED, JobError.of("PoisonMessage", why)))
+                if isinstance(claimed, Chunk):
+                    self.lifecycle.refill_or_fan_in(claimed.tenant, claimed.job_id, claimed.stage, traceparent)
+            else:
+                self.lifecycle.release(claimed, before, stored)
+        except Exception:
+            log.exception("%s: could not release the claim after a worker error", kind_of(claimed).label(claimed))

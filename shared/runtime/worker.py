@@ -24,16 +24,16 @@ from datetime import timedelta
 from typing import Any
 
 from shared.config.hostconfig import attempt_timeout, host_config
-from shared.config.settings import Settings, get_settings
 from shared.core.errors import NotFound, PermanentError, StorageUnavailable
 from shared.core.jobs import Job, JobError, Status
+from shared.core.leased import Ending, StoredResult
 from shared.core.lifecycle import ClaimUnresolved, Lifecycle
-from shared.core.messages import BadMessage, JobMessage
+from shared.core.messages import JobMessage
 from shared.core.names import result_blob_name
 from shared.observability import telemetry
 from shared.runtime.admission import BUDGET, Reservation
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import AttemptHost, Outcome
+from shared.runtime.runner import AttemptHost, AttemptResult, RowLease
 from shared.sdk.pipeline import Pipeline
 from shared.sdk.retry import RetryPolicy
 from shared.storage.blobs import decode_input
@@ -47,20 +47,18 @@ _NO_INPUT: Any = object()
 RESULT_INLINE_MAX_BYTES = 32 * 1024
 
 
-class JobLease:
-    """The claim on a running job: heartbeat, progress and cancel detection through the lifecycle."""
+class JobLease(RowLease[Job]):
+    """The claim on a running job: a cancel request shows on the renewed row."""
 
     def __init__(self, lifecycle: Lifecycle, job: Job, claimed_at: float | None = None) -> None:
-        self.lifecycle = lifecycle
-        self.job = job
-        self.label = f"job {job.id}"
-        #: The claim's heartbeat (monotonic): the runner's fence counts from here, not from when it started.
-        self.renewed_at = time.monotonic() if claimed_at is None else claimed_at
+        super().__init__(lifecycle, job, f"job {job.id}", claimed_at)
 
-    def renew(self, progress: Any) -> bool:
-        self.job = self.lifecycle.renew(self.job, progress)
-        self.renewed_at = time.monotonic()
-        return self.job.cancel_requested
+    @property
+    def job(self) -> Job:
+        return self.row
+
+    def stop_requested(self) -> bool:
+        return self.row.cancel_requested
 
 
 class _Delivery:
@@ -69,8 +67,8 @@ class _Delivery:
     def __init__(self) -> None:
         self.before: Job | None = None
         self.claimed: Job | None = None
-        self.result: tuple[str, int] | None = None
-        self.inline: bytes | None = None
+        #: This attempt's result, once stored: a release keeps it on the row.
+        self.result: StoredResult | None = None
         #: When this delivery's claim was written (monotonic): the start of the attempt's fence.
         self.claimed_at: float | None = None
         #: This delivery's share of the host's memory budget, while its attempt runs.
@@ -80,17 +78,10 @@ class _Delivery:
 class Worker(AttemptHost):
     """One delivery of a job message runs one attempt."""
 
-    @property
-    def settings(self) -> Settings:
-        return get_settings()
-
     def handle(self, text: str, dequeue_count: int) -> str:
         """Process one delivery; returns a short outcome for the invocation log."""
-        try:
-            msg = JobMessage.decode(text)
-        except BadMessage:
-            log.error("dropping a message that is not a job message; copied to the poison queue")
-            self.stores.messages.send_poison(text)
+        msg = self._decode_or_poison(text, JobMessage.decode, "job")
+        if msg is None:
             return "bad-message"
         delivery = _Delivery()
         last = dequeue_count >= host_config().max_dequeue_count
@@ -101,7 +92,7 @@ class Worker(AttemptHost):
                     msg.traceparent, job_id=msg.job_id, tenant=msg.tenant, attempt=msg.attempt
                 ) as span,
             ):
-                outcome = self._keep_findable(msg, dequeue_count, last) or self._handle(msg, text, delivery)
+                outcome = self._index_redelivered(msg, dequeue_count, last) or self._handle(msg, text, delivery)
                 span.set_attribute("thematiq.outcome", outcome)
                 if outcome in ("failed", "retrying"):
                     telemetry.mark_error(span, outcome)
@@ -110,7 +101,7 @@ class Worker(AttemptHost):
             self._after_worker_error(delivery, err, last=last)
             raise
 
-    def _keep_findable(self, msg: JobMessage, dequeue_count: int, last: bool) -> str | None:
+    def _index_redelivered(self, msg: JobMessage, dequeue_count: int, last: bool) -> str | None:
         """On a redelivery of a first attempt's message, index the job before anything else can fail.
 
         A job that was never claimed has no active-index row: its message is its record. A delivery that fails
@@ -125,7 +116,7 @@ class Worker(AttemptHost):
         if msg.attempt > 1 or msg.resume or (dequeue_count <= 1 and not last):
             return None  # the common first delivery, or a job claimed before (indexed since that claim)
         try:
-            self.lifecycle.track(msg.tenant, msg.job_id)
+            self.lifecycle.index_job(msg.tenant, msg.job_id)
         except StorageUnavailable:
             # Only a transient failure earns a fresh message: a permanent one (a lost role, a bad key) must end
             # in the poison queue, where an operator sees it, not circulate for as long as it lasts.
@@ -142,21 +133,8 @@ class Worker(AttemptHost):
             # This delivery never held the job: whatever state it is in is someone else's to change (the job
             # was indexed before the claim, so the reaper finds it once the message is in the poison queue).
             return
-        try:
-            if last and delivery.result is None:
-                reason = (
-                    f"the worker failed on the last allowed delivery ({type(err).__name__}); "
-                    "the message went to the poison queue"
-                )
-                self.lifecycle.fail_claimed(claimed, JobError.of("PoisonMessage", reason))
-            else:
-                # Not the last delivery, or the result is already stored: give the claim back (with the
-                # result), so a redelivery, or the reaper's lost-message pass after the poison queue took
-                # the message, finishes the job from it instead of failing or re-running it.
-                self.lifecycle.release(claimed, before, delivery.result, delivery.inline)
-        except Exception:
-            # Storage is away: the claim goes stale and the reaper takes it (finishing from the result blob).
-            log.exception("job %s: could not release the claim after a worker error", claimed.id)
+        why = f"the worker failed on the last allowed delivery ({type(err).__name__}); the message went to the poison queue"
+        self._give_back(claimed, before, last=last, why=why, stored=delivery.result)
 
     # -- claim -------------------------------------------------------------------
     def _handle(self, msg: JobMessage, text: str, delivery: _Delivery) -> str:
@@ -197,21 +175,12 @@ class Worker(AttemptHost):
         if job.cancel_requested:
             self.lifecycle.cancel(job)
             return "cancelled"
-        if job.result_blob == result_blob_name(job.tenant, job.id, msg.attempt):
-            # A delivery of this attempt stored the result, then could not record it: finish from the blob.
-            done = self.lifecycle.succeed_from_blob(job, msg.attempt)
-            return "succeeded" if done is not None else "noop-lost-race"
-        if job.status == Status.RETRYING and job.error is not None and job.error.type == "WorkerLost":
-            # The reaper handed the attempt on while its worker was still storing the result (a slow
-            # upload): if the blob is there now, the job is done; nothing runs again.
-            if self.lifecycle.recover_stored_result(job) is not None:
-                return "succeeded"
         reservation, input_value = None, _NO_INPUT
-        if job.input_blob is None:
+        if job.input_blob is None and job.result_blob != result_blob_name(job.tenant, job.id, msg.attempt):
             # The input is in the row (or the message): admission is decided before the claim, for free.
             pipeline = self.registry.get(job.pipeline)
             input_value = self._input_or_none(job)
-            estimate = self._estimate(pipeline, job, input_value)
+            estimate = self._job_estimate(pipeline, job, input_value)
             reservation = BUDGET.try_reserve(estimate)
             if reservation is None:
                 return self._defer(job, msg, estimate)
@@ -225,10 +194,12 @@ class Worker(AttemptHost):
                 # It may have landed: hold it as ours so that the error path releases it by owner.
                 delivery.before, delivery.claimed = job, unknown.claim
                 raise
-            if claimed is None:
+            if not claimed.applied:
                 return "noop-lost-race" if fresh else None
-            delivery.before, delivery.claimed, delivery.claimed_at = job, claimed, time.monotonic()
-            return self._run(claimed, msg, delivery, input_value, reservation)
+            if claimed.row.status == Status.SUCCEEDED:
+                return "succeeded"  # this attempt's result was stored: the claim finished the job from it
+            delivery.before, delivery.claimed, delivery.claimed_at = job, claimed.row, time.monotonic()
+            return self._run(claimed.row, msg, delivery, input_value, reservation)
         finally:
             if reservation is not None:
                 reservation.release()
@@ -240,16 +211,11 @@ class Worker(AttemptHost):
         except PermanentError:
             return _NO_INPUT  # reported by the run, after the claim
 
-    def _estimate(self, pipeline: Pipeline | None, job: Job, value: Any) -> float:
-        """The attempt's declared memory estimate in MiB (``Pipeline.memory_mb``), or the default."""
-        default = self.settings.default_attempt_memory_mb
-        if pipeline is None or pipeline.memory_mb is None or value is _NO_INPUT:
-            return default
-        try:
-            return float(pipeline.memory_mb(pipeline.params_model.model_validate(job.params), value))
-        except Exception:  # noqa: BLE001 - a broken estimate must not block the job
-            log.warning("job %s: the memory estimate of pipeline %s failed; using the default", job.id, job.pipeline)
-            return default
+    def _job_estimate(self, pipeline: Pipeline | None, job: Job, value: Any) -> float:
+        """The attempt's memory estimate in MiB; the default while the input is unreadable (the run reports it)."""
+        if value is _NO_INPUT:
+            return self.settings.default_attempt_memory_mb
+        return self._estimate(pipeline, job.params, value, f"job {job.id}")
 
     def _defer(self, job: Job, msg: JobMessage, estimate: float) -> str:
         """No room in this host's memory budget: send the message again, a little later; this delivery completes.
@@ -271,16 +237,14 @@ class Worker(AttemptHost):
 
     def _resume(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery) -> str:
         """Continue a waiting job's attempt after its fan-in (same attempt number)."""
-        if job.status == Status.WAITING and job.result_blob == result_blob_name(job.tenant, job.id, msg.attempt):
-            # This resumed attempt stored its result and then released its claim: finish from it.
-            done = self.lifecycle.succeed_from_blob(job, msg.attempt)
-            return "succeeded" if done is not None else "noop-stale"
         resumed = self.lifecycle.resume(job, msg.attempt)
-        if resumed is None:
+        if not resumed.applied:
             log.info("job %s: resume for attempt %d does not apply (%s); ignored", job.id, msg.attempt, job.status)
             return "noop-stale"
-        delivery.before, delivery.claimed, delivery.claimed_at = job, resumed, time.monotonic()
-        return self._run(resumed, msg, delivery)
+        if resumed.row.status == Status.SUCCEEDED:
+            return "succeeded"  # this resumed attempt had stored its result, then released its claim
+        delivery.before, delivery.claimed, delivery.claimed_at = job, resumed.row, time.monotonic()
+        return self._run(resumed.row, msg, delivery)
 
     # -- run ---------------------------------------------------------------------
     def _run(
@@ -300,17 +264,17 @@ class Worker(AttemptHost):
             pipeline = self.registry.get(job.pipeline)
             if pipeline is None:
                 error = JobError.of("UnknownPipeline", f"pipeline {job.pipeline!r} is not installed")
-                self.lifecycle.finish(job, Status.FAILED, error=error)
+                self.lifecycle.finish(job, Ending(Status.FAILED, error))
                 return "failed"
             timeout = attempt_timeout(pipeline.timeout_seconds, self.settings.pipeline_timeout_seconds)
             try:
                 input_value = preloaded if preloaded is not _NO_INPUT else self._load_input(job)
             except PermanentError as err:
-                self.lifecycle.finish(job, Status.FAILED, error=JobError.of("BadInput", str(err)))
+                self.lifecycle.finish(job, Ending(Status.FAILED, JobError.of("BadInput", str(err))))
                 return "failed"
             if delivery.reservation is None:
                 # The input came from its blob (or this is a resume): admission is decided now, after the claim.
-                estimate = self._estimate(pipeline, job, input_value)
+                estimate = self._job_estimate(pipeline, job, input_value)
                 delivery.reservation = BUDGET.try_reserve(estimate)
                 if delivery.reservation is None:
                     self.lifecycle.release(job, delivery.before or job)  # give the claim back, attempts restored
@@ -332,9 +296,9 @@ class Worker(AttemptHost):
                 llm_tokens_used=int(job.usage.get("llm_tokens", 0)),
             )
             lease = JobLease(self.lifecycle, job, delivery.claimed_at)
-            outcome = self.runner(lease, spec, timeout, self.settings).run(input_value)
+            result = self.runner(lease, spec, timeout, self.settings).run(input_value)
             delivery.claimed = lease.job
-            return self._record(outcome, lease.job, pipeline.retry, text, delivery)
+            return self._record(result, lease.job, pipeline.retry, text, delivery)
 
     def _load_input(self, job: Job) -> Any:
         if job.input_inline:
@@ -343,52 +307,29 @@ class Worker(AttemptHost):
             return decode_input(self.stores.blobs.get(job.input_blob))
         raise PermanentError("the job has no input")
 
-    def _record(self, outcome: Outcome, job: Job, retry: RetryPolicy, text: str, delivery: _Delivery) -> str:
-        usage = _merge_usage(job.usage, outcome.usage)
-        progress = {"progress": outcome.progress} if outcome.progress else {}
-        telemetry.record_usage(job.pipeline, outcome.usage)
-        if outcome.kind == "lost":
+    def _record(self, result: AttemptResult, job: Job, retry: RetryPolicy, text: str, delivery: _Delivery) -> str:
+        usage = _merge_usage(job.usage, result.usage)
+        telemetry.record_usage(job.pipeline, result.usage)
+        if result.kind == "lost":
             delivery.claimed = None  # not ours any more: nothing to release
             return "lost"
-        if outcome.kind == "succeeded":
-            assert outcome.result is not None
-            name = result_blob_name(job.tenant, job.id, job.attempts)
-            stored: dict[str, Any] = {}
-            if len(outcome.result) <= RESULT_INLINE_MAX_BYTES:
-                # Small: the result goes into the row with the final state, in the same write (no blob put).
-                stored["result_inline"] = delivery.inline = outcome.result
-            else:
-                self.stores.blobs.put(name, outcome.result, "application/json")
-            delivery.result = (name, len(outcome.result))
-            try:
-                done = self.lifecycle.finish(
-                    job, Status.SUCCEEDED, error=None, result_blob=name, result_bytes=len(outcome.result),
-                    usage=usage, **stored, **progress,
-                )
-            except Exception:
-                if stored:
-                    # The row did not take the result: keep it in its blob too, so that whoever finishes the
-                    # job (the redelivery after the release, or the reaper) finds it and nothing runs twice.
-                    try:
-                        self.stores.blobs.put(name, outcome.result, "application/json")
-                    except Exception:  # noqa: BLE001 - the release below still carries it in the row
-                        log.warning("job %s: could not keep the result in its blob either", job.id)
-                raise
-            return "succeeded" if done is not None else "lost"
-        if outcome.kind == "cancelled":
-            self.lifecycle.finish(job, Status.CANCELLED, usage=usage, **progress)
+        if result.kind == "succeeded":
+            return self._record_success(result, job, usage, delivery)
+        if result.kind == "cancelled":
+            self.lifecycle.finish(job, Ending(Status.CANCELLED, usage=usage, progress=result.progress))
             return "cancelled"
-        if outcome.kind == "suspended" and outcome.suspended is not None:
-            stage = outcome.suspended.stage
-            waiting = self.lifecycle.suspend(job, stage, usage=usage, **progress)
-            if waiting is not None and waiting.status == Status.WAITING:
-                log.info("job %s: waiting for %d chunks of stage %s", job.id, outcome.suspended.chunks, stage)
+        if result.kind == "suspended" and result.suspended is not None:
+            stage = result.suspended.stage
+            waiting = self.lifecycle.suspend(job, stage, usage=usage, progress=result.progress)
+            if waiting.applied and waiting.row.status == Status.WAITING:
+                log.info("job %s: waiting for %d chunks of stage %s", job.id, result.suspended.chunks, stage)
                 return "waiting"
-            return "cancelled" if waiting is not None else "lost"
-        error = outcome.error or JobError.of("Error", "the attempt failed")
-        decision = retry.decide(job.attempts, outcome.retryable)
-        if decision.retry and job.attempts < job.max_attempts:
-            self.lifecycle.retry(job, error, decision.delay, usage=usage, **progress)
+            return "cancelled" if waiting.applied else "lost"
+        error = result.error or JobError.of("Error", "the attempt failed")
+        decision, again = self._next_step(retry, job, result)
+        if again:
+            self.lifecycle.finish(job, Ending(Status.RETRYING, error, usage=usage, progress=result.progress,
+                                              retry_in=decision.delay))
             log.warning(
                 "job %s: attempt %d failed (%s); %s in %.1f s",
                 job.id, job.attempts, error.type, decision.reason, decision.delay.total_seconds(),
@@ -396,13 +337,36 @@ class Worker(AttemptHost):
             return "retrying"
         why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
         final = JobError.of(error.type, f"{error.message} [{why}]")
-        if self.lifecycle.finish(job, Status.FAILED, error=final, usage=usage, **progress) is not None:
+        if self.lifecycle.finish(job, Ending(Status.FAILED, final, usage=usage, progress=result.progress)).applied:
             self.stores.messages.send_poison(text)
             telemetry.event(
                 "job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts
             )
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
+
+    def _record_success(self, result: AttemptResult, job: Job, usage: dict[str, float], delivery: _Delivery) -> str:
+        assert result.result is not None
+        name = result_blob_name(job.tenant, job.id, job.attempts)
+        # Small: the result goes into the row with the final state, in the same write (no blob put).
+        inline = result.result if len(result.result) <= RESULT_INLINE_MAX_BYTES else None
+        if inline is None:
+            self.stores.blobs.put(name, result.result, "application/json")
+        delivery.result = StoredResult(name, len(result.result), inline)
+        try:
+            done = self.lifecycle.finish(
+                job, Ending(Status.SUCCEEDED, result=delivery.result, usage=usage, progress=result.progress)
+            )
+        except Exception:
+            if inline is not None:
+                # The row did not take the result: keep it in its blob too, so that whoever finishes the
+                # job (the redelivery after the release, or the reaper) finds it and nothing runs twice.
+                try:
+                    self.stores.blobs.put(name, result.result, "application/json")
+                except Exception:  # noqa: BLE001 - the release below still carries it in the row
+                    log.warning("job %s: could not keep the result in its blob either", job.id)
+            raise
+        return "succeeded" if done.applied else "lost"
 
 
 def _merge_usage(old: dict[str, float], new: dict[str, float]) -> dict[str, float]:

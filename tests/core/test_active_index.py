@@ -16,8 +16,9 @@ from shared.config.constants import ACTIVE_ROW_PREFIX, REAPER_SWEEP_SECONDS, TEN
 from shared.config.settings import get_settings
 from shared.core.errors import ThematiqError
 from shared.core.jobs import JobError, Status
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import Ending, Lifecycle
 from shared.observability.metering import METER, TransactionMeter
+from shared.runtime import reaper as reaper_module
 from shared.runtime.reaper import Reaper
 from shared.storage.job_store import active_row_key
 from tests.core.scenarios import TENANT, drain, executions, job, submit, worker
@@ -40,8 +41,8 @@ def test_the_index_holds_exactly_the_claimed_unfinished_jobs(backend: Backend) -
     done = submit(backend).job
     assert backend.deliver(worker(backend).handle) == "succeeded"
     life = Lifecycle(backend.stores)
-    running = life.claim(backend.stores.jobs.get(TENANT, submit(backend, key="k-1").job.id, with_input=True), 1)
-    assert running is not None
+    running = life.claim(backend.stores.jobs.get(TENANT, submit(backend, key="k-1").job.id, with_input=True), 1).row
+    assert running.status == "running"
     queued = submit(backend).job
     cancelled = submit(backend).job
     life.cancel(job(backend, cancelled.id))
@@ -58,10 +59,11 @@ def test_a_released_claim_stays_indexed_and_finishes_without_a_stray(backend: Ba
     j = submit(backend).job
     life = Lifecycle(backend.stores)
     before = backend.stores.jobs.get(TENANT, j.id, with_input=True)
-    claimed = life.claim(before, 1)
-    assert claimed is not None and _indexed(backend) == {j.id}
-    released = life.release(claimed, before)  # the worker itself failed: queued again, attempt 0
-    assert released is not None and released.status == Status.QUEUED and not released.in_queue_only
+    claimed = life.claim(before, 1).row
+    assert claimed.status == "running" and _indexed(backend) == {j.id}
+    release = life.release(claimed, before)  # the worker itself failed: queued again, attempt 0
+    released = release.row
+    assert release.applied and released.status == Status.QUEUED and not released.in_queue_only
     assert _indexed(backend) == {j.id}  # its message may go to the poison queue: the reaper must still see it
     life.cancel(job(backend, j.id))
     assert _indexed(backend) == set()
@@ -194,7 +196,7 @@ def test_a_host_that_dies_on_the_last_delivery_before_claiming_leaves_the_job_fi
 
 def test_jobs_the_sweep_leaves_for_later_are_indexed(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     """Review finding: the sweep re-sends at most its budget a day; the never-claimed rest had no index row."""
-    monkeypatch.setattr(Lifecycle, "max_requeues_per_run", staticmethod(lambda: 1))
+    monkeypatch.setattr(reaper_module, "max_requeues_per_run", lambda: 1)
     a, b = submit(backend).job, submit(backend).job
     assert drain(backend) == 2  # both messages lost
     backend.clock.advance(get_settings().queued_stale_seconds + 1)
@@ -249,15 +251,16 @@ def test_a_first_claim_whose_answer_is_lost_writes_the_index_row_with_it(backend
     lost, the re-read decides it by owner, and the row exists exactly because the claim landed."""
     j = submit(backend).job
     rule = backend.faults.arm("table", mode, method="MERGE", contains='"status":"running"', count=1)
-    claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    claim = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
     assert rule.hits == 1, "the fault must have hit the claiming batch"
-    assert claimed is not None and claimed.status == Status.RUNNING
+    claimed = claim.row
+    assert claim.applied and claimed.status == Status.RUNNING
     assert job(backend, j.id).owner == claimed.owner and _indexed(backend) == {j.id}
 
 
 def _claimed(backend: Backend) -> str:
-    j = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
-    assert j is not None
+    j = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1).row
+    assert j.status == "running"
     return j.id
 
 
@@ -291,7 +294,7 @@ def test_every_filter_stays_within_the_services_15_comparisons(backend: Backend,
 
 def test_a_tenant_whose_index_cannot_be_read_does_not_hide_the_others(backend: Backend) -> None:
     j = submit(backend).job
-    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None
+    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).applied
     table = _table(backend)
     table.upsert_entity({"PartitionKey": TENANTS_PARTITION, "RowKey": "aaa-other", "kind": "tenant"})
     table.create_entity({"PartitionKey": "aaa-other", "RowKey": ACTIVE_ROW_PREFIX + "x", "kind": "active"})  # no job_id
@@ -307,13 +310,13 @@ def test_a_tenant_whose_index_cannot_be_read_does_not_hide_the_others(backend: B
 def test_an_unindexed_job_the_sweep_finds_is_indexed_from_then_on(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    assert life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None  # its worker dies
+    assert life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).applied  # its worker dies
     _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert Reaper(backend.stores, sweep=True).run().requeued_stale == [j.id]
     assert _indexed(backend) == {j.id}
     # Attempt 2's worker dies too: an index run sees it, without waiting for tomorrow's sweep.
-    assert life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 2) is not None
+    assert life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 2).applied
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert Reaper(backend.stores, sweep=False).run().requeued_stale == [j.id]
 
@@ -322,21 +325,21 @@ def test_finishing_an_unindexed_job_does_not_rest_on_the_sdks_error_index(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1).row
+    assert claimed.status == "running"
     _table(backend).delete_entity(TENANT, active_row_key(claimed.id))  # as a row written before the index existed
     # The SDK reports index 0 whenever it cannot parse the service's "n:" prefix.
     monkeypatch.setattr(TableTransactionError, "_extract_index", lambda self: 0)
-    done = life.finish(job(backend, claimed.id), Status.FAILED, error=JobError.of("X", "y"))
-    assert done is not None and job(backend, claimed.id).status == Status.FAILED
+    done = life.finish(job(backend, claimed.id), Ending(Status.FAILED, JobError.of("X", "y")))
+    assert done.applied and job(backend, claimed.id).status == Status.FAILED
 
 
 def test_the_index_matches_the_unfinished_jobs_after_racing_transitions(backend: Backend) -> None:
     life = Lifecycle(backend.stores)
     claimed = []
     for _ in range(8):
-        c = life.claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1)
-        assert c is not None
+        c = life.claim(backend.stores.jobs.get(TENANT, submit(backend).job.id, with_input=True), 1).row
+        assert c.status == "running"
         claimed.append(c)
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     barrier = threading.Barrier(4)
@@ -353,9 +356,9 @@ def test_the_index_matches_the_unfinished_jobs_after_racing_transitions(backend:
                 errors.append(err)
 
     steps = [
-        lambda c: life.finish(c, Status.FAILED, error=JobError.of("X", "y")),
-        life.reap_stale,
-        life.reap_stale,
+        lambda c: life.finish(c, Ending(Status.FAILED, JobError.of("X", "y"))),
+        life.reap,
+        life.reap,
         lambda c: life.cancel(backend.stores.jobs.get(TENANT, c.id)),
     ]
     threads = [threading.Thread(target=race, args=(step,)) for step in steps]
@@ -383,8 +386,8 @@ def _raise(tenant: str, err: Exception) -> None:
 def test_a_job_written_before_the_index_is_found_by_the_sweep_and_still_finishes(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None  # and its worker dies
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"  # and its worker dies
     _table(backend).delete_entity(TENANT, active_row_key(j.id))  # as a row written before the index existed
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert Reaper(backend.stores, sweep=False).run().requeued_stale == []  # the index cannot name it
@@ -420,12 +423,13 @@ def test_a_retry_whose_send_fails_is_re_sent_by_the_next_index_run_once_due(back
     j = submit(backend).job
     drain(backend)  # its first message, delivered: the claim below is that delivery's
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
     rule = backend.faults.arm("queue", "refuse", method="POST", count=100)  # the next attempt's send never goes
-    retried = life.retry(claimed, JobError.of("Transient", "try again"), timedelta(seconds=30))
+    retry = Ending(Status.RETRYING, JobError.of("Transient", "try again"), retry_in=timedelta(seconds=30))
+    retried = life.finish(claimed, retry).row
     backend.faults.disarm()
-    assert retried is not None and retried.status == Status.RETRYING and rule.hits >= 1 and backend.depth() == 0
+    assert retried.status == Status.RETRYING and rule.hits >= 1 and backend.depth() == 0
     assert reaper(backend).run().requeued_lost == []  # not due yet: the backoff still holds
     backend.clock.advance(31)  # due, far short of QUEUED_STALE_SECONDS
     assert reaper(backend).run().requeued_lost == [j.id]
@@ -439,7 +443,7 @@ def test_a_stale_job_whose_requeue_send_fails_is_re_sent_by_the_next_index_run(b
 
     j = submit(backend).job
     drain(backend)
-    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None
+    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).applied
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)  # its worker died
     backend.faults.arm("queue", "refuse", method="POST", count=100)
     assert reaper(backend).run().requeued_stale == [j.id]

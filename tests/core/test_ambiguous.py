@@ -17,7 +17,7 @@ from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import StorageUnavailable
 from shared.core.jobs import Status
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import Ending, Lifecycle, StoredResult
 from shared.core.messages import JobMessage
 from shared.core.names import result_blob_name
 from shared.runtime.protocol import AttemptSpec
@@ -126,8 +126,8 @@ def test_d_the_last_delivery_never_fails_a_job_it_did_not_claim(backend: Backend
 
 def test_d_the_last_delivery_never_fails_a_job_another_worker_runs(backend: Backend) -> None:
     j = submit(backend).job
-    running = Lifecycle(backend.stores).claim(job(backend, j.id), 1)
-    assert running is not None
+    running = Lifecycle(backend.stores).claim(job(backend, j.id), 1).row
+    assert running.status == "running"
     backend.faults.arm("table", "refuse", method="GET", count=3)
     ids_only = lambda text, _n: worker(backend).handle(JobMessage.decode(text).without_row().encode(), 5)  # noqa: E731
     assert backend.deliver(ids_only) == "error:StorageUnavailable"
@@ -138,8 +138,8 @@ def test_d_the_last_delivery_never_fails_a_job_another_worker_runs(backend: Back
 # -- e: self-fencing -------------------------------------------------------------------------------
 def test_e_an_attempt_that_cannot_renew_its_lease_stops_before_the_reaper_hands_it_on(backend: Backend) -> None:
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
-    claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
     backend.faults.arm("table", "refuse", method="MERGE", count=100_000)  # no heartbeat gets through
     settings = get_settings()
     spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
@@ -157,9 +157,9 @@ def test_f_creating_chunks_again_keeps_finished_chunks(backend: Backend) -> None
     life = Lifecycle(backend.stores)
     chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.QUEUED, 1, "m:f", of=2, plan="p") for i in range(2)]
     life.create_chunks(TENANT, j.id, "s", chunks)
-    claimed = life.claim_chunk(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
-    assert claimed is not None
-    life.finish_chunk(claimed, ChunkStatus.SUCCEEDED, output_blob="out-0")
+    claimed = life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1).row
+    assert claimed.status == "running"
+    assert life.finish(claimed, Ending(Status.SUCCEEDED, result=StoredResult("out-0", 0))).applied
     backend.faults.arm("table", "drop", method="POST", count=1)  # and the replay's answer is lost, too
     life.create_chunks(TENANT, j.id, "s", chunks)  # a second writer (a re-run attempt) plans the same stage
     again = backend.stores.chunks.list_stage(TENANT, j.id, "s")
@@ -172,7 +172,7 @@ def test_f_creating_chunks_again_keeps_finished_chunks(backend: Backend) -> None
 def test_g_an_unreadable_row_is_skipped_and_every_other_job_is_reaped(backend: Backend) -> None:
     good = submit(backend).job
     life = Lifecycle(backend.stores)
-    assert life.claim(backend.stores.jobs.get(TENANT, good.id, with_input=True), 1) is not None
+    assert life.claim(backend.stores.jobs.get(TENANT, good.id, with_input=True), 1).applied
     table = backend.stores.jobs.table  # type: ignore[attr-defined]
     bad = good.id[:-4] + "ffff"
     table.create_entity({"PartitionKey": TENANT, "RowKey": bad, "kind": "job", "pipeline": "echo",
@@ -185,10 +185,10 @@ def test_g_an_unreadable_row_is_skipped_and_every_other_job_is_reaped(backend: B
 def test_g_a_cleared_datetime_reads_back_as_none(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
     released = life.release(claimed, job(backend, j.id))  # writes owner and fan_in_at = None, stored as ""
-    assert released is not None
+    assert released.applied
     again = job(backend, j.id)
     assert again.fan_in_at is None and again.owner is None and again.wait_stage is None
 

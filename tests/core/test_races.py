@@ -11,7 +11,8 @@ from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import LostClaim
 from shared.core.jobs import JobError, Status
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import Ending, Lifecycle, StoredResult
+from shared.runtime.worker import JobLease
 from tests.core.scenarios import TENANT, executions, job, reaper, submit, worker
 from tests.support.backends import Backend
 
@@ -54,24 +55,25 @@ def test_duplicate_deliveries_run_the_pipeline_once(backend: Backend) -> None:
 def test_a_cancel_racing_heartbeats_is_never_lost(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
 
     def beat(i: int) -> None:
         if i == 0:
             life.cancel(job(backend, j.id))
             return
-        row = claimed
+        lease = JobLease(life, claimed)
         for _ in range(10):
-            row = life.renew(row, None)
+            lease.renew(None)
 
     outcomes = _together(3, beat)
     # The cancel itself must not give up (it used to lose 8 lockstep rounds to the heartbeats).
     assert not any(isinstance(o, Exception) for o in outcomes), outcomes
-    final = life.renew(claimed, None)
-    assert final.cancel_requested and final.status == Status.RUNNING and final.owner == claimed.owner
-    cancelled = life.finish(final, Status.RETRYING, error=JobError.of("E", "x"), available_at=final.available_at)
-    assert cancelled is not None and cancelled.status == Status.CANCELLED  # a cancelled job is not retried
+    renewed = life.renew(claimed, None)
+    final = renewed.row
+    assert renewed.applied and final.cancel_requested and final.status == Status.RUNNING and final.owner == claimed.owner
+    cancelled = life.finish(final, Ending(Status.RETRYING, JobError.of("E", "x"))).row
+    assert cancelled.status == Status.CANCELLED  # a cancelled job is not retried
 
 
 def test_two_reapers_requeue_a_stale_job_once(backend: Backend) -> None:
@@ -79,7 +81,7 @@ def test_two_reapers_requeue_a_stale_job_once(backend: Backend) -> None:
     client = backend.raw_queue(get_settings().jobs_queue)
     for m in list(client.receive_messages(messages_per_page=32, max_messages=32)):
         client.delete_message(m, pop_receipt=m.pop_receipt)
-    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1) is not None
+    assert Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).applied
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     reports = _together(3, lambda _: reaper(backend).run())
     assert sum(len(r.requeued_stale) for r in reports) == 1, [r.summary() for r in reports]
@@ -91,39 +93,40 @@ def test_two_reapers_requeue_a_stale_job_once(backend: Backend) -> None:
 def test_a_renewal_after_the_reaper_took_the_job_loses_the_claim(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
     backend.clock.advance(get_settings().heartbeat_stale_seconds + 1)
     assert reaper(backend).run().requeued_stale == [j.id]
     try:
-        life.renew(claimed, None)
+        JobLease(life, claimed).renew(None)
     except LostClaim:
         pass
     else:
         raise AssertionError("a zombie renewed a job the reaper had handed on")
-    assert life.finish(claimed, Status.SUCCEEDED) is None  # and its late outcome is discarded
+    assert not life.finish(claimed, Ending(Status.SUCCEEDED)).applied  # and its late outcome is discarded
+    assert not life.renew(claimed, None).applied  # the lifecycle's answer the lease turns into LostClaim
     assert job(backend, j.id).status == Status.RETRYING
 
 
 def test_exactly_one_finisher_fans_in(backend: Backend) -> None:
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
     n = 6
     life.create_chunks(TENANT, j.id, "s", [
         Chunk(TENANT, j.id, "s", i, ChunkStatus.QUEUED, 1, "m:f", of=n, plan="p") for i in range(n)
     ])
     waiting = life.suspend(claimed, "s")
-    assert waiting is not None and waiting.status == Status.WAITING
-    running = [life.claim_chunk(backend.stores.chunks.get(TENANT, j.id, "s", i), 1) for i in range(n)]
+    assert waiting.applied and waiting.row.status == Status.WAITING
+    running = [life.claim(backend.stores.chunks.get(TENANT, j.id, "s", i), 1) for i in range(n)]
+    assert all(c.applied for c in running)
     before = backend.depth()
 
     def finish(i: int) -> str:
-        chunk = running[i]
-        assert chunk is not None
-        life.finish_chunk(chunk, ChunkStatus.SUCCEEDED, output_blob=f"o{i}")
-        return life.settle(TENANT, j.id, "s")
+        chunk = running[i].row
+        life.finish(chunk, Ending(Status.SUCCEEDED, result=StoredResult(f"o{i}", 0)))
+        return life.refill_or_fan_in(TENANT, j.id, "s")
 
     outcomes = _together(n, finish)
     assert outcomes.count("fired") == 1, outcomes

@@ -14,7 +14,7 @@ from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import StorageUnavailable
 from shared.core.jobs import Status
-from shared.core.lifecycle import Lifecycle
+from shared.core.lifecycle import Ending, Lifecycle, StageCheck, StoredResult
 from shared.core.messages import JobMessage
 from shared.core.names import result_blob_name
 from shared.runtime.protocol import AttemptSpec
@@ -60,8 +60,9 @@ class _TimedLease:
 def test_1_fence_stops_the_attempt_before_its_heartbeat_is_stale(backend: Backend, mode: str) -> None:
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
     settings = get_settings()  # heartbeat 0.2 s, stale 2 s: the fence is at 1.2 s
     spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
                        pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
@@ -80,8 +81,9 @@ def test_1_fence_stops_the_attempt_before_its_heartbeat_is_stale(backend: Backen
 def test_1_fence_counts_from_the_claims_heartbeat_not_from_runner_start(backend: Backend) -> None:
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
     claimed_at = time.monotonic()  # the claim wrote heartbeat_at now
     backend.faults.arm("table", "refuse", method="MERGE", count=100_000)  # no renewal gets through
     time.sleep(1.0)  # Worker._run: reading a claim-checked input blob (the SDK may take ~90 s)
@@ -135,20 +137,23 @@ def test_4_released_resume_with_a_stored_result_finishes_from_the_blob(backend: 
     j = submit(backend).job
     drain(backend)  # the submission's message: this test drives the claim itself
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
     life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
-    assert life.suspend(claimed, "s") is not None
-    chunk = life.claim_chunk(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
-    assert chunk is not None and life.finish_chunk(chunk, ChunkStatus.SUCCEEDED, output_blob="o0") is not None
-    assert life.settle(TENANT, j.id, "s") == "fired"
+    assert life.suspend(claimed, "s").applied
+    chunk = life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
+    assert chunk.applied
+    assert life.finish(chunk.row, Ending(Status.SUCCEEDED, result=StoredResult("o0", 0))).applied
+    assert life.refill_or_fan_in(TENANT, j.id, "s") == StageCheck.FIRED
     fired = backend.stores.jobs.get(TENANT, j.id, with_input=True)
     # A worker takes the resume, the attempt finishes and stores its result, then the outcome write fails:
-    resumed = life.resume(fired, 1)
-    assert resumed is not None
+    resume = life.resume(fired, 1)
+    assert resume.applied
+    resumed = resume.row
     name = result_blob_name(TENANT, j.id, 1)
     backend.stores.blobs.put(name, b'{"echo": [1]}', "application/json")
-    assert life.release(resumed, fired, (name, 13)) is not None
+    assert life.release(resumed, fired, StoredResult(name, 13)).applied
     released = job(backend, j.id)
     assert released.status == Status.WAITING and released.result_blob == name
     outcome = backend.deliver(worker(backend).handle)  # the host redelivers the resume message
@@ -167,8 +172,8 @@ def test_5_chunks_behind_a_backlog_are_not_resent(backend: Backend, monkeypatch:
     life.create_chunks(TENANT, j.id, "s", [
         Chunk(TENANT, j.id, "s", i, ChunkStatus.PENDING, 1, "m:f", of=n, plan="p") for i in range(n)
     ])
-    # Released as settle does: queued, with queued_at, and each chunk's message sent (waiting behind a backlog).
-    assert life.pump(backend.stores.chunks.list_stage(TENANT, j.id, "s"), n) == n
+    # Queued as refill_or_fan_in does: queued, with queued_at, and each chunk's message sent (behind a backlog).
+    assert life._queue_pending(backend.stores.chunks.list_stage(TENANT, j.id, "s"), n) == n
     chunks_queue = get_settings().chunks_queue
     resent = 0
     for _ in range(3):  # three reaper periods while the backlog drains slowly
@@ -237,11 +242,12 @@ def test_10_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backen
 
     j = submit(backend).job
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed is not None
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
     life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
-    assert life.suspend(claimed, "s") is not None  # the job waits for its map stage
-    assert life.claim_chunk(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1) is not None  # its worker dies
+    assert life.suspend(claimed, "s").applied  # the job waits for its map stage
+    assert life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1).applied  # its worker dies
     table = backend.stores.chunks.table  # type: ignore[attr-defined]
     table.create_entity({"PartitionKey": "other-tenant", "RowKey": "0~c~s~00000", "kind": "chunk",
                          "status": "running", "heartbeat_at": utcnow() - timedelta(hours=1)})  # a hand-edited row

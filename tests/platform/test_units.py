@@ -68,25 +68,30 @@ def test_messages_round_trip() -> None:
 
 
 def test_an_attempt_that_ends_after_a_cancel_request_is_cancelled_not_retried_or_parked() -> None:
-    from shared.core.lifecycle import Lifecycle
+    from shared.core.jobs import JobError
+    from shared.core.lifecycle import Ending, Lifecycle
     from tests.support.backends import fake_backend
 
     stores = fake_backend().stores
     life = Lifecycle(stores)
     now = utcnow()
-    for status in (Status.RETRYING, Status.WAITING):
+    for parks in (
+        lambda flagged: life.finish(flagged, Ending(Status.RETRYING, JobError.of("E", "x"), usage={})),
+        lambda flagged: life.suspend(flagged, "embed", usage={}),
+    ):
         job = stores.jobs.create(Job("t", new_job_id(), "echo", Status.QUEUED, {}, now, now, 3))
-        running = life.claim(job, 1)
-        assert running is not None
-        flagged = life.cancel(running)
-        ended = life.finish(flagged, status, wait_stage="embed", usage={})
-        assert ended is not None and ended.status == Status.CANCELLED and ended.finished_at is not None
+        running = life.claim(job, 1).row
+        assert running.status == "running"
+        flagged = life.cancel(running).row
+        ending = parks(flagged)
+        ended = ending.row
+        assert ending.applied and ended.status == Status.CANCELLED and ended.finished_at is not None
         assert ended.wait_stage is None
     job = stores.jobs.create(Job("t", new_job_id(), "echo", Status.QUEUED, {}, now, now, 3))
-    running = life.claim(job, 1)
-    assert running is not None
-    done = life.finish(life.cancel(running), Status.SUCCEEDED)
-    assert done is not None and done.status == Status.SUCCEEDED
+    running = life.claim(job, 1).row
+    assert running.status == "running"
+    done = life.finish(life.cancel(running).row, Ending(Status.SUCCEEDED)).row
+    assert done.status == Status.SUCCEEDED
 
 
 def test_a_transition_that_keeps_losing_is_a_503_with_retry_after_not_a_500() -> None:

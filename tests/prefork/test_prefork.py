@@ -23,7 +23,7 @@ from shared.core.jobs import Progress
 from shared.core.registry import default_registry
 from shared.runtime.prefork import ForkRunner, fork_supported, zygote
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import Outcome, default_runner
+from shared.runtime.runner import AttemptResult, default_runner
 
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="fork attempts need Linux")
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def spec(pipeline: str, params: dict[str, Any], job_id: str = "fe5dcf1cfd2e8b0a0
     )
 
 
-def run(pipeline: str, params: dict[str, Any], timeout: float = 30, lease: Lease | None = None) -> Outcome:
+def run(pipeline: str, params: dict[str, Any], timeout: float = 30, lease: Lease | None = None) -> AttemptResult:
     return ForkRunner(lease or Lease(), spec(pipeline, params), timeout, get_settings()).run({"x": 1})
 
 
@@ -89,7 +89,7 @@ def test_a_forked_attempt_succeeds_and_the_zygote_stays() -> None:
     ],
 )
 def test_a_crashing_forked_attempt_fails_only_itself(fail: str, reason: str) -> None:
-    healthy: list[Outcome] = []
+    healthy: list[AttemptResult] = []
     neighbour = threading.Thread(target=lambda: healthy.append(run("sleep", {"seconds": 1.5, "steps": 3})))
     neighbour.start()
     time.sleep(0.3)
@@ -306,7 +306,7 @@ def test_a_failed_fork_request_among_8_concurrent_attempts_fails_only_itself() -
 
     assert run("echo", {}).kind == "succeeded"
     pid, started = zygote().pid, zygote().started
-    outcomes: list[Outcome] = []
+    outcomes: list[AttemptResult] = []
     threads = [threading.Thread(target=lambda: outcomes.append(run("sleep", {"seconds": 2.0, "steps": 4})))
                for _ in range(8)]
     for t in threads:

@@ -18,7 +18,7 @@ from shared.core.jobs import JobError
 from shared.core.registry import load_ref
 from shared.runtime import protocol
 from shared.runtime.protocol import AttemptSpec
-from shared.runtime.runner import Lease, Outcome
+from shared.runtime.runner import AttemptResult, Lease
 from shared.sdk.errors import Cancelled, PipelineError
 from shared.sdk.fanout_types import Suspend
 
@@ -53,25 +53,25 @@ class InProcessRunner:
     def __init__(self, lease: Lease, spec: AttemptSpec, timeout: float, settings: Settings) -> None:
         self.lease, self.spec = lease, spec
 
-    def run(self, input_value: Any) -> Outcome:
+    def run(self, input_value: Any) -> AttemptResult:
         try:
             self.lease.renew(None)
         except LostClaim:
-            return Outcome("lost")
+            return AttemptResult("lost")
         InProcessRunner.executions[self.spec.job_id] += 1
         pipeline = load_ref(self.spec.pipeline_ref)
         try:
             result = pipeline.run(_Ctx(self.spec), pipeline.params_model.model_validate(self.spec.params), input_value)
         except Suspend as s:
-            return Outcome("suspended", suspended=protocol.Suspended(stage=s.stage, chunks=s.chunks))
+            return AttemptResult("suspended", suspended=protocol.Suspended(stage=s.stage, chunks=s.chunks))
         except Cancelled:
-            return Outcome("cancelled")
+            return AttemptResult("cancelled")
         except PipelineError as err:
-            return Outcome("failed", error=JobError.of(type(err).__name__, str(err)), retryable=err.retryable)
+            return AttemptResult("failed", error=JobError.of(type(err).__name__, str(err)), retryable=err.retryable)
         except Exception as err:
-            return Outcome("failed", error=JobError.of(type(err).__name__, str(err)), retryable=True)
+            return AttemptResult("failed", error=JobError.of(type(err).__name__, str(err)), retryable=True)
         try:
             self.lease.renew(None)
         except LostClaim:
-            return Outcome("lost")
-        return Outcome("succeeded", result=json.dumps(result).encode())
+            return AttemptResult("lost")
+        return AttemptResult("succeeded", result=json.dumps(result).encode())

@@ -156,13 +156,13 @@ def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: B
     lifecycle was given (the fake's own queue, or Azurite's), with the queue faults the other queues obey."""
     from shared.config.settings import get_settings
     from shared.core.jobs import Status
-    from shared.core.lifecycle import Lifecycle
+    from shared.core.lifecycle import Ending, Lifecycle
     from tests.core.scenarios import drain
 
     job = finished_job(backend, status=Status.RUNNING)  # running, with a webhook: its worker finishes it now
     life = Lifecycle(backend.stores)
     claimed = backend.stores.jobs.get(job.tenant, job.id, with_input=True)
-    assert life.finish(claimed.with_changes(owner=None), Status.SUCCEEDED) is not None
+    assert life.finish(claimed.with_changes(owner=None), Ending(Status.SUCCEEDED)).applied
     callbacks = get_settings().callbacks_queue
     queue = backend.raw_queue(callbacks)
     (got,) = list(queue.receive_messages(max_messages=32, visibility_timeout=60))
@@ -174,7 +174,7 @@ def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: B
     other = finished_job(backend, status=Status.RUNNING)
     rule = backend.faults.arm("queue", "refuse", method="POST", count=100)
     row = backend.stores.jobs.get(other.tenant, other.id, with_input=True)
-    assert life.finish(row.with_changes(owner=None), Status.FAILED) is not None
+    assert life.finish(row.with_changes(owner=None), Ending(Status.FAILED)).applied
     backend.faults.disarm()
     assert rule.hits >= 1 and drain(backend, callbacks) == 0
 
