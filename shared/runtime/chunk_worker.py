@@ -15,12 +15,11 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from datetime import timedelta
 
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
-from shared.core.errors import NotFound, StorageUnavailable, ThematiqError
+from shared.core.errors import NotFound, ThematiqError
 from shared.core.jobs import Job, JobError, Status
 from shared.core.leased import Ending, StoredResult
 from shared.core.lifecycle import Lifecycle
@@ -128,8 +127,7 @@ class ChunkWorker(AttemptHost):
             self.lifecycle.release(chunk, held[-1][1])
             held.clear()
             msg = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts, traceparent)
-            if not self.lifecycle.send(msg, timedelta(seconds=settings.admission_delay_seconds)):
-                raise StorageUnavailable("could not defer the chunk message")
+            self._send_later(msg)
             return "deferred"
         try:
             lease = ChunkLease(self.lifecycle, chunk)

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, Generic, Literal, Protocol, TypeVar
 
@@ -43,7 +44,7 @@ from shared.core.errors import LostClaim, StorageUnavailable
 from shared.core.jobs import Job, JobError, Progress, Status
 from shared.core.leased import R, StoredResult, kind_of
 from shared.core.lifecycle import Ending, Lifecycle
-from shared.core.messages import BadMessage
+from shared.core.messages import BadMessage, ChunkMessage, JobMessage
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
@@ -523,6 +524,17 @@ class AttemptHost:
         from shared.config.settings import get_settings
 
         return get_settings()
+
+    def _send_later(self, message: JobMessage | ChunkMessage) -> timedelta:
+        """Send ``message`` again after ``ADMISSION_DELAY_SECONDS`` (no memory here now); returns the delay.
+
+        The new message starts with a dequeue count of 0, so waiting for memory never pushes work towards
+        the poison queue. Were the send lost, this delivery fails instead and the host redelivers it.
+        """
+        delay = timedelta(seconds=self.settings.admission_delay_seconds)
+        if not self.lifecycle.send(message, delay):
+            raise StorageUnavailable(f"could not defer the {type(message).__name__}")
+        return delay
 
     @staticmethod
     def _next_step(retry: RetryPolicy, row: Job | Chunk, result: AttemptResult) -> tuple[RetryDecision, bool]:

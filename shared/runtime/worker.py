@@ -218,11 +218,7 @@ class Worker(AttemptHost):
         return self._estimate(pipeline, job.params, value, f"job {job.id}")
 
     def _defer(self, job: Job, msg: JobMessage, estimate: float) -> str:
-        """No room in this host's memory budget: send the message again, a little later; this delivery completes.
-
-        The new message starts with a dequeue count of 0, so waiting for memory never pushes a job
-        towards the poison queue. Were the send lost, this delivery fails instead and the host redelivers it.
-        """
+        """No room in this host's memory budget: send the message again, a little later; this delivery completes."""
         delay = timedelta(seconds=self.settings.admission_delay_seconds)
         log.info(
             "job %s: needs about %.0f MB, which does not fit beside the %d attempts running; again in %.0f s",
@@ -231,8 +227,7 @@ class Worker(AttemptHost):
         # Move the job's due time on, so the reaper's lost-message pass does not take a job that is only
         # waiting for memory for one whose message was lost (and add a copy each period).
         self.lifecycle.postpone(job, delay)
-        if not self.lifecycle.send(msg, delay):
-            raise StorageUnavailable("could not defer the message")
+        self._send_later(msg)
         return "deferred"
 
     def _resume(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery) -> str:
