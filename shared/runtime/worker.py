@@ -176,8 +176,9 @@ class Worker(AttemptHost):
             self.lifecycle.cancel(job)
             return "cancelled"
         reservation, input_value = None, _NO_INPUT
+        # The input is in the row (or the message): admission is decided before the claim, for free. Not for a
+        # row that points at this attempt's result: it needs no memory (the claim finishes it from the result).
         if job.input_blob is None and job.result_blob != result_blob_name(job.tenant, job.id, msg.attempt):
-            # The input is in the row (or the message): admission is decided before the claim, for free.
             pipeline = self.registry.get(job.pipeline)
             input_value = self._input_or_none(job)
             estimate = self._job_estimate(pipeline, job, input_value)
