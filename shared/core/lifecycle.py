@@ -137,7 +137,9 @@ class Lifecycle:
             tries=tries,
         )
         if result.applied:
-            telemetry.TRANSITIONS.add(1, {"transition": name, "kind": kind.name})
+            # A claim or resume that found its attempt's result stored finished the job: counted as the finish.
+            stored = name in ("claim", "resume") and result.row.status == Status.SUCCEEDED
+            telemetry.TRANSITIONS.add(1, {"transition": "finish:succeeded" if stored else name, "kind": kind.name})
             self._record(row, result.row, name)
         return result
 
