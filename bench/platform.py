@@ -166,21 +166,21 @@ def idle_reaper_ops(proxy: FaultProxy, runs: int = 3) -> tuple[float, float]:
     deployment: an index run must not grow with them (it never reads a finished row), the sweep's scans do.
     """
     _use(proxy.connection_string, "benchidle", "bench-idle")
-    from shared.runtime.reaper import Reaper
+    from shared.platform import Platform
     from tests.platform.direct import http, run_worker_once
 
     for _ in range(40):
         http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})
     while run_worker_once() is not None:
         pass
-    Reaper().run()  # never swept yet: this run is the full sweep, and records it in the table
+    Platform.from_settings().reaper().run()  # never swept yet: this run is the full sweep, and records it in the table
     proxy.reset_counters()
     for _ in range(runs):
-        Reaper().run()
+        Platform.from_settings().reaper().run()
     t = proxy.totals()
     per_index_run = (t.reads + t.writes) / runs
     proxy.reset_counters()
-    Reaper(sweep=True).run()
+    Platform.from_settings().reaper(sweep=True).run()
     t = proxy.totals()
     return per_index_run, float(t.reads + t.writes)
 

@@ -6,22 +6,12 @@ import logging
 
 import azure.functions as func
 
-from shared.runtime.worker import Worker
+from shared import platform
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.worker")
-_worker: Worker | None = None
-
-
-def worker() -> Worker:
-    global _worker
-    if _worker is None:
-        _worker = Worker()
-    return _worker
-
-
 @bp.function_name("job_worker")
 @bp.queue_trigger(arg_name="msg", queue_name="%JOBS_QUEUE%", connection="AzureWebJobsStorage")
 def job_worker(msg: func.QueueMessage) -> None:
-    outcome = worker().handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
+    outcome = platform.current().worker.handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
     log.info("message %s (delivery %s): %s", msg.id, msg.dequeue_count, outcome)

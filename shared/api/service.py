@@ -41,7 +41,6 @@ from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
 from shared.sdk.responses import ResponseLister
-from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
@@ -240,8 +239,8 @@ def _finite_float(text: str) -> float:
 
 
 class JobService:
-    def __init__(self, stores: Stores | None = None, registry: Registry | None = None) -> None:
-        self.stores = stores or azure_stores()
+    def __init__(self, stores: Stores, registry: Registry | None = None) -> None:
+        self.stores = stores
         self.lifecycle = Lifecycle(self.stores)
         self.registry = registry or default_registry()
 

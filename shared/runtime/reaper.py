@@ -44,7 +44,6 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.names import INPUT_BLOB_SUFFIX, input_blob_name, job_prefix
 from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
-from shared.storage import azure_stores
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,9 +92,9 @@ class _Candidates:
 
 
 class Reaper:
-    def __init__(self, stores: Stores | None = None, *, sweep: bool | None = None) -> None:
+    def __init__(self, stores: Stores, *, sweep: bool | None = None) -> None:
         """``sweep`` forces (True) or skips (False) the full sweep; by default it is due once a day."""
-        self.stores = stores or azure_stores()
+        self.stores = stores
         self.lifecycle = Lifecycle(self.stores)
         self.settings = get_settings()
         self.sweep = sweep

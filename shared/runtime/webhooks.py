@@ -54,7 +54,6 @@ from shared.core.webhooks import (
     sign,
 )
 from shared.observability import telemetry
-from shared.storage import azure_stores
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
@@ -252,13 +251,13 @@ class SweepReport:
 class WebhookSender:
     def __init__(
         self,
-        stores: Stores | None = None,
+        stores: Stores,
         public: Callable[[Job], dict[str, Any]] | None = None,
         transport: Transport = post,
         send: Callable[[WebhookMessage, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.stores = stores or azure_stores()
+        self.stores = stores
         self.index = WebhookStore.of(self.stores)
         #: The job's JSON as the API shows it (the blueprint passes ``shared.api.views.public``).
         self.public = public or (lambda job: {"id": job.id, "status": job.status.value})
