@@ -76,6 +76,20 @@ class Submitted:
 
 
 @dataclass(frozen=True)
+class _Accepted:
+    """A submission that passed every check (``JobService._accept``): what its job row will hold."""
+
+    body: SubmitBody
+    #: The params as the pipeline's model dumps them, and the input as its checks and ``prepare`` left it.
+    params: dict[str, Any]
+    data: Any
+    callback_url: str | None
+    #: sha256 of what the client sent, canonicalised: an Idempotency-Key replay must send the same.
+    request_hash: str
+    max_attempts: int
+
+
+@dataclass(frozen=True)
 class ResultBody:
     content_type: str
     body: bytes
@@ -248,6 +262,49 @@ class JobService:
     def submit(
         self, tenant: str, raw_body: bytes, idempotency_key: str | None, traceparent: str | None = None
     ) -> Submitted:
+        accepted = self._accept(tenant, raw_body)
+        callback_url = accepted.callback_url
+        now = utcnow()
+        job_id = new_job_id()
+        encoded = encode_input(accepted.data)
+        inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
+        blob_name = None if inline else input_blob_name(tenant, job_id)
+        if callback_url:
+            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
+            # insert that then fails leaves a row the sweep removes (its job is not found).
+            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
+        if blob_name:
+            # Claim check: the payload is in Blob Storage before the row that points at it exists.
+            self.stores.blobs.put(blob_name, encoded, "application/gzip")
+        job = Job(
+            tenant=tenant,
+            id=job_id,
+            pipeline=accepted.body.pipeline,
+            status=Status.QUEUED,
+            params=accepted.params,
+            created_at=now,
+            available_at=now,
+            max_attempts=min(accepted.max_attempts, host_config().max_dequeue_count),
+            input_inline=encoded if inline else None,
+            input_blob=blob_name,
+            input_bytes=len(raw_body),
+            request_hash=accepted.request_hash,
+            traceparent=traceparent,
+            callback_url=callback_url,
+            callback_status=WebhookStatus.PENDING if callback_url else None,
+        )
+        try:
+            stored, created = self.lifecycle.submit(job, idempotency_key)
+        except ThematiqError:
+            if blob_name:
+                self._drop_input_unless_stored(job, blob_name)
+            raise
+        if not created and blob_name:
+            self._forget_blob(blob_name)
+        return Submitted(stored, created)
+
+    def _accept(self, tenant: str, raw_body: bytes) -> _Accepted:
+        """Every check of a submission, before anything is stored: a bad one is a 4xx and nothing changes."""
         settings = get_settings()
         value = parse_json_body(raw_body, settings.max_input_bytes)
         if not isinstance(value, dict):
@@ -288,44 +345,7 @@ class JobService:
         request_hash = hashlib.sha256(
             json.dumps(fingerprint, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
-        now = utcnow()
-        job_id = new_job_id()
-        encoded = encode_input(data)
-        inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
-        blob_name = None if inline else input_blob_name(tenant, job_id)
-        if callback_url:
-            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
-            # insert that then fails leaves a row the sweep removes (its job is not found).
-            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
-        if blob_name:
-            # Claim check: the payload is in Blob Storage before the row that points at it exists.
-            self.stores.blobs.put(blob_name, encoded, "application/gzip")
-        job = Job(
-            tenant=tenant,
-            id=job_id,
-            pipeline=body.pipeline,
-            status=Status.QUEUED,
-            params=params,
-            created_at=now,
-            available_at=now,
-            max_attempts=min(pipeline.retry.max_attempts, host_config().max_dequeue_count),
-            input_inline=encoded if inline else None,
-            input_blob=blob_name,
-            input_bytes=len(raw_body),
-            request_hash=request_hash,
-            traceparent=traceparent,
-            callback_url=callback_url,
-            callback_status=WebhookStatus.PENDING if callback_url else None,
-        )
-        try:
-            stored, created = self.lifecycle.submit(job, idempotency_key)
-        except ThematiqError:
-            if blob_name:
-                self._drop_input_unless_stored(job, blob_name)
-            raise
-        if not created and blob_name:
-            self._forget_blob(blob_name)
-        return Submitted(stored, created)
+        return _Accepted(body, params, data, callback_url, request_hash, pipeline.retry.max_attempts)
 
     def _drop_input_unless_stored(self, job: Job, blob_name: str) -> None:
         """A submission that failed (503, or 409 for a reused key) after its input blob was written.
