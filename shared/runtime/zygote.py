@@ -58,7 +58,7 @@ WARM_MODULES = (
     "shared.runtime.child",
     "shared.runtime.fanout",
     "shared.core.lifecycle",
-    "shared.storage",
+    "shared.storage.assembly",  # the stores the attempt builds (shared.runtime.child._attempt_stores)
     "shared.storage.blobs",
     "shared.llm.client",
     "azure.core",
