@@ -22,8 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from shared.api import views
 from shared.api.pages import PageCache
@@ -44,6 +43,8 @@ from shared.storage.assembly import azure_stores, memory_stores
 
 if TYPE_CHECKING:
     from shared.storage.fake import FakeStorage
+
+_T = TypeVar("_T")
 
 #: The API's route prefix: webhook bodies carry the links ``GET /api/jobs/{id}`` answers with.
 API = "/api"
@@ -66,7 +67,7 @@ class Platform:
     budget: MemoryBudget = BUDGET
     #: The in-memory account behind ``stores``, for a test to look into (None on Azure Storage).
     fake: FakeStorage | None = None
-    _pages: dict[str, PageCache] = field(default_factory=dict, repr=False)
+    _built: dict[str, object] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -92,26 +93,35 @@ class Platform:
         return self
 
     # -- the services, built once per platform ------------------------------------------------------
-    @cached_property
+    def _once(self, name: str, make: Callable[[], _T]) -> _T:
+        # Under the lock: the first invocations of a function arrive on several of the host's threads at once,
+        # and a worker built twice would pick its attempt runner twice.
+        with self._lock:
+            built = self._built.get(name)
+            if built is None:
+                built = self._built[name] = make()
+            return cast(_T, built)
+
+    @property
     def service(self) -> JobService:
-        return JobService(self.stores, self.registry)
+        return self._once("service", lambda: JobService(self.stores, self.registry))
 
-    @cached_property
+    @property
     def webhook_secrets(self) -> WebhookSecrets:
-        return WebhookSecrets(self.stores)
+        return self._once("webhook_secrets", lambda: WebhookSecrets(self.stores))
 
-    @cached_property
+    @property
     def worker(self) -> Worker:
-        return Worker(self.stores, self.registry, runner=self.runner)
+        return self._once("worker", lambda: Worker(self.stores, self.registry, runner=self.runner))
 
-    @cached_property
+    @property
     def chunk_worker(self) -> ChunkWorker:
-        return ChunkWorker(self.stores, self.registry, runner=self.runner)
+        return self._once("chunk_worker", lambda: ChunkWorker(self.stores, self.registry, runner=self.runner))
 
-    @cached_property
+    @property
     def webhook_sender(self) -> WebhookSender:
         # The receiver gets exactly the JSON GET /api/jobs/{id} answers.
-        return WebhookSender(self.stores, public=lambda job: views.public(job, API))
+        return self._once("webhook_sender", lambda: WebhookSender(self.stores, public=lambda job: views.public(job, API)))
 
     def reaper(self, *, sweep: bool | None = None) -> Reaper:
         """A reaper for one timer run (it reads the settings when built, as a new run should)."""
@@ -119,11 +129,7 @@ class Platform:
 
     def page(self, key: str, make: Callable[[], PageCache]) -> PageCache:
         """The built page ``key`` of this process (the dashboard, the API reference), made on first use."""
-        with self._lock:
-            cache = self._pages.get(key)
-            if cache is None:
-                cache = self._pages[key] = make()
-            return cache
+        return self._once(f"page:{key}", make)
 
 
 _current: Platform | None = None
