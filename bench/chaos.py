@@ -181,7 +181,7 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
         sender = runtime.WebhookSender(backend.stores)
         for job_id in made:
             job = backend.stores.jobs.get("local", job_id)
-            runtime.enqueue(WebhookMessage("local", job_id, delivery_id(job)))
+            backend.stores.messages.send(WebhookMessage("local", job_id, delivery_id(job)))  # to CALLBACKS_QUEUE
         queue = backend.raw_queue(get_settings().callbacks_queue)
 
         def deliver(msg: object) -> None:
