@@ -7,6 +7,7 @@ import pytest
 
 from pipelines.thematic import mapped, stages
 from shared.sdk import PermanentError
+from shared.sdk.fanout_types import MapResult
 from tests.thematic.fakes import FakeContext
 
 from .stage_support import WordEmbedder, state
@@ -99,3 +100,53 @@ def test_embed_in_parts_checkpoints_every_part_but_the_last(monkeypatch: pytest.
     assert isinstance(s.embedder, WordEmbedder) and s.embedder.calls == [2, 2, 1]
     assert sorted(k for k in ctx.checkpoints if k.startswith("embedpart-")) == [
         "embedpart-2-00000-fp", "embedpart-2-00001-fp"]
+
+
+class _MapContext(FakeContext):
+    """``ctx.map`` answered by the word embedder, recording what the chunk workers were given."""
+
+    def __init__(self, lose: int = 0, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.given: list[object] = []
+        self.graph_saved_before_map: bool | None = None
+        self.lose = lose
+
+    def map(self, stage: str, items: list[object], fn: object, *, chunk_size: int | None = None,
+            error_budget: float = 0.0) -> MapResult:
+        self.given = items
+        self.graph_saved_before_map = stages.GRAPH_CHOICE in self.checkpoints
+        texts = [str(it[1]) if isinstance(it, list) else str(it) for it in items][self.lose:]
+        size = chunk_size or len(texts)
+        parts = [texts[i:i + size] for i in range(0, len(texts), size)]
+        return MapResult([mapped.npy(WordEmbedder().embed(p)) for p in parts], [len(p) for p in parts])
+
+
+class _FastEmbedder(WordEmbedder):
+    encoder, graph = "fast", "int8"
+
+
+def _fanout_state(ctx: _MapContext) -> stages.RunState:
+    items = [{"id": i, "text": f"answer {w} about the delivery"} for i, w in enumerate(
+        ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"])]
+    _, s = state(items, ctx, fanout_min_responses=5, fanout_chunk_size=4)
+    s.embedder, s.save_graph = _FastEmbedder(), True
+    stages.clean_stage(ctx, s)
+    return s
+
+
+def test_a_large_input_embeds_on_chunk_workers_that_are_told_the_encoder_and_graph() -> None:
+    ctx = _MapContext()
+    s = _fanout_state(ctx)
+    stages.embed_stage(ctx, s)
+    assert ctx.given == [["fast", t, "int8"] for t in s.texts]
+    # The graph is fixed before any chunk exists, so no chunk can run another one.
+    assert ctx.graph_saved_before_map is True and ctx.checkpoints[stages.GRAPH_CHOICE] == b"int8"
+    assert np.array_equal(s.emb, WordEmbedder().embed(s.texts)) and "embed_fanout" in s.checkpoints.resumed
+    assert isinstance(s.embedder, WordEmbedder) and s.embedder.calls == []  # nothing embedded in this process
+
+
+def test_a_map_stage_that_returns_too_few_vectors_is_a_permanent_error() -> None:
+    ctx = _MapContext(lose=1)
+    s = _fanout_state(ctx)
+    with pytest.raises(PermanentError, match="returned 5 vectors for 6 texts"):
+        stages.embed_stage(ctx, s)
