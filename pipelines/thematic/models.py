@@ -759,7 +759,7 @@ def choose_graph(spec: ModelSpec, flags: frozenset[str] | None = None) -> GraphS
     """The graph this CPU should run: the first whose ``needs`` the CPU has (any one flag), else the default.
 
     ``THEMATIQ_EMBEDDING_GRAPH`` names a graph explicitly (operations, benchmarks). The choice is made once per
-    job by its first attempt and handed to its chunks (``run.py``), so one job never mixes graphs.
+    job by its first attempt and handed to its chunks (``stages.GRAPH_CHOICE``), so one job never mixes graphs.
     """
     override = os.environ.get("THEMATIQ_EMBEDDING_GRAPH")
     if override:
