@@ -123,7 +123,8 @@ class RunState:
     insight_started: float = 0.0
     # render
     result: dict[str, Any] | None = None
-    _quotes: dict[int, str] = field(default_factory=dict)
+    #: Quotes as the LLM saw them, by usable position (``quote_text``).
+    _quotes: dict[int, str] = field(default_factory=dict, init=False, repr=False)
 
     def redact(self, text: str) -> str:
         """``text`` as it may leave the process: PII-redacted when redaction is on (and counted)."""
