@@ -44,7 +44,7 @@ def test_function_timeout_is_read_from_host_json_and_overrides(tmp_path: Path, m
 def test_an_invocation_over_function_timeout_fails_and_its_worker_is_restarted(azurite: str, tmp_path: Path) -> None:
     record = tmp_path / "records.jsonl"
     env = {"AzureWebJobsStorage": azurite, "RECORD_FILE": str(record), "SLOW_SECONDS": "600",
-           "AzureFunctionsJobHost__functionTimeout": "00:00:03",
+           "AzureFunctionsJobHost__functionTimeout": "00:00:05",
            "AzureFunctionsWebHost__hostid": f"timeout-{secrets.token_hex(4)}", **queue_env()}
     host = HostProcess(BASIC_APP, env=env, args=["--no-timer"], grace=1).start()
     try:
@@ -58,7 +58,7 @@ def test_an_invocation_over_function_timeout_fails_and_its_worker_is_restarted(a
             urllib.request.urlopen(host.url + "/api/sleep?s=600", timeout=120)
         err.value.close()
         assert err.value.code == 500
-        assert "Timeout value of 00:00:03 exceeded by function 'Functions.sleep'" in host.logs
+        assert "Timeout value of 00:00:05 exceeded by function 'Functions.sleep'" in host.logs
         assert "Restarting worker process executing invocationId" in host.logs
         # The worker that ran it was replaced, and the new one serves.
         wait_for(lambda: host.worker_pid not in (None, first), timeout=120)
