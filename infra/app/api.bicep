@@ -99,6 +99,7 @@ var appSettings = {
   LLM_EMBEDDINGS_DEPLOYMENT: llmEmbeddingsDeployment
   LLM_CACHE_TABLE: llmCacheTable
   LLM_TIMEOUT_SECONDS: '60'
+  TENANT_MAX_IN_FLIGHT: '0'
   LLM_MAX_TOKENS_PER_JOB: '200000'
   // Application Insights with local auth disabled: the connection string only
   // names the target; ingestion is authorised with the identity's token.

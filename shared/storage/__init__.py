@@ -13,3 +13,7 @@ def azure_stores() -> Stores:
     from shared.storage.queues import Queues
 
     return Stores(jobs=JobStore(), chunks=ChunkStore(), messages=Queues(), blobs=BlobStore())
+
+
+# Registers the fairness window's store with shared.core.fairness (which may not import this layer).
+from shared.storage import fairness_store as _fairness_store  # noqa: E402, F401
