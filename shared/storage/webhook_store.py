@@ -141,14 +141,18 @@ class WebhookStore:
         lo = after
         taken: dict[str, int] = {}
         entered: set[str] = set()
+        token: dict[str, str] | None = None
         while True:
             with storage_call("read the webhook index"):
                 pages = self.table.query_entities(
                     "PartitionKey eq @pk and RowKey gt @lo and RowKey lt @hi and due_at lt @now",
                     parameters={"pk": WEBHOOK_PARTITION, "lo": lo, "hi": CURSOR_ROW, "now": now},
                     results_per_page=per_tenant,
-                ).by_page()
+                ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
                 page = list(next(pages, []))
+                # A filtered query may come back short, even empty, with a token (the service stops a request
+                # after 1,000 rows scanned or 5 s): only the absence of a token says nothing more is due.
+                token = pages.continuation_token  # type: ignore[attr-defined]
             skipped = False
             for e in page:
                 row = _row(e)
@@ -170,7 +174,9 @@ class WebhookStore:
                 taken[row.tenant] = taken.get(row.tenant, 0) + 1
                 lo = row.key
                 yield row
-            if not skipped and len(page) < per_tenant:
+            if skipped:
+                token = None  # a new range (another tenant, or a resume point): a new query, not the old one's token
+            elif not token:
                 return  # the last page: nothing due after it
 
     def keys(self) -> set[str]:
