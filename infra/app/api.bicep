@@ -26,6 +26,8 @@ param apimPrincipalId string
 param apimClientId string
 @description('PUBLIC_BASE_URL: where clients reach the API (the gateway), for Location and links.')
 param publicBaseUrl string = ''
+@description('Key Vault URI of WEBHOOK_SECRETS_KEY (keyvault.bicep), set as a Key Vault reference, never as a value.')
+param webhookSecretsKeyUri string
 
 // Storage names (defaults = shared/settings.py defaults).
 param jobsTable string = 'jobs'
@@ -108,6 +110,11 @@ var appSettings = {
 }
 // END app settings
 
+// Secrets, as Key Vault references the platform resolves with the app's identity (never plain values).
+var secretSettings = {
+  WEBHOOK_SECRETS_KEY: '@Microsoft.KeyVault(SecretUri=${webhookSecretsKeyUri})'
+}
+
 module plan 'br/public:avm/res/web/serverfarm:0.5.0' = {
   name: 'flex-plan'
   params: {
@@ -134,6 +141,8 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     managedIdentities: {
       userAssignedResourceIds: [identityResourceId]
     }
+    // Key Vault references are resolved with this identity (the app has no system-assigned one).
+    keyVaultAccessIdentityResourceId: identityResourceId
     basicPublishingCredentialsPolicies: [
       { name: 'ftp', allow: false }
       { name: 'scm', allow: false }
@@ -169,7 +178,7 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     configs: [
       {
         name: 'appsettings'
-        properties: appSettings
+        properties: union(appSettings, secretSettings)
       }
     ]
   }

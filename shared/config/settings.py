@@ -113,6 +113,18 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "secret",
     ),
     Setting(
+        "WEBHOOK_SECRETS_KEY",
+        "",
+        "Key that seals (envelope-encrypts) the tenants' webhook signing secrets in the table. A Key Vault reference in Azure (`infra/app/keyvault.bicep`); empty locally: a public development key.",
+        "secret",
+    ),
+    Setting(
+        "WEBHOOK_SECRETS_KEY_PREVIOUS",
+        "",
+        "The key before a rotation of `WEBHOOK_SECRETS_KEY`: rows it sealed still open, and are sealed with the new key when next written. A Key Vault reference in Azure, set only during a rotation.",
+        "secret",
+    ),
+    Setting(
         "WEBHOOK_ALLOW_PRIVATE",
         "false",
         "`true` accepts http:// and private, loopback or link-local webhook URLs. Local development only: it turns off the SSRF checks.",

@@ -13,7 +13,8 @@ again by the next sweep.
 secrets. The API reads only the caller's partition, so no tenant can read another's. Writes are
 conditional (``shared.core.conditional``): the first inserts, later ones MERGE on the ETag, and each
 carries the primitive's ``op`` token so a write whose answer was lost is recognised on re-reading.
-In Azure the row holds the same JSON; docs/security.md says how to keep it in Key Vault instead.
+The secrets are sealed (``shared.storage.sealed``: envelope encryption under ``WEBHOOK_SECRETS_KEY``, a Key Vault
+reference in Azure), so the table holds no secret in the clear.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from azure.data.tables import TableClient, UpdateMode
 from shared.core.errors import EtagMismatch, NotFound
 from shared.core.ports import Stores
 from shared.core.webhooks import Secret, SecretSet
+from shared.storage import sealed
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 
@@ -231,7 +233,11 @@ class WebhookStore:
                 e = self.table.get_entity(tenant, SECRETS_ROW)
         except NotFound:
             return SecretSet(tenant)
-        items = json.loads(str(e.get("secrets") or "[]"))
+        if e.get("sealed"):
+            items = json.loads(sealed.unseal(dict(e), _context(tenant)))
+        else:
+            # Written before secrets were sealed: read as stored; the next rotation or revocation seals the row.
+            items = json.loads(str(e.get("secrets") or "[]"))
         stored = tuple(
             Secret(str(i["id"]), str(i["value"]), datetime.fromisoformat(str(i["created_at"])).astimezone(UTC))
             for i in items
@@ -241,12 +247,15 @@ class WebhookStore:
     def write_secrets(self, current: SecretSet, fields: dict[str, Any]) -> SecretSet:
         """Insert (no row yet) or MERGE on ``current.etag``; EtagMismatch when someone else wrote first."""
         secrets: tuple[Secret, ...] = fields["secrets"]
+        plain = json.dumps(
+            [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
+            separators=(",", ":"),
+        ).encode()
+        # Sealed (envelope-encrypted with WEBHOOK_SECRETS_KEY, bound to this tenant's row): a reader of the table
+        # without the key, another tenant's row included, learns nothing. REPLACE drops a legacy plain property.
         entity = {
             "PartitionKey": current.tenant, "RowKey": SECRETS_ROW, "kind": KIND_SECRETS, "op": fields.get("op", ""),
-            "secrets": json.dumps(
-                [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
-                separators=(",", ":"),
-            ),
+            **sealed.seal(plain, _context(current.tenant)),
         }
         with storage_call("write webhook secrets"):
             try:
@@ -261,6 +270,11 @@ class WebhookStore:
                 raise EtagMismatch("webhook secrets: written by someone else") from err
         return SecretSet(current.tenant, secrets, dict(meta).get("etag"), fields.get("op"))
 
+
+
+def _context(tenant: str) -> str:
+    """What a sealed secrets value is bound to: this tenant's secrets row, nowhere else."""
+    return f"{tenant}/{SECRETS_ROW}"
 
 
 def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:
