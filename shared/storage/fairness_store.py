@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError
-from azure.data.tables import TableClient, UpdateMode
+from azure.data.tables import UpdateMode
 
 from shared.core import fairness
-from shared.core.errors import EtagMismatch, NotFound
+from shared.core.errors import NotFound
 from shared.core.fairness import Parked, Slot, View
-from shared.core.ports import Stores
-from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
+from shared.storage.jobs_table import OnJobsTable
 
 PREFIX = "~fair~"
 SLOT = PREFIX + "slot~"
@@ -46,19 +43,7 @@ def _slot(tenant: str, e: Any) -> Slot:
                 e.metadata.get("etag"), str(e.get("op") or "") or None)
 
 
-class FairnessStore:
-    def __init__(self, table: TableClient | None = None) -> None:
-        self._table = table
-
-    @classmethod
-    def of(cls, stores: Stores) -> FairnessStore:
-        """On the same table (and, in tests, the same fault injection) as the stores' jobs."""
-        return cls(getattr(stores.jobs, "table", None))
-
-    @property
-    def table(self) -> TableClient:
-        return self._table or get_table_client()
-
+class FairnessStore(OnJobsTable):
     def view(self, tenant: str, size: int, parked: int) -> View:
         # Slots sort before wait rows, so one page of (stored slots + parked) rows holds both. Slots above
         # the window (it was made smaller) are listed too and counted as held until their jobs end.
@@ -85,17 +70,8 @@ class FairnessStore:
         entity = {"PartitionKey": slot.tenant, "RowKey": slot_key(slot.index), "kind": KIND_SLOT,
                   "job_id": fields["job_id"], "op": fields.get("op", "")}
         with storage_call("write a fairness slot"):
-            try:
-                if slot.etag is None:
-                    meta = self.table.create_entity(entity)
-                else:
-                    meta = self.table.update_entity(
-                        entity, mode=UpdateMode.REPLACE, etag=slot.etag, match_condition=MatchConditions.IfNotModified,
-                    )
-            except ResourceExistsError as err:
-                # An insert that finds the slot stored lost to another writer, exactly as a 412 does.
-                raise EtagMismatch("fairness slot: written by someone else") from err
-        return Slot(slot.tenant, slot.index, str(fields["job_id"]), dict(meta).get("etag"), fields.get("op"))
+            meta = self.insert_or_replace(entity, slot.etag, "fairness slot")
+        return Slot(slot.tenant, slot.index, str(fields["job_id"]), meta.get("etag"), fields.get("op"))
 
     def park(self, item: Parked) -> None:
         entity: dict[str, Any] = {"PartitionKey": item.tenant, "RowKey": wait_key(item.job_id), "kind": KIND_WAIT,

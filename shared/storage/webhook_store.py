@@ -26,16 +26,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError
-from azure.data.tables import TableClient, UpdateMode
+from azure.data.tables import UpdateMode
 
-from shared.core.errors import EtagMismatch, NotFound
-from shared.core.ports import Stores
+from shared.core.errors import NotFound
 from shared.core.webhooks import Secret, SecretSet
 from shared.storage import sealed
-from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
+from shared.storage.jobs_table import OnJobsTable
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +91,7 @@ def _row(e: Any) -> IndexRow | None:
         return None
 
 
-class WebhookStore:
-    def __init__(self, table: TableClient | None = None) -> None:
-        self._table = table
-
-    @classmethod
-    def of(cls, stores: Stores) -> WebhookStore:
-        """On the same table (and, in tests, the same fault injection) as the stores' jobs."""
-        return cls(getattr(stores.jobs, "table", None))
-
-    @property
-    def table(self) -> TableClient:
-        return self._table or get_table_client()
-
+class WebhookStore(OnJobsTable):
     # -- the index ---------------------------------------------------------------------------------
     def track(self, row: IndexRow) -> None:
         """Upsert the row (idempotent: an answer lost is harmless, the caller may write it again)."""
@@ -258,17 +243,8 @@ class WebhookStore:
             **sealed.seal(plain, _context(current.tenant)),
         }
         with storage_call("write webhook secrets"):
-            try:
-                if current.etag is None:
-                    meta = self.table.create_entity(entity)
-                else:
-                    meta = self.table.update_entity(
-                        entity, mode=UpdateMode.REPLACE, etag=current.etag, match_condition=MatchConditions.IfNotModified
-                    )
-            except ResourceExistsError as err:
-                # An insert that finds a row lost to another writer exactly as a 412 does: re-read and decide.
-                raise EtagMismatch("webhook secrets: written by someone else") from err
-        return SecretSet(current.tenant, secrets, dict(meta).get("etag"), fields.get("op"))
+            meta = self.insert_or_replace(entity, current.etag, "webhook secrets")
+        return SecretSet(current.tenant, secrets, meta.get("etag"), fields.get("op"))
 
 
 
