@@ -324,9 +324,9 @@ def release(store: WindowStore, size: int, job: Job, send: Sender) -> None:
         store.unpark(job.tenant, job.id)  # a parked job cancelled (or a job submitted unwindowed): no slot
         return
     for item in view.parked:
-        if item.job_id == job.id:
-            continue
-        if view.holding(item.job_id) is not None:
+        if item.job_id == job.id or view.holding(item.job_id) is not None:
+            # Let in before, its wait row left behind (a crash between the send and the delete): drop it, or a
+            # later fill would let in a job that already ran (or, for this one, has ended).
             store.unpark(item.tenant, item.job_id)
             continue
         if hand_over(store, mine, job.id, item.job_id):
