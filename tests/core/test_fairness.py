@@ -143,3 +143,13 @@ def test_a_release_costs_the_same_operations_whatever_the_backlog(
     _submit(backend, n=30)
     large = one_release(backend.stores)
     assert small == large <= 4, (small, large)
+
+
+def test_a_replayed_submission_of_a_parked_job_stays_parked(backend: Backend) -> None:
+    body = json.dumps({"pipeline": "echo", "params": {}, "input": [1]}).encode()
+    _submit(backend, n=WINDOW)
+    first = service(backend).submit(TENANT, body, "key-1")
+    replay = service(backend).submit(TENANT, body, "key-1")
+    assert replay.job.id == first.job.id and not replay.created
+    assert first.job.id not in [j for _, j in _queued(backend)]
+    assert FairnessStore.of(backend.stores).parked_ids(TENANT) == {first.job.id}
