@@ -120,6 +120,10 @@ param alertEmail string = ''
 @description('Alert when the oldest queued job has waited longer than this.')
 param oldestQueuedAlertMinutes int = 15
 
+@secure()
+@description('WEBHOOK_SECRETS_KEY: seals the tenants\' webhook secrets at rest (infra/app/keyvault.bicep). Generate it once per environment.')
+param webhookSecretsKey string
+
 var abbrs = {
   rg: 'rg-'
   func: 'func-'
@@ -130,6 +134,7 @@ var abbrs = {
   appi: 'appi-'
   apim: 'apim-'
   oai: 'oai-'
+  kv: 'kv-'
 }
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName, app: 'thematiq' }
@@ -224,10 +229,24 @@ module openai 'app/openai.bicep' = if (deployOpenAI) {
   }
 }
 
+// The key that seals the tenants' webhook secrets in the table, readable by the app's identity only.
+module vault 'app/keyvault.bicep' = {
+  scope: rg
+  name: 'keyvault'
+  params: {
+    location: location
+    tags: tags
+    name: '${abbrs.kv}${resourceToken}'
+    identityPrincipalId: identity.outputs.principalId
+    webhookSecretsKey: webhookSecretsKey
+  }
+}
+
 module api 'app/api.bicep' = {
   scope: rg
   name: 'api'
   params: {
+    webhookSecretsKeyUri: vault.outputs.webhookSecretsKeyUri
     location: location
     tags: tags
     name: appName
@@ -255,7 +274,7 @@ module api 'app/api.bicep' = {
   }
   // The host reads its keys and leases from Storage with the identity at first
   // start: the role assignments must exist before the app does.
-  dependsOn: [storage, monitoring]
+  dependsOn: [storage, monitoring, vault]
 }
 
 module apim 'app/apim.bicep' = {

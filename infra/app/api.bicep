@@ -26,6 +26,8 @@ param apimPrincipalId string
 param apimClientId string
 @description('PUBLIC_BASE_URL: where clients reach the API (the gateway), for Location and links.')
 param publicBaseUrl string = ''
+@description('Key Vault URI of WEBHOOK_SECRETS_KEY (keyvault.bicep), set as a Key Vault reference, never as a value.')
+param webhookSecretsKeyUri string
 
 // Storage names (defaults = shared/settings.py defaults).
 param jobsTable string = 'jobs'
@@ -99,6 +101,7 @@ var appSettings = {
   LLM_EMBEDDINGS_DEPLOYMENT: llmEmbeddingsDeployment
   LLM_CACHE_TABLE: llmCacheTable
   LLM_TIMEOUT_SECONDS: '60'
+  TENANT_MAX_IN_FLIGHT: '0'
   LLM_MAX_TOKENS_PER_JOB: '200000'
   // Application Insights with local auth disabled: the connection string only
   // names the target; ingestion is authorised with the identity's token.
@@ -106,6 +109,11 @@ var appSettings = {
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
 }
 // END app settings
+
+// Secrets, as Key Vault references the platform resolves with the app's identity (never plain values).
+var secretSettings = {
+  WEBHOOK_SECRETS_KEY: '@Microsoft.KeyVault(SecretUri=${webhookSecretsKeyUri})'
+}
 
 module plan 'br/public:avm/res/web/serverfarm:0.5.0' = {
   name: 'flex-plan'
@@ -133,6 +141,8 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     managedIdentities: {
       userAssignedResourceIds: [identityResourceId]
     }
+    // Key Vault references are resolved with this identity (the app has no system-assigned one).
+    keyVaultAccessIdentityResourceId: identityResourceId
     basicPublishingCredentialsPolicies: [
       { name: 'ftp', allow: false }
       { name: 'scm', allow: false }
@@ -168,7 +178,7 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     configs: [
       {
         name: 'appsettings'
-        properties: appSettings
+        properties: union(appSettings, secretSettings)
       }
     ]
   }

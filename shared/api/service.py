@@ -32,7 +32,7 @@ from shared.config.constants import (
 )
 from shared.config.hostconfig import host_config
 from shared.config.settings import get_settings
-from shared.core import conditional
+from shared.core import conditional, fairness
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle
@@ -294,7 +294,8 @@ class JobService:
             callback_status=WebhookStatus.PENDING if callback_url else None,
         )
         try:
-            stored, created = self.lifecycle.submit(job, idempotency_key)
+            # Through the tenant's fairness window: past it the job is stored queued but parked (shared.core.fairness).
+            stored, created = Lifecycle(fairness.gated(self.stores)).submit(job, idempotency_key)
         except ThematiqError:
             if blob_name:
                 self._drop_input_unless_stored(job, blob_name)

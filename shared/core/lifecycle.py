@@ -40,7 +40,7 @@ from shared.config.constants import (
     SEND_TRIES,
 )
 from shared.config.settings import get_settings
-from shared.core import conditional, webhooks
+from shared.core import conditional, fairness, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.conditional import Applied
 from shared.core.errors import (
@@ -117,6 +117,8 @@ class Lifecycle:
                 if result.row.status.terminal:
                     # Its completion webhook, after the terminal write landed, through the stores' queue port.
                     webhooks.job_ended(result.row, self.stores.messages.send)
+                    # Its tenant's fairness slot, to the tenant's oldest parked job (best effort; the reaper repairs).
+                    fairness.job_ended(self.stores, result.row, self.send)
         return result
 
     def _chunk(

@@ -172,9 +172,11 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         tls = self._context.wrap_socket(  # type: ignore[attr-defined]
             sock, server_hostname=self.host, do_handshake_on_connect=False
         )
+        # Ours from here: conn.close() closes it even when the handshake fails or the deadline cuts it short
+        # (set after the handshake, a failed one left the SSLSocket open: a ResourceWarning per such attempt).
+        self.sock = tls
         self._deadline.watch(tls)
         tls.do_handshake()
-        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
