@@ -123,6 +123,16 @@ class Platform:
         # The receiver gets exactly the JSON GET /api/jobs/{id} answers.
         return self._once("webhook_sender", lambda: WebhookSender(self.stores, public=lambda job: views.public(job, API)))
 
+    def warm_attempts(self) -> None:
+        """Start what the first attempt will run on (the fork zygote) in the background, if attempts fork."""
+        if self.runner is not None:
+            return  # attempts run in this process: nothing to start
+        from shared.config.settings import get_settings
+        from shared.runtime.prefork import fork_supported, prewarm
+
+        if get_settings().attempt_process == "fork" and fork_supported():
+            prewarm()
+
     def reaper(self, *, sweep: bool | None = None) -> Reaper:
         """A reaper for one timer run (it reads the settings when built, as a new run should)."""
         return Reaper(self.stores, sweep=sweep)
