@@ -51,6 +51,10 @@ param jobsTable string = 'jobs'
 param jobsQueue string = 'jobs'
 param resultsContainer string = 'thematiq'
 param llmCacheTable string = 'llmcache'
+// Per-tenant fairness (docs/architecture.md, "Per-tenant fairness"): one tenant's backlog may not hold back another
+// tenant's first job. 10 is two hosts' worth of concurrent attempts (batchSize 4 + newBatchThreshold 1 each): a
+// tenant alone still scales out to two instances, and another tenant's job is at most 10 messages behind.
+param tenantMaxInFlight int = 10
 
 // ---------------------------------------------------------------------------
 // LLM
@@ -266,6 +270,7 @@ module api 'app/api.bicep' = {
     jobsQueue: jobsQueue
     resultsContainer: resultsContainer
     llmCacheTable: llmCacheTable
+    tenantMaxInFlight: tenantMaxInFlight
     llmProvider: deployOpenAI ? 'azure' : llmProvider
     llmEndpoint: deployOpenAI ? openai.outputs.endpoint : llmEndpoint
     llmDeployment: deployOpenAI ? openai.outputs.deploymentName : llmDeployment

@@ -35,6 +35,8 @@ param jobsQueue string = 'jobs'
 param chunksQueue string = 'chunks'
 param resultsContainer string = 'thematiq'
 param llmCacheTable string = 'llmcache'
+@description('Per-tenant fairness window (TENANT_MAX_IN_FLIGHT): at most this many of one tenant\'s jobs queued or running; 0 turns it off.')
+param tenantMaxInFlight int = 10
 
 // LLM (defaults = shared/settings.py defaults). LLM_API_KEY is never set here:
 // Azure OpenAI is reached with the managed identity. For an OpenAI-compatible
@@ -101,7 +103,7 @@ var appSettings = {
   LLM_EMBEDDINGS_DEPLOYMENT: llmEmbeddingsDeployment
   LLM_CACHE_TABLE: llmCacheTable
   LLM_TIMEOUT_SECONDS: '60'
-  TENANT_MAX_IN_FLIGHT: '0'
+  TENANT_MAX_IN_FLIGHT: string(tenantMaxInFlight)
   LLM_MAX_TOKENS_PER_JOB: '200000'
   // Application Insights with local auth disabled: the connection string only
   // names the target; ingestion is authorised with the identity's token.
