@@ -148,17 +148,17 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
         from shared.config.settings import get_settings
         from shared.core import jobs as jobs_module
         from shared.core.jobs import Job, Status, new_job_id
+        from shared.core.registry import default_registry
         from shared.core.webhooks import SWEEP_AFTER, WebhookMessage, WebhookStatus, delivery_id
+        from shared.platform import Platform, reset_process, use
         from shared.runtime import webhooks as runtime
-        from shared.storage import connections
         from shared.storage.webhook_store import IndexRow, WebhookStore, index_key
         from tests.support.backends import azurite_backend
 
-        get_settings.cache_clear()
-        connections.reset_clients()
+        reset_process()  # the settings just set, fresh clients
         offset = [0.0]  # the platform clock runs ahead of real time so the sweep's windows pass in seconds
-        jobs_module.set_clock(lambda: datetime.now(UTC) + timedelta(seconds=offset[0]))
         backend = azurite_backend(az.connection_string)
+        use(Platform(backend.stores, default_registry(), clock=lambda: datetime.now(UTC) + timedelta(seconds=offset[0])))
         store = WebhookStore.of(backend.stores)
         urls = _receivers()
         made: dict[str, str] = {}
@@ -181,7 +181,7 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
         sender = runtime.WebhookSender(backend.stores)
         for job_id in made:
             job = backend.stores.jobs.get("local", job_id)
-            runtime.enqueue(WebhookMessage("local", job_id, delivery_id(job)))
+            backend.stores.messages.send(WebhookMessage("local", job_id, delivery_id(job)))  # to CALLBACKS_QUEUE
         queue = backend.raw_queue(get_settings().callbacks_queue)
 
         def deliver(msg: object) -> None:

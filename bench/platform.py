@@ -14,7 +14,10 @@ Prints, in order:
 5. a 40-answer thematic job, submit to ``succeeded``, with ``fork`` and with ``spawn``;
 6. (``--sections batch``) client CPU of one 2-row entity-group transaction: the SDK's ``$batch`` against
    ``shared.storage.tables`` and against a single insert, and a job row's insert with and without the
-   service's echo of it, interleaved in one process.
+   service's echo of it, interleaved in one process;
+7. (``--sections first``) where the first job after a host start spends its time, from the host's log: the
+   language worker's start by protocol phase, ready, the attempt's start, the zygote, the job's end; the app as it
+   is and the app with its zygote started while the runtime indexes it, in turns for ``--rounds`` rounds.
 
 Absolute latencies are Azurite's and this machine's; operation counts are exact and are what Azure bills.
 """
@@ -25,12 +28,14 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,14 @@ from devhost.process import HostProcess  # noqa: E402
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def cpu_line() -> str:
+    """The CPU model and the int8-relevant flags, as every speed number here is printed with."""
+    text = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+    return f"cpu: {model}; flags: " + ", ".join(f for f in ("avx2", "avx512_vnni", "avx_vnni") if f in flags)
 
 
 def loadavg() -> str:
@@ -166,21 +179,21 @@ def idle_reaper_ops(proxy: FaultProxy, runs: int = 3) -> tuple[float, float]:
     deployment: an index run must not grow with them (it never reads a finished row), the sweep's scans do.
     """
     _use(proxy.connection_string, "benchidle", "bench-idle")
-    from shared.runtime.reaper import Reaper
+    from shared.platform import Platform
     from tests.platform.direct import http, run_worker_once
 
     for _ in range(40):
         http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})
     while run_worker_once() is not None:
         pass
-    Reaper().run()  # never swept yet: this run is the full sweep, and records it in the table
+    Platform.from_settings().reaper().run()  # never swept yet: this run is the full sweep, and records it in the table
     proxy.reset_counters()
     for _ in range(runs):
-        Reaper().run()
+        Platform.from_settings().reaper().run()
     t = proxy.totals()
     per_index_run = (t.reads + t.writes) / runs
     proxy.reset_counters()
-    Reaper(sweep=True).run()
+    Platform.from_settings().reaper(sweep=True).run()
     t = proxy.totals()
     return per_index_run, float(t.reads + t.writes)
 
@@ -271,7 +284,7 @@ def post(url: str, key: str, body: dict[str, object]) -> float:
 
 def submit_latency(url: str, key: str, requests: int, clients: int) -> tuple[list[float], float]:
     """The latencies (ms) of ``requests`` submissions from ``clients`` threads, and the requests per second."""
-    body = {"pipeline": "echo", "params": {}, "input": {"text": "a short survey answer"}}
+    body: dict[str, object] = {"pipeline": "echo", "params": {}, "input": {"text": "a short survey answer"}}
     with ThreadPoolExecutor(clients) as pool:
         started = time.perf_counter()
         latencies = list(pool.map(lambda _: post(url, key, body), range(requests)))
@@ -308,6 +321,103 @@ def thematic_job(conn: str, mode: str) -> float:
     return elapsed
 
 
+# -- 7. the first job after a host start ---------------------------------------------------------------
+_LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (.*)$")
+_PHASES = re.compile(r"language worker pid \d+ started in ([\d.]+)s: process start to StartStream ([\d.]+)s, "
+                     r"WorkerInitRequest \(the runtime imports and indexes the app\) ([\d.]+)s")
+
+
+def _log_events(text: str) -> list[tuple[float, str]]:
+    """(epoch seconds, message) of every timestamped line of a devhost log (its clock is this machine's)."""
+    events = []
+    for line in text.splitlines():
+        m = _LOG_TIME.match(line)
+        if m:
+            stamp = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            events.append((stamp, m.group(2)))
+    return events
+
+
+def _first(events: list[tuple[float, str]], needle: str) -> float | None:
+    return next((t for t, msg in events if needle in msg), None)
+
+
+def prewarm_app(directory: Path) -> Path:
+    """The repository's app with its zygote started at import, i.e. while the runtime indexes it.
+
+    What ``blueprints/worker.py`` would do with ``prewarm()`` at import when ``ATTEMPT_PROCESS=fork``; the app
+    itself starts the zygote at its first job (``Worker()``), so the first attempt waits for the zygote's imports.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("host.json", "local.settings.sample.json"):
+        (directory / name).write_text((ROOT / name).read_text())
+    (directory / "function_app.py").write_text(
+        "import importlib.util\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from shared.runtime.prefork import fork_supported, prewarm\n"
+        "if fork_supported():\n"
+        "    prewarm()\n"
+        f"_spec = importlib.util.spec_from_file_location('thematiq_function_app', {str(ROOT / 'function_app.py')!r})\n"
+        "_module = importlib.util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_module)\n"
+        "app = _module.app\n"
+    )
+    return directory
+
+
+def first_job(conn: str, app_dir: Path, tag: str) -> dict[str, float]:
+    """One host start with one no-op job queued: seconds from the host's spawn to each milestone."""
+    table, queue = f"benchfirst{tag}", f"bench-first-{tag}"
+    _use(conn, table, queue)
+    from tests.platform.direct import http
+
+    assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0}).status_code == 202
+    env = {"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": table, "JOBS_QUEUE": queue,
+           "RESULTS_CONTAINER": queue, "CHUNKS_QUEUE": queue + "-chunks", "ATTEMPT_PROCESS": "fork"}
+    spawned = time.time()
+    with HostProcess(app_dir, env=env, args=["--no-http", "--no-timer"]) as host:
+        while count_succeeded(conn, table) < 1:
+            time.sleep(0.1)
+        finished = finished_times(conn, table)[0]
+        events = _log_events(host.logs)
+    m = _PHASES.search(host.logs)
+    assert m is not None, host.logs[-2000:]
+    ready = _first(events, "devhost ready")
+    attempt = _first(events, "attempt 1 of")
+    zygote = _first(events, "zygote")
+    assert ready is not None and attempt is not None and zygote is not None, host.logs[-2000:]
+    return {"ready": ready - spawned, "connect": float(m.group(2)), "init": float(m.group(3)),
+            "attempt": attempt - ready, "zygote_wait": max(0.0, zygote - attempt), "zygote_after_ready": zygote - ready,
+            "first_job": finished - ready}
+
+
+def section_first(conn: str, rounds: int) -> None:
+    print("\n## 7. The first job after a host start (one echo job queued before the start, ATTEMPT_PROCESS=fork)\n")
+    print("Seconds. *ready*: devhost spawned to its ready line (the worker's start inside it: process start to "
+          "StartStream, WorkerInitRequest = the runtime imports and indexes the app); *first job*: ready to the "
+          "job's finished_at; *zygote*: its ready line, from devhost ready; *waited*: the attempt waiting for it.\n")
+    import tempfile
+
+    shim = prewarm_app(Path(tempfile.mkdtemp(prefix="bench-prewarm-")))
+    variants = {"the app as it is (zygote at the first job)": ROOT, "zygote started while the app is indexed": shim}
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    print("| round | app | ready | StartStream | WorkerInit | ready → attempt | zygote | waited | **first job** | "
+          "load |\n|---|---|---|---|---|---|---|---|---|---|")
+    for r in range(1, rounds + 1):
+        for i, (name, app_dir) in enumerate(variants.items()):
+            got = first_job(conn, app_dir, f"{r}x{i}")
+            rows[name].append(got)
+            print(f"| {r} | {name} | {got['ready']:.1f} | {got['connect']:.1f} | {got['init']:.1f} | "
+                  f"{got['attempt']:.2f} | {got['zygote_after_ready']:+.1f} | {got['zygote_wait']:.1f} | "
+                  f"**{got['first_job']:.1f}** | {loadavg()} |")
+    (before, after) = (sorted(x["first_job"] for x in v) for v in rows.values())
+    ratios = [a["first_job"] / b["first_job"] for a, b in zip(*rows.values(), strict=True)][::-1]
+    print(f"\nfirst job after ready, median: as is {before[len(before) // 2]:.1f} s, zygote while indexing "
+          f"{after[len(after) // 2]:.1f} s; per round, zygote-while-indexing / as-is: "
+          f"{', '.join(f'{x:.2f}' for x in ratios[::-1])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200, help="no-op jobs per throughput run")
@@ -315,7 +425,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="turns of the three servers in the submit section")
     parser.add_argument("--idle-seconds", type=float, default=60, help="how long to watch an idle host's polls")
     parser.add_argument("--sections", default="ops,throughput,idle,submit,thematic,batch",
-                        help="comma-separated subset of: ops, throughput, idle, submit, thematic, batch")
+                        help="comma-separated subset of: ops, throughput, idle, submit, thematic, batch, first")
     parser.add_argument("--serve-minimal", metavar="CONN", help=argparse.SUPPRESS)
     parser.add_argument("--minimal-batch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -325,7 +435,7 @@ def main() -> int:
         threading.Event().wait()
     sections = set(args.sections.split(","))
 
-    print(f"machine: {os.cpu_count()} cores, load average at start {loadavg()}\n")
+    print(f"machine: {os.cpu_count()} cores, load average at start {loadavg()}\n{cpu_line()}\n")
     az = Azurite.private().start()
     proxy = FaultProxy(az).open()
     try:
@@ -341,6 +451,8 @@ def main() -> int:
             section_thematic(az.connection_string)
         if "batch" in sections:
             section_batch(az.connection_string)
+        if "first" in sections:
+            section_first(az.connection_string, args.rounds)
         print(f"\n(load average at the end {loadavg()}; the 2 cores are shared with other work: rerun for variance)")
     finally:
         proxy.close()

@@ -77,18 +77,17 @@ def measure(proxy: FaultProxy, finished: int, runs: int) -> dict[str, float]:
     fill(AZ.connection_string, table, finished)
     _use(proxy.connection_string, table)
     from shared.observability.metering import METER, TransactionMeter
-    from shared.runtime.reaper import Reaper
-    from shared.runtime.webhooks import WebhookSender
+    from shared.platform import Platform
 
-    Reaper().run()  # the first run is the daily full sweep; it records itself
+    Platform.from_settings().reaper().run()  # the first run is the daily full sweep; it records itself
     out: dict[str, float] = {}
     proxy.reset_counters()
-    WebhookSender().sweep()  # the first sweep of the day also heals the index (one cross-partition query)
+    Platform.from_settings().webhook_sender.sweep()  # the first sweep of the day also heals the index (one cross-partition query)
     t = proxy.totals()
     out["webhook sweep, first of the day"] = float(t.reads + t.writes)
-    for name, fn in (("reaper index run", lambda: Reaper(sweep=False).run()),
-                     ("webhook sweep", lambda: WebhookSender().sweep()),
-                     ("reaper full sweep", lambda: Reaper(sweep=True).run())):
+    for name, fn in (("reaper index run", lambda: Platform.from_settings().reaper(sweep=False).run()),
+                     ("webhook sweep", lambda: Platform.from_settings().webhook_sender.sweep()),
+                     ("reaper full sweep", lambda: Platform.from_settings().reaper(sweep=True).run())):
         proxy.reset_counters()
         METER.reset()
         for _ in range(runs):

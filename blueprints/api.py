@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
+from shared import platform
 from shared.api import polling, views
 from shared.api.http import AUTH_LEVEL, anonymous_handler, api_handler, base_url, json_response, tenant_of
 from shared.api.service import JobService
@@ -14,15 +15,11 @@ from shared.core.jobs import Job
 from shared.observability import telemetry
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
-_service: JobService | None = None
 API = "/api"
 
 
 def service() -> JobService:
-    global _service
-    if _service is None:
-        _service = JobService()
-    return _service
+    return platform.current().service
 
 
 def _idempotency_key(req: func.HttpRequest) -> str | None:
@@ -130,14 +127,8 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 
 
 # -- webhook signing secrets (docs/webhooks.md) ---------------------------------------------------------
-_secrets: WebhookSecrets | None = None
-
-
 def webhook_secrets() -> WebhookSecrets:
-    global _secrets
-    if _secrets is None:
-        _secrets = WebhookSecrets()
-    return _secrets
+    return platform.current().webhook_secrets
 
 
 @bp.function_name("create_webhook_secret")

@@ -6,22 +6,12 @@ import logging
 
 import azure.functions as func
 
-from shared.runtime.chunk_worker import ChunkWorker
+from shared import platform
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.chunks")
-_worker: ChunkWorker | None = None
-
-
-def worker() -> ChunkWorker:
-    global _worker
-    if _worker is None:
-        _worker = ChunkWorker()
-    return _worker
-
-
 @bp.function_name("chunk_worker")
 @bp.queue_trigger(arg_name="msg", queue_name="%CHUNKS_QUEUE%", connection="AzureWebJobsStorage")
 def chunk_worker(msg: func.QueueMessage) -> None:
-    outcome = worker().handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
+    outcome = platform.current().chunk_worker.handle(msg.get_body().decode("utf-8", "replace"), msg.dequeue_count or 1)
     log.info("chunk message %s (delivery %s): %s", msg.id, msg.dequeue_count, outcome)

@@ -23,6 +23,7 @@ from pathlib import Path
 import azure.functions as func
 
 from blueprints import swagger_assets as S
+from shared import platform
 from shared.api.http import AUTH_LEVEL, api_handler, html_page, json_response, problem
 from shared.api.openapi import document
 from shared.api.pages import Inline, Page, PageCache, inline
@@ -60,22 +61,19 @@ def build_docs_page(static_dir: Path = STATIC_DIR, assets_dir: Path | None = Non
     )
 
 
-_PAGE: PageCache | None = None
-_PAGE_DIR: Path | None = None
-
-
 def _page() -> Page:
     """The built page, rebuilt when a source file changes (the build folder is read per call: tests move it)."""
-    global _PAGE, _PAGE_DIR
     d = S.build_dir()
-    if _PAGE is None or _PAGE_DIR != d:
+
+    def make() -> PageCache:
         sources = (STATIC_DIR / "docs.html", STATIC_DIR / "docs.js", *S.watched(d))
         # Absolute paths: the build folder need not be under STATIC_DIR (joining an absolute path yields it).
-        _PAGE = PageCache(STATIC_DIR, [str(p) for p in sources], lambda: build_docs_page(assets_dir=d))
-        _PAGE_DIR = d
+        return PageCache(STATIC_DIR, [str(p) for p in sources], lambda: build_docs_page(assets_dir=d))
+
+    cache = platform.current().page(f"docs:{d}", make)  # one per build folder
     if not (d / S.MANIFEST).is_file():
         raise S.AssetsMissing(f"Swagger UI is not installed in {d}: run {S.BUILD_STEP}")
-    return _PAGE.get()
+    return cache.get()
 
 
 @bp.function_name("docs")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import azure.functions as func
 
+from shared import platform
 from shared.api import polling, views
 from shared.api.http import AUTH_LEVEL, api_handler, base_url, html_page, json_response, tenant_of
 from shared.api.pages import Inline, Page, PageCache, inline
 from shared.api.retry_job import retry_job
-from shared.api.service import JobService
 from shared.observability import telemetry
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
@@ -24,16 +24,6 @@ bp = func.Blueprint()  # type: ignore[no-untyped-call]
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 _CSS_TAG = '<link rel="stylesheet" href="app.css">'
 _JS_TAG = '<script type="module" src="app.js"></script>'
-_service: JobService | None = None
-
-
-def service() -> JobService:
-    global _service
-    if _service is None:
-        _service = JobService()
-    return _service
-
-
 def build_page(static_dir: Path = STATIC_DIR) -> Page:
     """index.html with the CSS and JS inlined, and a CSP that admits exactly those two blocks."""
     return inline(
@@ -46,15 +36,18 @@ def build_page(static_dir: Path = STATIC_DIR) -> Page:
     )
 
 
-#: Rebuilt when a source file changes (cheap: three small files).
-_PAGE = PageCache(STATIC_DIR, ("index.html", "app.css", "app.js"), build_page)
+def _page() -> Page:
+    """The built dashboard, rebuilt when a source file changes (cheap: three small files)."""
+    return platform.current().page(
+        "ui", lambda: PageCache(STATIC_DIR, ("index.html", "app.css", "app.js"), build_page)
+    ).get()
 
 
 @bp.function_name("ui")
 @bp.route(route="ui", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def ui(req: func.HttpRequest) -> func.HttpResponse:
-    built = _PAGE.get()
+    built = _page()
     return html_page(built.html, built.csp)
 
 
@@ -63,8 +56,9 @@ def ui(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def retry(req: func.HttpRequest) -> func.HttpResponse:
     # The span this request runs in, as submit stores it; never the caller's header verbatim (any text at all).
-    submitted = retry_job(service(), tenant_of(req), req.route_params["id"], telemetry.traceparent())
+    service = platform.current().service
+    submitted = retry_job(service, tenant_of(req), req.route_params["id"], telemetry.traceparent())
     body = views.public(submitted.job, base_url(req))
     job = submitted.job
-    headers = {"Location": body["links"]["self"], **polling.headers(job, service().pipeline_timeout(job.pipeline))}
+    headers = {"Location": body["links"]["self"], **polling.headers(job, service.pipeline_timeout(job.pipeline))}
     return json_response(202 if submitted.created else 200, body, headers)

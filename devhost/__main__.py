@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         worker.stop()
         sys.stderr.flush()
         return 3
-    invoker.use_worker(worker)
+    invoker.use_worker(worker, cfg.function_timeout)
 
     stopping = threading.Event()
     signals_seen = 0

@@ -21,6 +21,7 @@ log = logging.getLogger("devhost")
 
 _PLACEHOLDER = re.compile(r"%([^%]+)%")
 # host.json time spans are .NET TimeSpan strings: "hh:mm:ss", "d.hh:mm:ss" or "hh:mm:ss.fff".
+DEFAULT_FUNCTION_TIMEOUT = 30 * 60.0
 _TIMESPAN = re.compile(r"^(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2}(?:\.\d+)?)$")
 
 
@@ -126,6 +127,8 @@ class HostConfig:
     singleton: SingletonOptions = field(default_factory=SingletonOptions)
     local_http_port: int = 7071
     settings_file: Path | None = None
+    #: host.json ``functionTimeout`` in seconds; None for ``-1`` (no limit, allowed off the Consumption plans).
+    function_timeout: float | None = DEFAULT_FUNCTION_TIMEOUT
 
     @property
     def host_id(self) -> str:
@@ -142,6 +145,19 @@ class HostConfig:
 
 
 OVERRIDE_PREFIX = "AzureFunctionsJobHost__"
+
+
+def function_timeout(value: Any) -> float | None:
+    """host.json ``functionTimeout``: a TimeSpan, ``-1`` (no limit) or absent (the host's 30 minutes off the
+    Consumption plan, which is what a local host is: ScriptHostOptionsSetup's DefaultFunctionTimeout)."""
+    if value is None:
+        return DEFAULT_FUNCTION_TIMEOUT
+    if str(value).strip() in ("-1", "-00:00:01"):
+        return None
+    seconds = parse_timespan(value, DEFAULT_FUNCTION_TIMEOUT)
+    if seconds <= 0:
+        raise ValueError(f"functionTimeout must be positive or -1: {value!r}")
+    return seconds
 
 
 def apply_overrides(host_json: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -185,4 +201,5 @@ def load(app_dir: Path) -> HostConfig:
         singleton=SingletonOptions.from_json(host_json.get("singleton") or {}),
         local_http_port=int(host_section.get("LocalHttpPort", 7071)),
         settings_file=settings_file,
+        function_timeout=function_timeout(host_json.get("functionTimeout")),
     )

@@ -11,11 +11,23 @@ Formats measured against Microsoft's worker (/work/shared/README.md, "Microsoft'
   round-trip format, ``"2026-12-01T20:05:05.1631730+00:00"``) and ``QueueTrigger`` (the body as a string).
 * Timer: ``TypedData.json`` of the host's ``TimerInfo``: ``{"Schedule":{"AdjustForDST":true},
   "ScheduleStatus":{"Last","Next","LastUpdated"}|null,"IsPastDue":bool}``.
+
+What the host sends for HTTP depends on the capabilities the *worker* declared in its ``WorkerInitResponse``
+(:class:`WorkerCapabilities`; Microsoft's Python runtime 1.3.0 declares all three below, so that is the path every
+test of the app runs, and the others are what another worker version would get):
+
+* ``RawHttpBodyBytes``: the body as ``bytes``; without it, ``bytes`` only for ``application/octet-stream`` and
+  ``multipart/*`` and otherwise the text (``json`` for a JSON content type), as older hosts sent it;
+* ``RpcHttpBodyOnly``: only ``body``; without it also ``rawBody`` (bytes or the text, by the capability above);
+* ``RpcHttpTriggerMetadataRemoved``: no trigger metadata for HTTP; without it the host repeats the request as
+  ``$request``, ``Headers``, ``Query`` and each route value, which the worker then also binds by name.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,17 +46,89 @@ def dotnet_time(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}0+00:00"
 
 
+@dataclass(frozen=True)
+class WorkerCapabilities:
+    """The worker's ``WorkerInitResponse.capabilities``: a name is on when present with a non-empty value, as the
+    host reads them (``GetCapabilityState``). The default is what Microsoft's Python runtime 1.3.0 declares."""
+
+    names: Mapping[str, str] = field(default_factory=lambda: dict.fromkeys((
+        "RawHttpBodyBytes", "TypedDataCollection", "RpcHttpBodyOnly", "WorkerStatus",
+        "RpcHttpTriggerMetadataRemoved", "SharedMemoryDataTransfer",
+    ), "true"))
+
+    def has(self, name: str) -> bool:
+        return bool(self.names.get(name))
+
+    @property
+    def raw_http_body_bytes(self) -> bool:
+        return self.has("RawHttpBodyBytes")
+
+    @property
+    def rpc_http_body_only(self) -> bool:
+        return self.has("RpcHttpBodyOnly")
+
+    @property
+    def http_trigger_metadata_removed(self) -> bool:
+        return self.has("RpcHttpTriggerMetadataRemoved")
+
+    @property
+    def worker_status(self) -> bool:
+        return self.has("WorkerStatus")
+
+    @property
+    def handles_worker_terminate(self) -> bool:
+        return self.has("HandlesWorkerTerminateMessage")
+
+
+RUNTIME_CAPABILITIES = WorkerCapabilities()
+
+
+def _text_body(body: bytes, content_type: str) -> pb.TypedData:
+    """The body as a host without ``RawHttpBodyBytes`` sends it: bytes for binary types, else the text."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media == "application/octet-stream" or media.startswith("multipart/"):
+        return pb.TypedData(bytes=body)
+    text = body.decode("utf-8", "replace")
+    if media == "application/json" or media.endswith("+json"):
+        return pb.TypedData(json=text)
+    return pb.TypedData(string=text)
+
+
 def http_request(
-    method: str, url: str, headers: dict[str, str], query: dict[str, str], route_params: dict[str, str], body: bytes
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    query: dict[str, str],
+    route_params: dict[str, str],
+    body: bytes,
+    caps: WorkerCapabilities = RUNTIME_CAPABILITIES,
 ) -> pb.TypedData:
-    return pb.TypedData(http=pb.RpcHttp(
-        method=method,
-        url=url,
-        headers={k.lower(): v for k, v in headers.items()},
-        query=query,
-        params=route_params,
-        body=pb.TypedData(bytes=body),
-    ))
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if caps.raw_http_body_bytes:
+        typed_body = pb.TypedData(bytes=body)
+    else:
+        typed_body = _text_body(body, lowered.get("content-type", ""))
+    http = pb.RpcHttp(
+        method=method, url=url, headers=lowered, query=query, params=route_params, body=typed_body,
+    )
+    if not caps.rpc_http_body_only:
+        http.rawBody.CopyFrom(pb.TypedData(bytes=body) if caps.raw_http_body_bytes else _text_body(body, "text/plain"))
+    return pb.TypedData(http=http)
+
+
+def http_trigger_metadata(request: pb.TypedData, caps: WorkerCapabilities = RUNTIME_CAPABILITIES) -> dict[str, pb.TypedData]:
+    """The trigger metadata of an HTTP invocation: none for a worker that declared ``RpcHttpTriggerMetadataRemoved``."""
+    if caps.http_trigger_metadata_removed:
+        return {}
+    http = request.http
+    meta = {
+        "$request": request,
+        "Headers": pb.TypedData(json=json.dumps(dict(http.headers))),
+        "Query": pb.TypedData(json=json.dumps(dict(http.query))),
+    }
+    for name, value in http.params.items():
+        meta[name] = pb.TypedData(string=value)
+    return meta
 
 
 def _body_bytes(data: pb.TypedData) -> bytes:

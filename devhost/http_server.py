@@ -171,6 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Repeated headers reach the function joined with ", ", as in ASP.NET.
             headers[k.lower()] = f"{headers[k.lower()]}, {v}" if k.lower() in headers else v
         host = self.headers.get("Host") or f"127.0.0.1:{self.server.server_address[1]}"
+        caps = invoker.capabilities()
         request = convert.http_request(
             method=self.command,
             url=f"http://{host}{self.path}",
@@ -179,9 +180,11 @@ class _Handler(BaseHTTPRequestHandler):
             query={k: ",".join(v) for k, v in query.items()},
             route_params=route_params,
             body=body,
+            caps=caps,
         )
         reason = "This function was programmatically called via the host APIs."
-        result = invoker.invoke(target.spec, request, reason=reason)
+        metadata = convert.http_trigger_metadata(request, caps)
+        result = invoker.invoke(target.spec, request, reason=reason, trigger_metadata=metadata)
         answer = _response(target.spec, result.outputs) if result.succeeded else None
         if answer is None:
             self._send(500)  # No details: the error is in the host log only.

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from devhost import outputs
+from devhost.convert import RUNTIME_CAPABILITIES, WorkerCapabilities
 from devhost.functions import FunctionSpec
 from devhost.proto import FunctionRpc_pb2 as pb
 from devhost.rpc import LanguageWorker, status_message
@@ -70,12 +71,21 @@ ACTIVITY = Activity()
 
 
 _WORKER: LanguageWorker | None = None
+_FUNCTION_TIMEOUT: float | None = None
 
 
-def use_worker(worker: LanguageWorker) -> None:
-    """The worker every invocation goes to (one per devhost, as one Python worker per host by default)."""
-    global _WORKER
+def use_worker(worker: LanguageWorker, function_timeout: float | None = None) -> None:
+    """The worker every invocation goes to (one per devhost, as one Python worker per host by default), and
+    host.json's ``functionTimeout`` in seconds (None: no limit)."""
+    global _WORKER, _FUNCTION_TIMEOUT
     _WORKER = worker
+    _FUNCTION_TIMEOUT = function_timeout
+
+
+def capabilities() -> WorkerCapabilities:
+    """What the worker declared at its last start (a restarted worker is the same program); without a worker,
+    what Microsoft's runtime declares."""
+    return _WORKER.capabilities if _WORKER is not None else RUNTIME_CAPABILITIES
 
 
 @dataclass
@@ -111,7 +121,7 @@ def invoke(
             trace_context=pb.RpcTraceContext(trace_parent=f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"),
         )
         log.debug("Executing 'Functions.%s' (Reason='%s', Id=%s)", spec.name, reason, invocation_id)
-        response = _WORKER.invoke(request)
+        response = _WORKER.invoke(request, timeout=_FUNCTION_TIMEOUT, function_name=spec.name)
         if response.result.status != pb.StatusResult.Success:
             raise FunctionFailed(status_message(response.result))
         result.outputs = {b.name: b.data for b in response.output_data}

@@ -30,28 +30,27 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent import futures
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from devhost.convert import WorkerCapabilities
 from devhost.proto import FunctionRpc_pb2 as pb
 
 log = logging.getLogger("devhost")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EVENT_STREAM_SERVICE = "AzureFunctionsRpcMessages.FunctionRpc"
-# What the Functions host 4.x reports and offers a Python worker (its RpcWorkerConfig capabilities); the runtime
-# answers with the same set.
 HOST_VERSION = "4.1040.0.0"
-HOST_CAPABILITIES = {
-    "RawHttpBodyBytes": "true",
-    "TypedDataCollection": "true",
-    "RpcHttpBodyOnly": "true",
-    "WorkerStatus": "true",
-    "RpcHttpTriggerMetadataRemoved": "true",
-    "SharedMemoryDataTransfer": "true",
-}
+# What the Functions host 4.x puts in WorkerInitRequest.capabilities (GrpcWorkerChannel.SendWorkerInitRequest):
+# "FunctionDataCache" only when the app enables the shared-memory cache (off by default, and devhost has none),
+# "V2Compatable" only in v2 compatibility mode, and "MultiStream" (extra streams with the same worker id), which
+# devhost does not offer: it serves one stream per worker and its worker never opens a second. So: nothing. The
+# six names the worker answers with (RawHttpBodyBytes, RpcHttpBodyOnly, ...) are *worker* capabilities: what the
+# host may then do, which devhost honours per worker (:class:`WorkerCapabilities`).
+HOST_CAPABILITIES: dict[str, str] = {}
 MAX_MESSAGE_BYTES = 2**31 - 1
 START_TIMEOUT_SECONDS = 60.0
 _LOG_LEVELS = {
@@ -70,6 +69,18 @@ class WorkerDied(RuntimeError):
 
 class IndexingFailed(RuntimeError):
     """The runtime refused the app; the message is the runtime's own."""
+
+
+class FunctionTimeout(RuntimeError):
+    """The invocation ran past host.json's ``functionTimeout`` (the host's FunctionTimeoutException)."""
+
+
+def timespan(seconds: float) -> str:
+    """``hh:mm:ss`` (with fractions when there are some), as .NET prints a TimeSpan in the host's messages."""
+    whole = int(seconds)
+    text = f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+    frac = seconds - whole
+    return text + (f"{frac:.7f}"[1:] if frac else "")
 
 
 def status_message(result: pb.StatusResult) -> str:
@@ -99,9 +110,13 @@ class _Stream:
 class LanguageWorker:
     """Serves the EventStream and runs one worker process; restarts it when it dies."""
 
-    def __init__(self, app_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, app_dir: Path, env: dict[str, str] | None = None, worker_args: list[str] | None = None
+    ) -> None:
         self.app_dir = app_dir.resolve()
         self.env = env
+        #: What follows the interpreter on the worker's command line before the host's arguments.
+        self.worker_args = worker_args or ["-m", "devhost.worker"]
         self._lock = threading.Lock()
         self._pending: dict[str, futures.Future[pb.StreamingMessage]] = {}
         self._stream: _Stream | None = None
@@ -113,6 +128,10 @@ class LanguageWorker:
         #: process on the machine can open the loopback port, and the stream carries function keys and bodies.
         self._worker_id: str | None = None
         self.metadata: list[pb.RpcFunctionMetadata] = []
+        #: What the running worker declared in its WorkerInitResponse; devhost's conversions follow it.
+        self.capabilities = WorkerCapabilities({})
+        #: Seconds of the last start, by phase (printed at start-up; bench/platform.py reads the line).
+        self.start_phases: dict[str, float] = {}
         self.restarts = 0
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="devhost-grpc"),
@@ -234,10 +253,11 @@ class LanguageWorker:
         # devhost.worker must be importable; the app's own folder comes first (the worker puts cwd first).
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         cmd = [
-            sys.executable, "-m", "devhost.worker", "--host", "127.0.0.1", "--port", str(self.port),
+            sys.executable, *self.worker_args, "--host", "127.0.0.1", "--port", str(self.port),
             "--workerId", worker_id, "--requestId", request_id, "--grpcMaxMessageLength", str(MAX_MESSAGE_BYTES),
         ]
         # stdout/stderr go where devhost's go, as the host copies the worker's console into its log.
+        began = time.monotonic()
         self._proc = subprocess.Popen(cmd, cwd=self.app_dir, env=env, stdin=subprocess.DEVNULL)
         with self._lock:
             while self._stream is None:
@@ -247,6 +267,7 @@ class LanguageWorker:
                 if left <= 0:
                     raise IndexingFailed(f"the language worker did not connect within {timeout:.0f}s")
                 self._connected.wait(min(left, 0.2))
+        connected = time.monotonic()
         init = self._request(
             timeout=max(1.0, deadline - time.monotonic()),
             worker_init_request=pb.WorkerInitRequest(
@@ -258,12 +279,15 @@ class LanguageWorker:
         ).worker_init_response
         if init.result.status != pb.StatusResult.Success:
             raise IndexingFailed(status_message(init.result))
+        self.capabilities = WorkerCapabilities(dict(init.capabilities))
+        initialised = time.monotonic()
         meta = self._request(
             timeout=max(1.0, deadline - time.monotonic()),
             functions_metadata_request=pb.FunctionsMetadataRequest(function_app_directory=str(self.app_dir)),
         ).function_metadata_response
         if meta.result.status != pb.StatusResult.Success:
             raise IndexingFailed(status_message(meta.result))
+        indexed = time.monotonic()
         loads = [
             self._send(
                 pb.StreamingMessage(
@@ -279,6 +303,18 @@ class LanguageWorker:
             if loaded.result.status != pb.StatusResult.Success:
                 raise IndexingFailed(f"function {fm.name}: {status_message(loaded.result)}")
         self.metadata = list(meta.function_metadata_results)
+        done = time.monotonic()
+        self.start_phases = {
+            "connect": connected - began, "init": initialised - connected, "metadata": indexed - initialised,
+            "load": done - indexed, "total": done - began,
+        }
+        # One line per start, so a slow start says where its time went (bench/platform.py parses it).
+        log.info(
+            "language worker pid %s started in %.2fs: process start to StartStream %.2fs, WorkerInitRequest "
+            "(the runtime imports and indexes the app) %.2fs, FunctionsMetadataRequest %.2fs, %d FunctionLoadRequests "
+            "%.2fs", self.pid, self.start_phases["total"], self.start_phases["connect"], self.start_phases["init"],
+            self.start_phases["metadata"], len(self.metadata), self.start_phases["load"],
+        )
         self._ready.set()
         return self.metadata
 
@@ -309,18 +345,68 @@ class LanguageWorker:
         return self._proc.pid if self._proc else None
 
     def invoke(
-        self, request: pb.InvocationRequest, ready_timeout: float = START_TIMEOUT_SECONDS
+        self,
+        request: pb.InvocationRequest,
+        ready_timeout: float = START_TIMEOUT_SECONDS,
+        timeout: float | None = None,
+        function_name: str = "",
     ) -> pb.InvocationResponse:
-        """Send one invocation and wait for its answer; :class:`WorkerDied` if the worker ends meanwhile."""
+        """Send one invocation and wait for its answer; :class:`WorkerDied` if the worker ends meanwhile.
+
+        ``timeout`` is host.json's ``functionTimeout``. Past it the invocation fails with :class:`FunctionTimeout` and
+        the worker running it is restarted, as the host does for an out-of-process worker
+        (``WebScriptHostExceptionHandler.OnTimeoutExceptionAsync`` -> ``RestartWorkerWithInvocationIdAsync``): a sync
+        Python function cannot be cancelled, so only ending its process stops it. Every other invocation in flight
+        on that worker fails with it (the host disposes the whole channel), and queue messages become visible again.
+        """
         if not self._ready.wait(ready_timeout):
             raise WorkerDied("the language worker is not running")
-        future = self._send(pb.StreamingMessage(invocation_request=request), request.invocation_id)
-        return future.result().invocation_response
+        invocation_id = request.invocation_id
+        with self._lock:
+            proc = self._proc
+        future = self._send(pb.StreamingMessage(invocation_request=request), invocation_id)
+        try:
+            return future.result(timeout).invocation_response
+        except futures.TimeoutError:
+            pass
+        with self._lock:
+            pending = self._pending.pop(invocation_id, None)
+        if pending is None:  # It answered, or its worker died, just as the timer fired.
+            return future.result().invocation_response
+        limit = timespan(timeout or 0)
+        log.error("Timeout value of %s exceeded by function 'Functions.%s' (Id: '%s'). Initiating cancellation.",
+                  limit, function_name, invocation_id)
+        error = FunctionTimeout(f"Timeout value of {limit} was exceeded by function: Functions.{function_name}")
+        pending.set_exception(error)
+        log.warning("A function timeout has occurred. Restarting worker process executing invocationId '%s'.",
+                    invocation_id)
+        self._kill(proc)
+        raise error
+
+    def _kill(self, proc: subprocess.Popen[bytes] | None) -> None:
+        """End ``proc`` if it is still the worker: its stream then ends, which fails the rest and restarts it."""
+        with self._lock:
+            current = proc is not None and proc is self._proc
+        if current and proc is not None and proc.poll() is None:
+            proc.kill()
 
     def stop(self, grace: float = 5.0) -> None:
         """End the worker process (SIGTERM, then SIGKILL) and the gRPC server."""
         self._stopping.set()
         proc = self._proc
+        if proc is not None and proc.poll() is None and self.capabilities.handles_worker_terminate:
+            # A worker that declared HandlesWorkerTerminateMessage is asked first, with the grace period, as the
+            # host does; Microsoft's Python runtime does not declare it, so it gets the signal below.
+            with self._lock:
+                stream = self._stream
+            if stream is not None:
+                terminate = pb.WorkerTerminate()
+                terminate.grace_period.FromTimedelta(timedelta(seconds=grace))
+                stream.outbox.put(pb.StreamingMessage(worker_terminate=terminate))
+                try:
+                    proc.wait(grace)
+                except subprocess.TimeoutExpired:
+                    pass
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -51,6 +51,10 @@ param jobsTable string = 'jobs'
 param jobsQueue string = 'jobs'
 param resultsContainer string = 'thematiq'
 param llmCacheTable string = 'llmcache'
+// Per-tenant fairness (docs/architecture.md, "Per-tenant fairness"): one tenant's backlog may not hold back another
+// tenant's first job. 10 is two hosts' worth of concurrent attempts (batchSize 4 + newBatchThreshold 1 each): a
+// tenant alone still scales out to two instances, and another tenant's job is at most 10 messages behind.
+param tenantMaxInFlight int = 10
 
 // ---------------------------------------------------------------------------
 // LLM
@@ -120,6 +124,10 @@ param alertEmail string = ''
 @description('Alert when the oldest queued job has waited longer than this.')
 param oldestQueuedAlertMinutes int = 15
 
+@secure()
+@description('WEBHOOK_SECRETS_KEY: seals the tenants\' webhook secrets at rest (infra/app/keyvault.bicep). Generate it once per environment.')
+param webhookSecretsKey string
+
 var abbrs = {
   rg: 'rg-'
   func: 'func-'
@@ -130,6 +138,7 @@ var abbrs = {
   appi: 'appi-'
   apim: 'apim-'
   oai: 'oai-'
+  kv: 'kv-'
 }
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName, app: 'thematiq' }
@@ -224,10 +233,24 @@ module openai 'app/openai.bicep' = if (deployOpenAI) {
   }
 }
 
+// The key that seals the tenants' webhook secrets in the table, readable by the app's identity only.
+module vault 'app/keyvault.bicep' = {
+  scope: rg
+  name: 'keyvault'
+  params: {
+    location: location
+    tags: tags
+    name: '${abbrs.kv}${resourceToken}'
+    identityPrincipalId: identity.outputs.principalId
+    webhookSecretsKey: webhookSecretsKey
+  }
+}
+
 module api 'app/api.bicep' = {
   scope: rg
   name: 'api'
   params: {
+    webhookSecretsKeyUri: vault.outputs.webhookSecretsKeyUri
     location: location
     tags: tags
     name: appName
@@ -247,6 +270,7 @@ module api 'app/api.bicep' = {
     jobsQueue: jobsQueue
     resultsContainer: resultsContainer
     llmCacheTable: llmCacheTable
+    tenantMaxInFlight: tenantMaxInFlight
     llmProvider: deployOpenAI ? 'azure' : llmProvider
     llmEndpoint: deployOpenAI ? openai.outputs.endpoint : llmEndpoint
     llmDeployment: deployOpenAI ? openai.outputs.deploymentName : llmDeployment
@@ -255,7 +279,7 @@ module api 'app/api.bicep' = {
   }
   // The host reads its keys and leases from Storage with the identity at first
   // start: the role assignments must exist before the app does.
-  dependsOn: [storage, monitoring]
+  dependsOn: [storage, monitoring, vault]
 }
 
 module apim 'app/apim.bicep' = {

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from devhost.azurite import Azurite
+from shared.platform import Platform, reset_process, use
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,14 +55,32 @@ def unique_names() -> dict[str, str]:
 @pytest.fixture
 def storage_env(azurite: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Point this process's settings at Azurite with fresh names; yields the env that was set."""
-    from shared.config import settings
-    from shared.storage import connections
-
     env = {"AzureWebJobsStorage": azurite, "DEFAULT_TENANT": "local", **unique_names()}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    settings.get_settings.cache_clear()
-    connections.reset_clients()
+    reset_process()  # the app's platform is built again, from these settings, on first use
     yield env
-    settings.get_settings.cache_clear()
-    connections.reset_clients()
+    reset_process()
+
+
+#: A connection string whose every endpoint is a closed port: nothing may reach a real account from the fast tier.
+NO_ACCOUNT = (
+    "DefaultEndpointsProtocol=http;AccountName=none;AccountKey=bm9uZQ==;TableEndpoint=http://127.0.0.1:9/none;"
+    "QueueEndpoint=http://127.0.0.1:9/none;BlobEndpoint=http://127.0.0.1:9/none"
+)
+
+
+@pytest.fixture
+def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[Platform]:
+    """A fresh platform on the in-memory fake, installed as the app's: the one fixture a fast test needs.
+
+    Every process-wide default starts as in a fresh process (``shared.platform.reset_process``) and is reset
+    again afterwards, so no test leaks a clock, a meter count, a budget or an LLM scope into the next.
+    """
+    for k, v in {"AzureWebJobsStorage": NO_ACCOUNT, "DEFAULT_TENANT": "local", **unique_names()}.items():
+        monkeypatch.setenv(k, v)
+    reset_process()
+    p = Platform.in_memory()
+    use(p)
+    yield p
+    reset_process()

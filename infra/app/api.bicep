@@ -26,6 +26,8 @@ param apimPrincipalId string
 param apimClientId string
 @description('PUBLIC_BASE_URL: where clients reach the API (the gateway), for Location and links.')
 param publicBaseUrl string = ''
+@description('Key Vault URI of WEBHOOK_SECRETS_KEY (keyvault.bicep), set as a Key Vault reference, never as a value.')
+param webhookSecretsKeyUri string
 
 // Storage names (defaults = shared/settings.py defaults).
 param jobsTable string = 'jobs'
@@ -33,6 +35,8 @@ param jobsQueue string = 'jobs'
 param chunksQueue string = 'chunks'
 param resultsContainer string = 'thematiq'
 param llmCacheTable string = 'llmcache'
+@description('Per-tenant fairness window (TENANT_MAX_IN_FLIGHT): at most this many of one tenant\'s jobs queued or running; 0 turns it off.')
+param tenantMaxInFlight int = 10
 
 // LLM (defaults = shared/settings.py defaults). LLM_API_KEY is never set here:
 // Azure OpenAI is reached with the managed identity. For an OpenAI-compatible
@@ -99,6 +103,7 @@ var appSettings = {
   LLM_EMBEDDINGS_DEPLOYMENT: llmEmbeddingsDeployment
   LLM_CACHE_TABLE: llmCacheTable
   LLM_TIMEOUT_SECONDS: '60'
+  TENANT_MAX_IN_FLIGHT: string(tenantMaxInFlight)
   LLM_MAX_TOKENS_PER_JOB: '200000'
   // Application Insights with local auth disabled: the connection string only
   // names the target; ingestion is authorised with the identity's token.
@@ -106,6 +111,11 @@ var appSettings = {
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
 }
 // END app settings
+
+// Secrets, as Key Vault references the platform resolves with the app's identity (never plain values).
+var secretSettings = {
+  WEBHOOK_SECRETS_KEY: '@Microsoft.KeyVault(SecretUri=${webhookSecretsKeyUri})'
+}
 
 module plan 'br/public:avm/res/web/serverfarm:0.5.0' = {
   name: 'flex-plan'
@@ -133,6 +143,8 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     managedIdentities: {
       userAssignedResourceIds: [identityResourceId]
     }
+    // Key Vault references are resolved with this identity (the app has no system-assigned one).
+    keyVaultAccessIdentityResourceId: identityResourceId
     basicPublishingCredentialsPolicies: [
       { name: 'ftp', allow: false }
       { name: 'scm', allow: false }
@@ -168,7 +180,7 @@ module site 'br/public:avm/res/web/site:0.23.1' = {
     configs: [
       {
         name: 'appsettings'
-        properties: appSettings
+        properties: union(appSettings, secretSettings)
       }
     ]
   }

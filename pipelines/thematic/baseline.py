@@ -133,8 +133,30 @@ def carry_over(
     earlier = {t["id"]: t for t in baseline["themes"]}
     # A code naming no theme of the earlier codebook (cannot happen after codebook edits; a guard) is "other".
     coded = {k: ("" if v and v not in earlier else v) for k, v in coded.items()}
-    old = {t["id"]: t for t in doc.get("themes", [])}
     usable = [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
+    themes, fresh = _recoded_themes(doc.get("themes", []), usable, coded, earlier, quote_of)
+    doc["themes"] = themes
+    _recode_assignments(usable, coded, fresh, confidence)
+    doc["parents"], doc["subthemes"] = [], []
+    codebook.recount(doc)
+    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
+    then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
+            for t in baseline["themes"]}
+    doc["comparison"] = {
+        "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
+        "then": {t["id"]: {"label": t["label"], "count": then[t["id"]]} for t in baseline["themes"]},
+        "themes": [], "new": [], "gone": [],
+    }
+    return doc
+
+
+def _recoded_themes(
+    discovered: list[dict[str, Any]], usable: list[dict[str, Any]], coded: Mapping[str, str | None],
+    earlier: Mapping[str, Mapping[str, Any]], quote_of: Mapping[str, str],
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The earlier themes that got members (in order of their first member), then the discovered themes that
+    kept some (under fresh ids); and the fresh id of each discovered theme kept."""
+    old = {t["id"]: t for t in discovered}
     # Which discovered theme gave each earlier theme most of its members: its keywords and phrases are kept.
     sources: dict[str, Counter[str]] = {}
     members: dict[str, list[str | int]] = {}
@@ -152,31 +174,44 @@ def carry_over(
     )
     next_id = max([_number(i) for i in earlier] + [0]) + 1
     fresh: dict[str, str] = {}
-    for t in doc.get("themes", []):
+    for t in discovered:
         if left.get(t["id"]):
             fresh[t["id"]] = f"t{next_id}"
             next_id += 1
-    themes: list[dict[str, Any]] = []
-    for target, ids in members.items():
-        e = earlier[target]
-        votes = sources.get(target)
-        # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
-        src = old[votes.most_common(1)[0][0]] if votes else {
-            "keywords": list(e.get("keywords", [])), "labelled_by": "keywords", "key_phrases": [], "quotes": []}
-        # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
-        mine = {str(rid) for rid in ids}
-        quotes = [q for q in src.get("quotes", []) if str(q["response_id"]) in mine]
-        quoted = {str(q["response_id"]) for q in quotes}
-        quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in ids
-                   if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(quotes))]
-        themes.append({
-            **{k: v for k, v in src.items() if k not in ("subthemes", "merged_from", "parent")},
-            "id": target, "label": e["label"], "description": e["description"] or src.get("description", ""),
-            "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None, "count": 0, "share": 0.0,
-        })
+    themes = [_earlier_theme(earlier[target], ids, old, sources.get(target), quote_of)
+              for target, ids in members.items()]
     for tid, new_id in fresh.items():
         themes.append({**old[tid], "id": new_id, "subthemes": [], "parent": None, "merged_from": []})
-    doc["themes"] = themes
+    return themes, fresh
+
+
+def _earlier_theme(
+    e: Mapping[str, Any], ids: list[str | int], old: Mapping[str, dict[str, Any]], votes: Counter[str] | None,
+    quote_of: Mapping[str, str],
+) -> dict[str, Any]:
+    """Earlier theme ``e`` with members ``ids``: its id, name and description, the keywords and phrases of the
+    discovered theme most of them come from, and quotes (counts are filled by ``codebook.recount``)."""
+    # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
+    src = old[votes.most_common(1)[0][0]] if votes else {
+        "keywords": list(e.get("keywords", [])), "labelled_by": "keywords", "key_phrases": [], "quotes": []}
+    # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
+    mine = {str(rid) for rid in ids}
+    quotes = [q for q in src.get("quotes", []) if str(q["response_id"]) in mine]
+    quoted = {str(q["response_id"]) for q in quotes}
+    quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in ids
+               if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(quotes))]
+    return {
+        **{k: v for k, v in src.items() if k not in ("subthemes", "merged_from", "parent")},
+        "id": e["id"], "label": e["label"], "description": e["description"] or src.get("description", ""),
+        "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None, "count": 0, "share": 0.0,
+    }
+
+
+def _recode_assignments(
+    usable: list[dict[str, Any]], coded: Mapping[str, str | None], fresh: Mapping[str, str],
+    confidence: Mapping[str, float] | None,
+) -> None:
+    """Point each usable assignment at its earlier theme, its discovered theme's fresh id, or other (in place)."""
     for a in usable:
         refs = a.get("themes") or []
         rid = str(a["response_id"])
@@ -194,14 +229,3 @@ def carry_over(
         rest = [{**r, "theme_id": fresh[r["theme_id"]]} for r in refs[1:] if r["theme_id"] in fresh]
         a["themes"] = [first, *[r for r in rest if r["theme_id"] != first["theme_id"]]]
         a["bucket"], a["broad"], a["fine"] = "theme", first["theme_id"], None
-    doc["parents"], doc["subthemes"] = [], []
-    codebook.recount(doc)
-    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
-    then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
-            for t in baseline["themes"]}
-    doc["comparison"] = {
-        "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
-        "then": {t["id"]: {"label": t["label"], "count": then[t["id"]]} for t in baseline["themes"]},
-        "themes": [], "new": [], "gone": [],
-    }
-    return doc

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from shared.sdk import PermanentError, PipelineContext
 
-from . import assign as A
+from . import assign as assigning
 from .describe import LLMUsage
 from .embed import TextEmbedder, embedder_for
 from .llm_port import ChatClient, resolve_client
@@ -68,7 +68,7 @@ def job_embedder(
 def code_chunk_size(params: ThematicParams) -> int:
     """Whole coding batches, at most CODE_CHUNK_MAX responses."""
     size = min(params.fanout_chunk_size, CODE_CHUNK_MAX)
-    return max(A.CODING_BATCH, size // A.CODING_BATCH * A.CODING_BATCH)
+    return max(assigning.CODING_BATCH, size // assigning.CODING_BATCH * assigning.CODING_BATCH)
 
 
 def embed_chunk(ctx: PipelineContext, params: ThematicParams, texts: list[Any]) -> bytes:
@@ -97,7 +97,7 @@ def code_chunk(ctx: PipelineContext, params: ThematicParams, items: list[list[st
         raise PermanentError("the code stage needs an LLM client and seed_themes")
     book = [{"name": s.name, "description": s.description} for s in params.seed_themes]
     usage = LLMUsage()
-    codes = A.code_by_llm(
+    codes = assigning.code_by_llm(
         client,
         book,
         [(i, t) for i, t in items],

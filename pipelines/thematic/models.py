@@ -461,98 +461,133 @@ def build_graph(
     """The encoder as an ``onnx.ModelProto``: inputs input_ids, attention_mask → last_hidden_state.
 
     fp32 unless ``int8`` is given; linear layers whose name ends with one of ``skip`` stay fp32; ``fused``: see
-    ``GraphSpec.fused``.
+    ``GraphSpec.fused``. Node and initialiser names are numbered in the order they are made, so the helpers
+    below run in a fixed order: the same weights always give the same bytes (the model's sha256 is pinned).
     """
-    from onnx import TensorProto
-
     g = _Graph()
     g.int8, g.skip, g.fused = int8, skip, fused
-    h = g.h
-    hd = spec.hidden // spec.heads
-    ids, mask = "input_ids", "attention_mask"
-    seq1 = g.op("Shape", [ids], start=1, end=2)  # [S], 1-D
+    seq1 = g.op("Shape", ["input_ids"], start=1, end=2)  # [S], 1-D
     zero = g.const("zero_1d", np.array([0], dtype=np.int64))
-    word = g.op("Gather", [g.const("word_embeddings", w["embeddings.word_embeddings.weight"]), ids], axis=0)
+    x = _embeddings(g, spec, w, seq1, zero)
+    bias = _attention_bias(g, spec, w, seq1, zero)
+    consts = _LayerConsts(
+        split=g.const("split_heads", np.array([0, 0, spec.heads, spec.hidden // spec.heads], dtype=np.int64)),
+        merge=g.const("merge_heads", np.array([0, 0, spec.hidden], dtype=np.int64)),
+        scale=g.const("scale", np.array(1.0 / math.sqrt(spec.hidden // spec.heads), dtype=np.float32)),
+        sqrt2=g.const("sqrt2", np.array(math.sqrt(2.0), dtype=np.float32)),
+        half=g.const("half", np.array(0.5, dtype=np.float32)),
+        one=g.const("one_g", np.array(1.0, dtype=np.float32)),
+    )
+    for i in range(spec.layers):
+        x = _encoder_layer(g, spec, w, i, x, bias, consts)
+    g.op("Identity", [x])
+    g.nodes[-1].output[0] = "last_hidden_state"
+    return _model_proto(g, spec)
+
+
+@dataclass(frozen=True)
+class _LayerConsts:
+    """Names of the constants every encoder layer shares."""
+
+    split: str
+    merge: str
+    scale: str
+    sqrt2: str
+    half: str
+    one: str
+
+
+def _embeddings(g: _Graph, spec: ModelSpec, w: dict[str, NDArray[Any]], seq1: str, zero: str) -> str:
+    """Word + position embeddings, layer-normalised: [B, S, hidden]."""
+    word = g.op("Gather", [g.const("word_embeddings", w["embeddings.word_embeddings.weight"]), "input_ids"], axis=0)
     if spec.arch == "bert":
         # token_type_ids are all 0 for single sentences: fold type 0 into the position table,
         # so the graph needs no token_type_ids input.
         pos_table = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
-        pos = g.op("Slice", [g.const("position_embeddings", pos_table), zero, seq1, zero])
-        prefix = "encoder.layer"
     else:
         # MPNet (RoBERTa-style) positions start at padding_idx + 1 = 2; pads are masked out anyway.
         pos_table = w["embeddings.position_embeddings.weight"][2:]
-        pos = g.op("Slice", [g.const("position_embeddings", pos_table), zero, seq1, zero])
-        prefix = "encoder.layer"
+    pos = g.op("Slice", [g.const("position_embeddings", pos_table), zero, seq1, zero])
     x = g.op("Add", [word, pos])
-    x = g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], "emb_ln", spec.layer_norm_eps)
-    # Additive attention mask [B, 1, 1, S]: 0 for tokens, -10000 for padding.
-    mf = g.op("Cast", [mask], to=TensorProto.FLOAT)
+    return g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], "emb_ln",
+                        spec.layer_norm_eps)
+
+
+def _attention_bias(g: _Graph, spec: ModelSpec, w: dict[str, NDArray[Any]], seq1: str, zero: str) -> str:
+    """The additive attention bias: [B, 1, 1, S] from the mask (0 for tokens, -10000 for padding), plus
+    MPNet's relative position bias ([B, heads, S, S])."""
+    from onnx import TensorProto
+
+    mf = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
     inv = g.op("Sub", [g.const("one_f", np.array(1.0, dtype=np.float32)), mf])
     bias = g.op("Mul", [inv, g.const("neg", np.array(-10000.0, dtype=np.float32))])
     bias = g.op("Unsqueeze", [bias, g.const("axes12", np.array([1, 2], dtype=np.int64))])
-    if spec.arch == "mpnet":
-        buckets = _bucket_matrix(spec.max_tokens)
-        b2 = g.op(
-            "Slice",
-            [
-                g.const("rel_buckets", buckets),
-                g.const("zz", np.array([0, 0], dtype=np.int64)),
-                g.op("Concat", [seq1, seq1], axis=0),
-                g.const("ax01", np.array([0, 1], dtype=np.int64)),
-            ],
-        )
-        rel = g.op("Gather", [g.const("rel_bias", w["encoder.relative_attention_bias.weight"]), b2], axis=0)
-        rel = g.op("Transpose", [rel], perm=[2, 0, 1])  # [heads, S, S]
-        bias = g.op("Add", [bias, g.op("Unsqueeze", [rel, zero])])  # [B, heads, S, S]
-    split = g.const("split_heads", np.array([0, 0, spec.heads, hd], dtype=np.int64))
-    merge = g.const("merge_heads", np.array([0, 0, spec.hidden], dtype=np.int64))
-    scale = g.const("scale", np.array(1.0 / math.sqrt(hd), dtype=np.float32))
-    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), dtype=np.float32))
-    half = g.const("half", np.array(0.5, dtype=np.float32))
-    one = g.const("one_g", np.array(1.0, dtype=np.float32))
-    for i in range(spec.layers):
-        p = f"{prefix}.{i}"
-        if spec.arch == "bert":
-            names = {k: f"{p}.attention.self.{k2}" for k, k2 in (("q", "query"), ("k", "key"), ("v", "value"))}
-            names["o"] = f"{p}.attention.output.dense"
-            ln1 = f"{p}.attention.output.LayerNorm"
-        else:
-            names = {k: f"{p}.attention.attn.{k}" for k in ("q", "k", "v", "o")}
-            ln1 = f"{p}.attention.LayerNorm"
+    if spec.arch != "mpnet":
+        return bias
+    buckets = _bucket_matrix(spec.max_tokens)
+    b2 = g.op(
+        "Slice",
+        [
+            g.const("rel_buckets", buckets),
+            g.const("zz", np.array([0, 0], dtype=np.int64)),
+            g.op("Concat", [seq1, seq1], axis=0),
+            g.const("ax01", np.array([0, 1], dtype=np.int64)),
+        ],
+    )
+    rel = g.op("Gather", [g.const("rel_bias", w["encoder.relative_attention_bias.weight"]), b2], axis=0)
+    rel = g.op("Transpose", [rel], perm=[2, 0, 1])  # [heads, S, S]
+    return g.op("Add", [bias, g.op("Unsqueeze", [rel, zero])])  # [B, heads, S, S]
 
-        def proj(kind: str, src: str, p: str = p, names: dict[str, str] = names) -> str:
-            y = g.linear(src, w[f"{names[kind]}.weight"], w[f"{names[kind]}.bias"], f"l{p.split('.')[-1]}.{kind}")
-            return g.op("Reshape", [y, split])
 
-        q = g.op("Transpose", [proj("q", x)], perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [proj("k", x)], perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [proj("v", x)], perm=[0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge])
-        o = g.linear(ctx, w[f"{names['o']}.weight"], w[f"{names['o']}.bias"], f"l{i}.o")
-        x = g.layer_norm(g.op("Add", [o, x]), w[f"{ln1}.weight"], w[f"{ln1}.bias"], f"l{i}.ln1", spec.layer_norm_eps)
-        hdn = g.linear(x, w[f"{p}.intermediate.dense.weight"], w[f"{p}.intermediate.dense.bias"], f"l{i}.ffn_in")
-        # Exact (erf) GELU, as in BERT/MPNet.
-        gelu = g.op("Mul", [g.op("Mul", [hdn, half]), g.op("Add", [one, g.op("Erf", [g.op("Div", [hdn, sqrt2])])])])
-        o2 = g.linear(gelu, w[f"{p}.output.dense.weight"], w[f"{p}.output.dense.bias"], f"l{i}.ffn_out")
-        x = g.layer_norm(
-            g.op("Add", [o2, x]),
-            w[f"{p}.output.LayerNorm.weight"],
-            w[f"{p}.output.LayerNorm.bias"],
-            f"l{i}.ln2",
-            spec.layer_norm_eps,
-        )
-    out = g.op("Identity", [x])
-    g.nodes[-1].output[0] = "last_hidden_state"
-    del out
+def _encoder_layer(
+    g: _Graph, spec: ModelSpec, w: dict[str, NDArray[Any]], i: int, x: str, bias: str, c: _LayerConsts
+) -> str:
+    """Transformer layer ``i``: self-attention and the feed-forward block, each with a residual and LayerNorm."""
+    p = f"encoder.layer.{i}"
+    if spec.arch == "bert":
+        names = {k: f"{p}.attention.self.{k2}" for k, k2 in (("q", "query"), ("k", "key"), ("v", "value"))}
+        names["o"] = f"{p}.attention.output.dense"
+        ln1 = f"{p}.attention.output.LayerNorm"
+    else:
+        names = {k: f"{p}.attention.attn.{k}" for k in ("q", "k", "v", "o")}
+        ln1 = f"{p}.attention.LayerNorm"
+
+    def proj(kind: str, src: str) -> str:
+        y = g.linear(src, w[f"{names[kind]}.weight"], w[f"{names[kind]}.bias"], f"l{i}.{kind}")
+        return g.op("Reshape", [y, c.split])
+
+    q = g.op("Transpose", [proj("q", x)], perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [proj("k", x)], perm=[0, 2, 3, 1])
+    v = g.op("Transpose", [proj("v", x)], perm=[0, 2, 1, 3])
+    scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), c.scale]), bias])
+    probs = g.op("Softmax", [scores], axis=-1)
+    ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), c.merge])
+    o = g.linear(ctx, w[f"{names['o']}.weight"], w[f"{names['o']}.bias"], f"l{i}.o")
+    x = g.layer_norm(g.op("Add", [o, x]), w[f"{ln1}.weight"], w[f"{ln1}.bias"], f"l{i}.ln1", spec.layer_norm_eps)
+    hdn = g.linear(x, w[f"{p}.intermediate.dense.weight"], w[f"{p}.intermediate.dense.bias"], f"l{i}.ffn_in")
+    # Exact (erf) GELU, as in BERT/MPNet.
+    gelu = g.op("Mul", [g.op("Mul", [hdn, c.half]), g.op("Add", [c.one, g.op("Erf", [g.op("Div", [hdn, c.sqrt2])])])])
+    o2 = g.linear(gelu, w[f"{p}.output.dense.weight"], w[f"{p}.output.dense.bias"], f"l{i}.ffn_out")
+    return g.layer_norm(
+        g.op("Add", [o2, x]),
+        w[f"{p}.output.LayerNorm.weight"],
+        w[f"{p}.output.LayerNorm.bias"],
+        f"l{i}.ln2",
+        spec.layer_norm_eps,
+    )
+
+
+def _model_proto(g: _Graph, spec: ModelSpec) -> Any:
+    """The built nodes and initialisers as an opset-``OPSET`` ``onnx.ModelProto`` (IR version 8)."""
+    from onnx import TensorProto
+
+    h = g.h
     graph = h.make_graph(
         g.nodes,
         f"{spec.key}_encoder",
         [
-            h.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "sequence"]),
-            h.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "sequence"]),
+            h.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            h.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
         ],
         [h.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", spec.hidden])],
         initializer=g.inits,
@@ -724,7 +759,7 @@ def choose_graph(spec: ModelSpec, flags: frozenset[str] | None = None) -> GraphS
     """The graph this CPU should run: the first whose ``needs`` the CPU has (any one flag), else the default.
 
     ``THEMATIQ_EMBEDDING_GRAPH`` names a graph explicitly (operations, benchmarks). The choice is made once per
-    job by its first attempt and handed to its chunks (``run.py``), so one job never mixes graphs.
+    job by its first attempt and handed to its chunks (``stages.GRAPH_CHOICE``), so one job never mixes graphs.
     """
     override = os.environ.get("THEMATIQ_EMBEDDING_GRAPH")
     if override:

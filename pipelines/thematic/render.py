@@ -6,8 +6,7 @@ import csv
 import io
 from typing import Any
 
-from pipelines.thematic import mdsafe
-from pipelines.thematic import verbatims as V
+from pipelines.thematic import mdsafe, verbatims
 
 CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
@@ -37,8 +36,8 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     per metadata key after the fixed ones, so a spreadsheet needs no join back to the survey file.
     """
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
-    rows = V.join(doc, data) if data is not None else [V.Joined({}, a) for a in doc.get("assignments", [])]
-    keys = V.metadata_keys(rows)
+    rows = verbatims.join(doc, data) if data is not None else [verbatims.Joined({}, a) for a in doc.get("assignments", [])]
+    keys = verbatims.metadata_keys(rows)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
@@ -47,7 +46,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
         a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
         meta = r.item.get("metadata") or {}
         tail = ([] if data is None else [_cell(r.item.get("text") or "")]) + [
-            _cell(V.meta_text(meta.get(k))) for k in keys
+            _cell(verbatims.meta_text(meta.get(k))) for k in keys
         ]
         codes = ";".join(c["name"] for c in (a.get("seed_codes") or []))
         refs = a.get("themes") or [None]

@@ -150,269 +150,310 @@ _RETRY_AFTER = {
     "schema": {"type": "integer", "minimum": 1},
     "description": "While the job is unfinished: seconds until polling it again is worth it (by pipeline and progress).",
 }
+_LOCATION = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}, "Retry-After": _RETRY_AFTER}
+
+
+def _submit_job() -> dict[str, Any]:
+    """``POST /jobs``."""
+    return {
+        "operationId": "submit_job",
+        "summary": "Submit a job",
+        "parameters": [
+            _TENANT,
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": "The same key and body return the same job (200); another body is 409.",
+                "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_RE.pattern},
+            },
+        ],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SubmitBody")}}},
+        "callbacks": {"jobFinished": {"{$request.body#/callback/url}": {"post": _WEBHOOK}}},
+        "responses": {
+            "202": _json("JobView", "Accepted: the job is committed and queued.", _LOCATION),
+            "200": _json("JobView", "Idempotent replay: the job created earlier with this key.", _LOCATION),
+            **_problems(400, 409, 413, 422, *_COMMON),
+        },
+    }
+
+
+def _list_jobs() -> dict[str, Any]:
+    """``GET /jobs``."""
+    return {
+        "operationId": "list_jobs",
+        "summary": "List the tenant's jobs, newest first",
+        "parameters": [
+            _TENANT,
+            {"name": "status", "in": "query", "schema": {"type": "string", "enum": [s.value for s in Status]}},
+            {
+                "name": "pipeline",
+                "in": "query",
+                "schema": {"type": "string", "pattern": PIPELINE_NAME_RE.pattern},
+            },
+            {
+                "name": "limit",
+                "in": "query",
+                "schema": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": LIST_MAX_LIMIT,
+                    "default": LIST_DEFAULT_LIMIT,
+                },
+            },
+            {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048}},
+        ],
+        "responses": {"200": _json("JobList", "One page of jobs."), **_problems(400, 422, *_COMMON)},
+    }
+
+
+def _get_job() -> dict[str, Any]:
+    """``GET /jobs/{id}``."""
+    return {
+        "operationId": "get_job",
+        "summary": "A job's status, progress, attempts and error",
+        "parameters": [
+            _JOB_ID,
+            _TENANT,
+            {
+                "name": "If-None-Match",
+                "in": "header",
+                "required": False,
+                "description": "The ETag of the copy you hold: 304 with no body while the job is unchanged.",
+                "schema": {"type": "string"},
+            },
+        ],
+        "responses": {
+            "200": _json("JobView", "The job.", {"ETag": _ETAG, "Retry-After": _RETRY_AFTER}),
+            "304": {
+                "description": "Not modified: the job is as the ETag you sent describes it.",
+                "headers": {"ETag": _ETAG, "Retry-After": _RETRY_AFTER},
+            },
+            **_problems(400, 404, *_COMMON),
+        },
+    }
+
+
+def _cancel_job() -> dict[str, Any]:
+    """``POST /jobs/{id}/cancel``."""
+    return {
+        "operationId": "cancel_job",
+        "summary": "Cancel a job",
+        "parameters": [_JOB_ID, _TENANT],
+        "responses": {
+            "200": _json("JobView", "Cancelled (a queued job at once), or already cancelled."),
+            "202": _json("JobView", "Cancel requested; the worker stops the running pipeline."),
+            **_problems(400, 404, 409, *_COMMON),
+        },
+    }
+
+
+def _get_job_result() -> dict[str, Any]:
+    """``GET /jobs/{id}/result``."""
+    return {
+        "operationId": "get_job_result",
+        "summary": "The result of a succeeded job",
+        "parameters": [
+            _JOB_ID,
+            _TENANT,
+            {
+                "name": "format",
+                "in": "query",
+                "description": "`json` for every pipeline; others (`csv`, `xlsx`, `md`, `codebook`) "
+                "where the pipeline renders them. Thematic `csv` and `xlsx` carry each response's text "
+                "and metadata columns; every cell is inert (no formulas).",
+                "schema": {"type": "string", "default": "json"},
+            },
+        ],
+        "responses": {
+            "200": {
+                "description": "The result document.",
+                "headers": {
+                    "Content-Disposition": {"schema": {"type": "string"}},
+                    "ETag": {
+                        "description": "The stored result version; send it as If-Match to edit the themes.",
+                        "schema": {"type": "string"},
+                    },
+                },
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/csv": {"schema": {"type": "string"}},
+                    "text/markdown": {"schema": {"type": "string"}},
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": {
+                        "schema": {"type": "string", "format": "binary"}
+                    },
+                },
+            },
+            **_problems(400, 404, 409, 422, *_COMMON),
+        },
+    }
+
+
+def _list_job_responses() -> dict[str, Any]:
+    """``GET /jobs/{id}/responses``."""
+    return {
+        "operationId": "list_job_responses",
+        "summary": "Every response of a succeeded job: its text and metadata as submitted, and its coding",
+        "description": "In the order they were submitted, a page at a time (`next_cursor`, with the same "
+        "filters). Filters combine with AND. Costs at most 3 storage reads per page (the job row, the "
+        "result blob and the input blob when they are not inline), whatever the job's size.",
+        "parameters": [
+            _JOB_ID,
+            _TENANT,
+            {"name": "theme", "in": "query", "description": "A theme (`t3`) or broad theme (`p1`) id: "
+             "responses coded with it, as primary or secondary theme.", "schema": {"type": "string"}},
+            {"name": "subtheme", "in": "query", "description": "A fine-level id (`t3.2`, or a theme id "
+             "when the broad level is parents).", "schema": {"type": "string"}},
+            {"name": "bucket", "in": "query",
+             "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
+            {"name": "sentiment", "in": "query",
+             "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
+            {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
+             "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
+             "compare as written: `metadata[nps]=7`). A key no response has is a 422.",
+             "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+             "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},
+            {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+            {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"},
+             "description": "The ETag of the page you hold: 304 while the result is unchanged."},
+        ],
+        "responses": {
+            "200": _json("ResponseList", "One page of responses.", {"ETag": _ETAG}),
+            "304": {"description": "Not modified.", "headers": {"ETag": _ETAG}},
+            **_problems(400, 404, 409, 422, *_COMMON),
+        },
+    }
+
+
+def _edit_job_themes() -> dict[str, Any]:
+    """``PATCH /jobs/{id}/themes``."""
+    return {
+        "operationId": "edit_job_themes",
+        "summary": "Edit the themes of a succeeded job: rename, merge, split off by keyword, delete",
+        "description": "Assignments, counts, sentiment per theme, breakdowns and the comparison follow; "
+        "every edit is appended to the result's `edits` log. The body is the pipeline's (thematic: "
+        '`{"edits": [{"op": "rename", "theme": "t1", "label": "…"}, {"op": "merge", "themes": '
+        '["t1", "t2"]}, {"op": "split", "theme": "t1", "keyword": "refund", "label": "…"}, '
+        '{"op": "delete", "theme": "t3"}]}`).',
+        "parameters": [
+            _JOB_ID,
+            _TENANT,
+            {
+                "name": "If-Match",
+                "in": "header",
+                "required": True,
+                "description": "The ETag of the result (GET …/result) the edits were made on.",
+                "schema": {"type": "string"},
+            },
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object", "required": ["edits"]}}},
+        },
+        "responses": {
+            "200": {
+                "description": "The edited codebook (as `?format=codebook`), with the new ETag.",
+                "headers": {"ETag": {"schema": {"type": "string"}}},
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            **_problems(400, 404, 409, 412, 413, 422, 428, *_COMMON),
+        },
+    }
+
+
+def _retry_job() -> dict[str, Any]:
+    """``POST /jobs/{id}/retry``."""
+    return {
+        "operationId": "retry_job",
+        "summary": "Resubmit a failed or cancelled job as a new job (idempotent per original job)",
+        "parameters": [_JOB_ID, _TENANT],
+        "responses": {
+            "202": _json("JobView", "The new job.", _LOCATION),
+            "200": _json("JobView", "The job an earlier retry of this job created.", _LOCATION),
+            **_problems(400, 404, 409, 413, 422, *_COMMON),
+        },
+    }
+
+
+def _create_webhook_secret() -> dict[str, Any]:
+    """``POST /webhooks/secrets``."""
+    return {
+        "operationId": "create_webhook_secret",
+        "summary": "A new webhook signing secret for the caller's tenant (a rotation starts; its value is shown once)",
+        "parameters": [_TENANT],
+        "responses": {
+            "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
+                    "content": {"application/json": {"schema": _SECRET_CREATED}}},
+            **_problems(409, *_COMMON),
+        },
+    }
+
+
+def _list_webhook_secrets() -> dict[str, Any]:
+    """``GET /webhooks/secrets``."""
+    return {
+        "operationId": "list_webhook_secrets",
+        "summary": "The tenant's active webhook signing secrets (ids and dates, never values)",
+        "parameters": [_TENANT],
+        "responses": {
+            "200": {"description": "At most two: two during a rotation.",
+                    "content": {"application/json": {"schema": _SECRET_LIST}}},
+            **_problems(*_COMMON),
+        },
+    }
+
+
+def _revoke_webhook_secret() -> dict[str, Any]:
+    """``DELETE /webhooks/secrets/{id}``."""
+    return {
+        "operationId": "revoke_webhook_secret",
+        "summary": "Stop signing with a secret (a rotation ends); never the last one",
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
+        "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
+    }
+
+
+def _health() -> dict[str, Any]:
+    """``GET /health``."""
+    return {
+        "operationId": "health",
+        "summary": "Is Storage reachable? (anonymous: reveals nothing about any tenant)",
+        "security": [],
+        "responses": {"200": _json("Health", "Storage is reachable."), **_problems(500, 503)},
+    }
+
+
+def _openapi() -> dict[str, Any]:
+    """``GET /openapi.json``."""
+    return {
+        "operationId": "openapi",
+        "summary": "This document",
+        "responses": {
+            "200": {
+                "description": "The OpenAPI 3.1 document.",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            **_problems(401, 500),
+        },
+    }
 
 
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."},
-                "Retry-After": _RETRY_AFTER}
+    """The OpenAPI 3.1 document: one builder per operation below, in the order the paths are listed."""
     paths: dict[str, Any] = {
-        "/jobs": {
-            "post": {
-                "operationId": "submit_job",
-                "summary": "Submit a job",
-                "parameters": [
-                    _TENANT,
-                    {
-                        "name": "Idempotency-Key",
-                        "in": "header",
-                        "required": False,
-                        "description": "The same key and body return the same job (200); another body is 409.",
-                        "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_RE.pattern},
-                    },
-                ],
-                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SubmitBody")}}},
-                "callbacks": {"jobFinished": {"{$request.body#/callback/url}": {"post": _WEBHOOK}}},
-                "responses": {
-                    "202": _json("JobView", "Accepted: the job is committed and queued.", location),
-                    "200": _json("JobView", "Idempotent replay: the job created earlier with this key.", location),
-                    **_problems(400, 409, 413, 422, *_COMMON),
-                },
-            },
-            "get": {
-                "operationId": "list_jobs",
-                "summary": "List the tenant's jobs, newest first",
-                "parameters": [
-                    _TENANT,
-                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": [s.value for s in Status]}},
-                    {
-                        "name": "pipeline",
-                        "in": "query",
-                        "schema": {"type": "string", "pattern": PIPELINE_NAME_RE.pattern},
-                    },
-                    {
-                        "name": "limit",
-                        "in": "query",
-                        "schema": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": LIST_MAX_LIMIT,
-                            "default": LIST_DEFAULT_LIMIT,
-                        },
-                    },
-                    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048}},
-                ],
-                "responses": {"200": _json("JobList", "One page of jobs."), **_problems(400, 422, *_COMMON)},
-            },
-        },
-        "/jobs/{id}": {
-            "get": {
-                "operationId": "get_job",
-                "summary": "A job's status, progress, attempts and error",
-                "parameters": [
-                    _JOB_ID,
-                    _TENANT,
-                    {
-                        "name": "If-None-Match",
-                        "in": "header",
-                        "required": False,
-                        "description": "The ETag of the copy you hold: 304 with no body while the job is unchanged.",
-                        "schema": {"type": "string"},
-                    },
-                ],
-                "responses": {
-                    "200": _json("JobView", "The job.", {"ETag": _ETAG, "Retry-After": _RETRY_AFTER}),
-                    "304": {
-                        "description": "Not modified: the job is as the ETag you sent describes it.",
-                        "headers": {"ETag": _ETAG, "Retry-After": _RETRY_AFTER},
-                    },
-                    **_problems(400, 404, *_COMMON),
-                },
-            }
-        },
-        "/jobs/{id}/cancel": {
-            "post": {
-                "operationId": "cancel_job",
-                "summary": "Cancel a job",
-                "parameters": [_JOB_ID, _TENANT],
-                "responses": {
-                    "200": _json("JobView", "Cancelled (a queued job at once), or already cancelled."),
-                    "202": _json("JobView", "Cancel requested; the worker stops the running pipeline."),
-                    **_problems(400, 404, 409, *_COMMON),
-                },
-            }
-        },
-        "/jobs/{id}/result": {
-            "get": {
-                "operationId": "get_job_result",
-                "summary": "The result of a succeeded job",
-                "parameters": [
-                    _JOB_ID,
-                    _TENANT,
-                    {
-                        "name": "format",
-                        "in": "query",
-                        "description": "`json` for every pipeline; others (`csv`, `xlsx`, `md`, `codebook`) "
-                        "where the pipeline renders them. Thematic `csv` and `xlsx` carry each response's text "
-                        "and metadata columns; every cell is inert (no formulas).",
-                        "schema": {"type": "string", "default": "json"},
-                    },
-                ],
-                "responses": {
-                    "200": {
-                        "description": "The result document.",
-                        "headers": {
-                            "Content-Disposition": {"schema": {"type": "string"}},
-                            "ETag": {
-                                "description": "The stored result version; send it as If-Match to edit the themes.",
-                                "schema": {"type": "string"},
-                            },
-                        },
-                        "content": {
-                            "application/json": {"schema": {"type": "object"}},
-                            "text/csv": {"schema": {"type": "string"}},
-                            "text/markdown": {"schema": {"type": "string"}},
-                            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": {
-                                "schema": {"type": "string", "format": "binary"}
-                            },
-                        },
-                    },
-                    **_problems(400, 404, 409, 422, *_COMMON),
-                },
-            }
-        },
-        "/jobs/{id}/responses": {
-            "get": {
-                "operationId": "list_job_responses",
-                "summary": "Every response of a succeeded job: its text and metadata as submitted, and its coding",
-                "description": "In the order they were submitted, a page at a time (`next_cursor`, with the same "
-                "filters). Filters combine with AND. Costs at most 3 storage reads per page (the job row, the "
-                "result blob and the input blob when they are not inline), whatever the job's size.",
-                "parameters": [
-                    _JOB_ID,
-                    _TENANT,
-                    {"name": "theme", "in": "query", "description": "A theme (`t3`) or broad theme (`p1`) id: "
-                     "responses coded with it, as primary or secondary theme.", "schema": {"type": "string"}},
-                    {"name": "subtheme", "in": "query", "description": "A fine-level id (`t3.2`, or a theme id "
-                     "when the broad level is parents).", "schema": {"type": "string"}},
-                    {"name": "bucket", "in": "query",
-                     "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
-                    {"name": "sentiment", "in": "query",
-                     "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
-                    {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
-                     "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
-                     "compare as written: `metadata[nps]=7`). A key no response has is a 422.",
-                     "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
-                     "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},
-                    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 200}},
-                    {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"},
-                     "description": "The ETag of the page you hold: 304 while the result is unchanged."},
-                ],
-                "responses": {
-                    "200": _json("ResponseList", "One page of responses.", {"ETag": _ETAG}),
-                    "304": {"description": "Not modified.", "headers": {"ETag": _ETAG}},
-                    **_problems(400, 404, 409, 422, *_COMMON),
-                },
-            }
-        },
-        "/jobs/{id}/themes": {
-            "patch": {
-                "operationId": "edit_job_themes",
-                "summary": "Edit the themes of a succeeded job: rename, merge, split off by keyword, delete",
-                "description": "Assignments, counts, sentiment per theme, breakdowns and the comparison follow; "
-                "every edit is appended to the result's `edits` log. The body is the pipeline's (thematic: "
-                '`{"edits": [{"op": "rename", "theme": "t1", "label": "…"}, {"op": "merge", "themes": '
-                '["t1", "t2"]}, {"op": "split", "theme": "t1", "keyword": "refund", "label": "…"}, '
-                '{"op": "delete", "theme": "t3"}]}`).',
-                "parameters": [
-                    _JOB_ID,
-                    _TENANT,
-                    {
-                        "name": "If-Match",
-                        "in": "header",
-                        "required": True,
-                        "description": "The ETag of the result (GET …/result) the edits were made on.",
-                        "schema": {"type": "string"},
-                    },
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": {"type": "object", "required": ["edits"]}}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "The edited codebook (as `?format=codebook`), with the new ETag.",
-                        "headers": {"ETag": {"schema": {"type": "string"}}},
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    **_problems(400, 404, 409, 412, 413, 422, 428, *_COMMON),
-                },
-            }
-        },
-        "/jobs/{id}/retry": {
-            "post": {
-                "operationId": "retry_job",
-                "summary": "Resubmit a failed or cancelled job as a new job (idempotent per original job)",
-                "parameters": [_JOB_ID, _TENANT],
-                "responses": {
-                    "202": _json("JobView", "The new job.", location),
-                    "200": _json("JobView", "The job an earlier retry of this job created.", location),
-                    **_problems(400, 404, 409, 413, 422, *_COMMON),
-                },
-            }
-        },
-        "/webhooks/secrets": {
-            "post": {
-                "operationId": "create_webhook_secret",
-                "summary": "A new webhook signing secret for the caller's tenant (a rotation starts; its value is shown once)",
-                "parameters": [_TENANT],
-                "responses": {
-                    "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
-                            "content": {"application/json": {"schema": _SECRET_CREATED}}},
-                    **_problems(409, *_COMMON),
-                },
-            },
-            "get": {
-                "operationId": "list_webhook_secrets",
-                "summary": "The tenant's active webhook signing secrets (ids and dates, never values)",
-                "parameters": [_TENANT],
-                "responses": {
-                    "200": {"description": "At most two: two during a rotation.",
-                            "content": {"application/json": {"schema": _SECRET_LIST}}},
-                    **_problems(*_COMMON),
-                },
-            },
-        },
-        "/webhooks/secrets/{id}": {
-            "delete": {
-                "operationId": "revoke_webhook_secret",
-                "summary": "Stop signing with a secret (a rotation ends); never the last one",
-                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
-                "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
-            }
-        },
-        "/health": {
-            "get": {
-                "operationId": "health",
-                "summary": "Is Storage reachable? (anonymous: reveals nothing about any tenant)",
-                "security": [],
-                "responses": {"200": _json("Health", "Storage is reachable."), **_problems(500, 503)},
-            }
-        },
-        "/openapi.json": {
-            "get": {
-                "operationId": "openapi",
-                "summary": "This document",
-                "responses": {
-                    "200": {
-                        "description": "The OpenAPI 3.1 document.",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    **_problems(401, 500),
-                },
-            }
-        },
+        "/jobs": {"post": _submit_job(), "get": _list_jobs()},
+        "/jobs/{id}": {"get": _get_job()},
+        "/jobs/{id}/cancel": {"post": _cancel_job()},
+        "/jobs/{id}/result": {"get": _get_job_result()},
+        "/jobs/{id}/responses": {"get": _list_job_responses()},
+        "/jobs/{id}/themes": {"patch": _edit_job_themes()},
+        "/jobs/{id}/retry": {"post": _retry_job()},
+        "/webhooks/secrets": {"post": _create_webhook_secret(), "get": _list_webhook_secrets()},
+        "/webhooks/secrets/{id}": {"delete": _revoke_webhook_secret()},
+        "/health": {"get": _health()},
+        "/openapi.json": {"get": _openapi()},
     }
     return {
         "openapi": "3.1.0",

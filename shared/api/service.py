@@ -32,7 +32,7 @@ from shared.config.constants import (
 )
 from shared.config.hostconfig import host_config
 from shared.config.settings import get_settings
-from shared.core import conditional
+from shared.core import conditional, fairness
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle, stage_progress
@@ -41,7 +41,6 @@ from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
 from shared.sdk.responses import ResponseLister
-from shared.storage import azure_stores
 from shared.storage.blobs import decode_input, encode_input
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
@@ -74,6 +73,20 @@ class SubmitBody(BaseModel):
 class Submitted:
     job: Job
     created: bool
+
+
+@dataclass(frozen=True)
+class _Accepted:
+    """A submission that passed every check (``JobService._accept``): what its job row will hold."""
+
+    body: SubmitBody
+    #: The params as the pipeline's model dumps them, and the input as its checks and ``prepare`` left it.
+    params: dict[str, Any]
+    data: Any
+    callback_url: str | None
+    #: sha256 of what the client sent, canonicalised: an Idempotency-Key replay must send the same.
+    request_hash: str
+    max_attempts: int
 
 
 @dataclass(frozen=True)
@@ -240,8 +253,8 @@ def _finite_float(text: str) -> float:
 
 
 class JobService:
-    def __init__(self, stores: Stores | None = None, registry: Registry | None = None) -> None:
-        self.stores = stores or azure_stores()
+    def __init__(self, stores: Stores, registry: Registry | None = None) -> None:
+        self.stores = stores
         self.lifecycle = Lifecycle(self.stores)
         self.registry = registry or default_registry()
 
@@ -249,6 +262,51 @@ class JobService:
     def submit(
         self, tenant: str, raw_body: bytes, idempotency_key: str | None, traceparent: str | None = None
     ) -> Submitted:
+        accepted = self._accept(tenant, raw_body)
+        callback_url = accepted.callback_url
+        now = utcnow()
+        job_id = new_job_id()
+        encoded = encode_input(accepted.data)
+        inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
+        blob_name = None if inline else input_blob_name(tenant, job_id)
+        if callback_url:
+            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
+            # insert that then fails leaves a row the sweep removes (its job is not found).
+            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
+        if blob_name:
+            # Claim check: the payload is in Blob Storage before the row that points at it exists.
+            self.stores.blobs.put(blob_name, encoded, "application/gzip")
+        job = Job(
+            tenant=tenant,
+            id=job_id,
+            pipeline=accepted.body.pipeline,
+            status=Status.QUEUED,
+            params=accepted.params,
+            created_at=now,
+            available_at=now,
+            max_attempts=min(accepted.max_attempts, host_config().max_dequeue_count),
+            input_inline=encoded if inline else None,
+            input_blob=blob_name,
+            input_bytes=len(raw_body),
+            request_hash=accepted.request_hash,
+            traceparent=traceparent,
+            callback_url=callback_url,
+            callback_status=WebhookStatus.PENDING if callback_url else None,
+        )
+        try:
+            # Through the tenant's fairness window: past it the job is stored queued but parked (shared.core.fairness).
+            submitted = Lifecycle(fairness.gated(self.stores)).submit(job, idempotency_key)
+            stored, created = submitted.row, submitted.applied
+        except ThematiqError:
+            if blob_name:
+                self._drop_input_unless_stored(job, blob_name)
+            raise
+        if not created and blob_name:
+            self._forget_blob(blob_name)
+        return Submitted(stored, created)
+
+    def _accept(self, tenant: str, raw_body: bytes) -> _Accepted:
+        """Every check of a submission, before anything is stored: a bad one is a 4xx and nothing changes."""
         settings = get_settings()
         value = parse_json_body(raw_body, settings.max_input_bytes)
         if not isinstance(value, dict):
@@ -289,45 +347,7 @@ class JobService:
         request_hash = hashlib.sha256(
             json.dumps(fingerprint, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
-        now = utcnow()
-        job_id = new_job_id()
-        encoded = encode_input(data)
-        inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
-        blob_name = None if inline else input_blob_name(tenant, job_id)
-        if callback_url:
-            # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
-            # insert that then fails leaves a row the sweep removes (its job is not found).
-            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
-        if blob_name:
-            # Claim check: the payload is in Blob Storage before the row that points at it exists.
-            self.stores.blobs.put(blob_name, encoded, "application/gzip")
-        job = Job(
-            tenant=tenant,
-            id=job_id,
-            pipeline=body.pipeline,
-            status=Status.QUEUED,
-            params=params,
-            created_at=now,
-            available_at=now,
-            max_attempts=min(pipeline.retry.max_attempts, host_config().max_dequeue_count),
-            input_inline=encoded if inline else None,
-            input_blob=blob_name,
-            input_bytes=len(raw_body),
-            request_hash=request_hash,
-            traceparent=traceparent,
-            callback_url=callback_url,
-            callback_status=WebhookStatus.PENDING if callback_url else None,
-        )
-        try:
-            submitted = self.lifecycle.submit(job, idempotency_key)
-            stored, created = submitted.row, submitted.applied
-        except ThematiqError:
-            if blob_name:
-                self._drop_input_unless_stored(job, blob_name)
-            raise
-        if not created and blob_name:
-            self._forget_blob(blob_name)
-        return Submitted(stored, created)
+        return _Accepted(body, params, data, callback_url, request_hash, pipeline.retry.max_attempts)
 
     def _drop_input_unless_stored(self, job: Job, blob_name: str) -> None:
         """A submission that failed (503, or 409 for a reused key) after its input blob was written.

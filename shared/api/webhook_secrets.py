@@ -22,7 +22,6 @@ from shared.core import conditional
 from shared.core.jobs import utcnow
 from shared.core.ports import Stores
 from shared.core.webhooks import Secret, SecretSet, new_secret, plan_revocation, plan_rotation, with_deployment_secret
-from shared.storage import azure_stores
 from shared.storage.webhook_store import WebhookStore
 
 
@@ -36,8 +35,8 @@ class SecretInfo:
 
 
 class WebhookSecrets:
-    def __init__(self, stores: Stores | None = None) -> None:
-        self.store = WebhookStore.of(stores or azure_stores())
+    def __init__(self, stores: Stores) -> None:
+        self.store = WebhookStore.of(stores)
 
     def _current(self, tenant: str) -> SecretSet:
         # The default tenant's WEBHOOK_SECRET is its first secret until it stores a set: the first rotation

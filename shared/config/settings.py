@@ -113,6 +113,18 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "secret",
     ),
     Setting(
+        "WEBHOOK_SECRETS_KEY",
+        "",
+        "Key that seals (envelope-encrypts) the tenants' webhook signing secrets in the table. A Key Vault reference in Azure (`infra/app/keyvault.bicep`); empty locally: a public development key.",
+        "secret",
+    ),
+    Setting(
+        "WEBHOOK_SECRETS_KEY_PREVIOUS",
+        "",
+        "The key before a rotation of `WEBHOOK_SECRETS_KEY`: rows it sealed still open, and are sealed with the new key when next written. A Key Vault reference in Azure, set only during a rotation.",
+        "secret",
+    ),
+    Setting(
         "WEBHOOK_ALLOW_PRIVATE",
         "false",
         "`true` accepts http:// and private, loopback or link-local webhook URLs. Local development only: it turns off the SSRF checks.",
@@ -181,6 +193,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "Table that caches LLM responses per tenant, by hash of tenant + model + prompt, so a retried job does not pay twice; rows expire with `RETENTION_DAYS`.",
     ),
     Setting("LLM_TIMEOUT_SECONDS", "60", "Timeout of one LLM call."),
+    Setting(
+        "TENANT_MAX_IN_FLIGHT",
+        "0",
+        "Per-tenant fairness window: at most this many of one tenant's jobs in the jobs queue or running; later submissions are stored `queued` and parked until one ends (docs/architecture.md). Set it to what the app runs at once (instances × (`batchSize` + `newBatchThreshold`)); 0 turns it off.",
+    ),
     Setting(
         "LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."
     ),

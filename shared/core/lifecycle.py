@@ -42,7 +42,7 @@ from enum import StrEnum
 
 from shared.config.constants import CANCEL_CONDITIONAL_TRIES, CONDITIONAL_TRIES, SEND_RETRY_DELAY, SEND_TRIES
 from shared.config.settings import get_settings
-from shared.core import conditional, webhooks
+from shared.core import conditional, fairness, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.conditional import Applied
 from shared.core.errors import AlreadyExists, Conflict, NotFound, StorageUnavailable, ThematiqError
@@ -156,6 +156,8 @@ class Lifecycle:
             if after.status.terminal:
                 # Its completion webhook, after the terminal write landed, through the stores' queue port.
                 webhooks.job_ended(after, self.stores.messages.send)
+                # Its tenant's fairness slot, to the tenant's oldest parked job (best effort; the reaper repairs).
+                fairness.job_ended(self.stores, after, self.send)
 
     def send(self, message: JobMessage | ChunkMessage, delay: timedelta | None = None) -> bool:
         """Send, retrying a few times; False if it never went (the reaper re-sends what is lost).

@@ -202,6 +202,8 @@ BLOCKED_RANGES: dict[str, tuple[str, ...]] = {
 }
 _BLOCKED = [(name, ipaddress.ip_network(net)) for name, nets in BLOCKED_RANGES.items() for net in nets]
 _GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+#: The upper half of an ISATAP interface identifier, 0000:5efe, with the universal/local bit (0200:5efe) masked.
+_ISATAP_IID = 0x00005EFE
 
 
 def refusal(address: str) -> str | None:
@@ -215,6 +217,11 @@ def refusal(address: str) -> str | None:
             return name
     if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
         return "not global unicast"
+    if isinstance(ip, ipaddress.IPv6Address) and (int(ip) >> 32) & 0xFDFFFFFF == _ISATAP_IID:
+        # ISATAP (RFC 5214): an IPv4 address in the interface identifier (``…:0:5efe:a.b.c.d``, or ``200:5efe``
+        # with the universal bit), under any prefix, global ones included. Refused whatever the IPv4 is:
+        # where such a packet goes is the ISATAP router's decision, not this policy's.
+        return "ISATAP (IPv4-embedded IPv6)"
     return None
 
 
@@ -271,6 +278,9 @@ def normalise_url(url: str) -> str:
         raise UnsafeUrl("the URL must be an absolute https:// URL")
     if parts.username is not None or parts.password is not None:
         raise UnsafeUrl("the URL must not carry credentials")
+    if port == 0:
+        # Not a port anyone listens on: connect() to it fails, or on some stacks picks a port for us.
+        raise UnsafeUrl("the URL's port must be from 1 to 65535")
     if ":" in host:  # an IPv6 literal
         try:
             netloc_host = f"[{ipaddress.IPv6Address(host)}]"

@@ -62,8 +62,9 @@ SWEEP_MAX_ROWS: Final = 50
 _process_scope: str | None = None
 
 
-def set_cache_scope(tenant: str) -> None:
-    """The tenant this process caches for: the pipeline process sets it once, before the pipeline runs."""
+def set_cache_scope(tenant: str | None) -> None:
+    """The tenant this process caches for: the pipeline process sets it once, before the pipeline runs
+    (``shared.llm.scope_to_job``); None goes back to the job's log context."""
     global _process_scope
     _process_scope = tenant
 

@@ -189,6 +189,12 @@ def set_job_allowance(used: int, limit: int) -> None:
     _allowance = (max(0, used), max(0, limit))
 
 
+def clear_job_allowance() -> None:
+    """No allowance: a budget is ``LLM_MAX_TOKENS_PER_JOB`` alone (``shared.llm.reset_job_scope``)."""
+    global _allowance
+    _allowance = None
+
+
 class TokenBudget:
     """Tokens one job may spend on LLM calls; thread-safe.
 

@@ -67,6 +67,12 @@ class MemoryBudget:
             self._used = max(0.0, self._used - mb)
             self._running = max(0, self._running - 1)
 
+    def reset(self) -> None:
+        """Nothing running, nothing recorded: as in a fresh process (``shared.platform.reset_process``)."""
+        with self._lock:
+            self._used, self._running = 0.0, 0
+            self.peak_running, self.peak_mb, self.deferred = 0, 0.0, 0
+
     @property
     def running(self) -> int:
         with self._lock:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,13 +36,19 @@ from shared.sdk.fanout_types import MapResult, Suspend
 
 if TYPE_CHECKING:
     from shared.core.lifecycle import Lifecycle
-    from shared.storage.blobs import BlobStore
+    from shared.core.ports import Stores
 
 # The parent throttles table writes; this only keeps the pipe from flooding.
 _PROGRESS_EVERY = 0.2
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_ORPHANED = 70
+
+
+class EventSink(Protocol):
+    """Where the attempt's events go: the pipe to the parent (:class:`_Events`), or a list in-process."""
+
+    def emit(self, event: BaseModel) -> None: ...
 
 
 class _Events:
@@ -60,7 +66,7 @@ class _Events:
 class _EventLogHandler(logging.Handler):
     """Sends the pipeline's log records to the parent, which logs them with the job's context."""
 
-    def __init__(self, events: _Events) -> None:
+    def __init__(self, events: EventSink) -> None:
         super().__init__(logging.INFO)
         self._events = events
 
@@ -76,7 +82,8 @@ class _EventLogHandler(logging.Handler):
 class ChildContext:
     """The :class:`shared.sdk.pipeline.PipelineContext` given to pipeline code."""
 
-    def __init__(self, spec: AttemptSpec, events: _Events) -> None:
+    def __init__(self, spec: AttemptSpec, events: EventSink, stores: Callable[[], Stores]) -> None:
+        """``stores`` builds the stores checkpoints and ``map()`` write through, on first use (see :func:`main`)."""
         self.job_id: str = spec.job_id
         self.tenant: str = spec.tenant
         self.attempt: int = spec.attempt
@@ -85,17 +92,16 @@ class ChildContext:
         self._cancel = threading.Event()
         self._last_progress = 0.0
         self._max_attempts = spec.max_attempts
-        self._blobs: BlobStore | None = None
+        self._make_stores = stores
+        self._stores: Stores | None = None
         self._lifecycle: Lifecycle | None = None
 
-    def _store(self) -> BlobStore:
-        # Imported on first use: the storage SDK costs about a second of start-up,
-        # which pipelines that never checkpoint should not pay on every attempt.
-        if self._blobs is None:
-            from shared.storage.blobs import BlobStore
-
-            self._blobs = BlobStore()
-        return self._blobs
+    def _get_stores(self) -> Stores:
+        # Built on first use: the storage SDK costs about a second of start-up,
+        # which pipelines that never checkpoint or fan out should not pay on every attempt.
+        if self._stores is None:
+            self._stores = self._make_stores()
+        return self._stores
 
     def progress(self, stage: str, processed: int = 0, total: int | None = None, message: str = "") -> None:
         now = time.monotonic()
@@ -107,15 +113,19 @@ class ChildContext:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    def request_cancel(self) -> None:
+        """The parent asked this attempt to stop (the ``cancel`` line, or a cancel the in-process runner saw)."""
+        self._cancel.set()
+
     def raise_if_cancelled(self) -> None:
         if self._cancel.is_set():
             raise Cancelled("cancelled by request")
 
     def checkpoint(self, name: str, data: bytes) -> None:
-        self._store().put(checkpoint_blob_name(self.tenant, self.job_id, name), data)
+        self._get_stores().blobs.put(checkpoint_blob_name(self.tenant, self.job_id, name), data)
 
     def restore(self, name: str) -> bytes | None:
-        return self._store().get_optional(checkpoint_blob_name(self.tenant, self.job_id, name))
+        return self._get_stores().blobs.get_optional(checkpoint_blob_name(self.tenant, self.job_id, name))
 
     def usage(self, **counters: float) -> None:
         self._events.emit(protocol.UsageEvent(counters=counters))
@@ -147,18 +157,28 @@ class ChildContext:
         # Built on first use, after the process started: no storage client exists before it is needed.
         if self._lifecycle is None:
             from shared.core.lifecycle import Lifecycle
-            from shared.storage import azure_stores
 
-            self._lifecycle = Lifecycle(azure_stores())
+            self._lifecycle = Lifecycle(self._get_stores())
         return self._lifecycle
 
     def _watch_control(self, stream: IO[str]) -> None:
         for line in stream:
             if line.strip() == "cancel":
-                self._cancel.set()
+                self.request_cancel()
         # stdin closed: the parent died (or was SIGKILLed with its host). Nobody
         # owns this attempt any more; the reaper will hand the job to a new one.
         os._exit(EXIT_ORPHANED)
+
+
+def _attempt_stores() -> Stores:
+    """The attempt process's stores: on the account the host's settings name (passed in this process's environment).
+
+    This process is a composition root of its own (the host's ``shared.platform`` cannot be handed across a fork
+    or an exec), which is why import-linter lets this one function of ``shared.runtime`` build concrete stores.
+    """
+    from shared.storage.assembly import azure_stores
+
+    return azure_stores()
 
 
 def main(argv: list[str]) -> int:
@@ -169,17 +189,27 @@ def main(argv: list[str]) -> int:
     root.setLevel(logging.INFO)
     # Storage SDK request logs are noisy and may carry URLs with job ids only; keep them out.
     logging.getLogger("azure").setLevel(logging.WARNING)
-    ctx = ChildContext(spec, events)
+    ctx = ChildContext(spec, events, _attempt_stores)
     threading.Thread(target=ctx._watch_control, args=(sys.stdin,), daemon=True).start()
-    code = EXIT_ERROR
-    # The job's token budget spans processes: start from what earlier ones spent.
-    from shared.llm.client import set_job_allowance
+    # The job's token budget spans processes (start from what earlier ones spent), and the LLM cache is per tenant.
+    from shared.llm import scope_to_job
 
-    set_job_allowance(spec.llm_tokens_used, spec.llm_token_limit if spec.llm_token_limit is not None else 1 << 62)
-    # The LLM cache is per tenant: a cached answer is never served to, or probed by, another tenant.
-    from shared.llm.cache import set_cache_scope
+    scope_to_job(spec.tenant, spec.llm_tokens_used, spec.llm_token_limit)
+    try:
+        terminal = run_attempt(ctx, spec)
+        events.emit(terminal)
+    finally:
+        events.emit(protocol.MeterEvent(counts=dict(METER.snapshot())))
+    return EXIT_ERROR if isinstance(terminal, protocol.Failed) else EXIT_OK
 
-    set_cache_scope(spec.tenant)
+
+def run_attempt(ctx: ChildContext, spec: AttemptSpec) -> protocol.Terminal:
+    """Run the attempt ``spec`` names in this process; the terminal event that says how it ended.
+
+    The result is in ``spec.result_path`` (written before the event, so a ``Done`` always has its file). Used
+    by :func:`main` and by the in-memory platform's runner (``shared.runtime.inprocess``), which runs attempts in
+    the caller's thread.
+    """
     try:
         pipeline = load_ref(spec.pipeline_ref)
         params = pipeline.params_model.model_validate(spec.params)
@@ -195,28 +225,22 @@ def main(argv: list[str]) -> int:
             result_path.write_bytes(bytes(result))
         else:
             result_path.write_text(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
-        events.emit(protocol.Done(binary=binary))
-        code = EXIT_OK
+        return protocol.Done(binary=binary)
     except Suspend as suspend:
-        events.emit(protocol.Suspended(stage=suspend.stage, chunks=suspend.chunks))
-        code = EXIT_OK
+        return protocol.Suspended(stage=suspend.stage, chunks=suspend.chunks)
     except Cancelled:
-        events.emit(protocol.CancelledEvent())
-        code = EXIT_OK
+        return protocol.CancelledEvent()
     except PipelineError as err:
-        events.emit(protocol.Failed(type=type(err).__name__, message=str(err), retryable=err.retryable))
+        return protocol.Failed(type=type(err).__name__, message=str(err), retryable=err.retryable)
     except (ValidationError, TypeError, ValueError) as err:
         # Input or params the pipeline cannot use, or a result that is not
         # JSON-serialisable: another attempt would fail the same way.
         retryable = not isinstance(err, ValidationError) and not _is_json_error(err)
-        events.emit(protocol.Failed(type=type(err).__name__, message=str(err), retryable=retryable))
+        return protocol.Failed(type=type(err).__name__, message=str(err), retryable=retryable)
     except MemoryError:
-        events.emit(protocol.Failed(type="MemoryError", message="the pipeline ran out of memory", retryable=True))
+        return protocol.Failed(type="MemoryError", message="the pipeline ran out of memory", retryable=True)
     except Exception as err:  # noqa: BLE001 - every other failure is reported, then retried
-        events.emit(protocol.Failed(type=type(err).__name__, message=str(err), retryable=True))
-    finally:
-        events.emit(protocol.MeterEvent(counts=dict(METER.snapshot())))
-    return code
+        return protocol.Failed(type=type(err).__name__, message=str(err), retryable=True)
 
 
 def _is_json_error(err: Exception) -> bool:

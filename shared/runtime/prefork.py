@@ -51,6 +51,10 @@ _HEADER = struct.Struct("!I")
 _READY_TIMEOUT = 120.0
 #: How long to wait for the zygote to report a killed child's exit status.
 _REAP_TIMEOUT = 10.0
+#: How long a fork request may wait for the zygote's answer (a fork takes milliseconds; this is for a loaded host).
+_FORK_ANSWER_TIMEOUT = 30.0
+#: How long the zygote has to answer a ping once a request failed: past it, it is wedged and is replaced.
+_PING_TIMEOUT = 5.0
 
 
 def fork_supported() -> bool:
@@ -224,6 +228,37 @@ class Zygote:
         with self._lock:
             self._stop()
 
+    def ping(self, timeout: float | None = None) -> bool:
+        """Whether the zygote answers a ping within ``timeout`` (``_PING_TIMEOUT``): it is serving, not wedged.
+
+        A zygote that is alive but does not answer (stopped, stuck in a system call, its accept queue not
+        drained) would fail every attempt after ``_FORK_ANSWER_TIMEOUT``, for ever, since ``alive()`` only asks
+        the kernel whether the process exists.
+        """
+        deadline = time.monotonic() + (_PING_TIMEOUT if timeout is None else timeout)
+        with self._lock:
+            if not self.alive():
+                return False
+            path = self.socket_path
+        request = b'{"ping":true}'
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(max(0.001, deadline - time.monotonic()))
+            conn.connect(path)
+            conn.sendall(_HEADER.pack(len(request)) + request)
+            data = b""
+            while b"\n" not in data:
+                conn.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = conn.recv(16)
+                if not chunk:
+                    return False
+                data += chunk
+            return data.startswith(b"pong\n")
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
     def ensure(self) -> None:
         with self._lock:
             if not self.alive():
@@ -243,9 +278,10 @@ class Zygote:
         last: Exception | None = None
         for _ in range(2):
             self.ensure()
+            target = self.pid
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                conn.settimeout(30)
+                conn.settimeout(_FORK_ANSWER_TIMEOUT)
                 conn.connect(self.socket_path)
                 socket.send_fds(conn, [_HEADER.pack(len(request))], fds)
                 conn.sendall(request)
@@ -257,14 +293,19 @@ class Zygote:
             except (OSError, ValueError) as err:
                 conn.close()
                 last = err
+                if self.pid == target and self.ping():
+                    # This request failed (a bad descriptor, a timeout, a reset), the zygote did not: it answers.
+                    # Replacing it would SIGKILL every attempt it holds. Only this attempt fails.
+                    log.warning("zygote could not fork this attempt (%s); it answers a ping and stays",
+                                type(err).__name__)
+                    raise ZygoteError(f"the zygote could not start the attempt: {err}") from err
                 with self._lock:
-                    if self.alive():
-                        # This request failed (a bad descriptor, a timeout, a reset), the zygote did not: replacing
-                        # it would SIGKILL every attempt it holds. Only this attempt fails.
-                        log.warning("zygote could not fork this attempt (%s); it stays", type(err).__name__)
-                        raise ZygoteError(f"the zygote could not start the attempt: {err}") from err
-                    log.warning("zygote could not fork an attempt (%s) and is gone; replacing it", err)
-                    self._stop()
+                    if self.pid == target:  # not replaced meanwhile by another attempt's thread
+                        # Gone, or alive and not answering within _PING_TIMEOUT (wedged): its attempts cannot be
+                        # reported on either, so they are lost with it (PR_SET_PDEATHSIG ends them).
+                        log.warning("zygote %s could not fork an attempt (%s) and is gone or does not answer a "
+                                    "ping; replacing it", target, type(err).__name__)
+                        self._stop()
         raise ZygoteError(f"the zygote could not start the attempt: {last}")
 
 

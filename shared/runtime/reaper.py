@@ -42,6 +42,7 @@ from shared.config.constants import (
     REAPER_SWEEP_SECONDS,
 )
 from shared.config.settings import get_settings
+from shared.core import fairness
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
 from shared.core.jobs import Job, Status, utcnow
@@ -49,7 +50,6 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.names import INPUT_BLOB_SUFFIX, input_blob_name, job_prefix
 from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
-from shared.storage import azure_stores
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,6 +58,7 @@ T = TypeVar("T")
 @dataclass
 class ReapReport:
     requeued_stale: list[str] = field(default_factory=list)
+    fairness: fairness.RepairReport = field(default_factory=fairness.RepairReport)
     failed_stale: list[str] = field(default_factory=list)
     cancelled_stale: list[str] = field(default_factory=list)
     recovered_results: list[str] = field(default_factory=list)
@@ -98,9 +99,9 @@ class _Candidates:
 
 
 class Reaper:
-    def __init__(self, stores: Stores | None = None, *, sweep: bool | None = None) -> None:
+    def __init__(self, stores: Stores, *, sweep: bool | None = None) -> None:
         """``sweep`` forces (True) or skips (False) the full sweep; by default it is due once a day."""
-        self.stores = stores or azure_stores()
+        self.stores = stores
         self.lifecycle = Lifecycle(self.stores)
         self.settings = get_settings()
         self.sweep = sweep
@@ -126,6 +127,9 @@ class Reaper:
             lambda: self._waiting(report, found.waiting),
         ]
         names = ["stale", "lost", "chunks", "waiting"]
+        # Parked jobs a lost release left waiting (shared.core.fairness): one query when none are parked.
+        phases.append(lambda: fairness.repair(self.stores, report.fairness))
+        names.append("fairness")
         if sweeping:
             phases.append(lambda: self._orphaned_inputs(report, state.swept_at))
             names.append("orphaned inputs")
@@ -254,6 +258,8 @@ class Reaper:
         # this run's budget) is indexed, so the next 5-minute run looks at it again rather than the next day's
         # sweep. Not one held back by the backlog rule: its message is most likely still in the queue, and
         # indexing a whole stale backlog would cost a write each and a read in every index run.
+        if index_skipped:
+            candidates = fairness.not_parked(self.stores, candidates)  # a parked job has no message on purpose
         if not candidates:
             return
         oldest = self.stores.messages.oldest_visible()

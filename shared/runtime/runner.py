@@ -486,11 +486,9 @@ class AttemptHost:
     an attempt's process is started."""
 
     def __init__(
-        self, stores: Stores | None = None, registry: Registry | None = None, runner: RunnerFactory | None = None
+        self, stores: Stores, registry: Registry | None = None, runner: RunnerFactory | None = None
     ) -> None:
-        from shared.storage import azure_stores
-
-        self.stores = stores or azure_stores()
+        self.stores = stores
         #: How an attempt is run: a fork of the host's zygote or a fresh interpreter (``ATTEMPT_PROCESS``).
         self.runner = runner or default_runner()
         self.lifecycle = Lifecycle(self.stores)

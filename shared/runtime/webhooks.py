@@ -54,7 +54,6 @@ from shared.core.webhooks import (
     sign,
 )
 from shared.observability import telemetry
-from shared.storage import azure_stores
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
@@ -173,9 +172,11 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         tls = self._context.wrap_socket(  # type: ignore[attr-defined]
             sock, server_hostname=self.host, do_handshake_on_connect=False
         )
+        # Ours from here: conn.close() closes it even when the handshake fails or the deadline cuts it short
+        # (set after the handshake, a failed one left the SSLSocket open: a ResourceWarning per such attempt).
+        self.sock = tls
         self._deadline.watch(tls)
         tls.do_handshake()
-        self.sock = tls
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -252,13 +253,13 @@ class SweepReport:
 class WebhookSender:
     def __init__(
         self,
-        stores: Stores | None = None,
+        stores: Stores,
         public: Callable[[Job], dict[str, Any]] | None = None,
         transport: Transport = post,
         send: Callable[[WebhookMessage, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.stores = stores or azure_stores()
+        self.stores = stores
         self.index = WebhookStore.of(self.stores)
         #: The job's JSON as the API shows it (the blueprint passes ``shared.api.views.public``).
         self.public = public or (lambda job: {"id": job.id, "status": job.status.value})

@@ -58,7 +58,7 @@ WARM_MODULES = (
     "shared.runtime.child",
     "shared.runtime.fanout",
     "shared.core.lifecycle",
-    "shared.storage",
+    "shared.storage.assembly",  # the stores the attempt builds (shared.runtime.child._attempt_stores)
     "shared.storage.blobs",
     "shared.llm.client",
     "azure.core",
@@ -231,6 +231,15 @@ def _answer(conn: socket.socket, zygote_pid: int, kill_group: Callable[[int], No
             request, fds = _read_request(conn)
             conn.settimeout(None)
         except (OSError, EOFError, ValueError):
+            conn.close()
+            return None
+        if request.get("ping"):
+            # The host asks whether we still serve (a fork request of its timed out): answering is the proof.
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"pong\n")
             conn.close()
             return None
         pid = _fork_one(conn, request, fds, zygote_pid)

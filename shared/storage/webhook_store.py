@@ -13,7 +13,8 @@ again by the next sweep.
 secrets. The API reads only the caller's partition, so no tenant can read another's. Writes are
 conditional (``shared.core.conditional``): the first inserts, later ones MERGE on the ETag, and each
 carries the primitive's ``op`` token so a write whose answer was lost is recognised on re-reading.
-In Azure the row holds the same JSON; docs/security.md says how to keep it in Key Vault instead.
+The secrets are sealed (``shared.storage.sealed``: envelope encryption under ``WEBHOOK_SECRETS_KEY``, a Key Vault
+reference in Azure), so the table holds no secret in the clear.
 """
 
 from __future__ import annotations
@@ -25,15 +26,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError
-from azure.data.tables import TableClient, UpdateMode
+from azure.data.tables import UpdateMode
 
-from shared.core.errors import EtagMismatch, NotFound
-from shared.core.ports import Stores
+from shared.core.errors import NotFound
 from shared.core.webhooks import Secret, SecretSet
-from shared.storage.connections import get_table_client
+from shared.storage import sealed
 from shared.storage.errors import storage_call
+from shared.storage.jobs_table import OnJobsTable
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +91,7 @@ def _row(e: Any) -> IndexRow | None:
         return None
 
 
-class WebhookStore:
-    def __init__(self, table: TableClient | None = None) -> None:
-        self._table = table
-
-    @classmethod
-    def of(cls, stores: Stores) -> WebhookStore:
-        """On the same table (and, in tests, the same fault injection) as the stores' jobs."""
-        return cls(getattr(stores.jobs, "table", None))
-
-    @property
-    def table(self) -> TableClient:
-        return self._table or get_table_client()
-
+class WebhookStore(OnJobsTable):
     # -- the index ---------------------------------------------------------------------------------
     def track(self, row: IndexRow) -> None:
         """Upsert the row (idempotent: an answer lost is harmless, the caller may write it again)."""
@@ -141,14 +128,18 @@ class WebhookStore:
         lo = after
         taken: dict[str, int] = {}
         entered: set[str] = set()
+        token: dict[str, str] | None = None
         while True:
             with storage_call("read the webhook index"):
                 pages = self.table.query_entities(
                     "PartitionKey eq @pk and RowKey gt @lo and RowKey lt @hi and due_at lt @now",
                     parameters={"pk": WEBHOOK_PARTITION, "lo": lo, "hi": CURSOR_ROW, "now": now},
                     results_per_page=per_tenant,
-                ).by_page()
+                ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
                 page = list(next(pages, []))
+                # A filtered query may come back short, even empty, with a token (the service stops a request
+                # after 1,000 rows scanned or 5 s): only the absence of a token says nothing more is due.
+                token = pages.continuation_token  # type: ignore[attr-defined]
             skipped = False
             for e in page:
                 row = _row(e)
@@ -170,7 +161,9 @@ class WebhookStore:
                 taken[row.tenant] = taken.get(row.tenant, 0) + 1
                 lo = row.key
                 yield row
-            if not skipped and len(page) < per_tenant:
+            if skipped:
+                token = None  # a new range (another tenant, or a resume point): a new query, not the old one's token
+            elif not token:
                 return  # the last page: nothing due after it
 
     def keys(self) -> set[str]:
@@ -225,7 +218,11 @@ class WebhookStore:
                 e = self.table.get_entity(tenant, SECRETS_ROW)
         except NotFound:
             return SecretSet(tenant)
-        items = json.loads(str(e.get("secrets") or "[]"))
+        if e.get("sealed"):
+            items = json.loads(sealed.unseal(dict(e), _context(tenant)))
+        else:
+            # Written before secrets were sealed: read as stored; the next rotation or revocation seals the row.
+            items = json.loads(str(e.get("secrets") or "[]"))
         stored = tuple(
             Secret(str(i["id"]), str(i["value"]), datetime.fromisoformat(str(i["created_at"])).astimezone(UTC))
             for i in items
@@ -235,26 +232,25 @@ class WebhookStore:
     def write_secrets(self, current: SecretSet, fields: dict[str, Any]) -> SecretSet:
         """Insert (no row yet) or MERGE on ``current.etag``; EtagMismatch when someone else wrote first."""
         secrets: tuple[Secret, ...] = fields["secrets"]
+        plain = json.dumps(
+            [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
+            separators=(",", ":"),
+        ).encode()
+        # Sealed (envelope-encrypted with WEBHOOK_SECRETS_KEY, bound to this tenant's row): a reader of the table
+        # without the key, another tenant's row included, learns nothing. REPLACE drops a legacy plain property.
         entity = {
             "PartitionKey": current.tenant, "RowKey": SECRETS_ROW, "kind": KIND_SECRETS, "op": fields.get("op", ""),
-            "secrets": json.dumps(
-                [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
-                separators=(",", ":"),
-            ),
+            **sealed.seal(plain, _context(current.tenant)),
         }
         with storage_call("write webhook secrets"):
-            try:
-                if current.etag is None:
-                    meta = self.table.create_entity(entity)
-                else:
-                    meta = self.table.update_entity(
-                        entity, mode=UpdateMode.REPLACE, etag=current.etag, match_condition=MatchConditions.IfNotModified
-                    )
-            except ResourceExistsError as err:
-                # An insert that finds a row lost to another writer exactly as a 412 does: re-read and decide.
-                raise EtagMismatch("webhook secrets: written by someone else") from err
-        return SecretSet(current.tenant, secrets, dict(meta).get("etag"), fields.get("op"))
+            meta = self.insert_or_replace(entity, current.etag, "webhook secrets")
+        return SecretSet(current.tenant, secrets, meta.get("etag"), fields.get("op"))
 
+
+
+def _context(tenant: str) -> str:
+    """What a sealed secrets value is bound to: this tenant's secrets row, nowhere else."""
+    return f"{tenant}/{SECRETS_ROW}"
 
 
 def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:

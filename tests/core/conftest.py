@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.config import settings
-from shared.core import conditional, jobs, lifecycle
-from shared.storage import connections
+from shared.core import conditional, lifecycle
+from shared.core.registry import default_registry
+from shared.platform import Platform, reset_process, use
 from shared.storage.fake import FakeClock, FakeStorage
-from tests.conftest import unique_names
+from tests.conftest import NO_ACCOUNT, unique_names
 from tests.support.backends import Backend, azurite_backend, fake_backend
 from tests.support.inprocess import InProcessRunner
 
@@ -28,25 +28,19 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "azurite":
         env["AzureWebJobsStorage"] = request.getfixturevalue("azurite")
     else:
-        # Nothing may reach a real account from the fast tier.
-        env["AzureWebJobsStorage"] = "DefaultEndpointsProtocol=http;AccountName=none;AccountKey=bm9uZQ==;" \
-                                     "TableEndpoint=http://127.0.0.1:9/none;QueueEndpoint=http://127.0.0.1:9/none;" \
-                                     "BlobEndpoint=http://127.0.0.1:9/none"
+        env["AzureWebJobsStorage"] = NO_ACCOUNT  # nothing may reach a real account from the fast tier
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    settings.get_settings.cache_clear()
-    connections.reset_clients()
+    reset_process()
     InProcessRunner.executions.clear()
     # One clock for the platform and the fake: staleness is crossed by moving it, not by sleeping.
     clock = FakeClock()
-    jobs.set_clock(clock.now)
     monkeypatch.setattr(lifecycle, "SEND_RETRY_DELAY", 0.0)
     monkeypatch.setattr(conditional, "AMBIGUOUS_REREAD_DELAYS", (0.0, 0.0))
     b = azurite_backend(env["AzureWebJobsStorage"]) if request.param == "azurite" else fake_backend(FakeStorage(clock))
     b.clock = clock
     # The reaper's two ways of finding rows decide alike: the index on both backends, the sweep on the fake.
     b.reaper_sweep = request.param == "fake-sweep"
+    use(Platform(b.stores, default_registry(), runner=InProcessRunner, clock=clock.now, fake=b.fake))
     yield b
-    jobs.set_clock(None)
-    settings.get_settings.cache_clear()
-    connections.reset_clients()
+    reset_process()

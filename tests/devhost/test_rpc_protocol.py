@@ -55,6 +55,20 @@ def test_http_request_reaches_the_function_as_sent() -> None:
     assert dict(req.route_params) == {"id": "7"}
 
 
+@pytest.mark.parametrize("content_type, body", [
+    ("application/json", b'{"a": [1, "\xc3\xa9"]}'), ("text/plain; charset=utf-8", b"caf\xc3\xa9"),
+    ("application/octet-stream", bytes(range(256))),
+])
+def test_http_body_for_a_worker_without_raw_bytes_still_reads_as_sent(content_type: str, body: bytes) -> None:
+    """The text (or json) body a host sends a worker that did not declare RawHttpBodyBytes, and the rawBody it adds
+    without RpcHttpBodyOnly, through the runtime's converter: the function reads the bytes the client sent."""
+    caps = convert.WorkerCapabilities({})
+    data = convert.http_request("POST", "http://h:1/api/x", {"Content-Type": content_type}, {}, {}, body, caps=caps)
+    assert data.http.rawBody.WhichOneof("data") is not None
+    req = incoming("httpTrigger", data, func.HttpRequest, convert.http_trigger_metadata(data, caps))
+    assert req.get_body() == body
+
+
 def test_http_response_status_headers_cookies_body() -> None:
     resp = func.HttpResponse(b"\x00\xffok", status_code=418, mimetype="application/octet-stream")
     resp.headers["X-Reply"] = "yes"

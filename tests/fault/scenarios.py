@@ -463,7 +463,7 @@ def drain_messages(q: QueueClient) -> list[dict[str, Any]]:
 
 
 def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]:
-    """Stale running jobs; ``reapers`` separate processes run ``Reaper().run()`` at the same moment."""
+    """Stale running jobs; ``reapers`` separate processes run a reaper's ``run()`` at the same moment."""
     from datetime import timedelta
 
     env = storage_env(conn)
@@ -514,7 +514,7 @@ def reaper_race(conn: str, n_jobs: int = 40, reapers: int = 2) -> dict[str, Any]
             lost.append(job.id)
         get_queue_client()  # create the queue
         code = WAIT_FOR_GO + (
-            "import json\nfrom shared.runtime.reaper import Reaper\nr = Reaper().run()\n"
+            "import json\nfrom shared.platform import Platform\nr = Platform.from_settings().reaper().run()\n"
             "print(json.dumps({'stale': len(r.requeued_stale), 'lost': len(r.requeued_lost), 'conflicts': r.conflicts}))"
         )
         outs = [json.loads(o) for o in run_at_once(code, env, reapers)]
@@ -547,11 +547,11 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
     env = storage_env(conn)
     undo = apply_env(env)
     try:
-        from shared.api.service import JobService
+        from shared.platform import Platform
         from shared.storage.connections import get_container_client, get_queue_client
         from shared.storage.job_store import JobStore
 
-        submitted = JobService().submit(
+        submitted = Platform.from_settings().service.submit(
             "local",
             json.dumps({"pipeline": "sleep", "params": {"seconds": 1, "steps": 2}, "input": "dup"}).encode(),
             None,
@@ -563,7 +563,7 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
 
         text = base64.b64decode(msgs[0].content).decode()
         code = WAIT_FOR_GO + (
-            f"import json, os\nfrom shared.runtime.worker import Worker\nprint(json.dumps(Worker().handle({text!r}, 1)))"
+            f"import json, os\nfrom shared.platform import Platform\nprint(json.dumps(Platform.from_settings().worker.handle({text!r}, 1)))"
         )
         t0 = time.monotonic()
         outcomes = sorted(json.loads(o) for o in run_at_once(code, env, consumers))

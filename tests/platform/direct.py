@@ -1,12 +1,24 @@
-"""Call the app's functions directly with real ``azure.functions`` objects, against real Azurite.
+"""In-process harness for integration tests of Thematiq's function code against real Azurite: not end to end.
 
-``app.get_functions()`` may be called only once per app, so the functions are
-indexed once per test session here.
+What it is for: tests of *our* code behind a function (status codes and problem+json, storage effects, the
+worker's lifecycle, the meter, telemetry) that need the test process's monkeypatched settings, fakes and
+``METER``. It calls the user function in this process, so it skips the Functions host, the language worker
+process and the gRPC hop; tests of those run the app under devhost and its worker (tests/e2e, tests/devhost,
+tests/platform/test_direct_e2e.py). A test written on this harness must not be called end-to-end.
+
+What it keeps from the real path: every trigger object is built by Microsoft's runtime (``azure-functions-runtime``,
+the package the worker runs, at the pinned version) from the message devhost sends (devhost/convert.py), and every
+HTTP answer goes back through the runtime's converter and devhost's reading of it, so the function sees and answers
+what it would in the worker: a body as bytes, lower-case header names, an HTTP function returning ``None`` fails
+(a 500 in Azure), and so does a queue function returning a value without a ``$return`` binding.
+
+``app.get_functions()`` may be called only once per app, so the functions are indexed once per test session here.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -15,12 +27,19 @@ from typing import Any
 import azure.functions as func
 from azure.functions.queue import QueueMessage
 from azure.functions.timer import TimerRequest
+from azure_functions_runtime.bindings import meta
 
+from devhost import convert
+from devhost.proto import FunctionRpc_pb2 as pb
 from shared.storage.connections import get_queue_client
 from tests.app_index import app_functions
 
 _lock = threading.Lock()
 _functions: dict[str, Callable[..., Any]] = {}
+
+
+class RuntimeRefused(AssertionError):
+    """The runtime would fail this invocation (a 500 for HTTP, a retried message for a queue)."""
 
 
 def functions() -> dict[str, Callable[..., Any]]:
@@ -29,6 +48,29 @@ def functions() -> dict[str, Callable[..., Any]]:
         if not _functions:
             _functions.update({f.get_function_name(): f.get_user_function() for f in app_functions()})
         return _functions
+
+
+@functools.cache
+def _converters() -> None:
+    meta.load_binding_registry()  # as the runtime's worker_init_request loads them
+
+
+def _incoming(binding: str, name: str, data: pb.TypedData, pytype: type, metadata: dict[str, pb.TypedData]) -> Any:
+    """The object the runtime binds to the trigger parameter for this message."""
+    _converters()
+    return meta.from_incoming_proto(
+        binding, pb.ParameterBinding(name="trigger", data=data), pytype=pytype, trigger_metadata=metadata,
+        function_name=name,
+    )
+
+
+def _media(headers: list[tuple[str, str]]) -> tuple[str | None, str | None]:
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
+    if content_type is None:
+        return None, None
+    mimetype, _, rest = content_type.partition(";")
+    charset = rest.split("=", 1)[1].strip() if "charset=" in rest else None
+    return mimetype.strip(), charset
 
 
 def http(
@@ -42,17 +84,28 @@ def http(
     params: dict[str, str] | None = None,
     route_params: dict[str, str] | None = None,
 ) -> func.HttpResponse:
+    """Call HTTP function ``name``; returns the answer as the client would get it from the host."""
+    fn = functions()[name]
     data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-    req = func.HttpRequest(
-        method=method,
-        url=f"http://localhost:7071/api/{path}",
-        headers=headers or {},
-        params=params or {},
-        route_params=route_params or {},
-        body=data,
-    )
-    resp: func.HttpResponse = functions()[name](req)
-    return resp
+    query = params or {}
+    url = f"http://localhost:7071/api/{path}"
+    if query:
+        url += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    message = convert.http_request(method, url, headers or {}, query, route_params or {}, data)
+    req = _incoming("httpTrigger", name, message, func.HttpRequest, {})
+    resp = fn(req)
+    _converters()
+    try:
+        out = meta.to_outgoing_proto("http", resp, pytype=func.HttpResponse, protos=pb)
+    except TypeError as exc:
+        raise RuntimeRefused(f"the runtime fails {name}'s answer {resp!r} (a 500 in Azure): {exc}") from exc
+    answer = convert.http_response(out)
+    if answer is None:
+        raise RuntimeRefused(f"{name} answered {resp!r}, which is no HTTP response (a 500 in Azure)")
+    status, content, reply_headers = answer
+    mimetype, charset = _media(reply_headers)
+    return func.HttpResponse(content, status_code=status, headers=dict(reply_headers), mimetype=mimetype,
+                             charset=charset)
 
 
 def body_of(resp: func.HttpResponse) -> Any:
@@ -60,22 +113,20 @@ def body_of(resp: func.HttpResponse) -> Any:
 
 
 def receive(queue: str | None = None, visibility: int = 30) -> QueueMessage | None:
-    """Receive one message from Azurite and wrap it the way the Functions host does."""
+    """Receive one message from Azurite; the runtime builds the QueueMessage from what devhost would send."""
     client = get_queue_client(queue)
     for m in client.receive_messages(max_messages=1, visibility_timeout=visibility):
-        return QueueMessage(
-            id=m.id,
-            body=base64.b64decode(m.content),
-            dequeue_count=m.dequeue_count,
-            pop_receipt=m.pop_receipt,
-            insertion_time=m.inserted_on,
-            expiration_time=m.expires_on,
-            time_next_visible=m.next_visible_on,
+        data, metadata = convert.queue_trigger(
+            base64.b64decode(m.content), message_id=m.id, dequeue_count=m.dequeue_count, pop_receipt=m.pop_receipt,
+            inserted_on=m.inserted_on, expires_on=m.expires_on, next_visible_on=m.next_visible_on,
         )
+        msg: QueueMessage = _incoming("queueTrigger", "receive", data, func.QueueMessage, metadata)
+        return msg
     return None
 
 
 def complete(msg: QueueMessage, queue: str | None = None) -> None:
+    assert msg.id is not None
     get_queue_client(queue).delete_message(msg.id, msg.pop_receipt)
 
 
@@ -84,7 +135,9 @@ def run_worker_once(queue: str | None = None, function: str = "job_worker") -> Q
     msg = receive(queue)
     if msg is None:
         return None
-    functions()[function](msg)
+    returned = functions()[function](msg)
+    if returned is not None:  # the function has no $return binding: the runtime fails the invocation
+        raise RuntimeRefused(f"{function} returned {returned!r} without a $return binding")
     complete(msg, queue)
     return msg
 
@@ -111,4 +164,5 @@ def drain(timeout: float = 60.0, idle: float = 3.0) -> int:
 
 
 def run_reaper(past_due: bool = False) -> None:
-    functions()["reaper"](TimerRequest(past_due=past_due))
+    info: TimerRequest = _incoming("timerTrigger", "reaper", convert.timer_info(past_due, None), func.TimerRequest, {})
+    functions()["reaper"](info)

@@ -10,7 +10,7 @@ import pytest
 from shared.config.settings import get_settings
 from shared.core.chunks import ChunkStatus
 from shared.core.jobs import Status
-from shared.runtime.chunk_worker import ChunkWorker
+from shared.platform import Platform
 from shared.storage.chunk_store import ChunkStore
 from shared.storage.connections import get_queue_client
 from tests.platform.direct import body_of, drain, http, receive, run_worker_once
@@ -57,7 +57,7 @@ def test_a_chunk_delivered_twice_at_once_runs_once_and_fan_in_fires_once() -> No
     assert first is not None and second is not None
     outcomes: list[str] = []
     texts = [first.get_body().decode()] * 3 + [second.get_body().decode()] * 3
-    threads = [threading.Thread(target=lambda t=t: outcomes.append(ChunkWorker().handle(t, 1))) for t in texts]
+    threads = [threading.Thread(target=lambda t=t: outcomes.append(Platform.from_settings().chunk_worker.handle(t, 1))) for t in texts]
     for t in threads:
         t.start()
     for t in threads:

@@ -8,7 +8,7 @@ import pytest
 
 from shared.core.jobs import Status
 from shared.core.registry import Registry
-from shared.runtime.worker import Worker
+from shared.platform import Platform
 from shared.storage.blobs import BlobStore
 from shared.storage.job_store import JobStore
 from tests.platform.direct import receive
@@ -29,7 +29,7 @@ def test_a_retried_attempt_inherits_the_tokens_spent_before() -> None:
     store.update(row, pipeline="budget", usage={"llm_tokens": 120.0})
     msg = receive()
     assert msg is not None
-    assert Worker(registry=registry).handle(msg.get_body().decode(), 1) == "succeeded"
+    assert Platform.from_settings(registry).worker.handle(msg.get_body().decode(), 1) == "succeeded"
     done = store.get("local", j["id"], with_input=True)
     assert done.status == Status.SUCCEEDED and done.result_blob
     assert json.loads(done.result_inline or BlobStore().get(done.result_blob)) == {"used": 120, "limit": 1000}

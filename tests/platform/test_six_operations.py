@@ -86,7 +86,7 @@ def test_a_job_that_does_not_fit_in_memory_is_deferred_without_burning_a_dequeue
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from shared.config.settings import get_settings
-    from shared.runtime.worker import Worker
+    from shared.platform import Platform
 
     monkeypatch.setenv("INSTANCE_MEMORY_MB", "600")
     monkeypatch.setenv("MEMORY_MARGIN_MB", "100")
@@ -98,7 +98,7 @@ def test_a_job_that_does_not_fit_in_memory_is_deferred_without_burning_a_dequeue
     try:
         msg = receive()
         assert msg is not None
-        assert Worker().handle(msg.get_body().decode(), msg.dequeue_count or 1) == "deferred"
+        assert Platform.from_settings().worker.handle(msg.get_body().decode(), msg.dequeue_count or 1) == "deferred"
         complete(msg)
         still = job(j["id"])
         assert still.status == Status.QUEUED and still.attempts == 0
@@ -114,5 +114,5 @@ def test_a_job_that_does_not_fit_in_memory_is_deferred_without_burning_a_dequeue
         time.sleep(0.1)
     assert raw is not None and raw.dequeue_count == 1
     text = base64.b64decode(raw.content).decode()
-    assert Worker().handle(text, raw.dequeue_count) == "succeeded"
+    assert Platform.from_settings().worker.handle(text, raw.dequeue_count) == "succeeded"
     get_queue_client().delete_message(raw.id, raw.pop_receipt)

@@ -11,7 +11,7 @@ import pytest
 
 from shared.config.settings import get_settings
 from shared.core.jobs import Status, utcnow
-from shared.runtime.worker import Worker
+from shared.platform import Platform
 from shared.storage.connections import get_queue_client
 from shared.storage.job_store import JobStore
 from tests.platform.direct import functions, receive, run_reaper, run_worker_once
@@ -31,7 +31,7 @@ def test_duplicate_delivery_runs_the_pipeline_once() -> None:
     body = msg.get_body().decode()
 
     def deliver() -> None:
-        outcomes.append(Worker().handle(body, 1))
+        outcomes.append(Platform.from_settings().worker.handle(body, 1))
 
     threads = [threading.Thread(target=deliver) for _ in range(3)]
     for t in threads:
@@ -101,7 +101,7 @@ def test_reaper_requeues_a_stale_job_then_fails_it_when_attempts_are_used_up() -
     stored = job(j["id"])
     assert stored.status == Status.RETRYING and stored.error is not None and stored.error.type == "WorkerLost"
     # The reaper's message starts attempt 2; the old message (attempt 1) is a no-op.
-    assert Worker().handle(msg.get_body().decode(), 2) == "noop-stale"
+    assert Platform.from_settings().worker.handle(msg.get_body().decode(), 2) == "noop-stale"
     run_worker_once()
     assert job(j["id"]).status == Status.SUCCEEDED and job(j["id"]).attempts == 2
 
@@ -151,7 +151,7 @@ def test_cancel_queued_job_at_once() -> None:
     j = submit("sleep", {"seconds": 5})
     resp = http("cancel_job", "POST", f"jobs/{j['id']}/cancel", route_params={"id": j["id"]})
     assert resp.status_code == 200 and body_of(resp)["status"] == "cancelled"
-    assert Worker().handle(receive().get_body().decode(), 1) == "noop-terminal"  # type: ignore[union-attr]
+    assert Platform.from_settings().worker.handle(receive().get_body().decode(), 1) == "noop-terminal"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("fail", ["none", "hang"])

@@ -25,7 +25,7 @@ from tests.llm.fake_server import FakeLLMServer, RecordedRequest, Reply, chat_js
 from .data import feedback
 from .fakes import FakeContext, FakeLLM
 
-run_mod = importlib.import_module("pipelines.thematic.run")
+stages_mod = importlib.import_module("pipelines.thematic.stages")
 
 
 def _summary(doc: dict[str, Any]) -> tuple[Any, Any]:
@@ -51,7 +51,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_embedding_resumes_from_partial_checkpoints(monkeypatch: pytest.MonkeyPatch, counted: list[int]) -> None:
-    monkeypatch.setattr(run_mod, "EMBED_PART", 16)
+    monkeypatch.setattr(stages_mod, "EMBED_PART", 16)
     items, _ = feedback(per_theme=15)  # 60 usable texts → parts of 16, 16, 16, 12
     params = ThematicParams(llm="off", min_theme_size=3)
     # Writes: clean, part 0, part 1, then the worker "dies" writing part 2.

@@ -26,7 +26,7 @@ from shared.core.errors import Cancelled, PermanentError
 from .data import feedback
 from .fakes import FakeContext, FakeLLM
 
-run_mod = importlib.import_module("pipelines.thematic.run")
+stages_mod = importlib.import_module("pipelines.thematic.stages")
 
 
 def _nmi(a: list[Any], b: list[Any]) -> float:
@@ -103,24 +103,24 @@ def test_retry_resumes_without_embedding_again(monkeypatch: pytest.MonkeyPatch) 
     params = ThematicParams(llm="off", min_theme_size=2)
     ctx = FakeContext()
     calls = {"n": 0}
-    real = run_mod._embed
+    real = stages_mod._embed
 
     def counting(*a: Any) -> Any:
         calls["n"] += 1
         return real(*a)
 
-    monkeypatch.setattr(run_mod, "_embed", counting)
+    monkeypatch.setattr(stages_mod, "_embed", counting)
 
     # First attempt crashes in the cluster stage, after embeddings were checkpointed.
     def boom(*a: Any, **k: Any) -> Any:
         raise RuntimeError("worker died")
 
-    monkeypatch.setattr(run_mod.K, "cluster", boom)
+    monkeypatch.setattr(stages_mod.clustering, "cluster", boom)
     with pytest.raises(RuntimeError):
         run_with(ctx, params, items, client=None)
     assert calls["n"] == 1 and any(k.startswith("embed-") for k in ctx.checkpoints)
     monkeypatch.undo()
-    monkeypatch.setattr(run_mod, "_embed", counting)
+    monkeypatch.setattr(stages_mod, "_embed", counting)
     retry = FakeContext(checkpoints=ctx.checkpoints)
     doc = run_with(retry, params, items, client=None)
     assert calls["n"] == 1, "a retry must not embed again"

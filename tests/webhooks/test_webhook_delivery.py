@@ -127,6 +127,7 @@ def _server(behaviour: Callable[[socket.socket], None],
 def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event,
          wrap: Callable[[socket.socket], socket.socket]) -> None:
     until = time.monotonic() + GIVE_UP_SECONDS
+    sock = conn
     try:
         sock = wrap(conn)
         sock.recv(65536)
@@ -135,6 +136,8 @@ def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: 
     except OSError:
         pass
     finally:
+        # A TLS wrap detaches ``conn``: its SSLSocket is what must be closed (else a ResourceWarning under -W error).
+        sock.close()
         conn.close()
 
 

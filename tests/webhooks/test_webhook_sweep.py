@@ -11,7 +11,7 @@ import pytest
 from shared.core.webhooks import WebhookMessage, WebhookStatus, delivery_id
 from shared.runtime import webhooks as runtime
 from shared.runtime.webhooks import MAX_SWEEPS
-from shared.storage.webhook_store import WebhookStore, index_key
+from shared.storage.webhook_store import IndexRow, WebhookStore, index_key
 from tests.support.backends import Backend
 from tests.webhooks.support import Recorder, finished_job, public_dns, row
 
@@ -213,3 +213,17 @@ def test_one_unreadable_job_row_does_not_stop_the_sweep_for_the_rows_after_it(ba
     report = Recorder().sender(backend).sweep()
     assert lost.id in report.resent
     assert bad.id not in report.resent and report.errors >= 1
+
+
+def test_due_rows_past_a_short_service_page_are_still_read(backend: Backend) -> None:
+    """A filtered query may answer a short (even empty) page with a continuation token (the service stops a request
+    after 1,000 rows scanned): the rows after it are due too and must not wait for a sweep that never reaches them."""
+    store = WebhookStore.of(backend.stores)
+    now = backend.clock.now()
+    later = [IndexRow("tenant-a", f"{i:028x}", due_at=now + timedelta(days=1)) for i in range(6)]
+    due = [IndexRow("tenant-b", f"{i:028x}", due_at=now - timedelta(minutes=1)) for i in range(3)]
+    for r in later + due:
+        store.track(r)
+    if backend.fake is not None:
+        backend.fake.rows_per_scan = 2  # each request looks at 2 rows: the not-due ones give short, empty pages
+    assert [r.key for r in store.due(now, "", 10)] == [r.key for r in due]

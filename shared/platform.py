@@ -1,0 +1,184 @@
+"""The composition root: one :class:`Platform` wires the app, built once per process from the settings.
+
+It holds what every trigger needs (the stores, the pipelines, how an attempt runs, the clock, the
+transaction meter and the memory budget) and builds the services on them, each once: the jobs API
+(:attr:`Platform.service`), the webhook secrets, the job and chunk workers, the webhook sender, and a reaper per
+timer run. A blueprint asks :func:`current` for what it needs; nothing below this module builds a store
+(import-linter: only ``shared.platform`` and the attempt process's entry import ``shared.storage.assembly``).
+
+Production: ``Platform.from_settings()`` (Azure Storage, an attempt per child process). A test:
+``Platform.in_memory()`` (the in-memory fake, attempts in the caller's thread, the fake's clock), then
+``use(platform)`` so the app's functions run on it. ``ctx.map()``, checkpoints and fan-in then run on the fake.
+
+Some state must stay process-wide because code far below reads it as a module default (the clock
+``shared.core.jobs.utcnow``, ``METER`` in every storage client's response hook, the admission ``BUDGET``, the LLM
+allowance and cache scope an attempt's process sets, the settings and client caches). :meth:`Platform.install`
+is the one place that sets the clock, and :func:`reset_process` the one place that resets all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from shared.api import views
+from shared.api.pages import PageCache
+from shared.api.service import JobService
+from shared.api.webhook_secrets import WebhookSecrets
+from shared.config import settings as _settings
+from shared.core import jobs as _jobs
+from shared.core.ports import Stores
+from shared.core.registry import Registry, default_registry
+from shared.observability.metering import METER, TransactionMeter
+from shared.runtime.admission import BUDGET, MemoryBudget
+from shared.runtime.chunk_worker import ChunkWorker
+from shared.runtime.reaper import Reaper
+from shared.runtime.runner import RunnerFactory
+from shared.runtime.webhooks import WebhookSender
+from shared.runtime.worker import Worker
+from shared.storage.assembly import azure_stores, memory_stores
+
+if TYPE_CHECKING:
+    from shared.storage.fake import FakeStorage
+
+_T = TypeVar("_T")
+
+#: The API's route prefix: webhook bodies carry the links ``GET /api/jobs/{id}`` answers with.
+API = "/api"
+
+
+@dataclass(eq=False)
+class Platform:
+    """Everything one process of the app runs on, and the services built on it (each built on first use)."""
+
+    stores: Stores
+    registry: Registry
+    #: How an attempt runs: in this thread (in memory), or None: the child process ``ATTEMPT_PROCESS`` selects,
+    #: chosen when a worker is first built (so an instance that serves only HTTP never starts a zygote).
+    runner: RunnerFactory | None = None
+    #: The platform's UTC clock; None is the real one. Set process-wide by :meth:`install` (``utcnow``).
+    clock: Callable[[], datetime] | None = None
+    #: The Storage transaction count; the storage clients' response hook feeds this process-wide instance.
+    meter: TransactionMeter = METER
+    #: This host's memory budget for running attempts (``shared.runtime.admission``), process-wide.
+    budget: MemoryBudget = BUDGET
+    #: The in-memory account behind ``stores``, for a test to look into (None on Azure Storage).
+    fake: FakeStorage | None = None
+    _built: dict[str, object] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def from_settings(cls, registry: Registry | None = None) -> Platform:
+        """The production platform: Azure Storage (or Azurite) named by the settings, attempts in child processes."""
+        return cls(stores=azure_stores(), registry=registry or default_registry())
+
+    @classmethod
+    def in_memory(cls, fake: FakeStorage | None = None, registry: Registry | None = None) -> Platform:
+        """A platform on the in-memory fake (named by the settings as they are now), attempts in the caller's
+        thread, time from the fake's clock (move it with ``platform.fake.clock.advance``), and a registry of its
+        own (the declared pipelines), so a test that registers one does not leak it into the next."""
+        from shared.runtime.inprocess import in_process
+        from shared.storage.fake import FakeStorage
+
+        fake = fake or FakeStorage()
+        stores = memory_stores(fake)
+        return cls(stores, registry or Registry(), runner=in_process(stores), clock=fake.clock.now, fake=fake)
+
+    def install(self) -> Platform:
+        """Make this platform's clock the process's (``shared.core.jobs.utcnow``); returns the platform."""
+        _jobs.set_clock(self.clock)
+        return self
+
+    # -- the services, built once per platform ------------------------------------------------------
+    def _once(self, name: str, make: Callable[[], _T]) -> _T:
+        # Under the lock: the first invocations of a function arrive on several of the host's threads at once,
+        # and a worker built twice would pick its attempt runner twice.
+        with self._lock:
+            built = self._built.get(name)
+            if built is None:
+                built = self._built[name] = make()
+            return cast(_T, built)
+
+    @property
+    def service(self) -> JobService:
+        return self._once("service", lambda: JobService(self.stores, self.registry))
+
+    @property
+    def webhook_secrets(self) -> WebhookSecrets:
+        return self._once("webhook_secrets", lambda: WebhookSecrets(self.stores))
+
+    @property
+    def worker(self) -> Worker:
+        return self._once("worker", lambda: Worker(self.stores, self.registry, runner=self.runner))
+
+    @property
+    def chunk_worker(self) -> ChunkWorker:
+        return self._once("chunk_worker", lambda: ChunkWorker(self.stores, self.registry, runner=self.runner))
+
+    @property
+    def webhook_sender(self) -> WebhookSender:
+        # The receiver gets exactly the JSON GET /api/jobs/{id} answers.
+        return self._once("webhook_sender", lambda: WebhookSender(self.stores, public=lambda job: views.public(job, API)))
+
+    def warm_attempts(self) -> None:
+        """Start what the first attempt will run on (the fork zygote) in the background, if attempts fork."""
+        if self.runner is not None:
+            return  # attempts run in this process: nothing to start
+        from shared.config.settings import get_settings
+        from shared.runtime.prefork import fork_supported, prewarm
+
+        if get_settings().attempt_process == "fork" and fork_supported():
+            prewarm()
+
+    def reaper(self, *, sweep: bool | None = None) -> Reaper:
+        """A reaper for one timer run (it reads the settings when built, as a new run should)."""
+        return Reaper(self.stores, sweep=sweep)
+
+    def page(self, key: str, make: Callable[[], PageCache]) -> PageCache:
+        """The built page ``key`` of this process (the dashboard, the API reference), made on first use."""
+        return self._once(f"page:{key}", make)
+
+
+_current: Platform | None = None
+_current_lock = threading.Lock()
+
+
+def current() -> Platform:
+    """This process's platform: the one :func:`use` installed, else one built from the settings on first use."""
+    global _current
+    with _current_lock:
+        if _current is None:
+            _current = Platform.from_settings().install()
+        return _current
+
+
+def use(platform: Platform | None) -> None:
+    """Run the app on ``platform`` from now on (installed); None: build from the settings again on next use."""
+    global _current
+    with _current_lock:
+        _current = platform.install() if platform is not None else None
+
+
+def reset_process() -> None:
+    """Reset every process-wide default the platform owns, as a fresh process has them.
+
+    The real clock, no platform (the next :func:`current` builds one), the meter and the memory budget at zero,
+    no LLM allowance or cache scope, and the settings and storage-client caches cleared (a test changed the
+    environment). The zygote is not touched: it belongs to the fork runner of the host process and restarts itself.
+    """
+    from shared.llm import reset_job_scope
+    from shared.storage import connections
+
+    use(None)
+    _jobs.set_clock(None)
+    METER.reset()
+    BUDGET.reset()
+    reset_job_scope()
+    _settings.get_settings.cache_clear()
+    connections.reset_clients()
+
+
+__all__ = ["API", "Platform", "current", "reset_process", "use"]

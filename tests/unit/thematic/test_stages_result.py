@@ -1,0 +1,117 @@
+"""The insight and render stages, and the loop: the result document is built from the state the stages fill."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipelines.thematic import stages
+from pipelines.thematic.result import ThematicResult
+from tests.thematic.data import feedback
+from tests.thematic.fakes import FakeContext
+
+from .stage_support import state
+
+
+def _assigned(items: list[dict[str, Any]], **params: Any) -> tuple[FakeContext, stages.RunState]:
+    ctx, s = state(items, **params)
+    for stage in stages.STAGES[:5]:
+        stage(ctx, s)
+    return ctx, s
+
+
+def _items(seed: int = 1) -> list[dict[str, Any]]:
+    items, _ = feedback(per_theme=8, seed=seed)
+    items.append({"id": "blank", "text": ""})
+    return items
+
+
+def test_the_loop_runs_the_stages_in_order() -> None:
+    assert [f.__name__ for f in stages.STAGES] == [
+        "clean_stage", "embed_stage", "cluster_stage", "describe_stage", "assign_stage", "insight_stage",
+        "render_stage"]
+
+
+def test_insight_scores_every_usable_response_with_the_lexicon_by_default() -> None:
+    ctx, s = _assigned(_items())
+    stages.insight_stage(ctx, s)
+    assert s.sentiment is not None and s.sentiment["source"] == "lexicon"
+    assert s.scored is not None and len(s.scored) == len(s.usable) == s.sentiment["scored"]
+    assert s.recode is None and "total" in s.checkpoints.timings
+
+
+def test_insight_with_sentiment_off_writes_no_sentiment() -> None:
+    ctx, s = _assigned(_items(), sentiment="off")
+    stages.insight_stage(ctx, s)
+    assert s.sentiment is None and s.scored is None
+
+
+def test_insight_reads_a_rating_from_metadata_when_asked() -> None:
+    items = _items()
+    for n, it in enumerate(items):
+        it["metadata"] = {"stars": 1 + n % 5}
+    ctx, s = _assigned(items, sentiment_from="stars")
+    stages.insight_stage(ctx, s)
+    assert s.sentiment == {"source": "metadata", "field": "stars", "model": None, "scale": "stars",
+                           "scored": len(s.usable)}
+    by_stars = {it["id"]: it["metadata"]["stars"] for it in items}
+    assert s.scored is not None
+    for r, x in zip(s.usable, s.scored, strict=True):
+        assert x is not None and (x.label == "negative") == (by_stars[r.id] <= 2)
+
+
+def test_render_builds_a_valid_result_whose_counts_add_up() -> None:
+    ctx, s = _assigned(_items())
+    stages.insight_stage(ctx, s)
+    stages.render_stage(ctx, s)
+    doc = s.result
+    assert doc is not None
+    ThematicResult.model_validate(doc)
+    counts = doc["run"]["counts"]
+    assert counts["responses"] == len(s.items) and counts["usable"] == len(s.usable)
+    assert counts["themed"] + counts["other"] == counts["usable"] and counts["unusable"]["empty"] == 1
+    # One assignment per response, in input order; a theme's count is its assignments'.
+    assert [a["response_id"] for a in doc["assignments"]] == [it["id"] for it in s.items]
+    for theme in doc["themes"]:
+        assert theme["count"] == sum(1 for a in doc["assignments"] for r in a["themes"]
+                                     if r["theme_id"] == theme["id"])
+    assert [t["count"] for t in doc["themes"]] == sorted((t["count"] for t in doc["themes"]), reverse=True)
+    assert doc["run"]["theme_count"]["explanation"].startswith(doc["run"]["theme_count"]["summary"])
+    assert doc["instrument"]["n"] == len(s.usable) and ctx.progress_calls[-1][0] == "done"
+
+
+def test_render_puts_each_responses_sentiment_on_its_assignment() -> None:
+    ctx, s = _assigned(_items())
+    stages.insight_stage(ctx, s)
+    stages.render_stage(ctx, s)
+    assert s.result is not None and s.scored is not None
+    by_id = {a["response_id"]: a for a in s.result["assignments"]}
+    for r, x in zip(s.usable, s.scored, strict=True):
+        assert by_id[r.id]["sentiment"] == (x.to_json() if x is not None else None)
+    assert "sentiment" not in by_id["blank"]
+
+
+def test_render_with_breakdown_by_tables_each_segment() -> None:
+    items = _items()
+    for n, it in enumerate(items):
+        it["metadata"] = {"plan": "pro" if n % 2 else "free"}
+    ctx, s = _assigned(items, breakdown_by=["plan"], min_group_size=5)
+    stages.insight_stage(ctx, s)
+    stages.render_stage(ctx, s)
+    assert s.result is not None
+    [table] = s.result["breakdowns"]
+    assert table["field"] == "plan" and {g["value"] for g in table["groups"]} == {"pro", "free"}
+
+
+def test_the_whole_loop_returns_the_render_stages_result() -> None:
+    ctx, s = state(_items())
+    doc = stages.run_stages(ctx, s)
+    assert doc is s.result and list(doc["run"]["timings_seconds"]) == [
+        "clean", "embed", "cluster", "describe", "assign", "total", "insight"]
+
+
+def test_the_loop_without_a_render_stage_is_a_bug_not_a_result() -> None:
+    ctx, s = state(_items())
+    with pytest.raises(RuntimeError, match="render stage"):
+        stages.run_stages(ctx, s, stages.STAGES[:-1])

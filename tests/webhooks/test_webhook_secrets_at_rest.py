@@ -1,0 +1,81 @@
+"""Webhook signing secrets at rest: sealed in the table (envelope encryption under WEBHOOK_SECRETS_KEY), so a row
+read without the key, or moved into another tenant's partition, reveals nothing. On the fake and on Azurite."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.api.webhook_secrets import WebhookSecrets
+from shared.storage.sealed import Unsealable
+from shared.storage.webhook_store import SECRETS_ROW, WebhookStore
+from tests.support.backends import Backend
+
+KEY = "test-key-" + "k" * 32
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", KEY)
+    monkeypatch.delenv("WEBHOOK_SECRETS_KEY_PREVIOUS", raising=False)
+
+
+def _raw(backend: Backend, tenant: str) -> dict[str, object]:
+    return dict(WebhookStore.of(backend.stores).table.get_entity(tenant, SECRETS_ROW))
+
+
+def test_a_created_secret_reads_back_the_same(backend: Backend) -> None:
+    created = WebhookSecrets(backend.stores).create("tenant-a")
+    stored = WebhookStore.of(backend.stores).secrets("tenant-a")
+    assert [(s.id, s.value) for s in stored.secrets] == [(created.id, created.value)]
+
+
+def test_the_stored_row_holds_no_secret_in_the_clear(backend: Backend) -> None:
+    secrets = WebhookSecrets(backend.stores)
+    values = [secrets.create("tenant-a").value, secrets.create("tenant-a").value]  # a rotation: two active
+    row = _raw(backend, "tenant-a")
+    assert "secrets" not in row
+    text = json.dumps({k: str(v) for k, v in row.items()})
+    for value in values:
+        assert value not in text
+        assert value[:12] not in text
+
+
+def test_a_row_read_without_the_key_does_not_open(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = WebhookSecrets(backend.stores).create("tenant-a").value
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "another deployment's key")
+    with pytest.raises(Unsealable) as err:
+        WebhookStore.of(backend.stores).secrets("tenant-a")
+    assert value not in str(err.value) and KEY not in str(err.value)
+
+
+def test_a_sealed_row_copied_into_another_tenants_partition_does_not_open(backend: Backend) -> None:
+    WebhookSecrets(backend.stores).create("tenant-a")
+    row = _raw(backend, "tenant-a")
+    table = WebhookStore.of(backend.stores).table
+    table.upsert_entity({**row, "PartitionKey": "tenant-b", "RowKey": SECRETS_ROW})
+    with pytest.raises(Unsealable):
+        WebhookStore.of(backend.stores).secrets("tenant-b")
+
+
+def test_a_row_stored_in_the_clear_before_sealing_is_read_and_sealed_on_its_next_write(backend: Backend) -> None:
+    table = WebhookStore.of(backend.stores).table
+    legacy = [{"id": "old1", "value": "whsec_legacy_value_0123456789", "created_at": "2026-01-01T00:00:00+00:00"}]
+    table.create_entity({"PartitionKey": "tenant-a", "RowKey": SECRETS_ROW, "kind": "webhook-secrets",
+                         "secrets": json.dumps(legacy)})
+    assert [s.value for s in WebhookStore.of(backend.stores).secrets("tenant-a").secrets] == [legacy[0]["value"]]
+    new = WebhookSecrets(backend.stores).create("tenant-a")
+    row = _raw(backend, "tenant-a")
+    assert "secrets" not in row and legacy[0]["value"] not in json.dumps({k: str(v) for k, v in row.items()})
+    assert {s.value for s in WebhookStore.of(backend.stores).secrets("tenant-a").secrets} == \
+        {legacy[0]["value"], new.value}
+
+
+def test_after_a_key_rotation_the_previous_key_still_opens_old_rows(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    value = WebhookSecrets(backend.stores).create("tenant-a").value
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "the new key " + "n" * 32)
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", KEY)
+    assert [s.value for s in WebhookStore.of(backend.stores).secrets("tenant-a").secrets] == [value]
