@@ -246,6 +246,7 @@ class Breakdown(_Model):
 class ThenTheme(_Model):
     label: str
     count: int
+    family: str | None = Field(default=None, description="its family of near earlier themes (waves.families; 1.3)")
 
 
 class ComparisonRow(_Model):
@@ -262,6 +263,21 @@ class ComparisonRow(_Model):
     status: Literal["kept", "new", "gone"]
 
 
+class ComparisonGroup(_Model):
+    """A family of two or more near earlier themes, tested as one share (waves.family_tests; 1.3)."""
+
+    family: str
+    theme_ids: list[str]
+    count_then: int
+    count_now: int
+    share_then: float
+    share_now: float
+    change: float
+    p: float = Field(description="two-proportion z-test of the pooled share, now against then")
+    q: float = Field(description="Benjamini-Hochberg q over the families")
+    significant: bool
+
+
 class Comparison(_Model):
     job_id: str = Field(description="the earlier job (params.compare_to)")
     n_then: int
@@ -275,6 +291,8 @@ class Comparison(_Model):
         default=None, description="what coded both waves: the earlier job's stored centroids, or (an earlier "
         "result without them, or discover mode) prototypes from its labels and quotes, with its clustering's counts")
     far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
+    groups: list[ComparisonGroup] = Field(default_factory=list, description="families of near earlier themes, "
+                                          "each tested pooled, BH over the families (1.3)")
 
 
 class SplitRule(_Model):
