@@ -183,6 +183,15 @@ def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dic
         mapped.job_embedder = real  # type: ignore[assignment]
 
 
+def holds(votes: dict[str, list[Counter[str]]], tid: str, lab: str) -> bool:
+    """Whether theme ``tid`` holds label ``lab``: its most common label over both waves, or >= 20 % of it in one."""
+    c = votes.get(tid, [Counter(), Counter()])
+    both = c[0] + c[1]
+    if both and both.most_common(1)[0][0] == lab:
+        return True
+    return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+
+
 def wave1(items1: list[dict[str, Any]], seed: int, table: dict[str, np.ndarray]) -> dict[str, Any]:
     """Wave 1's result, cached on disk by its items, seed and the pipeline's source (the seeds' slow part)."""
     import hashlib
@@ -241,11 +250,7 @@ def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str,
             votes.setdefault(t, [Counter(), Counter()])[1][truth[str(it["id"])]] += 1
 
     def planted(tid: str, lab: str) -> bool:
-        c = votes.get(tid, [Counter(), Counter()])
-        both = c[0] + c[1]
-        if both and both.most_common(1)[0][0] == lab:
-            return True
-        return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+        return holds(votes, tid, lab)
 
     res = {"seed": seed, "mode": f"fast-{kind}", "themes1": len(doc1["themes"]), "n_families": len(groups),
            "down": down, "up": up, **tested(cmp["themes"], groups, planted, down, up)}
@@ -309,11 +314,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
                     votes.setdefault(a["themes"][0]["theme_id"], [Counter(), Counter()])[w][truth[str(a["response_id"])]] += 1
 
         def planted(tid: str, lab: str, votes: dict[str, list[Counter[str]]] = votes) -> bool:
-            c = votes.get(tid, [Counter(), Counter()])
-            both = c[0] + c[1]
-            if both and both.most_common(1)[0][0] == lab:
-                return True
-            return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+            return holds(votes, tid, lab)
 
         rows = cmp["themes"]
         down_rows = [r for r in rows if planted(r["theme_id"], down)]
