@@ -26,7 +26,9 @@ Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sen
 ``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak).
 1.2 (additive, issue 23): ``sentiment.source`` may be ``model`` (``params.sentiment = "model"``, the classifier
 over the job's embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
-its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there."""
+its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there.
+1.2 (additive, issue 23): ``comparison.groups`` (families of near earlier themes, each tested pooled, BH over the
+families; waves.family_tests) and ``comparison.then[id].family``; both absent or empty in older documents."""
 
 
 class _Model(BaseModel):
@@ -246,7 +248,7 @@ class Breakdown(_Model):
 class ThenTheme(_Model):
     label: str
     count: int
-    family: str | None = Field(default=None, description="its family of near earlier themes (waves.families; 1.3)")
+    family: str | None = Field(default=None, description="its family of near earlier themes (waves.families)")
 
 
 class ComparisonRow(_Model):
@@ -264,7 +266,7 @@ class ComparisonRow(_Model):
 
 
 class ComparisonGroup(_Model):
-    """A family of two or more near earlier themes, tested as one share (waves.family_tests; 1.3)."""
+    """A family of two or more near earlier themes, tested as one share (waves.family_tests)."""
 
     family: str
     theme_ids: list[str]
@@ -292,7 +294,7 @@ class Comparison(_Model):
         "result without them, or discover mode) prototypes from its labels and quotes, with its clustering's counts")
     far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
     groups: list[ComparisonGroup] = Field(default_factory=list, description="families of near earlier themes, "
-                                          "each tested pooled, BH over the families (1.3)")
+                                          "each tested pooled, BH over the families")
 
 
 class SplitRule(_Model):
