@@ -183,6 +183,81 @@ def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dic
         mapped.job_embedder = real  # type: ignore[assignment]
 
 
+def holds(votes: dict[str, list[Counter[str]]], tid: str, lab: str) -> bool:
+    """Whether theme ``tid`` holds label ``lab``: its most common label over both waves, or >= 20 % of it in one."""
+    c = votes.get(tid, [Counter(), Counter()])
+    both = c[0] + c[1]
+    if both and both.most_common(1)[0][0] == lab:
+        return True
+    return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+
+
+def wave1(items1: list[dict[str, Any]], seed: int, table: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Wave 1's result, cached on disk by its items, seed and the pipeline's source (the seeds' slow part)."""
+    import hashlib
+
+    h = hashlib.sha256(json.dumps([items1, seed]).encode())
+    for f in sorted((ROOT / "pipelines" / "thematic").glob("*.py")):
+        h.update(f.read_bytes())
+    path = tb.cache_dir() / f"waves-w1-{h.hexdigest()[:20]}.json"
+    if path.exists():
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    doc1 = run(items1, {"seed": seed}, table)
+    path.write_text(json.dumps(doc1))
+    return doc1
+
+
+def tested(rows: list[dict[str, Any]], groups: list[dict[str, Any]], planted: Any, down: str, up: str
+           ) -> dict[str, Any]:
+    """Planted changes found (a theme or a family holding the intent, significant in the planted direction) and
+    false alarms (significant themes and families that hold neither planted intent), flat and with families."""
+    def holds(ids: list[str], lab: str) -> bool:
+        return bool(lab) and any(planted(t, lab) for t in ids)
+
+    out: dict[str, Any] = {}
+    for name, extra in (("flat", []), ("families", groups)):
+        units = [([r["theme_id"]], r) for r in rows] + [(g["theme_ids"], g) for g in extra]
+        out[name] = {
+            "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for ids, r in units if holds(ids, down)),
+            "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for ids, r in units if holds(ids, up)),
+            "false_alarms": sum(1 for ids, r in units if r["significant"] and not holds(ids, down)
+                                and not holds(ids, up)),
+        }
+    return out
+
+
+def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str, Any]], truth: dict[str, str],
+              table: dict[str, np.ndarray], d: dict[str, Any], down: str, up: str) -> dict[str, Any]:
+    """Wave 2 coded by wave 1's instrument alone (what ``inherit`` does to every answer outside a new theme; no
+    clustering, so seeds and null waves are cheap), compared flat and with families."""
+    from pipelines.thematic import insight
+    from pipelines.thematic import waves as W
+    from pipelines.thematic.clean import clean
+
+    inst = doc1["instrument"]
+    cleaned = [r.text for r in clean(items2)]
+    coded = W.code_with(inst, np.stack([table[t] for t in cleaned]), cleaned)
+    then, n_then = W.counts(inst), int(inst["n"])
+    now = Counter(t for t in coded if t)
+    cmp = insight.compare(then, n_then, dict(now), len(coded))
+    groups = W.family_tests(then, n_then, dict(now), len(coded), W.families(inst["codes"]))
+    votes: dict[str, list[Counter[str]]] = {}
+    for a in doc1["assignments"]:
+        if a["themes"]:
+            votes.setdefault(a["themes"][0]["theme_id"], [Counter(), Counter()])[0][truth[str(a["response_id"])]] += 1
+    for it, t in zip(items2, coded, strict=True):
+        if t:
+            votes.setdefault(t, [Counter(), Counter()])[1][truth[str(it["id"])]] += 1
+
+    def planted(tid: str, lab: str) -> bool:
+        return holds(votes, tid, lab)
+
+    res = {"seed": seed, "mode": f"fast-{kind}", "themes1": len(doc1["themes"]), "n_families": len(groups),
+           "down": down, "up": up, **tested(cmp["themes"], groups, planted, down, up)}
+    print(json.dumps(res), flush=True)
+    return res
+
+
 def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], args: argparse.Namespace,
         modes: list[str]) -> list[dict[str, Any]]:
     from pipelines.thematic.baseline import baseline_of
@@ -191,7 +266,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
     d = draw(texts, seed, args.intents, args.per, args.held_out)
     items1 = [{"id": i, "text": t} for i, (t, _) in enumerate(d["w1"])]
     truth = {str(it["id"]): lab for it, (_, lab) in zip(items1, d["w1"], strict=True)}
-    doc1 = run(items1, {"seed": seed}, table)
+    doc1 = wave1(items1, seed, table)
     ok = recovered(doc1, truth, d["kept"])
     if len(ok) < 2:
         print(json.dumps({"seed": seed, "skipped": "wave 1 recovered fewer than two labels as themes"}))
@@ -216,6 +291,15 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
             del it["_clean"]
         del doc1["_texts"]
     out = []
+    if args.fast:
+        out.append(fast_wave(seed, "planted", doc1, items2, truth, table, d, down, up))
+        modes = []
+    if args.null:
+        # The same wave 1, and a wave 2 with no change planted: every significant theme or family is a false alarm.
+        w0 = wave2(d, "", "", args.per)
+        items0 = [{"id": 200_000 + i, "text": t} for i, (t, _) in enumerate(w0)]
+        truth.update({str(it["id"]): lab for it, (_, lab) in zip(items0, w0, strict=True)})
+        out.append(fast_wave(seed, "null", doc1, items0, truth, table, d, "", ""))
     for mode in modes:
         t0 = time.perf_counter()
         doc2 = run({"responses": items2, "baseline": baseline_of(EARLIER, doc1)},
@@ -230,11 +314,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
                     votes.setdefault(a["themes"][0]["theme_id"], [Counter(), Counter()])[w][truth[str(a["response_id"])]] += 1
 
         def planted(tid: str, lab: str, votes: dict[str, list[Counter[str]]] = votes) -> bool:
-            c = votes.get(tid, [Counter(), Counter()])
-            both = c[0] + c[1]
-            if both and both.most_common(1)[0][0] == lab:
-                return True
-            return any(x[lab] >= 0.2 * sum(x.values()) for x in c if x)
+            return holds(votes, tid, lab)
 
         rows = cmp["themes"]
         down_rows = [r for r in rows if planted(r["theme_id"], down)]
@@ -265,6 +345,10 @@ def main() -> None:
     ap.add_argument("--held-out", type=int, default=0)
     ap.add_argument("--mode", choices=["inherit", "discover", "both"], default="inherit")
     ap.add_argument("--set", choices=["banking", "sample"], default="banking")
+    ap.add_argument("--fast", action="store_true",
+                    help="code wave 2 with wave 1's instrument alone instead of running it as a job (no clustering)")
+    ap.add_argument("--null", action="store_true",
+                    help="also a wave 2 with no planted change (coded as --fast): every flag is a false alarm")
     ap.add_argument("--radii", action="store_true",
                     help="also print, per radius quantile, the share of each label's wave-2 answers that are far")
     args = ap.parse_args()
@@ -283,7 +367,18 @@ def main() -> None:
     print(json.dumps({"pool": len(flat), "labels": len(texts), "embed_seconds": round(secs, 1)}), flush=True)
     modes = ["inherit", "discover"] if args.mode == "both" else [args.mode]
     rows = [r for s in range(args.first_seed, args.first_seed + args.seeds) for r in one(s, texts, table, args, modes)]
-    for mode in modes:
+    for kind in ("fast-planted", "fast-null"):
+        rs = [r for r in rows if r["mode"] == kind]
+        for test in ("flat", "families") if rs else ():
+            k = len(rs)
+            print(json.dumps({
+                "summary": kind, "test": test, "seeds": k,
+                "down_significant": f"{sum(r[test]['down_sig'] for r in rs)}/{k}" if kind.endswith("planted") else None,
+                "up_significant": f"{sum(r[test]['up_sig'] for r in rs)}/{k}" if kind.endswith("planted") else None,
+                "false_alarms_mean": round(sum(r[test]["false_alarms"] for r in rs) / k, 2),
+                "false_alarms_max": max(r[test]["false_alarms"] for r in rs),
+            }), flush=True)
+    for mode in modes if not args.fast else []:
         rs = [r for r in rows if r["mode"] == mode]
         k = len(rs)
         if not k:

@@ -29,7 +29,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from . import codebook
+from . import codebook, waves
 from .assign import SEED_FLOOR
 from .embed import TextEmbedder
 
@@ -142,9 +142,15 @@ def carry_over(
     doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
     then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
             for t in baseline["themes"]}
+    # Families of near earlier themes (waves.families), from the earlier instrument alone: tested pooled too.
+    inst = baseline.get("instrument") if then_counts is not None else None
+    family = waves.families(inst["codes"]) if inst and inst.get("codes") else {}
+    sizes = Counter(family.values())
     doc["comparison"] = {
         "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
-        "then": {t["id"]: {"label": t["label"], "count": then[t["id"]]} for t in baseline["themes"]},
+        "then": {t["id"]: {"label": t["label"], "count": then[t["id"]],
+                           **({"family": family[t["id"]]} if sizes[family.get(t["id"], "")] > 1 else {})}
+                 for t in baseline["themes"]},
         "themes": [], "new": [], "gone": [],
     }
     return doc

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import impact, insight
+from . import impact, insight, waves
 from .sentiment import Scored, distribution
 
 
@@ -74,7 +74,10 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
     """Share per theme in the earlier job (``then``: id → {label, count}) and in ``doc``, with the change tested."""
     usable = _usable(doc)
     now: dict[str, int] = {t["id"]: int(t.get("count", 0)) for t in doc.get("themes", [])}
-    result = insight.compare({k: int(v["count"]) for k, v in then.items()}, n_then, now, len(usable))
+    then_counts = {k: int(v["count"]) for k, v in then.items()}
+    result = insight.compare(then_counts, n_then, now, len(usable))
+    groups = waves.family_tests(then_counts, n_then, now, len(usable),
+                                {k: str(v["family"]) for k, v in then.items() if v.get("family")})
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
     rows = []
     for row in result["themes"]:
@@ -85,5 +88,5 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
                      "count_now": now.get(tid, 0), "status": status})
     return {
         "job_id": job_id, "n_then": n_then, "n_now": len(usable), "then": {k: dict(v) for k, v in then.items()},
-        "themes": rows, "new": result["new"], "gone": result["gone"],
+        "themes": rows, "new": result["new"], "gone": result["gone"], "groups": groups,
     }

@@ -26,7 +26,9 @@ Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sen
 ``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak).
 1.2 (additive, issue 23): ``sentiment.source`` may be ``model`` (``params.sentiment = "model"``, the classifier
 over the job's embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
-its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there."""
+its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there.
+1.2 (additive, issue 23): ``comparison.groups`` (families of near earlier themes, each tested pooled, BH over the
+families; waves.family_tests) and ``comparison.then[id].family``; both absent or empty in older documents."""
 
 
 class _Model(BaseModel):
@@ -246,6 +248,7 @@ class Breakdown(_Model):
 class ThenTheme(_Model):
     label: str
     count: int
+    family: str | None = Field(default=None, description="its family of near earlier themes (waves.families)")
 
 
 class ComparisonRow(_Model):
@@ -262,6 +265,21 @@ class ComparisonRow(_Model):
     status: Literal["kept", "new", "gone"]
 
 
+class ComparisonGroup(_Model):
+    """A family of two or more near earlier themes, tested as one share (waves.family_tests)."""
+
+    family: str
+    theme_ids: list[str]
+    count_then: int
+    count_now: int
+    share_then: float
+    share_now: float
+    change: float
+    p: float = Field(description="two-proportion z-test of the pooled share, now against then")
+    q: float = Field(description="Benjamini-Hochberg q over the families")
+    significant: bool
+
+
 class Comparison(_Model):
     job_id: str = Field(description="the earlier job (params.compare_to)")
     n_then: int
@@ -275,6 +293,8 @@ class Comparison(_Model):
         default=None, description="what coded both waves: the earlier job's stored centroids, or (an earlier "
         "result without them, or discover mode) prototypes from its labels and quotes, with its clustering's counts")
     far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
+    groups: list[ComparisonGroup] = Field(default_factory=list, description="families of near earlier themes, "
+                                          "each tested pooled, BH over the families")
 
 
 class SplitRule(_Model):

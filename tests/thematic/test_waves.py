@@ -128,3 +128,44 @@ def test_centroids_round_trip_through_float16_and_far_is_below_every_radius() ->
     assert facts["new_discovered"] == [] and coded[:12] == [""] * 12
     coded, facts = W.inherit(emb[3:], texts[3:], (["d1"] * 12 + ["d2", "d2"])[3:], inst, min_size=5)
     assert facts["new_discovered"] == [] and W.NEW_MIN_FAR == 10
+
+
+def _code(theme_id: str, v: list[float]) -> dict[str, Any]:
+    u = np.asarray(v, dtype=np.float32)
+    return {"theme_id": theme_id, "centroid": W.pack(u / np.linalg.norm(u)), "radius": 0.5, "count": 0, "splits": []}
+
+
+def test_near_earlier_themes_form_one_family_and_far_ones_stay_alone() -> None:
+    # t1/t2 at cosine 0.96 (one intent cut in two), t3 orthogonal, t4 a merged theme with two codes near t3.
+    codes = [_code("t1", [1, 0.1, 0]), _code("t2", [1, 0.4, 0]), _code("t3", [0, 0, 1]),
+             _code("t4", [0, 0.3, 1]), _code("t4", [0.2, 0, 1]), {**_code("t9", [1, 0, 0]), "theme_id": None}]
+    fam = W.families(codes, threshold=0.9)
+    assert fam == {"t1": "t1", "t2": "t1", "t3": "t3", "t4": "t3"}
+    # Below the threshold nothing joins: the same themes, each alone.
+    assert W.families(codes, threshold=0.999) == {"t1": "t1", "t2": "t2", "t3": "t3", "t4": "t4"}
+
+
+def test_a_family_is_tested_pooled_against_hand_computed_values() -> None:
+    # t1+t2 pooled: 30 of 1000 then, 70 of 1000 now; z = 0.04 / sqrt(0.05 * 0.95 * 0.002) = 4.104, p = 4.06e-5.
+    then, now = {"t1": 20, "t2": 10, "t3": 100}, {"t1": 40, "t2": 30, "t3": 100}
+    rows = W.family_tests(then, 1000, now, 1000, {"t1": "t1", "t2": "t1", "t3": "t3"})
+    assert len(rows) == 1  # a family of one theme is its theme's own test, not repeated
+    (r,) = rows
+    assert r["theme_ids"] == ["t1", "t2"] and (r["count_then"], r["count_now"]) == (30, 70)
+    assert r["change"] == 0.04 and abs(r["p"] - 4.06e-5) < 1e-6 and r["q"] < 1e-3 and r["significant"]
+
+
+def test_family_tests_keep_their_level_on_null_waves() -> None:
+    # 30 earlier themes in 10 families of 3; both waves drawn from one distribution, 400 seeds: the share of
+    # seeds with any significant family stays near alpha (BH over the families), here <= 8 %.
+    rng = np.random.default_rng(0)
+    ids = [f"t{i}" for i in range(30)]
+    fam = {t: ids[3 * (i // 3)] for i, t in enumerate(ids)}
+    p = rng.dirichlet(np.full(30, 5.0))
+    hits = 0
+    for _ in range(400):
+        a, b = rng.multinomial(1200, p), rng.multinomial(1200, p)
+        rows = W.family_tests(dict(zip(ids, map(int, a), strict=True)), 1200,
+                              dict(zip(ids, map(int, b), strict=True)), 1200, fam)
+        hits += any(r["significant"] for r in rows)
+    assert hits / 400 <= 0.08, hits

@@ -612,7 +612,8 @@ function themesView(job, doc, edit = null) {
       h("span", {}, h("b", {}, String(counts.themed ?? "—")), " in a theme"),
       h("span", {}, h("b", {}, String(other)), " other"),
       h("span", {}, h("b", {}, String(unusable)), " unusable"),
-      llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null),
+      llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null,
+      sentimentSource(doc.sentiment)),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
     countNote(doc.run?.theme_count, doc.levels),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
@@ -622,6 +623,16 @@ function themesView(job, doc, edit = null) {
 }
 
 // ---------------------------------------------------------------- issue 15: sentiment, breakdowns, change, edits
+// Issue 23: which source made the sentiment (a rating field, the LLM, the classifier or the lexicon), so a
+// researcher knows what the green and red bars are worth.
+function sentimentSource(s) {
+  if (!s || !s.source) return null;
+  const what = s.source === "metadata" ? `the rating field “${s.field}”${s.scale ? ` (${s.scale})` : ""}`
+    : s.source === "llm" ? `the LLM${s.model ? ` (${s.model})` : ""}`
+    : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
+    : `the lexicon${s.model ? ` (${s.model})` : ""}`;
+  return h("span", { class: "muted", id: "sentiment-source-note", title: s.note || "" }, `sentiment: ${what}`);
+}
 function sentimentBar(s) {
   const total = (s.positive || 0) + (s.neutral || 0) + (s.negative || 0);
   if (!total) return null;
