@@ -26,7 +26,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from devhost.azurite import Azurite  # noqa: E402
-from tests.fault import scenarios  # noqa: E402
+from tests.support import cluster as scenarios  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from blueprints import swagger_assets
 from pipelines.thematic.models import SPECS, packaged_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 200_000
 #: Large files the project itself makes: screenshots its browser tests take, and the package managers' locks.
 ALLOWED_LARGE = ("docs/img/*.png", "tools/*/package-lock.json", "requirements*.txt")

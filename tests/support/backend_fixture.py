@@ -1,4 +1,9 @@
-"""The fast tier and its Azurite twin: every scenario here runs on the in-memory fake and on Azurite."""
+"""The ``backend`` fixture: a scenario's storage, the in-memory fake in tests/unit and Azurite in tests/integration.
+
+Which backend a test gets is decided by its tier (``tests/conftest.py``'s ``pytest_generate_tests``): a scenario in
+tests/unit runs on the fake (and, if it runs the reaper, again with the reaper's full sweep, the only place the two
+ways of finding rows differ); its twin in tests/integration (``tests.support.twin``) runs it on Azurite.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from tests.support.backends import Backend, azurite_backend, fake_backend
 from tests.support.inprocess import InProcessRunner
 
 
-@pytest.fixture(params=["fake", "azurite", "fake-sweep"])
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
     env = {
         "DEFAULT_TENANT": "local",

@@ -14,7 +14,7 @@ from azure.storage.queue import QueueClient
 
 from devhost.process import HostProcess
 
-APPS = Path(__file__).resolve().parent / "apps"
+APPS = Path(__file__).resolve().parent.parent / "e2e" / "devhost" / "apps"
 BASIC_APP = APPS / "basic"
 
 

@@ -17,7 +17,7 @@ from azure.functions.queue import QueueMessage
 from azure.functions.timer import TimerRequest
 
 from shared.storage.connections import get_queue_client
-from tests.app_index import app_functions
+from tests.support.app_index import app_functions
 
 _lock = threading.Lock()
 _functions: dict[str, Callable[..., Any]] = {}

@@ -1,4 +1,4 @@
-"""Pipelines that tests register explicitly (``Registry.register("tests.platform.pipes:…")``)."""
+"""Pipelines that tests register explicitly (``Registry.register("tests.support.pipes:…")``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from shared.config import settings
 from shared.core.jobs import Job
 from shared.storage import connections
 from shared.storage.job_store import JobStore
-from tests.platform.direct import body_of, http
+from tests.support.direct import body_of, http
 
 
 def fast_settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("shared", "pipelines", "blueprints", "devhost", "thematiq_client", "thematiq_cli")
 _REF = re.compile(
     r"(?:``|:(?:class|func|mod|meth|attr|data|exc):`)((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from shared.config.settings import markdown_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_settings_table_matches_the_code() -> None:

@@ -6,8 +6,8 @@ import json
 import random
 from pathlib import Path
 
-from tests.cli.conftest import Cli
-from tests.thematic.data import feedback
+from tests.e2e.cli.conftest import Cli
+from tests.support.thematic_data import feedback
 from thematiq_cli.main import EXIT_OK
 
 

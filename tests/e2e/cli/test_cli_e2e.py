@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devhost.process import REPO_ROOT, free_port
-from tests.cli.conftest import Cli
+from tests.e2e.cli.conftest import Cli
 from thematiq_cli.client import Client
 from thematiq_cli.main import EXIT_API, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_UNREACHABLE, Io, follow
 from thematiq_cli.waiting import Poller
@@ -172,7 +172,7 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
 
 
 def test_xlsx_and_cp1252_csv_are_submitted(cli: Cli, tmp_path: Path) -> None:
-    from tests.cli.test_spreadsheets import ACCENTED, make_xlsx
+    from tests.unit.cli.test_spreadsheets import ACCENTED, make_xlsx
 
     xlsx = make_xlsx(tmp_path / "survey.xlsx", [["Survey"], ["Respondent", "Answer"],
                                                 *[[f"r{i}", t] for i, t in enumerate(ACCENTED)]])

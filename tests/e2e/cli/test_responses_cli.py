@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import Cli
-from tests.thematic.data import feedback
+from tests.e2e.cli.conftest import Cli
+from tests.support.thematic_data import feedback
 
 
 @pytest.fixture(scope="module")

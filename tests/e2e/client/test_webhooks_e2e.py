@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from devhost.process import HostProcess
-from tests.client.conftest import Receiver, _env, verify
+from tests.e2e.client.conftest import Receiver, _env, verify
 from thematiq_client import ApiError, Client, Status
 
 ROWS = [{"id": "r1", "text": "Delivery was late"}]

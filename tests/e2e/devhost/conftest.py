@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from devhost_helpers import BASIC_APP, BasicHost, queue_env
+from tests.support.devhost_helpers import BASIC_APP, BasicHost, queue_env
 
 from devhost.process import HostProcess
 

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from devhost_helpers import read_records, wait_for
+from tests.support.devhost_helpers import read_records, wait_for
 
 from devhost.process import HostProcess
 

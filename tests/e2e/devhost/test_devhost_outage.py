@@ -17,7 +17,7 @@ from pathlib import Path
 
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 from azure.storage.queue import QueueClient
-from devhost_helpers import wait_for
+from tests.support.devhost_helpers import wait_for
 
 from devhost.azurite import Azurite
 from devhost.process import HostProcess

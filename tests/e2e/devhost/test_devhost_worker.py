@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from devhost_helpers import APPS, BASIC_APP, BasicHost, queue_env, read_records, wait_for
+from tests.support.devhost_helpers import APPS, BASIC_APP, BasicHost, queue_env, read_records, wait_for
 
 from devhost.process import HostProcess
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.conftest import Api
-from tests.fault.scenarios import Cluster
+from tests.support.cluster import Cluster
 
 #: Looks like a live secret, so that a leak into the logs is easy to spot.
 CANARY_KEY = "sk-live-CANARYKEY-" + secrets.token_hex(12)

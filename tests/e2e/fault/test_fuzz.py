@@ -17,7 +17,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.fault.scenarios import PROBLEM, Cluster
+from tests.support.cluster import PROBLEM, Cluster
 
 MAX_EXAMPLES = 25
 

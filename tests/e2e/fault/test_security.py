@@ -31,8 +31,8 @@ from devhost.gateway import Gateway
 from devhost.process import HostProcess
 from shared.api.openapi import JobView
 from tests.e2e.conftest import Api
-from tests.fault.conftest import CANARY_KEY, CANARY_LLM_KEY
-from tests.fault.scenarios import PROBLEM, Cluster
+from tests.e2e.fault.conftest import CANARY_KEY, CANARY_LLM_KEY
+from tests.support.cluster import PROBLEM, Cluster
 
 #: API Management's managed identity, as App Service Authentication reports it (X-MS-CLIENT-PRINCIPAL-ID).
 GATEWAY_ID = str(uuid.uuid4())

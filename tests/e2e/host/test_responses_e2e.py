@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Api, api, env, host  # noqa: F401 - pytest fixtures
-from tests.thematic.data import feedback
+from tests.support.thematic_data import feedback
 
 OTHER = {"x-thematiq-tenant": "other-tenant"}
 

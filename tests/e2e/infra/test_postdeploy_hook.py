@@ -16,7 +16,7 @@ from devhost.gateway import Gateway
 from devhost.process import HostProcess
 from tests.e2e.conftest import host_env
 
-HOOK = Path(__file__).resolve().parents[2] / "infra" / "hooks" / "postdeploy.sh"
+HOOK = Path(__file__).resolve().parents[3] / "infra" / "hooks" / "postdeploy.sh"
 
 
 def _run_hook(where: Path, api_url: str, function_url: str, key: str) -> subprocess.CompletedProcess[str]:

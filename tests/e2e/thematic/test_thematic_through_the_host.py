@@ -7,7 +7,7 @@ from typing import Any
 from pipelines.thematic.result import ThematicResult
 from tests.e2e.conftest import Api, api, env, host  # noqa: F401 - pytest fixtures
 
-from .data import feedback
+from tests.support.thematic_data import feedback
 
 
 def test_thematic_job_over_http(api: Api) -> None:  # noqa: F811 - fixture

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from devhost.process import HostProcess
 from tests.e2e.conftest import Api
-from tests.thematic.data import feedback
+from tests.support.thematic_data import feedback
 
 
 def _survey(seed: int, offset: int) -> list[dict[str, Any]]:

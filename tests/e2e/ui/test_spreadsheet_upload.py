@@ -10,7 +10,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from devhost.process import HostProcess
-from tests.cli.test_spreadsheets import ACCENTED, make_xlsx
+from tests.unit.cli.test_spreadsheets import ACCENTED, make_xlsx
 from tests.e2e.conftest import Api
 
 
@@ -82,7 +82,7 @@ def test_a_zip_bomb_and_a_lying_zip_directory_are_refused(page: Any, host: HostP
                                                           tmp_path: Path) -> None:
     import struct
 
-    from tests.cli.test_spreadsheets import _rows, _sheet, _write_sheet
+    from tests.unit.cli.test_spreadsheets import _rows, _sheet, _write_sheet
 
     # Declared over the cap: refused from the directory, before anything is inflated.
     bomb = _write_sheet(tmp_path / "bomb.xlsx", _sheet(_rows(3)), {"xl/media/pad.bin": bytes(200 * 2**20)})

@@ -20,7 +20,7 @@ from azure.data import tables as sdk
 from azure.data.tables import TableTransactionError, UpdateMode
 
 from shared.storage import tables as ours
-from tests.contract import test_storage_contract as contract
+from tests.unit.contract import test_storage_contract as contract
 
 _TABLE_CASES: list[Callable[[contract.Backend], None]] = [
     contract.test_missing_table_is_404,

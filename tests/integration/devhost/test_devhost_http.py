@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from devhost_helpers import BasicHost
+from tests.support.devhost_helpers import BasicHost
 
 
 def call(url: str, method: str = "GET", body: bytes | None = None,

@@ -23,7 +23,7 @@ from azure_functions_runtime.bindings import meta
 from devhost import convert, outputs
 from devhost.proto import FunctionRpc_pb2 as pb
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module", autouse=True)

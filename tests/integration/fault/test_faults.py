@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fault import scenarios
+from tests.support import cluster as scenarios
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from blueprints import swagger_assets
 from pipelines.thematic.models import SPECS, packaged_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOOK = ROOT / "infra" / "hooks" / "prepackage.sh"
 
 

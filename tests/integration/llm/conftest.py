@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from shared.sdk.retry import RetryPolicy
-from tests.llm.fake_server import FakeLLMServer
+from tests.support.fake_llm_server import FakeLLMServer
 
 #: Three attempts with millisecond backoff, so retry tests take no time.
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=timedelta(milliseconds=10), factor=2.0,

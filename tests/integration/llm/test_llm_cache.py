@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from shared.llm.cache import CachedResponse, LLMCache, cache_key, scoped_key, split_chunks
 from shared.llm.client import LLMClient, TokenBudget, Usage
-from tests.llm.conftest import FAST_RETRY
-from tests.llm.fake_server import FakeLLMServer, chat_json
+from tests.integration.llm.conftest import FAST_RETRY
+from tests.support.fake_llm_server import FakeLLMServer, chat_json
 
 
 class Summary(BaseModel):
@@ -68,7 +68,7 @@ def test_different_prompt_or_parameters_miss(llm_cache_env: dict[str, str], fake
 
 
 def test_repaired_answer_is_cached(llm_cache_env: dict[str, str], fake_llm: FakeLLMServer) -> None:
-    from tests.llm.fake_server import chat_content
+    from tests.support.fake_llm_server import chat_content
 
     fake_llm.script(chat_content("{oops"), chat_json(ANSWER))
     make_client().complete_json(MESSAGES, Summary)

@@ -25,8 +25,8 @@ from shared.llm.client import (
     parse_retry_after,
     price,
 )
-from tests.llm.conftest import FAST_RETRY
-from tests.llm.fake_server import (
+from tests.integration.llm.conftest import FAST_RETRY
+from tests.support.fake_llm_server import (
     FakeLLMServer,
     chat_content,
     chat_json,

@@ -12,8 +12,8 @@ import pytest
 
 from shared.config.constants import TENANT_HEADER
 from shared.storage.connections import get_queue_client, get_table_client
-from tests.platform.direct import body_of, http, run_worker_once
-from tests.platform.helpers import fast_settings, submit
+from tests.support.direct import body_of, http, run_worker_once
+from tests.support.platform import fast_settings, submit
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import pytest
 
 from shared.observability.metering import METER
 from shared.storage.connections import get_queue_client
-from tests.platform.direct import body_of, http, run_worker_once
+from tests.support.direct import body_of, http, run_worker_once
 
 
 @pytest.fixture(autouse=True)

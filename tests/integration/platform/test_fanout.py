@@ -13,8 +13,8 @@ from shared.core.jobs import Status
 from shared.runtime.chunk_worker import ChunkWorker
 from shared.storage.chunk_store import ChunkStore
 from shared.storage.connections import get_queue_client
-from tests.platform.direct import body_of, drain, http, receive, run_worker_once
-from tests.platform.helpers import fast_settings, job, submit
+from tests.support.direct import body_of, drain, http, receive, run_worker_once
+from tests.support.platform import fast_settings, job, submit
 
 
 @pytest.fixture(autouse=True)

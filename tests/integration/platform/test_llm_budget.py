@@ -11,8 +11,8 @@ from shared.core.registry import Registry
 from shared.runtime.worker import Worker
 from shared.storage.blobs import BlobStore
 from shared.storage.job_store import JobStore
-from tests.platform.direct import receive
-from tests.platform.helpers import fast_settings, submit
+from tests.support.direct import receive
+from tests.support.platform import fast_settings, submit
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def _env(storage_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_retried_attempt_inherits_the_tokens_spent_before() -> None:
     registry = Registry()
-    registry.register("tests.platform.pipes:BUDGET")
+    registry.register("tests.support.pipes:BUDGET")
     j = submit("echo", {}, None)  # any job row; the worker below runs it with the budget pipeline
     store = JobStore()
     row = store.get("local", j["id"])

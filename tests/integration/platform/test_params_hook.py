@@ -7,7 +7,7 @@ import json
 import pytest
 
 from shared.storage.connections import get_table_client
-from tests.platform.direct import http
+from tests.support.direct import http
 
 
 @pytest.fixture(autouse=True)

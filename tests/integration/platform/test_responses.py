@@ -20,8 +20,8 @@ from shared.core.jobs import Status, utcnow
 from shared.observability.metering import METER, TransactionMeter
 from shared.storage.blobs import BlobStore
 from shared.storage.job_store import JobStore
-from tests.platform.direct import body_of, http
-from tests.platform.helpers import fast_settings, submit
+from tests.support.direct import body_of, http
+from tests.support.platform import fast_settings, submit
 from tests.support.synthetic_result import synthetic_job
 
 

@@ -20,8 +20,8 @@ from shared.runtime.admission import BUDGET
 from shared.storage.blobs import BlobStore, job_prefix
 from shared.storage.connections import get_queue_client
 from shared.storage.job_store import JobStore
-from tests.platform.direct import body_of, complete, functions, http, receive, run_worker_once
-from tests.platform.helpers import fast_settings, job, submit
+from tests.support.direct import body_of, complete, functions, http, receive, run_worker_once
+from tests.support.platform import fast_settings, job, submit
 
 
 @pytest.fixture(autouse=True)

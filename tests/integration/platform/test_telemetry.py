@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.platform.direct import functions, run_worker_once
-from tests.platform.helpers import fast_settings, submit
+from tests.support.direct import functions, run_worker_once
+from tests.support.platform import fast_settings, submit
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -88,7 +88,7 @@ def test_app_spans_are_internal_and_hang_off_the_host_invocation() -> None:
     and one trace runs from the gateway's request through the queue hop to every stage."""
     from opentelemetry.trace import SpanKind
 
-    from tests.platform.direct import body_of
+    from tests.support.direct import body_of
 
     _EXPORTER.clear()
     host_trace, host_span = "ab" * 16, "cd" * 8

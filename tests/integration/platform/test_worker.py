@@ -14,8 +14,8 @@ from shared.core.jobs import Status, utcnow
 from shared.runtime.worker import Worker
 from shared.storage.connections import get_queue_client
 from shared.storage.job_store import JobStore
-from tests.platform.direct import functions, receive, run_reaper, run_worker_once
-from tests.platform.helpers import fast_settings, job, submit, wait_for
+from tests.support.direct import functions, receive, run_reaper, run_worker_once
+from tests.support.platform import fast_settings, job, submit, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +146,7 @@ def test_reaper_reenqueues_a_queued_job_whose_message_was_lost(monkeypatch: pyte
 
 
 def test_cancel_queued_job_at_once() -> None:
-    from tests.platform.direct import body_of, http
+    from tests.support.direct import body_of, http
 
     j = submit("sleep", {"seconds": 5})
     resp = http("cancel_job", "POST", f"jobs/{j['id']}/cancel", route_params={"id": j["id"]})
@@ -156,7 +156,7 @@ def test_cancel_queued_job_at_once() -> None:
 
 @pytest.mark.parametrize("fail", ["none", "hang"])
 def test_cancel_running_job(fail: str) -> None:
-    from tests.platform.direct import body_of, http
+    from tests.support.direct import body_of, http
 
     j = submit("sleep", {"seconds": 60, "steps": 120, "fail": fail})
     msg = receive()

@@ -26,7 +26,7 @@ from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import Outcome, default_runner
 
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="fork attempts need Linux")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Lease:

@@ -15,7 +15,7 @@ from pipelines.thematic import encoders as X
 from pipelines.thematic import models as M
 from shared.sdk import ValidationFailed
 
-from .data import feedback
+from tests.support.thematic_data import feedback
 
 MINILM = M.SPECS["minilm"]
 #: A fixed sample: survey answers of every length the tests use, plus edge cases.
@@ -74,7 +74,7 @@ def test_the_graph_follows_the_cpu_flags(tmp_path: Path, monkeypatch: Any) -> No
 def test_a_chunk_worker_runs_its_parents_graph_on_another_cpu(monkeypatch: Any) -> None:
     from pipelines.thematic.run import GRAPH_CHOICE, run_with
 
-    from .fakes import FakeContext
+    from tests.support.thematic_fakes import FakeContext
 
     monkeypatch.delenv("THEMATIQ_EMBEDDING_GRAPH", raising=False)
     loaded: list[str | None] = []
@@ -193,7 +193,7 @@ def test_multilingual_encoder_aligns_languages() -> None:
 def test_quality_mode_not_installed_is_a_422_through_the_api(storage_env: dict[str, str], monkeypatch: Any) -> None:
     import json
 
-    from tests.platform.direct import http
+    from tests.support.direct import http
 
     monkeypatch.setenv("LLM_PROVIDER", "none")
     monkeypatch.setattr(X, "unavailable", lambda encoder: "the quality encoder is not installed; install it with: X")

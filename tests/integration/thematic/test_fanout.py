@@ -19,11 +19,11 @@ from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 from shared.llm.client import LLMClient
 from shared.sdk.fanout_types import Suspend
-from tests.llm.conftest import fake_llm, llm_env  # noqa: F401 - pytest fixtures
-from tests.llm.fake_server import FakeLLMServer, RecordedRequest, Reply, chat_json, embeddings
+from tests.integration.llm.conftest import fake_llm, llm_env  # noqa: F401 - pytest fixtures
+from tests.support.fake_llm_server import FakeLLMServer, RecordedRequest, Reply, chat_json, embeddings
 
-from .data import feedback
-from .fakes import FakeContext, FakeLLM
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext, FakeLLM
 
 run_mod = importlib.import_module("pipelines.thematic.run")
 

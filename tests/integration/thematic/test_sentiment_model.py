@@ -18,8 +18,8 @@ from pipelines.thematic.embed import LazyLocalEmbedder, get_embedder
 from pipelines.thematic.render import render_md
 from pipelines.thematic.result import ThematicResult
 
-from .data import feedback
-from .fakes import FakeContext
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext
 
 # (text, the label a reader gives it). Written for this test from reading survey answers, tweets and patient
 # reviews: complaints in polite or positive words, and reviews that list problems but say it worked.

@@ -144,7 +144,7 @@ def test_themes_table_shows_label_count_share_keywords_and_a_quote() -> None:
 def test_bundled_sample_parses_and_matches_its_labels() -> None:
     import csv
 
-    root = Path(__file__).resolve().parents[2] / "samples"
+    root = Path(__file__).resolve().parents[3] / "samples"
     items = load_responses(root / "feedback.csv")
     assert 380 <= len(items) <= 450
     assert set(items[0]["metadata"]) == {"channel", "plan"}

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.thematic.data import feedback
+from tests.support.thematic_data import feedback
 from thematiq_client import ApiError, Client, Codebook, Status
 
 

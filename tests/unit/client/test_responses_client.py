@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.thematic.data import feedback
+from tests.support.thematic_data import feedback
 from thematiq_client import ApiError, Client, Job, ResponseRow
 
 

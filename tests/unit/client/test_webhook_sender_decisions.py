@@ -14,7 +14,7 @@ from shared.core.jobs import Job, Status
 from shared.core.webhooks import UnsafeUrl, WebhookMessage, check_url, delivery_id, sign
 from shared.runtime.webhooks import WebhookSender
 from tests.support.backends import fake_backend
-from tests.webhooks.support import Recorder
+from tests.support.webhooks import Recorder
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

@@ -62,7 +62,7 @@ def _name(prefix: str) -> str:
 
 def _azurite_backend(conn: str, tables_cls: type[TableServiceClient] = TablesWithCheapBatch) -> Backend:
     # The table clients production uses (shared.storage.tables: the SDK's, with a cheaper $batch);
-    # tests/contract/test_batch_client.py runs the table cases on the SDK's own client too.
+    # tests/integration/contract/test_batch_client.py runs the table cases on the SDK's own client too.
     # The response hook that shared.storage.connections puts on every client: one count per HTTP request.
     meter = TransactionMeter()
 
@@ -112,7 +112,7 @@ def _fake_backend() -> Backend:
     )
 
 
-@pytest.fixture(params=["azurite", "fake"])
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if request.param == "azurite":
         yield _azurite_backend(request.getfixturevalue("azurite"))

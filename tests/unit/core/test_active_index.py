@@ -20,7 +20,7 @@ from shared.core.lifecycle import Lifecycle
 from shared.observability.metering import METER, TransactionMeter
 from shared.runtime.reaper import Reaper
 from shared.storage.job_store import active_row_key
-from tests.core.scenarios import TENANT, drain, executions, job, submit, worker
+from tests.support.scenarios import TENANT, drain, executions, job, submit, worker
 from tests.support.backends import Backend
 
 
@@ -68,7 +68,7 @@ def test_a_released_claim_stays_indexed_and_finishes_without_a_stray(backend: Ba
 
 
 def test_a_submission_whose_send_fails_is_indexed_and_re_sent_by_an_index_run(backend: Backend) -> None:
-    from tests.core.scenarios import reaper
+    from tests.support.scenarios import reaper
 
     rule = backend.faults.arm("queue", "refuse", method="POST", count=100)  # every send try is refused
     submitted = submit(backend)
@@ -415,7 +415,7 @@ def test_an_idle_index_run_costs_the_same_however_many_jobs_finished(backend: Ba
 def test_a_retry_whose_send_fails_is_re_sent_by_the_next_index_run_once_due(backend: Backend) -> None:
     from datetime import timedelta
 
-    from tests.core.scenarios import reaper
+    from tests.support.scenarios import reaper
 
     j = submit(backend).job
     drain(backend)  # its first message, delivered: the claim below is that delivery's
@@ -435,7 +435,7 @@ def test_a_retry_whose_send_fails_is_re_sent_by_the_next_index_run_once_due(back
 
 
 def test_a_stale_job_whose_requeue_send_fails_is_re_sent_by_the_next_index_run(backend: Backend) -> None:
-    from tests.core.scenarios import reaper
+    from tests.support.scenarios import reaper
 
     j = submit(backend).job
     drain(backend)
@@ -452,7 +452,7 @@ def test_a_stale_job_whose_requeue_send_fails_is_re_sent_by_the_next_index_run(b
 
 
 def test_a_submission_whose_send_fails_is_re_sent_by_the_very_next_index_run(backend: Backend) -> None:
-    from tests.core.scenarios import reaper
+    from tests.support.scenarios import reaper
 
     backend.faults.arm("queue", "refuse", method="POST", count=100)
     submitted = submit(backend)

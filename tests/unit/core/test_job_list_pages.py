@@ -8,7 +8,7 @@ import pytest
 
 from shared.config.constants import LIST_MAX_SERVICE_PAGES
 from shared.core.lifecycle import Lifecycle
-from tests.core.scenarios import TENANT, job, submit
+from tests.support.scenarios import TENANT, job, submit
 from tests.support.backends import Backend
 
 

@@ -20,7 +20,7 @@ from shared.core.names import result_blob_name
 from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptRunner
 from shared.runtime.worker import JobLease
-from tests.core.scenarios import TENANT, drain, executions, job, reaper, submit, worker
+from tests.support.scenarios import TENANT, drain, executions, job, reaper, submit, worker
 from tests.support.backends import Backend
 
 

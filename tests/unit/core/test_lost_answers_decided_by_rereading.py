@@ -24,7 +24,7 @@ from shared.runtime.protocol import AttemptSpec
 from shared.runtime.reaper import Reaper
 from shared.runtime.runner import AttemptRunner
 from shared.runtime.worker import JobLease
-from tests.core.scenarios import TENANT, drain, executions, job, jobs, reaper, submit, worker
+from tests.support.scenarios import TENANT, drain, executions, job, jobs, reaper, submit, worker
 from tests.support.backends import Backend
 
 MODES = ["drop", "commit-5xx"]

@@ -12,7 +12,7 @@ from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import LostClaim
 from shared.core.jobs import JobError, Status
 from shared.core.lifecycle import Lifecycle
-from tests.core.scenarios import TENANT, executions, job, reaper, submit, worker
+from tests.support.scenarios import TENANT, executions, job, reaper, submit, worker
 from tests.support.backends import Backend
 
 

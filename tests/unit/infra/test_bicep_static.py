@@ -21,7 +21,7 @@ import pytest
 
 pycep = pytest.importorskip("pycep", reason="pycep-parser is in requirements-dev.txt")
 
-INFRA = Path(__file__).resolve().parents[2] / "infra"
+INFRA = Path(__file__).resolve().parents[3] / "infra"
 FILES = sorted(INFRA.rglob("*.bicep"))
 
 

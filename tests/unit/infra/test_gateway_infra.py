@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INFRA = ROOT / "infra"
 MAIN = INFRA / "main.bicep"
 API = INFRA / "app" / "api.bicep"
@@ -174,7 +174,7 @@ def test_postdeploy_hook_smoke_tests_health_through_the_gateway() -> None:
     text = hook.read_text()
     assert hook.stat().st_mode & 0o111, "the hook must be executable"
     assert "set -eu" in text
-    # What it checks is tested by running it: tests/infra/test_postdeploy_hook.py.
+    # What it checks is tested by running it: tests/e2e/infra/test_postdeploy_hook.py.
 
 
 def test_azd_state_is_not_committed_or_deployed() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from shared.config.settings import SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INFRA = ROOT / "infra"
 API_BICEP = INFRA / "app" / "api.bicep"
 POLICY = INFRA / "apim" / "policy.xml"
@@ -296,7 +296,7 @@ def test_apim_api_requires_subscription_and_imports_openapi() -> None:
 @pytest.fixture(scope="module")
 def functions() -> list[Any]:
     # get_functions() can be called once per process: the shared index.
-    from tests.app_index import app_functions
+    from tests.support.app_index import app_functions
 
     return list(app_functions())
 
@@ -319,7 +319,7 @@ def test_only_health_is_anonymous(functions: list[Any]) -> None:
         else:
             # Locally (HTTP_AUTH_LEVEL=function) every other route needs a key; in Azure api.bicep sets
             # HTTP_AUTH_LEVEL=anonymous and App Service Authentication + the app's caller check are the gate
-            # (tests/infra/test_gateway_infra.py, tests/fault/test_security.py).
+            # (tests/unit/infra/test_gateway_infra.py, tests/e2e/fault/test_security.py).
             assert level == "function", f"{name} must be FUNCTION-level locally, is {level}"
 
 

@@ -3,7 +3,7 @@
 Microsoft's Python runtime runs every sync invocation on one pool of PYTHON_THREADPOOL_THREAD_COUNT threads (default
 min(32, vCPUs + 4): 5 on a 1-vCPU Flex instance). Each queue function takes up to batchSize + newBatchThreshold
 messages at once, each timer one run, and a job attempt holds its thread until it ends; HTTP needs threads beside
-them, or requests wait behind attempts of up to PIPELINE_TIMEOUT_SECONDS. tests/devhost/test_devhost_worker.py shows
+them, or requests wait behind attempts of up to PIPELINE_TIMEOUT_SECONDS. tests/e2e/devhost/test_devhost_worker.py shows
 that the setting caps concurrent sync calls in the real runtime.
 """
 
@@ -14,9 +14,9 @@ import json
 import re
 from pathlib import Path
 
-from tests.app_index import app_functions
+from tests.support.app_index import app_functions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HTTP_HEADROOM = 8  # sync HTTP calls that must not wait behind queue work
 
 

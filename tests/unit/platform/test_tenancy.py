@@ -1,5 +1,5 @@
 """Tenant trust and public URLs, in-process (shared/api/tenancy.py; docs/security.md). The same rules run over real
-HTTP in tests/fault/test_security.py."""
+HTTP in tests/e2e/fault/test_security.py."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pipelines.thematic.render import render_md
 from pipelines.thematic.validate import prepare
 from shared.core.errors import ValidationFailed
 
-from .data import feedback
+from tests.support.thematic_data import feedback
 from .test_insight_pipeline import _majority, _run
 
 

@@ -15,8 +15,8 @@ from pipelines.thematic.edit import edit_result
 from pipelines.thematic.result import ThematicResult
 from shared.core.errors import ValidationFailed
 
-from .data import THEMES, feedback
-from .fakes import FakeContext
+from tests.support.thematic_data import THEMES, feedback
+from tests.support.thematic_fakes import FakeContext
 
 EARLIER = "a" * 28
 
@@ -180,7 +180,7 @@ def test_seed_themes_accept_the_codebook_as_it_is_served() -> None:
 def test_llm_sentiment_labels_the_responses_and_falls_back_to_the_lexicon_when_the_budget_runs_out() -> None:
     from pipelines.thematic.run import run_with
 
-    from .fakes import FakeLLM
+    from tests.support.thematic_fakes import FakeLLM
 
     items, _ = feedback(per_theme=15, seed=8)
     params = ThematicParams(llm="auto", min_theme_size=5, sentiment="llm")

@@ -1,5 +1,5 @@
 """``params.label_language`` (issue 17): with an LLM, theme labels and descriptions are asked for in a chosen
-language while the quotes stay in their own; without one, asking is a 422 (tests/platform/test_api.py)."""
+language while the quotes stay in their own; without one, asking is a 422 (tests/integration/platform/test_api.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 
-from .data import feedback
-from .fakes import FakeContext, FakeLLM
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext, FakeLLM
 
 
 def _label_prompts(llm: FakeLLM) -> list[str]:

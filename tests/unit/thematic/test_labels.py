@@ -10,8 +10,8 @@ from pipelines.thematic.describe import CONTEXTUAL, describe, merge_near_duplica
 from pipelines.thematic.keywords import candidate_phrases, keyword_overlap, phrase_key, phrases
 from pipelines.thematic.result import ThematicResult
 
-from .data import feedback
-from .fakes import FakeContext
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext
 
 
 def test_phrases_are_adjacent_content_words() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipelines.thematic.mdsafe import text
-from tests.thematic.markdown_tokens import parser, walk
+from tests.support.markdown_tokens import parser, walk
 
 HOSTILE = [
     "<script>alert(1)</script>",

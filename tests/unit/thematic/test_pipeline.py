@@ -23,8 +23,8 @@ from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 from shared.core.errors import Cancelled, PermanentError
 
-from .data import feedback
-from .fakes import FakeContext, FakeLLM
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext, FakeLLM
 
 run_mod = importlib.import_module("pipelines.thematic.run")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.thematic.render import render_md
-from tests.thematic.markdown_tokens import parser, table_rows, walk
+from tests.support.markdown_tokens import parser, table_rows, walk
 
 EVIL = ["<script>alert(1)</script>", "[x](javascript:alert(1))", "![t](https://tracker.example/p.png)",
         "a | b | c", "line\r\n|---|---|", "https://evil.example"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.thematic.render import render_md
-from tests.thematic.markdown_tokens import parser, table_rows, walk
+from tests.support.markdown_tokens import parser, table_rows, walk
 
 EVIL = [
     "<script>alert(1)</script>", "<iframe src=//evil.example></iframe>", "[x](javascript:alert(1))",

@@ -1,4 +1,4 @@
-"""Webhook scenarios on both backends: the core tier's ``backend`` fixture (the fake, Azurite, the fake again)."""
+"""Webhook scenarios on the ``backend`` fixture (tests.support.backend_fixture: the fake here, Azurite in the twin)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 
 from shared.config.settings import get_settings
-from tests.core.conftest import backend  # noqa: F401 - the two-backend fixture, shared
 
 SECRET = "whsec-test-default"
 

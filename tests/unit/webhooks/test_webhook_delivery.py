@@ -24,7 +24,7 @@ from shared.core.webhooks import (
 from shared.runtime import webhooks as runtime
 from shared.runtime.webhooks import Outcome, post
 from tests.support.backends import Backend
-from tests.webhooks.support import Recorder, finished_job, public_dns, row
+from tests.support.webhooks import Recorder, finished_job, public_dns, row
 
 
 # -- URLs --------------------------------------------------------------------------------------------

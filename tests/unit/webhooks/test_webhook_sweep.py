@@ -13,7 +13,7 @@ from shared.runtime import webhooks as runtime
 from shared.runtime.webhooks import MAX_SWEEPS
 from shared.storage.webhook_store import WebhookStore, index_key
 from tests.support.backends import Backend
-from tests.webhooks.support import Recorder, finished_job, public_dns, row
+from tests.support.webhooks import Recorder, finished_job, public_dns, row
 
 
 def test_a_lost_first_delivery_is_sent_again_by_the_next_sweep(backend: Backend) -> None:
@@ -157,7 +157,7 @@ def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: B
     from shared.config.settings import get_settings
     from shared.core.jobs import Status
     from shared.core.lifecycle import Lifecycle
-    from tests.core.scenarios import drain
+    from tests.support.scenarios import drain
 
     job = finished_job(backend, status=Status.RUNNING)  # running, with a webhook: its worker finishes it now
     life = Lifecycle(backend.stores)

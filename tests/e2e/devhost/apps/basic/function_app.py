@@ -164,7 +164,7 @@ def enqueue(req: func.HttpRequest, out: func.Out[str]) -> str:
 
 @app.route(route="whoami", methods=["GET"])
 def whoami(req: func.HttpRequest) -> func.HttpResponse:
-    """Which process ran this: the language worker, a child of devhost (tests/devhost/test_devhost_worker.py)."""
+    """Which process ran this: the language worker, a child of devhost (tests/e2e/devhost/test_devhost_worker.py)."""
     return func.HttpResponse(json.dumps({"pid": os.getpid(), "ppid": os.getppid()}), mimetype="application/json")
 
 
