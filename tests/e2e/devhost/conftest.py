@@ -6,9 +6,9 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from tests.support.devhost_helpers import BASIC_APP, BasicHost, queue_env
 
 from devhost.process import HostProcess
+from tests.support.devhost_helpers import BASIC_APP, BasicHost, queue_env
 
 
 @pytest.fixture(scope="module")

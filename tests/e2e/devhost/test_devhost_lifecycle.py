@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.support.devhost_helpers import read_records, wait_for
 
 from devhost.process import HostProcess
+from tests.support.devhost_helpers import read_records, wait_for
 
 HOST_JSON = {
     "version": "2.0",

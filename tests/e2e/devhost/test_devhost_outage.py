@@ -17,10 +17,10 @@ from pathlib import Path
 
 from azure.storage.blob import BlobLeaseClient, ContainerClient
 from azure.storage.queue import QueueClient
-from tests.support.devhost_helpers import wait_for
 
 from devhost.azurite import Azurite
 from devhost.process import HostProcess
+from tests.support.devhost_helpers import wait_for
 
 OUTAGE_SECONDS = 8
 

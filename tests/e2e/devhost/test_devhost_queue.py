@@ -14,9 +14,9 @@ import urllib.request
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.queue import QueueClient
-from tests.support.devhost_helpers import BASIC_APP, BasicHost, queue_env, read_records, wait_for
 
 from devhost.process import HostProcess
+from tests.support.devhost_helpers import BASIC_APP, BasicHost, queue_env, read_records, wait_for
 
 
 def count(q: QueueClient) -> int:

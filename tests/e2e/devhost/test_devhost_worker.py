@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.devhost_helpers import APPS, BASIC_APP, BasicHost, queue_env, read_records, wait_for
 
 from devhost.process import HostProcess
+from tests.support.devhost_helpers import APPS, BASIC_APP, BasicHost, queue_env, read_records, wait_for
 
 
 def get_json(url: str) -> Any:

@@ -17,7 +17,6 @@ from devhost.process import HostProcess
 from pipelines.thematic.result import ThematicResult
 from tests.e2e.conftest import Api, host_env
 from tests.support.fake_llm_server import FakeLLMServer, RecordedRequest, Reply, chat_json
-
 from tests.support.thematic_data import feedback
 
 API_KEY = "sk-e2e-" + secrets.token_hex(8)

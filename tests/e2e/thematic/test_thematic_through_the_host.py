@@ -6,7 +6,6 @@ from typing import Any
 
 from pipelines.thematic.result import ThematicResult
 from tests.e2e.conftest import Api, api, env, host  # noqa: F401 - pytest fixtures
-
 from tests.support.thematic_data import feedback
 
 

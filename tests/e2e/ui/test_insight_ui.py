@@ -10,8 +10,8 @@ from playwright.sync_api import expect
 
 from devhost.process import HostProcess
 from tests.e2e.conftest import Api
-from tests.support.thematic_data import feedback
 from tests.e2e.ui.test_dashboard import open_ui
+from tests.support.thematic_data import feedback
 
 #: A segment value that would run script if the page ever rendered metadata as HTML.
 HOSTILE = "<img src=x onerror=\"window.__owned=1\">pro"

@@ -10,8 +10,8 @@ from typing import Any
 from playwright.sync_api import expect
 
 from devhost.process import HostProcess
-from tests.unit.cli.test_spreadsheets import ACCENTED, make_xlsx
 from tests.e2e.conftest import Api
+from tests.unit.cli.test_spreadsheets import ACCENTED, make_xlsx
 
 
 def _open_new(page: Any, host: HostProcess, api: Api) -> list[dict[str, Any]]:

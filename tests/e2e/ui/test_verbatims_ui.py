@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 
 from devhost.process import HostProcess
 from tests.e2e.conftest import Api
-from tests.support.thematic_data import feedback
 from tests.e2e.ui.test_dashboard import open_ui
+from tests.support.thematic_data import feedback
 from thematiq_cli.main import Io, run
 
 

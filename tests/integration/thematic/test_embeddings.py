@@ -14,7 +14,6 @@ from pipelines.thematic import embed as E
 from pipelines.thematic import encoders as X
 from pipelines.thematic import models as M
 from shared.sdk import ValidationFailed
-
 from tests.support.thematic_data import feedback
 
 MINILM = M.SPECS["minilm"]
@@ -73,7 +72,6 @@ def test_the_graph_follows_the_cpu_flags(tmp_path: Path, monkeypatch: Any) -> No
 
 def test_a_chunk_worker_runs_its_parents_graph_on_another_cpu(monkeypatch: Any) -> None:
     from pipelines.thematic.run import GRAPH_CHOICE, run_with
-
     from tests.support.thematic_fakes import FakeContext
 
     monkeypatch.delenv("THEMATIQ_EMBEDDING_GRAPH", raising=False)

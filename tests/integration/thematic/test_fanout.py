@@ -21,7 +21,6 @@ from shared.llm.client import LLMClient
 from shared.sdk.fanout_types import Suspend
 from tests.integration.llm.conftest import fake_llm, llm_env  # noqa: F401 - pytest fixtures
 from tests.support.fake_llm_server import FakeLLMServer, RecordedRequest, Reply, chat_json, embeddings
-
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext, FakeLLM
 

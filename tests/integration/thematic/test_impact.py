@@ -13,8 +13,8 @@ from pipelines.thematic.impact import impact
 from pipelines.thematic.render import render_md
 from pipelines.thematic.validate import prepare
 from shared.core.errors import ValidationFailed
-
 from tests.support.thematic_data import feedback
+
 from .test_insight_pipeline import _majority, _run
 
 

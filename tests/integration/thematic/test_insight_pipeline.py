@@ -14,7 +14,6 @@ from pipelines.thematic.baseline import baseline_of
 from pipelines.thematic.edit import edit_result
 from pipelines.thematic.result import ThematicResult
 from shared.core.errors import ValidationFailed
-
 from tests.support.thematic_data import THEMES, feedback
 from tests.support.thematic_fakes import FakeContext
 
@@ -179,7 +178,6 @@ def test_seed_themes_accept_the_codebook_as_it_is_served() -> None:
 
 def test_llm_sentiment_labels_the_responses_and_falls_back_to_the_lexicon_when_the_budget_runs_out() -> None:
     from pipelines.thematic.run import run_with
-
     from tests.support.thematic_fakes import FakeLLM
 
     items, _ = feedback(per_theme=15, seed=8)

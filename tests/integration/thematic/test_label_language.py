@@ -6,7 +6,6 @@ from __future__ import annotations
 from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
-
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext, FakeLLM
 

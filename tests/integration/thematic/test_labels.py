@@ -9,7 +9,6 @@ from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic.describe import CONTEXTUAL, describe, merge_near_duplicates
 from pipelines.thematic.keywords import candidate_phrases, keyword_overlap, phrase_key, phrases
 from pipelines.thematic.result import ThematicResult
-
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext
 

@@ -8,7 +8,6 @@ from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic import lang as L
 from pipelines.thematic.keywords import TOKEN_RE, ctfidf, terms
 from pipelines.thematic.stopwords import EN, stopwords_for
-
 from tests.support.thematic_fakes import FakeContext
 
 # Parallel answers (written for this test): the same five themes in English and German, pair i ↔ i.

@@ -22,7 +22,6 @@ from pipelines.thematic.embed import (
 from pipelines.thematic.result import ThematicResult
 from pipelines.thematic.run import run_with
 from shared.core.errors import Cancelled, PermanentError
-
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext, FakeLLM
 

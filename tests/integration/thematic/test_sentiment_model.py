@@ -17,7 +17,6 @@ from pipelines.thematic import sentiment_model as SM
 from pipelines.thematic.embed import LazyLocalEmbedder, get_embedder
 from pipelines.thematic.render import render_md
 from pipelines.thematic.result import ThematicResult
-
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext
 

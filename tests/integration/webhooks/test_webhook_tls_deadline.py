@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID
 
 from shared.runtime import webhooks as runtime
 from shared.runtime.webhooks import post
-from tests.unit.webhooks.test_webhook_delivery import _continue, _server, _trickle
+from tests.integration.webhooks.test_webhook_receiver_sockets import _continue, _server, _trickle
 
 
 def _certificate(tmp: Path) -> tuple[Path, Path]:

@@ -20,8 +20,8 @@ from shared.core.lifecycle import Lifecycle
 from shared.observability.metering import METER, TransactionMeter
 from shared.runtime.reaper import Reaper
 from shared.storage.job_store import active_row_key
-from tests.support.scenarios import TENANT, drain, executions, job, submit, worker
 from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, drain, executions, job, submit, worker
 
 
 def _table(b: Backend) -> Any:

@@ -8,8 +8,8 @@ import pytest
 
 from shared.config.constants import LIST_MAX_SERVICE_PAGES
 from shared.core.lifecycle import Lifecycle
-from tests.support.scenarios import TENANT, job, submit
 from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, job, submit
 
 
 def _queries(b: Backend) -> int:

@@ -14,8 +14,8 @@ from shared.core.errors import Conflict, StorageUnavailable
 from shared.core.jobs import Status
 from shared.core.names import input_blob_name
 from shared.runtime.reaper import Reaper
-from tests.support.scenarios import TENANT, job, service, submit
 from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, job, service, submit
 
 # Incompressible, so its gzip is over the inline limit and the input goes to Blob Storage first.
 BIG = [secrets.token_hex(64) for _ in range(1500)]

@@ -12,8 +12,8 @@ from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import LostClaim
 from shared.core.jobs import JobError, Status
 from shared.core.lifecycle import Lifecycle
-from tests.support.scenarios import TENANT, executions, job, reaper, submit, worker
 from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, executions, job, reaper, submit, worker
 
 
 def _together(n: int, fn: Callable[[int], Any]) -> list[Any]:

@@ -11,8 +11,8 @@ from shared.core.errors import Conflict, NotFound
 from shared.core.webhooks import DEPLOYMENT_SECRET_ID, WebhookMessage, delivery_id
 from shared.storage.webhook_store import WebhookStore
 from tests.support.backends import Backend
-from tests.unit.webhooks.conftest import SECRET
 from tests.support.webhooks import Recorder, finished_job, public_dns
+from tests.unit.webhooks.conftest import SECRET
 from thematiq_client import webhooks
 
 
