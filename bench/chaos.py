@@ -42,7 +42,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from devhost.azurite import Azurite  # noqa: E402
-from tests.fault.test_chaos import default_faults, describe, outcome_table, run_chaos, violations  # noqa: E402
+from tests.e2e.fault.test_chaos import default_faults, describe, outcome_table, run_chaos, violations  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Full-size reliability scenarios (not run in CI; ``tests/fault`` runs them scaled down).
+"""Full-size reliability scenarios (not run in CI; ``tests/e2e/fault`` runs them scaled down).
 
     .venv/bin/python bench/reliability.py              # every scenario, full size (~10-15 min on 2 cores)
     .venv/bin/python bench/reliability.py --only load  # one scenario

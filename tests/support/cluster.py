@@ -1,7 +1,7 @@
 """Fault and load scenarios against real local host processes and a real Azurite.
 
 Each scenario takes its size as arguments, checks its invariants (raising
-``AssertionError``) and returns a dict of measurements. ``tests/fault`` runs
+``AssertionError``) and returns a dict of measurements. ``tests/e2e/fault`` runs
 them scaled down; ``bench/reliability.py`` runs them full size and prints a table.
 """
 

@@ -116,7 +116,7 @@ def ctx(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
 @app.route(route="nothing")
 def nothing(req: func.HttpRequest) -> func.HttpResponse:
     # An HTTP function that returns None fails its invocation in the runtime (a 500 in Azure). Annotated -> None,
-    # the runtime would refuse to index the whole app (tests/devhost/apps/refused).
+    # the runtime would refuse to index the whole app (tests/e2e/devhost/apps/refused).
     return None  # type: ignore[return-value]
 
 
