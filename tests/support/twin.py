@@ -14,18 +14,41 @@ from types import ModuleType
 from typing import Any
 
 
-def takes_backend(value: Any) -> bool:
-    """A test function (or a test class with a method) that asks for the ``backend`` fixture."""
+def _parameters(value: Any) -> set[str]:
+    try:
+        return set(inspect.signature(value).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def backend_fixtures(module: ModuleType) -> set[str]:
+    """``backend`` and the module's fixtures that ask for it, directly or through one another."""
+    fixtures = {name: v for name, v in vars(module).items() if type(v).__name__ == "FixtureFunctionDefinition"}
+    needs = {"backend"}
+    grew = True
+    while grew:
+        grew = False
+        for name, fixture in fixtures.items():
+            fixture_name = getattr(fixture, "name", None) or name
+            if fixture_name not in needs and _parameters(fixture) & needs:
+                needs.add(fixture_name)
+                grew = True
+    return needs
+
+
+def takes_backend(value: Any, needs: set[str] = frozenset({"backend"})) -> bool:  # type: ignore[assignment]
+    """A test function (or a test class with such a method) that asks for ``backend`` or a fixture built on it."""
     if inspect.isclass(value):
-        return any(takes_backend(m) for n, m in vars(value).items() if n.startswith("test"))
-    return callable(value) and "backend" in inspect.signature(value).parameters
+        return any(takes_backend(m, needs) for n, m in vars(value).items() if n.startswith("test"))
+    return callable(value) and bool(_parameters(value) & needs)
 
 
 def collect_again(module: ModuleType, namespace: dict[str, Any]) -> None:
     """Put ``module``'s backend scenarios, fixtures and helpers into the twin module's ``namespace``."""
+    needs = backend_fixtures(module)
     for name, value in vars(module).items():
         if name.startswith("__") or name in namespace:
             continue
-        if name.startswith(("test", "Test")) and not takes_backend(value):
+        if name.startswith(("test", "Test")) and not takes_backend(value, needs):
             continue
         namespace[name] = value

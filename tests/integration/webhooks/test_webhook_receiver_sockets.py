@@ -45,14 +45,16 @@ def _server(behaviour: Callable[[socket.socket], None],
 def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event,
          wrap: Callable[[socket.socket], socket.socket]) -> None:
     until = time.monotonic() + GIVE_UP_SECONDS
+    sock = conn
     try:
-        sock = wrap(conn)
+        sock = wrap(conn)  # a TLS wrapper takes over the descriptor: it is the one to close
         sock.recv(65536)
         while not stop.is_set() and time.monotonic() < until:
             behaviour(sock)
     except OSError:
         pass
     finally:
+        sock.close()
         conn.close()
 
 
