@@ -48,7 +48,7 @@ def split(node: str) -> tuple[str, str, str, str | None]:
 
 
 def renames(base: str) -> tuple[dict[str, str], set[str]]:
-    out = subprocess.run(["git", "diff", "-M", "--name-status", base, "HEAD", "--", "tests"],
+    out = subprocess.run(["git", "diff", "-M", "--name-status", f"{base}...HEAD", "--", "tests"],  # from the merge base
                          capture_output=True, text=True, check=True).stdout
     moved, added = {}, set()
     for line in out.splitlines():
