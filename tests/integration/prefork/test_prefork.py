@@ -262,6 +262,8 @@ def test_killing_the_host_kills_its_zygote_and_its_attempts(how: str) -> None:
         if host.poll() is None:
             host.kill()
             host.wait()
+        if host.stdout is not None:
+            host.stdout.close()  # the pipe we read the zygote's pid from (unclosed, a ResourceWarning)
 
 
 def test_an_attempt_that_ends_before_the_host_reads_its_pid_keeps_the_zygote() -> None:
@@ -271,14 +273,17 @@ def test_an_attempt_that_ends_before_the_host_reads_its_pid_keeps_the_zygote() -
 
     host, zyg = __import__("socket").socketpair()
     control_r, control_w = os.pipe()
+    control = os.fdopen(control_w, "wb")  # the attempt's stdin; closing it is its owner's job, as with Popen
     try:
         zyg.sendall(b"pid 4242\nexit 0\n")
         pid, rest = read_fork_answer(host)
-        proc = ForkedProcess(host, pid, os.fdopen(control_w, "wb"), rest)
+        proc = ForkedProcess(host, pid, control, rest)
         assert (pid, proc.poll(), proc.wait(1)) == (4242, 0, 0)
     finally:
+        control.close()
         os.close(control_r)
         zyg.close()
+        host.close()
 
 
 def test_many_quick_concurrent_attempts_share_one_zygote() -> None:
