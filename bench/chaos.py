@@ -6,7 +6,7 @@
 
 For each drop rate it starts a fault proxy in front of one private Azurite, an API host and a worker host, submits
 ``--jobs`` echo jobs with their own Idempotency-Key from a retrying client, waits up to ``--deadline`` seconds and
-counts what happened (``tests/fault/test_chaos.py:run_chaos``). Table writes are dropped after commit at the given
+counts what happened (``tests/e2e/fault/test_chaos.py:run_chaos``). Table writes are dropped after commit at the given
 rate and refused (503) at ``--refuse``; queue and blob writes at a third of the drop rate and 2 % refused. A rate of 0
 turns every fault off (the baseline).
 
@@ -42,7 +42,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from devhost.azurite import Azurite  # noqa: E402
-from tests.fault.test_chaos import default_faults, describe, outcome_table, run_chaos, violations  # noqa: E402
+from tests.e2e.fault.test_chaos import default_faults, describe, outcome_table, run_chaos, violations  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ sampled to the Italian count) is the like-for-like English reference for ``chat-
 Quality: spherical k-means given the true k (the pipeline's own ``cluster.spherical_kmeans``), mean over seeds,
 NMI (arithmetic) and ARI. Speed: wall-clock texts/s with the pipeline's 2 threads, and CPU texts/s (process
 time, 1 thread: steadier on a shared machine). The cross-lingual check embeds parallel English/German answers
-(``tests/thematic/test_languages.py``) and runs the whole pipeline with ``language: "auto"`` on them.
+(``tests/integration/thematic/test_languages.py``) and runs the whole pipeline with ``language: "auto"`` on them.
 
 Usage::
 
@@ -201,7 +201,7 @@ def quality(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[float, float
 
 
 def cross_lingual(encoders: list[str]) -> None:
-    from tests.thematic.test_languages import THEMES_DE, THEMES_EN
+    from tests.integration.thematic.test_languages import THEMES_DE, THEMES_EN
 
     en = [t for ts in THEMES_EN.values() for t in ts]
     de = [t for ts in THEMES_DE.values() for t in ts]
@@ -225,7 +225,7 @@ def cross_lingual(encoders: list[str]) -> None:
         print(f"{name:<13} {100 * np.mean(same):>39.0f}% {np.mean(n):>6.3f}")
     # The whole pipeline, as a user would run it.
     from pipelines.thematic import PIPELINE, ThematicParams
-    from tests.thematic.fakes import FakeContext
+    from tests.support.thematic_fakes import FakeContext
 
     items = [{"id": f"en{i}", "text": t} for i, t in enumerate(en)] + [
         {"id": f"de{i}", "text": t} for i, t in enumerate(de)

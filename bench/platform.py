@@ -86,7 +86,7 @@ def operations_per_job(proxy: FaultProxy, n: int = 20) -> tuple[dict[str, float]
     """No-op jobs in-process through the real functions: the meter's count and the proxy's, per job."""
     _use(proxy.connection_string, "benchops", "bench-ops")
     from shared.observability.metering import METER, TransactionMeter
-    from tests.platform.direct import http, run_worker_once
+    from tests.support.direct import http, run_worker_once
 
     http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})  # creates table/queue/container
     run_worker_once()
@@ -157,7 +157,7 @@ def host_throughput(conn: str, mode: str, n: int) -> tuple[float, float, float]:
     """
     table, queue = f"bench{mode}", f"bench-{mode}"
     _use(conn, table, queue)
-    from tests.platform.direct import http
+    from tests.support.direct import http
 
     for i in range(n):
         assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": {"i": i}}).status_code == 202
@@ -180,7 +180,7 @@ def idle_reaper_ops(proxy: FaultProxy, runs: int = 3) -> tuple[float, float]:
     """
     _use(proxy.connection_string, "benchidle", "bench-idle")
     from shared.platform import Platform
-    from tests.platform.direct import http, run_worker_once
+    from tests.support.direct import http, run_worker_once
 
     for _ in range(40):
         http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0})
@@ -370,7 +370,7 @@ def first_job(conn: str, app_dir: Path, tag: str) -> dict[str, float]:
     """One host start with one no-op job queued: seconds from the host's spawn to each milestone."""
     table, queue = f"benchfirst{tag}", f"bench-first-{tag}"
     _use(conn, table, queue)
-    from tests.platform.direct import http
+    from tests.support.direct import http
 
     assert http("submit_job", "POST", "jobs", body={"pipeline": "echo", "input": 0}).status_code == 202
     env = {"AzureWebJobsStorage": conn, "DEFAULT_TENANT": "bench", "JOBS_TABLE": table, "JOBS_QUEUE": queue,

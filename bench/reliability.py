@@ -1,4 +1,4 @@
-"""Full-size reliability scenarios (not run in CI; ``tests/fault`` runs them scaled down).
+"""Full-size reliability scenarios (not run in CI; ``tests/e2e/fault`` runs them scaled down).
 
     .venv/bin/python bench/reliability.py              # every scenario, full size (~10-15 min on 2 cores)
     .venv/bin/python bench/reliability.py --only load  # one scenario
@@ -26,7 +26,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from devhost.azurite import Azurite  # noqa: E402
-from tests.fault import scenarios  # noqa: E402
+from tests.support import cluster as scenarios  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

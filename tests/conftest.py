@@ -1,4 +1,9 @@
-"""Shared fixtures: a real Azurite for the whole session and unique storage names per test.
+"""Shared fixtures (a real Azurite for the whole session, unique storage names per test) and the test tiers.
+
+The tiers are folders: ``tests/unit`` (the in-memory fake only: no Azurite, no child processes, no sockets, no
+browser), ``tests/integration`` (Azurite, child processes, the zygote, the SDKs' real transports) and ``tests/e2e``
+(host processes via devhost, the browser, the CLI through a host). Each test gets its tier's marker from its path
+(``-m unit`` selects the fast tier); a unit test that reaches for a socket, a child process or Azurite fails.
 
 Set ``THEMATIQ_TEST_STORAGE`` to a connection string to reuse a running
 Azurite (``scripts/test`` does); otherwise a private instance is started on
@@ -9,8 +14,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
 
 import pytest
 
@@ -18,6 +27,96 @@ from devhost.azurite import Azurite
 from shared.platform import Platform, reset_process, use
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "integration", "e2e")
+
+pytest_plugins = ["tests.support.backend_fixture"]
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier folder a test file is in (None for a file outside the tiers)."""
+    try:
+        first = Path(path).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in TIERS else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is None:
+            continue
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier == "unit":
+            reaches = {"azurite", "storage_env"} & set(getattr(item, "fixturenames", ()))
+            if reaches:
+                raise pytest.UsageError(f"{item.nodeid}: a unit test uses {sorted(reaches)}; move it to tests/integration")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``backend`` by tier: the fake in unit (plus the reaper's sweep where the test runs the reaper), else Azurite."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    if tier_of(metafunc.definition.path) == "unit":
+        params = ["fake", "fake-sweep"] if _runs_reaper(metafunc.function, metafunc.module) else ["fake"]
+    else:
+        params = ["azurite"]
+    metafunc.parametrize("backend", params, indirect=True)
+
+
+def _runs_reaper(function: Callable[..., Any], module: ModuleType) -> bool:
+    """Whether the test (or a module-level helper it calls, transitively) calls ``scenarios.reaper``, the one place
+    ``Backend.reaper_sweep`` is read: only there do the active-jobs index and the full sweep find rows differently."""
+    seen: set[str] = set()
+
+    def names(code: CodeType) -> Iterator[str]:
+        yield from code.co_names
+        for const in code.co_consts:
+            if isinstance(const, CodeType):
+                yield from names(const)
+
+    todo = [function]
+    while todo:
+        fn = todo.pop()
+        for name in names(fn.__code__):
+            if name == "reaper":
+                return True
+            value = vars(module).get(name)
+            if name not in seen and isinstance(value, FunctionType) and value.__module__ == module.__name__:
+                seen.add(name)
+                todo.append(value)
+    return False
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In tests/unit, a network socket or a child process is an error: such a test belongs in tests/integration."""
+    if tier_of(request.node.path) != "unit":
+        return
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"a unit test used {what}; move it to tests/integration")
+        return refused
+
+    inet = (socket.AF_INET, socket.AF_INET6)
+    real_connect, real_bind = socket.socket.connect, socket.socket.bind
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if self.family in inet:
+            refuse(f"a network socket (connect {address!r})")()
+        real_connect(self, address)
+
+    def bind(self: socket.socket, address: Any) -> None:
+        if self.family in inet:
+            refuse(f"a network socket (bind {address!r})")()
+        real_bind(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("a child process (subprocess)"))
+    monkeypatch.setattr(os, "fork", refuse("a child process (fork)"))
 
 
 @pytest.fixture(scope="session")

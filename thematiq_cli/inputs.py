@@ -29,7 +29,7 @@ from typing import Any
 from .client import CliError
 
 #: The most responses one job takes: the server's ``MAX_RESPONSES`` (pipelines/thematic/params.py; the CLI
-#: does not import the pipeline, and tests/cli holds the two equal). A workbook is refused once it has more
+#: does not import the pipeline, and tests/unit/cli holds the two equal). A workbook is refused once it has more
 #: rows than this, rather than read whole only for the server to refuse it.
 MAX_RESPONSES = 100_000
 #: The most a workbook's parts may inflate to in total (their sizes as the ZIP directory declares them, which

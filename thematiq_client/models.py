@@ -1,7 +1,7 @@
 """The API's data, as pydantic models.
 
 They describe the same JSON as the components of the service's OpenAPI document
-(``GET /api/openapi.json``), field for field; ``tests/client/test_models_match_openapi.py``
+(``GET /api/openapi.json``), field for field; ``tests/unit/client/test_models_match_openapi.py``
 compares their JSON schemas with the document's, so the two cannot drift apart.
 Unlike the service's models they ignore fields they do not know, so an older client
 keeps working against a newer service.

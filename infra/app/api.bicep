@@ -1,6 +1,6 @@
 // The function app on Flex Consumption (FC1), running as the user-assigned
 // identity, with every app setting the code reads (shared/settings.py,
-// source "app") set explicitly here: tests/infra/test_settings_agree.py checks it.
+// source "app") set explicitly here: tests/unit/infra/test_settings_agree.py checks it.
 param location string
 param tags object
 param name string
@@ -88,7 +88,7 @@ var appSettings = {
   // The Python runtime's pool for sync functions (every function here is sync, and an attempt holds its thread for
   // up to PIPELINE_TIMEOUT_SECONDS). Its default, min(32, vCPUs + 4), is 5 on a 1-vCPU instance: five job attempts
   // would take it all. 32 covers the three queue functions' 5 each and the two timers (17) with room for HTTP
-  // (docs/architecture.md#the-thread-budget; tests/infra/test_thread_budget.py).
+  // (docs/architecture.md#the-thread-budget; tests/unit/infra/test_thread_budget.py).
   PYTHON_THREADPOOL_THREAD_COUNT: '32'
   INSTANCE_MEMORY_MB: '2048'
   MEMORY_MARGIN_MB: '512'

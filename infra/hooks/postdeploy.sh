@@ -12,7 +12,7 @@
 # exports to hooks: AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, AZURE_APIM_NAME,
 # THEMATIQ_API_URL, THEMATIQ_FUNCTION_URL. Set THEMATIQ_SKIP_SMOKE=1 to skip.
 # THEMATIQ_SMOKE_PAUSE (seconds between tries, 15) and THEMATIQ_SMOKE_TRIES (override
-# each check's number of tries) exist for tests/infra/test_postdeploy_hook.py.
+# each check's number of tries) exist for tests/e2e/infra/test_postdeploy_hook.py.
 set -eu
 
 if [ "${THEMATIQ_SKIP_SMOKE:-}" = "1" ]; then

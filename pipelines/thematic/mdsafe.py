@@ -17,7 +17,7 @@ or a table cell):
   after ``www`` and before ``@``, so renderers with GitHub's autolink extension do not turn them into live links.
   The text reads the same; only copying it picks up the invisible character.
 
-``tests/thematic/test_mdsafe.py`` parses the output with a CommonMark parser (markdown-it-py) and checks that no
+``tests/unit/thematic/test_mdsafe.py`` parses the output with a CommonMark parser (markdown-it-py) and checks that no
 HTML, link or image token comes from data.
 """
 

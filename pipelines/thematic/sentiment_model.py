@@ -11,7 +11,7 @@ place, never copied into the repo; see that module for the data and the fit), co
 ``WEIGHTS_SHA256`` when loaded. They are committed rather than trained at bootstrap because the int8 encoder's
 vectors differ slightly between CPUs (VNNI or not): weights trained on each machine would differ too, and so
 would every job's labels. A fixed linear map is insensitive to those small differences (tested with
-perturbed vectors in ``tests/thematic/test_sentiment_model.py``). Measured agreement with human labels on
+perturbed vectors in ``tests/integration/thematic/test_sentiment_model.py``). Measured agreement with human labels on
 domains it was not trained on: docs/thematic.md ("Sentiment agreement"), by ``bench/sentiment.py``.
 
 The weights belong to one encoder: they are used only on embeddings of the ``fast`` encoder

@@ -1,6 +1,6 @@
 """Every app setting the code reads, with its default and meaning.
 
-This module is the single source of truth: ``tests/infra/test_settings_agree.py``
+This module is the single source of truth: ``tests/unit/infra/test_settings_agree.py``
 checks that ``local.settings.sample.json``, the Bicep app settings and the
 README's table cover every entry of :data:`SETTINGS`. Nothing else in the code
 reads ``os.environ`` for configuration.

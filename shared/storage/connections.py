@@ -35,7 +35,7 @@ _READ_TIMEOUT = 30
 _RETRIES = 2
 # Storage SDK backoff is initial + base**n, then ±jitter: here 1-3 s per retry, 6 s at most in all.
 # The earlier 1/2/jitter 3 slept up to 14 s, so while Storage was down an API request (e.g. health)
-# hung for 10 s+ before its 503 (tests/fault/test_faults.py: storage outage).
+# hung for 10 s+ before its 503 (tests/e2e/fault/test_faults.py: storage outage).
 _BACKOFF_INITIAL, _BACKOFF_BASE, _BACKOFF_JITTER = 1, 1, 1
 
 

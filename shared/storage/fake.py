@@ -1,7 +1,7 @@
 """In-memory fakes of the Table, Queue and Blob SDK clients: the fast test tier.
 
 Each fake answers the way azure-data-tables 12.7 / azure-storage-queue 12.18 /
-azure-storage-blob 12.31 answer against Azurite 3.35 (tests/contract proves it
+azure-storage-blob 12.31 answer against Azurite 3.35 (tests/unit/contract and its Azurite twin prove it
 on both backends): the same exception classes, status codes and error codes,
 the same value types read back, ETags that change on every write, queue
 visibility, dequeue counts and pop receipts. Time comes from a :class:`FakeClock`

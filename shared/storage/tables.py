@@ -14,7 +14,7 @@ No maintained library encodes OData batches faster, so only the two ends are han
   response type, so ``TableTransactionError`` (status, error code, index) is raised by the SDK's own
   decoder. An answer that does not answer every operation is an error, never a success.
 
-``tests/contract`` runs every transaction case on this client and on the SDK's, on Azurite
+``tests/unit/contract`` and ``tests/integration/contract`` run every transaction case on this client and on the SDK's, on Azurite
 (``test_batch_client.py``), and both on answers Azurite never sends (``test_batch_answers.py``).
 """
 

@@ -1,4 +1,4 @@
-"""tests/platform/direct.py answers as the runtime would: what the worker refuses, the harness refuses too.
+"""tests/support/direct.py answers as the runtime would: what the worker refuses, the harness refuses too.
 
 It used to hand a function's return value straight back, so an HTTP function returning ``None`` (a 500 in the
 worker) or a queue function returning a value without a ``$return`` binding passed there and failed in Azure.

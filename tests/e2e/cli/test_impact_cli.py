@@ -1,0 +1,43 @@
+"""``thematiq impact ID`` against a real dev host: a job with a planted score effect (app crashes cost 3 points)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from tests.e2e.cli.conftest import Cli
+from tests.support.thematic_data import feedback
+from thematiq_cli.main import EXIT_OK
+
+
+def test_impact_prints_the_themes_in_rank_with_the_planted_one_first_and_starred(cli: Cli, tmp_path: Path) -> None:
+    items, truth = feedback(per_theme=30, seed=6)
+    rng = random.Random(6)
+    f = tmp_path / "survey.jsonl"
+    with f.open("w", encoding="utf-8") as out:
+        for it, t in zip(items, truth, strict=True):
+            nps = max(0, min(10, round(rng.gauss(8, 1.5)) - (3 if t == "app" else 0)))
+            out.write(json.dumps({"id": it["id"], "text": it["text"], "nps": nps}) + "\n")
+    code, out, err = cli("submit", str(f), "--param", "llm=off", "--param", "num_themes=4",
+                         "--param", 'score={"key": "nps", "scale": "nps"}', "--wait", "--timeout", "240")
+    assert code == EXIT_OK, err
+    job_id = out.strip()
+    code, out, err = cli("impact", job_id)
+    assert code == EXIT_OK, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Impact on nps (nps): overall NPS")
+    _, res, _ = cli("result", job_id)
+    imp = json.loads(res)["impact"]
+    body = lines[4:]
+    assert len(body) == len(imp["themes"])
+    for row, line in zip(imp["themes"], body, strict=True):
+        assert line.rstrip().endswith(row["label"][:20]) or row["label"][:20] in line
+        assert line.split()[0].rstrip("*") == f"{row['impact']:+.1f}"
+        sure = row["ci_low"] > 0 or row["ci_high"] < 0
+        assert line.split()[0].endswith("*") == sure, line
+    assert body[0].split()[0].endswith("*") and imp["themes"][0]["impact"] < 0
+    # A job without params.score says how to get one.
+    code, out, err = cli("submit", str(f), "--param", "llm=off", "--param", "num_themes=4", "--wait", "--timeout", "240")
+    code, _, err = cli("impact", out.strip())
+    assert code == 1 and "has no impact" in err and "score=" in err

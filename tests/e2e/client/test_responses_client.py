@@ -1,0 +1,83 @@
+"""``client.responses(job, theme=…)``: every response with its text and coding, as a lazy iterator over pages,
+against a real host on Azurite running the real thematic pipeline."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from tests.support.thematic_data import feedback
+from thematiq_client import ApiError, Client, Job, ResponseRow
+
+
+def _items() -> list[dict[str, Any]]:
+    rng = random.Random(5)
+    items, _ = feedback(per_theme=10, seed=5)
+    return [{"id": f"c{it['id']}", "text": it["text"], "metadata": {"plan": rng.choice(["free", "pro"])}}
+            for it in items]
+
+
+@pytest.fixture(scope="module")
+def finished(client_host: Any) -> tuple[Client, Job, list[dict[str, Any]], dict[str, Any]]:
+    client = Client(client_host.url + "/api", key=client_host.env["DEVHOST_FUNCTION_KEY"])
+    items = _items()
+    job = client.wait(client.submit("thematic", items, {"llm": "off", "min_theme_size": 3}), timeout=300)
+    assert job.status == "succeeded", job
+    return client, job, items, client.result(job)
+
+
+def test_every_row_in_submitted_order_with_text_metadata_and_themes(finished: Any) -> None:
+    client, job, items, doc = finished
+    rows = list(client.responses(job, limit=7))
+    assert all(isinstance(r, ResponseRow) for r in rows)
+    assert [r.id for r in rows] == [it["id"] for it in items]
+    assert [r.text for r in rows] == [it["text"] for it in items]
+    assert [r.metadata for r in rows] == [it["metadata"] for it in items]
+    by_id = {a["response_id"]: a for a in doc["assignments"]}
+    for r in rows:
+        assert [t.theme_id for t in r.themes] == [t["theme_id"] for t in by_id[r.id]["themes"]]
+        assert r.bucket == by_id[r.id]["bucket"]
+
+
+def test_pages_are_fetched_only_when_the_iterator_gets_there(finished: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    client, job, items, _ = finished
+    calls: list[str] = []
+    real = client.request
+
+    def counting(method: str, path: str, *a: Any, **kw: Any) -> Any:
+        calls.append(path)
+        return real(method, path, *a, **kw)
+
+    monkeypatch.setattr(client, "request", counting)
+    it = client.responses(job, limit=5)
+    assert calls == []
+    first = [next(it) for _ in range(5)]
+    assert len(calls) == 1 and [r.id for r in first] == [x["id"] for x in items[:5]]
+    next(it)
+    assert len(calls) == 2
+    assert len(list(it)) == len(items) - 6
+    assert len(calls) == -(-len(items) // 5)
+
+
+def test_filters_match_the_result(finished: Any) -> None:
+    client, job, items, doc = finished
+    theme = max(doc["themes"], key=lambda t: t["count"])["id"]
+    want = [a["response_id"] for a in doc["assignments"] if any(t["theme_id"] == theme for t in a["themes"])]
+    assert [r.id for r in client.responses(job, theme=theme)] == want
+    pro = [it["id"] for it in items if it["metadata"]["plan"] == "pro"]
+    assert [r.id for r in client.responses(job, metadata={"plan": "pro"})] == pro
+    page = next(client.response_pages(job, theme=theme, metadata={"plan": "pro"}, limit=500))
+    assert page.total == len(set(want) & set(pro)) and page.next_cursor is None
+
+
+def test_bad_filter_and_another_tenant(finished: Any, client_host: Any) -> None:
+    client, job, _, _ = finished
+    with pytest.raises(ApiError) as err:
+        list(client.responses(job, theme="t999"))
+    assert err.value.status == 422 and [e["field"] for e in err.value.errors] == ["theme"]
+    other = Client(client_host.url + "/api", key=client_host.env["DEVHOST_FUNCTION_KEY"], tenant="someone-else")
+    with pytest.raises(ApiError) as err:
+        next(other.responses(job))
+    assert err.value.status == 404

@@ -1,0 +1,161 @@
+"""Timers, discovery of new functions and graceful shutdown, with apps generated in tmp dirs."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from devhost.process import HostProcess
+from tests.support.devhost_helpers import read_records, wait_for
+
+HOST_JSON = {
+    "version": "2.0",
+    "extensions": {"queues": {"maxPollingInterval": "00:00:00.5"}},
+    "singleton": {"listenerLockPeriod": "00:00:15", "listenerLockRecoveryPollingInterval": "00:00:01"},
+}
+
+PRELUDE = '''
+import json, os, time
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+def record(**fields):
+    with open(os.environ["RECORD_FILE"], "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "t": time.time(), **fields}) + "\\n")
+'''
+
+
+def make_app(tmp: Path, body: str, settings: dict[str, str] | None = None) -> Path:
+    app = tmp / f"app{secrets.token_hex(3)}"
+    app.mkdir()
+    (app / "host.json").write_text(json.dumps(HOST_JSON))
+    (app / "local.settings.json").write_text(json.dumps({"Values": settings or {}}))
+    (app / "function_app.py").write_text(PRELUDE + body)
+    return app
+
+
+@pytest.fixture
+def env(azurite: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        "AzureWebJobsStorage": azurite,
+        "RECORD_FILE": str(tmp_path / "records.jsonl"),
+        "AzureFunctionsWebHost__hostid": f"t{secrets.token_hex(6)}",
+    }
+
+
+TIMER_APP = '''
+@app.timer_trigger(arg_name="t", schedule="%TICK%", run_on_startup=RUN_ON_STARTUP, use_monitor=True)
+def tick(t: func.TimerRequest) -> None:
+    record(fn="tick", past_due=t.past_due)
+'''
+
+
+def timer_app(tmp: Path, run_on_startup: bool) -> Path:
+    return make_app(tmp, TIMER_APP.replace("RUN_ON_STARTUP", str(run_on_startup)))
+
+
+def test_run_on_startup_once_across_two_hosts(tmp_path: Path, env: dict[str, str]) -> None:
+    app = timer_app(tmp_path, run_on_startup=True)
+    env["TICK"] = "0 0 0 1 1 *"  # yearly: only runOnStartup can fire it
+    hosts = [HostProcess(app, env=env, args=["--no-http"]) for _ in range(2)]
+    try:
+        for h in hosts:
+            h.start()
+        recs = wait_for(lambda: read_records(Path(env["RECORD_FILE"])), timeout=10)
+        time.sleep(2.5)  # the other host polls the lock every second: it must not run it too
+        recs = read_records(Path(env["RECORD_FILE"]))
+        assert len(recs) == 1 and recs[0]["past_due"] is False
+    finally:
+        for h in hosts:
+            h.stop()
+
+
+def test_schedule_fires_and_past_due_after_downtime(tmp_path: Path, env: dict[str, str]) -> None:
+    app = timer_app(tmp_path, run_on_startup=False)
+    env["TICK"] = "*/2 * * * * *"
+    record = Path(env["RECORD_FILE"])
+    with HostProcess(app, env=env, args=["--no-http"]):
+        wait_for(lambda: len(read_records(record)) >= 2, timeout=8)
+    fired = read_records(record)
+    assert all(r["past_due"] is False for r in fired)
+    assert all(round(r["t"]) % 2 == 0 for r in fired)  # on even seconds
+    time.sleep(3)  # the host is down over at least one occurrence
+    with HostProcess(app, env=env, args=["--no-http"]):
+        wait_for(lambda: len(read_records(record)) > len(fired), timeout=8)
+    after = read_records(record)[len(fired)]
+    assert after["past_due"] is True  # useMonitor status in azure-webjobs-hosts said it was missed
+
+
+def test_new_function_discovered_and_settings(tmp_path: Path, env: dict[str, str]) -> None:
+    body = '''
+@app.route(route="added/{name}", methods=["GET"])
+def added_later(req: func.HttpRequest) -> str:
+    return "hi " + req.route_params["name"] + " " + os.environ["FROM_FILE"]
+'''
+    app = make_app(tmp_path, body, {"FROM_FILE": "file-value"})
+    with HostProcess(app, env=env) as host:
+        assert urllib.request.urlopen(host.url + "/api/added/x", timeout=5).read() == b"hi x file-value"
+        assert "added_later: [GET]" in host.logs
+
+
+def test_graceful_sigterm_lets_running_invocation_finish(tmp_path: Path, env: dict[str, str]) -> None:
+    body = '''
+@app.route(route="slow")
+def slow(req: func.HttpRequest) -> str:
+    time.sleep(2)
+    return "finished"
+'''
+    host = HostProcess(make_app(tmp_path, body), env=env).start()
+    result: dict[str, object] = {}
+
+    def request() -> None:
+        result["body"] = urllib.request.urlopen(host.url + "/api/slow", timeout=10).read()
+
+    t = threading.Thread(target=request)
+    t.start()
+    time.sleep(0.5)
+    host.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    with pytest.raises(OSError):  # no new requests once stopping
+        urllib.request.urlopen(host.url + "/api/slow", timeout=2)
+    t.join(10)
+    assert result.get("body") == b"finished"
+    assert host.wait(10) == 0
+    assert "devhost stopped" in host.logs
+
+
+def test_grace_expiry_and_second_signal(tmp_path: Path, env: dict[str, str]) -> None:
+    body = '''
+@app.route(route="forever")
+def forever(req: func.HttpRequest) -> str:
+    time.sleep(30)
+    return "never"
+'''
+    app = make_app(tmp_path, body)
+    for second_signal in (False, True):
+        host = HostProcess(app, env=env, grace=1 if not second_signal else 30).start()
+        threading.Thread(target=lambda h=host: _ignore(h.url + "/api/forever"), daemon=True).start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        host.signal(signal.SIGTERM)
+        if second_signal:
+            time.sleep(0.3)
+            host.signal(signal.SIGINT)
+        code = host.wait(10)
+        assert time.monotonic() - start < 5
+        assert code != 0
+
+
+def _ignore(url: str) -> None:
+    try:
+        urllib.request.urlopen(url, timeout=40).read()
+    except OSError:
+        pass

@@ -1,0 +1,154 @@
+"""Issue 15 end to end through the local host (devhost + Azurite): breakdowns and sentiment, a codebook edit under
+If-Match, a second wave compared with (and seeded by) the edited first, and every bad input a 4xx naming the field."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from pipelines.thematic.result import ThematicResult
+from tests.e2e.conftest import Api, api, env, host  # noqa: F401 - pytest fixtures
+from tests.support.thematic_data import feedback
+
+OTHER = {"x-thematiq-tenant": "other-tenant"}
+
+
+def _wave(n_delivery: int, n_rest: int, seed: int, offset: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    items, truth = feedback(per_theme=max(n_delivery, n_rest), seed=seed)
+    out = []
+    taken: dict[str, int] = {}
+    for it, t in zip(items, truth, strict=True):
+        want = n_delivery if t == "delivery" else n_rest
+        if taken.get(t, 0) >= want:
+            continue
+        taken[t] = taken.get(t, 0) + 1
+        pro = rng.random() < (0.7 if t == "delivery" else 0.2)
+        out.append({"id": offset + len(out), "text": it["text"],
+                    "metadata": {"plan": "pro" if pro else "free", "nps": rng.randint(0, 10)}})
+    return out
+
+
+def _problem(api: Api,  # noqa: F811 - a parameter, not the fixture
+             body: dict[str, Any], status: int, field: str, headers: dict[str, str] | None = None) -> None:
+    code, h, problem = api.call("POST", "/api/jobs", body, headers=headers)
+    assert code == status, problem
+    assert "application/problem+json" in h.get("Content-Type", h.get("content-type", ""))
+    assert field in [e["field"] for e in problem["errors"]], problem
+
+
+def _jobs(api: Api,  # noqa: F811
+          headers: dict[str, str] | None = None) -> set[str]:
+    status, _, body = api.call("GET", "/api/jobs?limit=200", headers=headers)
+    assert status == 200
+    return {j["id"] for j in body["items"]}
+
+
+def _result(api: Api,  # noqa: F811
+             job: dict[str, Any], fmt: str = "json") -> tuple[dict[str, str], Any]:
+    status, headers, body = api.call("GET", f"/api/jobs/{job['id']}/result?format={fmt}")
+    assert status == 200, body
+    return headers, body
+
+
+def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api) -> None:  # noqa: F811 - fixture
+    first = _wave(20, 20, seed=1, offset=0)
+    params = {"llm": "off", "min_theme_size": 6, "breakdown_by": ["plan", "nps"], "min_group_size": 10,
+              "score": {"key": "nps", "scale": "nps"}}
+    job1 = api.wait(api.submit("thematic", params, first)["id"], timeout=240)
+    assert job1["status"] == "succeeded", job1
+    headers, doc = _result(api, job1)
+    ThematicResult.model_validate(doc)
+    # Issue 23: each theme's impact on the NPS, in the stored result and the report; every job has an instrument.
+    assert set(doc["impact"]) == {"key", "scale", "overall", "n", "themes"} and doc["impact"]["key"] == "nps"
+    assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
+    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.2"
+    assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
+    assert doc["sentiment"]["source"] == "lexicon"
+    assert all(t["sentiment"] is not None for t in doc["themes"])
+    etag = headers["ETag"]
+
+    # The codebook, with the same ETag as the result it was rendered from.
+    h, book = _result(api, job1, "codebook")
+    assert h["ETag"] == etag and [t["id"] for t in book["themes"]] == [t["id"] for t in doc["themes"]]
+    a, b = book["themes"][0]["id"], book["themes"][1]["id"]
+    path = f"/api/jobs/{job1['id']}/themes"
+    rename = {"edits": [{"op": "rename", "theme": a, "label": "Renamed by the researcher"}]}
+    # No If-Match: 428; an unknown theme: 422 naming the edit's field; neither changes the result.
+    status, _, problem = api.call("PATCH", path, rename)
+    assert status == 428 and problem["errors"][0]["field"] == "If-Match", problem
+    status, _, problem = api.call("PATCH", path, {"edits": [{"op": "delete", "theme": "t999"}]},
+                                  headers={"If-Match": etag})
+    assert status == 422 and problem["errors"][0]["field"] == "edits[0].theme", problem
+    # Another tenant cannot see or edit the job.
+    status, _, _ = api.call("PATCH", path, rename, headers={"If-Match": etag, **OTHER})
+    assert status == 404
+    status, h, edited = api.call("PATCH", path, rename, headers={"If-Match": etag})
+    assert status == 200, edited
+    new_etag = h["ETag"]
+    assert new_etag != etag and edited["themes"][0]["name"] == "Renamed by the researcher"
+    assert [e["op"] for e in edited["edits"]] == ["rename"]
+    # A second edit made on the first version is stale: 412, and nothing changes.
+    status, _, problem = api.call("PATCH", path, {"edits": [{"op": "merge", "themes": [a, b]}]},
+                                  headers={"If-Match": etag})
+    assert status == 412 and problem["errors"][0]["field"] == "If-Match", problem
+    h, after = _result(api, job1)
+    assert h["ETag"] == new_etag and b in [t["id"] for t in after["themes"]] and len(after["edits"]) == 1
+    assert next(t for t in after["themes"] if t["id"] == a)["label"] == "Renamed by the researcher"
+    # The edited result renders as Markdown with the new name, and its tables follow the edit.
+    _, md = _result(api, job1, "md")
+    assert "Renamed by the researcher" in (md.decode() if isinstance(md, bytes) else md)
+    assert "## Impact on nps" in (md.decode() if isinstance(md, bytes) else md)
+
+    # Wave 2, compared with the edited wave 1: the renamed theme keeps its id and name.
+    second = _wave(40, 15, seed=2, offset=1000)
+    job2 = api.wait(api.submit("thematic", {"llm": "off", "min_theme_size": 6, "compare_to": job1["id"]},
+                               second)["id"], timeout=240)
+    assert job2["status"] == "succeeded", job2
+    _, doc2 = _result(api, job2)
+    ThematicResult.model_validate(doc2)
+    comparison = doc2["comparison"]
+    assert comparison["job_id"] == job1["id"] and comparison["n_then"] == after["run"]["counts"]["usable"]
+    # Coded with wave 1's instrument (stored with wave 1's result), so nothing is new that wave 1 had.
+    assert comparison["mode"] == "inherit" and comparison["instrument"] == "centroids"
+    assert all(r["p"] is None for r in comparison["themes"] if r["status"] == "new")
+    rows = {r["theme_id"]: r for r in comparison["themes"]}
+    assert rows[a]["label"] == "Renamed by the researcher" and rows[a]["status"] in ("kept", "gone")
+    assert set(comparison["then"]) == {t["id"] for t in after["themes"]}
+
+    # The edited codebook seeds a third job as seed_themes, sent back exactly as it was served.
+    _, book = _result(api, job1, "codebook")
+    job3 = api.wait(api.submit("thematic", {"llm": "off", "min_theme_size": 6, "seed_themes": book["themes"]},
+                               second)["id"], timeout=240)
+    assert job3["status"] == "succeeded", job3
+    _, doc3 = _result(api, job3)
+    assert "Renamed by the researcher" in [s["name"] for s in doc3["seed_themes"]]
+
+    # compare_to: another tenant's job and an unknown one are the same 404; nothing is stored.
+    other_before, mine_before = _jobs(api, OTHER), _jobs(api)
+    body = {"pipeline": "thematic", "params": {"compare_to": job1["id"]}, "input": second}
+    _problem(api, body, 404, "params.compare_to", headers=OTHER)
+    _problem(api, {**body, "params": {"compare_to": "0" * 28}}, 404, "params.compare_to")
+    _problem(api, {**body, "params": {"compare_to": "nope"}}, 422, "params.compare_to")
+    assert _jobs(api, OTHER) == other_before and _jobs(api) == mine_before
+
+
+def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(api: Api) -> None:  # noqa: F811
+    items = _wave(5, 5, seed=3, offset=0)
+    before = _jobs(api)
+    base = {"pipeline": "thematic", "input": items}
+    _problem(api, {**base, "params": {"breakdown_by": ["plan", "regoin"]}}, 422, "params.breakdown_by[1]")
+    _problem(api, {**base, "params": {"breakdown_by": ["a", "b", "c", "d", "e", "f"]}}, 422, "params.breakdown_by")
+    _problem(api, {**base, "params": {"breakdown_by": ["plan", "plan"]}}, 422, "params.breakdown_by")
+    _problem(api, {**base, "params": {"sentiment_from": "stars"}}, 422, "params.sentiment_from")
+    _problem(api, {**base, "params": {"sentiment_from": "plan"}}, 422, "params.sentiment_from")
+    _problem(api, {**base, "params": {"sentiment": "llm-please"}}, 422, "params.sentiment")
+    _problem(api, {**base, "params": {"sentiment": "llm"}}, 422, "params.sentiment")  # no provider here
+    _problem(api, {**base, "params": {"sentiment": "llm", "llm": "off"}}, 422, "params.sentiment")
+    _problem(api, {**base, "params": {"min_group_size": 0}}, 422, "params.min_group_size")
+    # Issue 23: a score must name a metadata key the responses carry, hold numbers, and fit its scale.
+    _problem(api, {**base, "params": {"score": {"key": "rating", "scale": "nps"}}}, 422, "params.score.key")
+    _problem(api, {**base, "params": {"score": {"key": "plan", "scale": "numeric"}}}, 422, "params.score.key")
+    _problem(api, {**base, "params": {"score": {"key": "nps", "scale": "stars"}}}, 422, "params.score.scale")
+    _problem(api, {**base, "params": {"score": {"key": "nps"}, "compare_mode": "both"}}, 422, "params.compare_mode")
+    assert _jobs(api) == before

@@ -1,0 +1,89 @@
+"""Issue 15 in the dashboard (headless Chromium): the segment × theme heat map with significant cells marked,
+sentiment bars per theme, the change since a compared job, and rename/merge in place under If-Match."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from playwright.sync_api import expect
+
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api
+from tests.e2e.ui.test_dashboard import open_ui
+from tests.support.thematic_data import feedback
+
+#: A segment value that would run script if the page ever rendered metadata as HTML.
+HOSTILE = "<img src=x onerror=\"window.__owned=1\">pro"
+
+
+def _items(per_theme: int, seed: int, offset: int, delivery_boost: int = 1) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    items, truth = feedback(per_theme=per_theme * delivery_boost, seed=seed)
+    out, taken = [], {}
+    for it, t in zip(items, truth, strict=True):
+        want = per_theme * (delivery_boost if t == "delivery" else 1)
+        if taken.get(t, 0) >= want:
+            continue
+        taken[t] = taken.get(t, 0) + 1
+        pro = rng.random() < (0.8 if t == "delivery" else 0.1)
+        out.append({"id": offset + len(out), "text": it["text"], "metadata": {"plan": HOSTILE if pro else "free"}})
+    return out
+
+
+def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: HostProcess, api: Api) -> None:
+    params = {"llm": "off", "num_themes": 4, "breakdown_by": ["plan"], "min_group_size": 10}
+    first = api.wait(api.submit("thematic", params, _items(25, 1, 0))["id"], timeout=240)
+    assert first["status"] == "succeeded", first
+    second = api.wait(api.submit("thematic", {**params, "compare_to": first["id"]},
+                                 _items(25, 2, 1000, delivery_boost=3))["id"], timeout=240)
+    assert second["status"] == "succeeded", second
+    _, _, doc = api.call("GET", f"/api/jobs/{second['id']}/result")
+
+    open_ui(page, host, api, f"#/jobs/{second['id']}")
+    heat = page.locator("table.heatmap[data-field='plan']")
+    expect(heat).to_be_visible(timeout=30000)
+    # One row per theme, one column per group; the significant cells are exactly the result's, marked "*".
+    groups = doc["breakdowns"][0]["groups"]
+    expect(heat.locator("tbody tr")).to_have_count(len(doc["themes"]))
+    expect(heat.locator("thead th")).to_have_count(1 + len(groups))
+    # Metadata is shown as text: the hostile value is visible verbatim and nothing ran.
+    expect(heat.locator("thead th", has_text=HOSTILE)).to_have_count(1)
+    assert page.evaluate("window.__owned") is None and heat.locator("img").count() == 0
+    significant = sum(1 for g in groups for c in g["themes"] if c["significant"])
+    assert significant > 0
+    expect(heat.locator("td.sig")).to_have_count(significant)
+    for cell in heat.locator("td.sig").all():
+        assert cell.inner_text().endswith("*")
+    # Sentiment bars per theme, labelled with their counts.
+    first_theme = doc["themes"][0]
+    bar = page.locator(f"li.theme[data-theme-id='{first_theme['id']}'] .sentiment")
+    s = first_theme["sentiment"]
+    expect(bar).to_have_attribute("aria-label", f"Sentiment: {s['positive']} positive, {s['neutral']} neutral, "
+                                  f"{s['negative']} negative, mean {s['mean']:.2f}")
+    # The change since the compared job: a row per compared theme, the significant ones marked.
+    cmp_rows = page.locator("table.comparison tbody tr")
+    expect(cmp_rows).to_have_count(len(doc["comparison"]["themes"]))
+    up = [r for r in doc["comparison"]["themes"] if r["significant"]]
+    expect(page.locator("table.comparison tr[data-significant='true']")).to_have_count(len(up))
+
+    # Rename in place: the page sends PATCH with the result's ETag and shows the new name everywhere.
+    tid = first_theme["id"]
+    entry = page.locator(f"ul.codebook li[data-theme-id='{tid}']")
+    entry.locator("input[type='text']").fill("Renamed in the browser")
+    entry.locator("button.rename").click()
+    expect(page.locator(f"li.theme[data-theme-id='{tid}'] .theme-label")).to_have_text("Renamed in the browser",
+                                                                                       timeout=30000)
+    expect(heat.locator(f"tr[data-theme-id='{tid}'] th")).to_have_text("Renamed in the browser")
+    # Merge two themes in place: the absorbed one disappears, counts follow.
+    a, b = doc["themes"][0]["id"], doc["themes"][1]["id"]
+    page.locator(f"ul.codebook li[data-theme-id='{a}'] input[type='checkbox']").check()
+    page.locator(f"ul.codebook li[data-theme-id='{b}'] input[type='checkbox']").check()
+    page.locator("button.merge").click()
+    expect(page.locator(f"li.theme[data-theme-id='{b}']")).to_have_count(0, timeout=30000)
+    _, _, after = api.call("GET", f"/api/jobs/{second['id']}/result")
+    merged = next(t for t in after["themes"] if t["id"] == a)
+    assert merged["count"] == doc["themes"][0]["count"] + doc["themes"][1]["count"]
+    assert [e["op"] for e in after["edits"]] == ["rename", "merge"]
+    expect(page.locator(f"li.theme[data-theme-id='{a}'] .theme-count b")).to_have_text(str(merged["count"]))
+    expect(page.locator("ul.edit-log li")).to_have_count(2)

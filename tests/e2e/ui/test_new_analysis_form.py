@@ -1,0 +1,120 @@
+"""Issue 23, part 5: the New analysis form sends what the insight views need (headless Chromium, local host,
+Azurite): metadata columns, breakdown_by, a score and its scale, the sentiment source and compare_to picked
+from the tenant's earlier jobs; the job's result then has them, with the driver chart on the job page. A score
+column that is not a number is a 422 naming params.score.key, shown in the form, and nothing is stored."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from devhost.process import HostProcess
+from tests.e2e.conftest import Api
+from tests.support.thematic_data import feedback
+
+
+def _survey(seed: int, offset: int) -> list[dict[str, Any]]:
+    items, truth = feedback(per_theme=25, seed=seed)
+    rng = random.Random(seed)
+    rows = []
+    for it, t in zip(items, truth, strict=True):
+        # App crashes cost 3 points of a 0-10 rating; delivery complaints come mostly from the "pro" plan.
+        nps = max(0, min(10, round(rng.gauss(8, 1.5)) - (3 if t == "app" else 0)))
+        plan = "pro" if rng.random() < (0.8 if t == "delivery" else 0.2) else "free"
+        rows.append({"respondent": f"r{offset + it['id']}", "comment": it["text"], "plan": plan, "nps": nps,
+                     "stars": rng.choice([1, 2, 4, 5]), "note": "internal"})
+    return rows
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _jobs(api: Api) -> set[str]:
+    status, _, body = api.call("GET", "/api/jobs?limit=200")
+    assert status == 200
+    return {j["id"] for j in body["items"]}
+
+
+def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page: Any, host: HostProcess, api: Api,
+                                                                          tmp_path: Path) -> None:
+    wave1 = [{"id": r["respondent"], "text": r["comment"], "metadata": {"plan": r["plan"], "nps": r["nps"]}}
+             for r in _survey(1, 0)]
+    first = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 4}, wave1)["id"], timeout=240)
+    assert first["status"] == "succeeded", first
+    f = _csv(tmp_path / "wave2.csv", _survey(2, 1000))
+
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    page.wait_for_selector("#responses-file")
+    posted: list[dict[str, Any]] = []
+    page.on("request", lambda r: posted.append(json.loads(r.post_data))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#metadata-fields")).to_be_visible()
+    assert page.locator("#text-column").input_value() == "comment"
+    page.select_option("#id-column", "respondent")
+    # Metadata choices are the columns other than the text and id ones.
+    boxes = page.locator("#metadata-columns input[type='checkbox']")
+    expect(boxes).to_have_count(4)
+    page.check("#metadata-columns input[value='note']")
+    page.check("#breakdown-by input[value='plan']")
+    page.select_option("#score-column", "nps")
+    assert page.locator("#score-scale").input_value() == "nps"  # guessed from the 0-10 integers
+    page.select_option("#sentiment-source", "from:stars")
+    # compare_to: a picker over the tenant's earlier jobs (GET /api/jobs), the first wave among them.
+    expect(page.locator(f"#compare-to option[value='{first['id']}']")).to_have_count(1)
+    page.select_option("#compare-to", first["id"])
+    page.click("#submit-job")
+    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    body = posted[-1]
+    assert body["params"] == {"min_theme_size": 5, "llm": "auto", "breakdown_by": ["plan"],
+                              "score": {"key": "nps", "scale": "nps"}, "sentiment_from": "stars",
+                              "compare_to": first["id"], "compare_mode": "inherit"}
+    rows = _survey(2, 1000)
+    # Every column named anywhere is sent as metadata; numbers as numbers (the CSV's "7" is 7), text as text.
+    assert body["input"][0] == {"id": rows[0]["respondent"], "text": rows[0]["comment"],
+                                "metadata": {"note": "internal", "plan": rows[0]["plan"], "nps": rows[0]["nps"],
+                                             "stars": rows[0]["stars"]}}
+    job_id = page.url.rsplit("/", 1)[-1]
+    job = api.wait(job_id, timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job_id}/result")
+    assert doc["breakdowns"][0]["field"] == "plan" and doc["sentiment"]["field"] == "stars"
+    assert doc["comparison"]["job_id"] == first["id"] and doc["impact"]["key"] == "nps"
+
+    # The job page draws the driver chart: one row per theme in the result's order, the planted one first.
+    drivers = page.locator("figure.drivers li.driver")
+    expect(drivers).to_have_count(len(doc["impact"]["themes"]), timeout=60_000)
+    assert [d.get_attribute("data-theme-id") for d in drivers.all()] == [t["theme_id"] for t in doc["impact"]["themes"]]
+    top = doc["impact"]["themes"][0]
+    assert top["ci_high"] < 0
+    expect(drivers.first).to_have_class("driver sure")
+    expect(drivers.first.locator(".driver-value")).to_contain_text(f"{top['impact']:+.1f}")
+    expect(page.locator("table.comparison tbody tr")).to_have_count(len(doc["comparison"]["themes"]))
+
+
+def test_a_score_column_that_is_not_a_number_is_refused_naming_the_field(page: Any, host: HostProcess, api: Api,
+                                                                        tmp_path: Path) -> None:
+    f = _csv(tmp_path / "survey.csv", _survey(3, 0))
+    before = _jobs(api)
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    page.wait_for_selector("#responses-file")
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#metadata-fields")).to_be_visible()
+    page.select_option("#score-column", "plan")
+    page.select_option("#score-scale", "numeric")
+    page.click("#submit-job")
+    alert = page.locator("[role=alert]")
+    expect(alert).to_contain_text("params.score.key", timeout=20_000)
+    assert "#/new" in page.url and _jobs(api) == before
+    # The browser logs the refused request itself ("status of 422"): expected here, unlike any other error.
+    page.errors[:] = [e for e in page.errors if "status of 422" not in e]

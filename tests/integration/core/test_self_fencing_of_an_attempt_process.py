@@ -1,0 +1,110 @@
+"""An attempt that cannot renew its lease fences itself (stops its pipeline process) before the reaper could hand
+the job on: the real attempt runner and its child process, on Azurite. Moved from the unit tier's
+tests/unit/core/test_lifecycle_promises.py (review finding 1) and test_lost_answers_decided_by_rereading.py (case e),
+whose other scenarios need no process."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from shared.config.settings import get_settings
+from shared.core.errors import StorageUnavailable
+from shared.core.lifecycle import Lifecycle
+from shared.runtime.protocol import AttemptSpec
+from shared.runtime.runner import AttemptRunner
+from shared.runtime.worker import JobLease
+from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, submit
+
+
+# -- 1: self-fencing is measured from the wrong clock and only between blocking calls ----------------
+class _TimedLease:
+    """A JobLease whose calls take as long as a real SDK call can (read timeout 30 s, then re-reads).
+
+    ``mode``:
+      * ``blocked``  the first renewal succeeds; the next one blocks for ``block`` s and then fails
+                     (a MERGE that hangs to its read timeout, then re-reads that time out too);
+      * ``slow-ok``  the first renewal writes its heartbeat at once but its answer arrives ``block`` s
+                     later (the SDK retried a 5xx); every later renewal fails at once.
+    ``heartbeat_written`` is the monotonic time of the last heartbeat that reached the row: the
+    reaper's clock.
+    """
+
+    def __init__(self, inner: JobLease, mode: str, block: float) -> None:
+        self.inner, self.mode, self.block = inner, mode, block
+        self.label = inner.label
+        self.calls = 0
+        self.heartbeat_written = time.monotonic()
+
+    def renew(self, progress: Any) -> bool:
+        self.calls += 1
+        if self.calls == 1:
+            cancel = self.inner.renew(progress)
+            self.heartbeat_written = time.monotonic()
+            if self.mode == "slow-ok":
+                time.sleep(self.block)
+            return cancel
+        if self.mode == "blocked" and self.calls == 2:
+            time.sleep(self.block)
+        raise StorageUnavailable("storage did not answer")
+
+
+@pytest.mark.parametrize("mode", ["blocked", "slow-ok"])
+def test_1_fence_stops_the_attempt_before_its_heartbeat_is_stale(backend: Backend, mode: str) -> None:
+    j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
+    life = Lifecycle(backend.stores)
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
+    settings = get_settings()  # heartbeat 0.2 s, stale 2 s: the fence is at 1.2 s
+    spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
+                       pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
+    lease = _TimedLease(JobLease(life, claimed), mode, block=2.5)
+    outcome = AttemptRunner(lease, spec, 60, settings).run([1])  # type: ignore[arg-type]
+    ran_on = time.monotonic() - lease.heartbeat_written
+    assert outcome.kind == "lost"
+    # The reaper hands the job on once the row's heartbeat is older than heartbeat_stale_seconds:
+    # the fenced attempt must be gone by then, or two attempts run at once.
+    assert ran_on < settings.heartbeat_stale_seconds, (
+        f"the pipeline ran on {ran_on:.1f} s after the last heartbeat reached the row "
+        f"(stale threshold {settings.heartbeat_stale_seconds} s)"
+    )
+
+
+def test_1_fence_counts_from_the_claims_heartbeat_not_from_runner_start(backend: Backend) -> None:
+    j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
+    life = Lifecycle(backend.stores)
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
+    claimed_at = time.monotonic()  # the claim wrote heartbeat_at now
+    backend.faults.arm("table", "refuse", method="MERGE", count=100_000)  # no renewal gets through
+    time.sleep(1.0)  # Worker._run: reading a claim-checked input blob (the SDK may take ~90 s)
+    settings = get_settings()
+    spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
+                       pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
+    outcome = AttemptRunner(JobLease(life, claimed, claimed_at), spec, 60, settings).run([1])
+    ran_on = time.monotonic() - claimed_at
+    assert outcome.kind == "lost"
+    assert ran_on < settings.heartbeat_stale_seconds, (
+        f"the pipeline ran on {ran_on:.1f} s after the claim's heartbeat (stale {settings.heartbeat_stale_seconds} s)"
+    )
+
+
+# -- e: self-fencing -------------------------------------------------------------------------------
+def test_e_an_attempt_that_cannot_renew_its_lease_stops_before_the_reaper_hands_it_on(backend: Backend) -> None:
+    j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
+    claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert claimed.status == "running"
+    backend.faults.arm("table", "refuse", method="MERGE", count=100_000)  # no heartbeat gets through
+    settings = get_settings()
+    spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
+                       pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
+    started = time.monotonic()
+    outcome = AttemptRunner(JobLease(Lifecycle(backend.stores), claimed), spec, 60, settings).run([1])
+    elapsed = time.monotonic() - started
+    assert outcome.kind == "lost"
+    assert elapsed < settings.heartbeat_stale_seconds + 1.5, elapsed  # gone before the reaper could hand it on

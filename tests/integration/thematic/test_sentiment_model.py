@@ -1,0 +1,162 @@
+"""Issue 23: the default sentiment (a classifier over the job's MiniLM embeddings), its weight file's integrity,
+its robustness to the int8 encoder's CPU-dependent bits, the hard cases a lexicon gets wrong, and ratings on one
+scale (0-10 as NPS)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipelines.thematic import PIPELINE, ThematicParams
+from pipelines.thematic import sentiment as S
+from pipelines.thematic import sentiment_model as SM
+from pipelines.thematic.embed import LazyLocalEmbedder, get_embedder
+from pipelines.thematic.render import render_md
+from pipelines.thematic.result import ThematicResult
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext
+
+# (text, the label a reader gives it). Written for this test from reading survey answers, tweets and patient
+# reviews: complaints in polite or positive words, and reviews that list problems but say it worked.
+HARD_NEGATIVE = [
+    "Thanks for nothing.",
+    "Customer support takes forever to reply.",
+    "Contacting support feels designed to make you give up.",
+    pytest.param("Great, another update and the app crashes again.", marks=pytest.mark.xfail(
+        strict=False, reason="sarcasm: the classifier says neutral (score ~ +0.02), a known miss")),
+]
+HARD_POSITIVE = [
+    "I had nausea and headaches for the first week, but it completely cleared my acne. So glad I tried it.",
+    pytest.param(
+        "Side effects were dry mouth and some dizziness, yet my blood pressure is finally under control. It works.",
+        # Not strict: it passes on the VNNI graph and fails on the first int8 build (score ~ -0.01).
+        marks=pytest.mark.xfail(strict=False, reason="the side-effect list can outweigh 'it works'")),
+    "Lovely courier today, made my evening.",
+]
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    return np.asarray(get_embedder("fast").embed(texts), dtype=np.float32)
+
+
+def test_the_weight_file_is_hash_checked_and_shaped() -> None:
+    raw = SM.weights_path().read_bytes()
+    w = SM.parse(raw)
+    assert w.coef.shape == (3, 384) and w.intercept.shape == (3,)
+    # One changed digit is refused, and so is a well-hashed file of the wrong shape.
+    doc = json.loads(raw)
+    doc["intercept"][0] += 1
+    altered = json.dumps(doc).encode()
+    with pytest.raises(SM.SentimentModelError, match="sha256"):
+        SM.parse(altered)
+    doc["coef"] = doc["coef"][:2]
+    bad = json.dumps(doc).encode()
+    with pytest.raises(SM.SentimentModelError, match="classes"):
+        SM.parse(bad, hashlib.sha256(bad).hexdigest())
+    with pytest.raises(SM.SentimentModelError, match="dimensions"):
+        SM.probabilities(np.zeros((2, 768), np.float32))
+
+
+@pytest.mark.parametrize("text", HARD_NEGATIVE)
+def test_complaints_in_positive_words_are_negative(text: str) -> None:
+    (scored,) = S.by_model(_embed([text]))
+    assert scored.label == "negative" and scored.score < 0, scored
+
+
+@pytest.mark.parametrize("text", HARD_POSITIVE)
+def test_a_review_that_lists_problems_but_says_it_worked_is_positive(text: str) -> None:
+    (scored,) = S.by_model(_embed([text]))
+    assert scored.label == "positive" and scored.score > 0, scored
+
+
+def test_support_never_answered_leans_negative_where_the_lexicon_says_positive() -> None:
+    text = "Support never answered my email."
+    assert S.lexicon([text])[0].label == "positive"  # "support" is a positive word to VADER: +0.40
+    (scored,) = S.by_model(_embed([text]))
+    # Honest about the limit: the classifier leans negative but is not sure enough to say so (it says
+    # neutral, score about -0.13); see docs/thematic.md ("Sentiment agreement").
+    assert scored.label != "positive" and scored.score < 0, scored
+
+
+@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (score ~ -0.13): a known miss")
+def test_support_never_answered_is_negative() -> None:
+    assert S.by_model(_embed(["Support never answered my email."]))[0].label == "negative"
+
+
+def test_labels_do_not_depend_on_the_last_bits_of_the_int8_encoder() -> None:
+    # Between CPUs (VNNI or not) the int8 graph's vectors differ by cosine ~0.997; perturb by more than that.
+    texts = ["Thanks for nothing.", "Customer support takes forever to reply.", "Lovely courier today.",
+             "The app is fine.", "I order every Friday.", "Fees are too high.", "Support never answered my email.",
+             "Great food, fast delivery, friendly driver.", "The refund took three weeks and nobody replied."]
+    emb = _embed(texts)
+    base = S.by_model(emb)
+    rng = np.random.default_rng(0)
+    agree, total, moved = 0, 0, 0.0
+    for _ in range(20):
+        noisy = emb + rng.normal(0, 0.004, emb.shape).astype(np.float32)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        assert float(np.min(np.sum(noisy * emb, axis=1))) > 0.99
+        got = S.by_model(noisy)
+        agree += sum(a.label == b.label for a, b in zip(base, got, strict=True))
+        moved = max(moved, max(abs(a.score - b.score) for a, b in zip(base, got, strict=True)))
+        total += len(texts)
+    # Scores move little; a label flips only for answers that sit on a class boundary (score near 0, like
+    # "The app is fine."): measured 0.905 of labels kept at this noise, which is above the int8 spread.
+    assert moved < 0.2 and agree / total >= 0.85, (moved, agree / total)
+
+
+def test_the_model_reads_only_the_fast_encoders_vectors() -> None:
+    assert S.model_applies(LazyLocalEmbedder("fast"))
+    assert not S.model_applies(LazyLocalEmbedder("multilingual"))
+    assert not S.model_applies(object())  # an embeddings deployment has no local encoder
+
+
+def test_a_0_to_10_rating_scores_label_and_mean_on_one_scale_the_themes_nps() -> None:
+    scale = S.rating_scale([0, 6, 7, 9, 10])
+    assert isinstance(scale, S.RatingScale) and scale.kind == "score10"
+    # Six 6s are six detractors: the old linear score called each +0.2, so "0 positive, 6 negative, mean +0.2".
+    six = [S.from_rating(6, scale) for _ in range(6)]
+    assert S.distribution(six, nps=True) == {"positive": 0, "neutral": 0, "negative": 6, "mean": -1.0, "nps": -100.0}
+    # 3 promoters, 1 passive, 2 detractors of 6: NPS = (3 - 2) / 6 = +16.7, by hand.
+    mixed = [S.from_rating(v, scale) for v in (9, 10, 9, 8, 0, 5)]
+    got = S.distribution(mixed, nps=True)
+    assert (got["positive"], got["neutral"], got["negative"], got["nps"]) == (3, 1, 2, 16.7)
+    # Stars stay linear, and their sign is their label's.
+    stars = S.rating_scale([1, 2, 3, 4, 5])
+    assert isinstance(stars, S.RatingScale)
+    assert [(s.label, s.score) for s in (S.from_rating(v, stars) for v in (2, 3, 4)) if s] == [
+        ("negative", -0.5), ("neutral", 0.0), ("positive", 0.5)]
+
+
+def _doc(source: str, scale: str | None, sentiment: dict[str, object]) -> dict[str, object]:
+    theme = {"id": "t1", "label": "Fees", "description": "", "keywords": [], "count": 6, "share": 1.0,
+             "quotes": [], "labelled_by": "keywords", "sentiment": sentiment}
+    return {"schema_version": "1.2", "themes": [theme], "assignments": [],
+            "run": {"counts": {"input": 6, "usable": 6, "other": 0}},
+            "sentiment": {"source": source, "field": "nps" if source == "metadata" else None, "scale": scale}}
+
+
+def test_the_report_says_which_source_made_the_sentiment_and_shows_nps_for_0_to_10() -> None:
+    md = render_md(_doc("metadata", "score10",
+                        {"positive": 0, "neutral": 0, "negative": 6, "mean": -1.0, "nps": -100.0}))[1].decode()
+    assert "source: metadata" in md and "| Theme | Positive | Neutral | Negative | NPS |" in md
+    assert "| Fees | 0 | 0 | 6 | -100 |" in md
+    md = render_md(_doc("model", None, {"positive": 1, "neutral": 0, "negative": 5, "mean": -0.52}))[1].decode()
+    assert "by the sentiment model over the embeddings (source: model)" in md and "| Mean |" in md
+    assert "| Fees | 1 | 0 | 5 | -0.52 |" in md
+
+
+def test_sentiment_model_through_the_pipeline_scores_every_usable_response_from_the_embeddings() -> None:
+    items, _ = feedback(per_theme=15, seed=2)
+    pipeline: Any = PIPELINE  # validate_input is typed optional in the SDK
+    doc = pipeline.run(FakeContext(), ThematicParams(llm="off", min_theme_size=5, sentiment="model"),
+                       pipeline.validate_input(items))
+    ThematicResult.model_validate(doc)
+    assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["model"] == S.MODEL_NAME
+    assert doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
+    usable = [a for a in doc["assignments"] if a["bucket"] != "unusable"]
+    assert all(a["sentiment"]["label"] in S.LABELS and -1 <= a["sentiment"]["score"] <= 1 for a in usable)

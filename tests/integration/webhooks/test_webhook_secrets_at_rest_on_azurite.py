@@ -1,0 +1,6 @@
+"""Webhook secrets sealed at rest, on Azurite: the backend scenarios of ``tests/unit/webhooks/test_webhook_secrets_at_rest.py``, collected again here (``tests.support.twin``)."""
+
+from tests.support.twin import collect_again
+from tests.unit.webhooks import test_webhook_secrets_at_rest
+
+collect_again(test_webhook_secrets_at_rest, globals())

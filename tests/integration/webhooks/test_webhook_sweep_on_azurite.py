@@ -1,0 +1,6 @@
+"""The webhook sweep on Azurite: the backend scenarios of ``tests/unit/webhooks/test_webhook_sweep.py``, collected again here (``tests.support.twin``)."""
+
+from tests.support.twin import collect_again
+from tests.unit.webhooks import test_webhook_sweep
+
+collect_again(test_webhook_sweep, globals())

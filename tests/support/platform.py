@@ -1,0 +1,58 @@
+"""Small helpers for platform tests that call functions directly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from shared.config import settings
+from shared.core.jobs import Job
+from shared.storage import connections
+from shared.storage.job_store import JobStore
+from tests.support.direct import body_of, http
+
+
+def fast_settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> None:
+    values = {
+        "PROGRESS_MIN_INTERVAL_SECONDS": "0.2",
+        "HEARTBEAT_SECONDS": "0.5",
+        "HEARTBEAT_STALE_SECONDS": "5",
+        "CANCEL_GRACE_SECONDS": "1",
+        **overrides,
+    }
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    settings.get_settings.cache_clear()
+    connections.reset_clients()
+
+
+def submit(
+    pipeline: str, params: dict[str, Any] | None = None, input_: Any = None, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    resp = http(
+        "submit_job",
+        "POST",
+        "jobs",
+        body={"pipeline": pipeline, "params": params or {}, "input": input_},
+        headers=headers,
+    )
+    assert resp.status_code == 202, resp.get_body()
+    return body_of(resp)
+
+
+def job(job_id: str, tenant: str = "local") -> Job:
+    return JobStore().get(tenant, job_id)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)

@@ -1,0 +1,206 @@
+"""Findings of an independent review of the job life cycle, each a test that failed before its fix.
+
+Each asserts what docs/architecture.md promises, on the in-memory fake and on Azurite.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.config.settings import get_settings
+from shared.core.chunks import Chunk, ChunkStatus
+from shared.core.jobs import Status
+from shared.core.lifecycle import Ending, Lifecycle, StageCheck, StoredResult
+from shared.core.messages import JobMessage
+from shared.core.names import result_blob_name
+from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, drain, executions, job, reaper, submit, worker
+
+
+# -- 2: the last delivery fails a job whose result is already stored --------------------------------
+def test_2_last_delivery_with_a_stored_result_does_not_fail_the_job(backend: Backend) -> None:
+    j = submit(backend).job
+    # The pipeline succeeds and its result blob is stored; recording "succeeded" fails (Contended / 503s).
+    backend.faults.arm("table", "refuse", method="MERGE", contains='"status":"succeeded"', count=1000)
+    out = backend.deliver(lambda text, _n: worker(backend).handle(text, 5))  # the last allowed delivery
+    assert out is not None and out.startswith("error:"), out
+    backend.faults.disarm()
+    assert executions(j.id) == 1  # the pipeline finished; its result was kept (blob and/or row)
+    row = job(backend, j.id)
+    assert row.status != Status.FAILED, (
+        f"job failed ({row.error}) although attempt 1 finished and its result is stored"
+    )
+
+
+# -- 3: a claim that committed but could not be confirmed is never released ------------------------
+def test_3_an_unconfirmed_claim_is_released_not_left_to_burn_the_attempt(backend: Backend) -> None:
+    j = submit(backend).job
+    jobs_store = backend.stores.jobs
+    jobs_store.update(job(backend, j.id), max_attempts=1)  # its last attempt (any attempt burns the same way)
+    drain(backend)  # the first message carried the row's old ETag: send a plain one
+    Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
+    # The claim commits and its answer is lost; the reads that would decide it fail too (3 reads x 3 tries).
+    claim = backend.faults.arm("table", "drop", method="MERGE", contains='"status":"running"', count=1)
+    backend.faults.arm("table", "refuse", method="GET", count=9, after=claim)
+    first = backend.deliver(worker(backend).handle)
+    backend.faults.disarm()
+    assert first == "error:ClaimUnresolved", first
+    # The claim was given back by owner: the host's redelivery claims and runs it.
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    final = job(backend, j.id)
+    assert final.status == Status.SUCCEEDED and final.attempts == 1 and executions(j.id) == 1
+
+
+# -- 4: a resumed attempt released with a stored result runs its pipeline again ---------------------
+def test_4_released_resume_with_a_stored_result_finishes_from_the_blob(backend: Backend) -> None:
+    j = submit(backend).job
+    drain(backend)  # the submission's message: this test drives the claim itself
+    life = Lifecycle(backend.stores)
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed, "s").applied
+    chunk = life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
+    assert chunk.applied
+    assert life.finish(chunk.row, Ending(Status.SUCCEEDED, result=StoredResult("o0", 0))).applied
+    assert life.refill_or_fan_in(TENANT, j.id, "s") == StageCheck.FIRED
+    fired = backend.stores.jobs.get(TENANT, j.id, with_input=True)
+    # A worker takes the resume, the attempt finishes and stores its result, then the outcome write fails:
+    resume = life.resume(fired, 1)
+    assert resume.applied
+    resumed = resume.row
+    name = result_blob_name(TENANT, j.id, 1)
+    backend.stores.blobs.put(name, b'{"echo": [1]}', "application/json")
+    assert life.release(resumed, fired, StoredResult(name, 13)).applied
+    released = job(backend, j.id)
+    assert released.status == Status.WAITING and released.result_blob == name
+    outcome = backend.deliver(worker(backend).handle)  # the host redelivers the resume message
+    assert executions(j.id) == 0, f"redelivery {outcome!r} ran the pipeline again despite {name}"
+
+
+# -- 5: the chunks' lost-message pass floods a backlog (issue 11 h, for chunks) -----------------------
+def test_5_chunks_behind_a_backlog_are_not_resent(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.config import settings as settings_mod
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    n = 5
+    life.create_chunks(TENANT, j.id, "s", [
+        Chunk(TENANT, j.id, "s", i, ChunkStatus.PENDING, 1, "m:f", of=n, plan="p") for i in range(n)
+    ])
+    # Queued as refill_or_fan_in does: queued, with queued_at, and each chunk's message sent (behind a backlog).
+    assert life._queue_pending(backend.stores.chunks.list_stage(TENANT, j.id, "s"), n) == n
+    chunks_queue = get_settings().chunks_queue
+    resent = 0
+    for _ in range(3):  # three reaper periods while the backlog drains slowly
+        backend.clock.advance(1.5)
+        resent += len(reaper(backend).run().chunks_requeued)
+    depth = len(list(backend.raw_queue(chunks_queue).peek_messages(max_messages=32)))
+    assert resent == 0, f"{resent} duplicate chunk messages for {n} chunks whose messages were queued (depth {depth})"
+
+
+# -- 6: (working tree) an input read before the claim can fail every delivery for ever -------------------------------
+def test_6_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    import secrets
+
+    from shared.config import settings as settings_mod
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    j = submit(backend, input_=[secrets.token_hex(16) for _ in range(4000)]).job
+    assert j.input_blob
+    backend.stores.blobs.delete_prefix(j.input_blob)  # the claim-checked input is gone (or unreadable)
+    outcomes: list[str | None] = []
+    for _cycle in range(2):
+        for _ in range(5):  # host.json maxDequeueCount
+            outcomes.append(backend.deliver(worker(backend).handle))
+        drain(backend)  # the host moves the message to the poison queue
+        backend.clock.advance(1.5)
+        outcomes.append(f"reaper requeued {reaper(backend).run().requeued_lost}")
+    final = job(backend, j.id)
+    assert final.status.terminal, f"still {final.status} after {outcomes}"
+
+
+# -- 8: (working tree) admission deferral defeats the lost-message pass's backlog check ------------------------------
+def test_8_deferred_jobs_are_not_reenqueued_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend.name != "fake":
+        pytest.skip("moves the platform's clock far past Azurite's message timestamps")
+    from shared.config import settings as settings_mod
+    from shared.runtime import worker as worker_mod
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    budget = getattr(worker_mod, "BUDGET", None)
+    if budget is None:
+        pytest.skip("no admission control in this tree")
+    monkeypatch.setattr(budget, "try_reserve", lambda _mb: None)  # the host's memory stays full for a while
+    j = submit(backend).job
+    delay = get_settings().admission_delay_seconds + 1
+    requeued: list[str] = []
+    for _period in range(4):
+        for _ in range(2):
+            while backend.deliver(worker(backend).handle) is not None:  # every copy is deferred again
+                pass
+            backend.clock.advance(delay)
+        requeued += reaper(backend).run().requeued_lost
+    depth = backend.depth()
+    assert requeued == [] and depth == 1, (
+        f"the reaper re-enqueued {j.id} {len(requeued)} times while its message was being deferred; "
+        f"{depth} copies of it now circulate"
+    )
+
+
+# -- 10: one unreadable chunk row stops chunk recovery for every tenant (issue 11 g, for chunks) ---------------------
+def test_10_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backend) -> None:
+    from datetime import timedelta
+
+    from shared.core.jobs import utcnow
+
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claim.applied
+    claimed = claim.row
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed, "s").applied  # the job waits for its map stage
+    assert life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1).applied  # its worker dies
+    table = backend.stores.chunks.table  # type: ignore[attr-defined]
+    table.create_entity({"PartitionKey": "other-tenant", "RowKey": "0~c~s~00000", "kind": "chunk",
+                         "status": "running", "heartbeat_at": utcnow() - timedelta(hours=1)})  # a hand-edited row
+    backend.clock.advance(get_settings().heartbeat_stale_seconds + 0.5)
+    report = reaper(backend).run()
+    assert report.chunks_requeued == [f"{j.id}/s/0"], report.summary()
+
+
+# -- 11: no heartbeat covers the outcome write: a slow result upload is reaped and the result orphaned ---------------
+def test_11_a_slow_result_upload_is_not_reaped_from_under_the_worker(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import secrets
+
+    j = submit(backend, input_=[secrets.token_hex(16) for _ in range(4000)]).job  # a result too big for the row
+    blobs = backend.stores.blobs
+    original_put = blobs.put
+    reaped: list[str] = []
+
+    def slow_put(name: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        if name == result_blob_name(TENANT, j.id, 1) and not reaped:
+            # The upload of a large result takes longer than the stale threshold (BlobRetry: 2 retries, 30 s read
+            # timeout each): no heartbeat is sent between the pipeline's end and the outcome write.
+            backend.clock.advance(get_settings().heartbeat_stale_seconds + 0.5)
+            reaped.append(str(reaper(backend).run().requeued_stale))
+        original_put(name, data, content_type)
+
+    monkeypatch.setattr(blobs, "put", slow_put)
+    first = backend.deliver(worker(backend).handle)
+    monkeypatch.setattr(blobs, "put", original_put)
+    for _ in range(3):
+        backend.deliver(worker(backend).handle)
+    final = job(backend, j.id)
+    assert executions(j.id) == 1 and final.status == Status.SUCCEEDED and final.attempts == 1, (
+        f"first delivery {first!r}, reaper requeued {reaped}; the job ended {final.status} after "
+        f"{executions(j.id)} runs (attempt {final.attempts}); result-1 orphaned"
+    )

@@ -1,0 +1,49 @@
+"""The Markdown report's sentiment, breakdown and comparison tables stay inert when labels, metadata keys and
+metadata values are hostile (issue 15; the rules are pipelines/thematic/mdsafe.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.thematic.render import render_md
+from tests.support.markdown_tokens import parser, table_rows, walk
+
+EVIL = ["<script>alert(1)</script>", "[x](javascript:alert(1))", "![t](https://tracker.example/p.png)",
+        "a | b | c", "line\r\n|---|---|", "https://evil.example"]
+
+
+def _cell(tid: str, significant: bool) -> dict[str, Any]:
+    return {"theme_id": tid, "count": 3, "share": 0.3, "lift": 3.0, "p": 0.001, "q": 0.01, "significant": significant}
+
+
+def _doc() -> dict[str, Any]:
+    themes = [{"id": f"t{i}", "label": label, "count": 3, "share": 0.1, "keywords": [], "description": "", "quotes": [],
+               "sentiment": {"positive": 1, "neutral": 1, "negative": 1, "mean": -0.25}} for i, label in enumerate(EVIL)]
+    groups = [{"value": v, "n": 30, "themes": [_cell(t["id"], i == 0) for t in themes]} for i, v in enumerate(EVIL)]
+    rows = [{"theme_id": t["id"], "label": t["label"], "share_then": 0.1, "share_now": 0.3, "change": 0.2, "p": 0.01,
+             "q": 0.02, "significant": True, "count_then": 1, "count_now": 3, "status": "kept"} for t in themes]
+    return {
+        "run": {"counts": {"responses": 30, "usable": 30, "other": 0, "unusable": {}}, "llm": {},
+                "embedding_model": {"name": "m"}},
+        "themes": themes,
+        "sentiment": {"source": "metadata", "field": EVIL[0]},
+        "breakdowns": [{"field": EVIL[1], "kind": "categorical", "groups": groups}],
+        "comparison": {"job_id": "a" * 28, "n_then": 10, "n_now": 30, "then": {}, "themes": rows, "new": [], "gone": []},
+    }
+
+
+def test_insight_tables_have_one_row_per_theme_and_nothing_active_from_data() -> None:
+    doc = _doc()
+    text = render_md(doc)[1].decode()
+    tokens = parser().parse(text)
+    kinds = {t.type for t in walk(tokens)}
+    assert not {k for k in kinds if k.startswith("html_")} and "link_open" not in kinds and "image" not in kinds
+    tables = table_rows(tokens)
+    n = len(doc["themes"])
+    # themes, sentiment, the breakdown (one column per group) and the comparison: a row per theme each.
+    assert [len(t) for t in tables] == [n, n, n, n], tables
+    assert set(tables[2]) == {1 + len(EVIL)} and set(tables[1]) == {5} and set(tables[3]) == {5}
+    visible = "".join(t.content for t in walk(tokens) if t.type == "text").replace("\u200b", "")
+    assert "<script>alert(1)</script>" in visible and "30%" in visible
+    # Significant cells are bold: the first group's column and every comparison row, plus the two legends.
+    assert sum(1 for t in walk(tokens) if t.type == "strong_open") == n + n + 2

@@ -1,0 +1,121 @@
+"""Per-tenant signing secrets on the fake and on Azurite: rotation, isolation, lost answers, verification."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from shared.api.webhook_secrets import WebhookSecrets
+from shared.core.errors import Conflict, NotFound
+from shared.core.webhooks import DEPLOYMENT_SECRET_ID, WebhookMessage, delivery_id
+from shared.storage.webhook_store import WebhookStore
+from tests.support.backends import Backend
+from tests.support.webhooks import Recorder, finished_job, public_dns
+from tests.unit.webhooks.conftest import SECRET
+from thematiq_client import webhooks
+
+
+def _deliver(backend: Backend, tenant: str) -> tuple[bytes, dict[str, str]]:
+    job = finished_job(backend, tenant, index=False)
+    rec = Recorder()
+    assert rec.sender(backend).handle(WebhookMessage(tenant, job.id, delivery_id(job), 1, time.time()).encode()) \
+        == "delivered"
+    _url, _addresses, body, headers = rec.calls[0]
+    return body, headers
+
+
+def test_a_delivery_signed_for_one_tenant_fails_with_another_tenants_secret(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    public_dns(monkeypatch)
+    secrets = WebhookSecrets(backend.stores)
+    a, b = secrets.create("tenant-a"), secrets.create("tenant-b")
+    body, headers = _deliver(backend, "tenant-a")
+    assert webhooks.verify(a.value, body, headers)["status"] == "succeeded"
+    with pytest.raises(webhooks.WebhookVerificationError, match="bad signature"):
+        webhooks.verify(b.value, body, headers)
+    with pytest.raises(webhooks.WebhookVerificationError, match="bad signature"):
+        webhooks.verify(SECRET, body, headers)  # the deployment-wide secret signs for nobody but the default tenant
+
+
+def test_the_signature_covers_the_event_and_the_delivery_id(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    public_dns(monkeypatch)
+    body, headers = _deliver(backend, "local")
+    assert webhooks.verify(SECRET, body, headers)
+    for name, value in (("Thematiq-Delivery", "0" * 32), ("Thematiq-Event", "job.failed")):
+        with pytest.raises(webhooks.WebhookVerificationError, match="bad signature"):
+            webhooks.verify(SECRET, body, {**headers, name: value})  # a replay under a fresh delivery id fails
+    t = int(headers["Thematiq-Signature"].split(",")[0][2:])
+    with pytest.raises(webhooks.WebhookVerificationError, match="stale"):
+        webhooks.verify(SECRET, body, headers, now=t + 301)
+    assert webhooks.verify(SECRET, body, headers, now=t + 299)
+
+
+def test_moving_the_field_delimiter_between_event_and_delivery_does_not_verify(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    public_dns(monkeypatch)
+    body, headers = _deliver(backend, "local")
+    event, delivery = headers["Thematiq-Event"], headers["Thematiq-Delivery"]
+    head, _, tail = event.partition(".")
+    assert tail, "event names hold a dot: the signed string alone cannot tell the fields apart"
+    # The same signed bytes, <t>.job.succeeded.<id>.<body>, read as event "job" and delivery "succeeded.<id>":
+    # a captured delivery replayed under a fresh delivery id.
+    shifted = {**headers, "Thematiq-Event": head, "Thematiq-Delivery": f"{tail}.{delivery}"}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, body, shifted)
+
+
+def test_a_rotation_signs_with_both_secrets_until_the_old_one_is_revoked(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    public_dns(monkeypatch)
+    secrets = WebhookSecrets(backend.stores)
+    assert [s.id for s in secrets.list("local")] == [DEPLOYMENT_SECRET_ID], "WEBHOOK_SECRET is the default's first"
+    new = secrets.create("local")
+    assert [s.id for s in secrets.list("local")] == [DEPLOYMENT_SECRET_ID, new.id], "migrated into the row"
+    body, headers = _deliver(backend, "local")
+    assert headers["Thematiq-Signature"].count("v1=") == 2
+    webhooks.verify(SECRET, body, headers)
+    webhooks.verify(new.value, body, headers)
+    with pytest.raises(Conflict):
+        secrets.create("local")  # a third secret: the rotation must end first
+    secrets.revoke("local", DEPLOYMENT_SECRET_ID)
+    body, headers = _deliver(backend, "local")
+    assert headers["Thematiq-Signature"].count("v1=") == 1
+    webhooks.verify(new.value, body, headers)
+    with pytest.raises(webhooks.WebhookVerificationError):
+        webhooks.verify(SECRET, body, headers)
+    with pytest.raises(Conflict):
+        secrets.revoke("local", new.id)  # never the last one
+    with pytest.raises(NotFound):
+        secrets.revoke("local", "whs_nope")
+
+
+def test_no_tenant_reads_or_revokes_another_tenants_secrets(backend: Backend) -> None:
+    secrets = WebhookSecrets(backend.stores)
+    a = secrets.create("tenant-a")
+    assert secrets.list("tenant-b") == []
+    with pytest.raises(NotFound):
+        secrets.revoke("tenant-b", a.id)
+    assert [s.id for s in secrets.list("tenant-a")] == [a.id]
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx"])
+def test_a_rotation_whose_answer_is_lost_is_applied_once(backend: Backend, mode: str) -> None:
+    secrets = WebhookSecrets(backend.stores)
+    first = secrets.create("tenant-a")
+    rule = backend.faults.arm("table", mode, contains="webhook-secrets", count=1)
+    second = secrets.create("tenant-a")
+    assert rule.hits == 1
+    assert [s.id for s in secrets.list("tenant-a")] == [first.id, second.id]
+    stored = WebhookStore.of(backend.stores).secrets("tenant-a")
+    assert [s.value for s in stored.secrets] == [first.value, second.value]
+
+
+@pytest.mark.parametrize("t", ["²", "١٧٠٠٠٠٠٠٠٠", "-5", ""])
+def test_a_timestamp_that_is_not_ascii_digits_is_a_verification_error(t: str) -> None:
+    headers = {"Thematiq-Signature": f"t={t},v1=00", "Thematiq-Event": "job.succeeded", "Thematiq-Delivery": "0" * 32}
+    with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
+        webhooks.verify(SECRET, b"{}", headers)
