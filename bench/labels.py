@@ -65,11 +65,16 @@ def partition(name: str, refresh: bool, kind: str = "kmeans") -> tuple[list[str]
     ``kmeans``: k-means at the true k on the job's embeddings (seed 0; seconds, so labels can be tuned);
     ``auto``: the pipeline's own run at the automatic count (minutes per set on a loaded machine).
     """
+    import hashlib
+
     texts, truth = T.suite_set(name)
     f = T.cache_dir() / f"labels-{name}-{kind}.npz"
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:20]
     if f.exists() and not refresh:
         z = np.load(f)
-        return texts, truth, z["labels"], z["emb"]
+        # A file written before the texts' hash was stored is taken as it is (the first tables were made on it).
+        if "texts" not in z or str(z["texts"]) == digest:
+            return texts, truth, z["labels"], z["emb"]
     if kind == "kmeans":
         from sklearn.cluster import KMeans
 
@@ -82,7 +87,7 @@ def partition(name: str, refresh: bool, kind: str = "kmeans") -> tuple[list[str]
         ids = sorted({p for p in pred if re.fullmatch(r"t\d+", p)}, key=lambda s: int(s[1:]))
         index = {p: i for i, p in enumerate(ids)}
         labels = np.array([index.get(p, -1) for p in pred], dtype=np.int64)
-    np.savez(f, labels=labels, emb=emb)
+    np.savez(f, labels=labels, emb=emb, texts=np.array(digest))
     return texts, truth, labels, emb
 
 
