@@ -9,6 +9,8 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
   (``bench/thematic.py``'s ``label_hits``);
 * BERTopic's hit rate on its own topics (same embeddings, default settings), its label cut to the top *n*
   c-TF-IDF words for n = 1..4, and at n = our mean label length in words, rounded up (the fair comparison);
+* BERTopic's default c-TF-IDF words on OUR themes at our length (:func:`ctfidf_words`), which separates the
+  labelling from BERTopic's partition, and the hit rate of our 3 key phrases together;
 * phrase share: themes with >= 10 members whose label is a 2-4-word phrase;
 * rule breaks: generic single-word labels, "(n)" suffixes, labels shared by two themes, at both levels;
 * the describe stage's seconds (levels included).
