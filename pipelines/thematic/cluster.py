@@ -464,8 +464,6 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     0.25 for a judgement or a decision the small-count or paraphrase guard overrode.
     """
     noise = curve_noise(rows)
-    sil = [r["silhouette"] for r in rows]
-    s_best = max(sil)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
     broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
     fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
@@ -473,95 +471,140 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}, "
         f"seed noise {noise:.4f}"
     ]
-
-    def desc(tag: str, r: dict[str, float]) -> str:
-        return f"{tag} peak k={int(r['k'])} (mean {r['silhouette']:.4f}, median {r['median']:.4f})"
-
-    guarded = guarded_small = False
     levels = [r for r in (broad, fine) if r is not None]
     if broad is not None and fine is not None:
-        notes.append(desc("broad", broad) + ", " + desc("fine", fine))
-        gap = (broad["silhouette"] - fine["silhouette"]) / noise
-        med_gap = (broad["median"] - fine["median"]) / noise
-        if gap > TIE and _unequal(broad) and fine["silhouette"] >= UNEQUAL_RIVAL * broad["silhouette"]:
-            chosen, guarded = fine, True
-            notes.append(
-                f"the broad level scores {gap:.1f} noise units higher, but its largest group holds "
-                f"{broad.get('top', 0.0):.0%} of the responses (> {UNEQUAL} x 1/{int(broad['k'])}): one distinct theme "
-                "against a few lumps of the rest, so the fine level is the themes"
-            )
-        elif gap > TIE:
-            chosen = broad
-            notes.append(f"the broad level scores {gap:.1f} noise units higher, so it is the themes")
-        elif med_gap > PARAPHRASE and fine["silhouette"] >= broad["silhouette"]:
-            chosen, guarded = broad, True
-            notes.append(
-                f"the fine level scores higher on the mean but {med_gap:.1f} noise units lower on the median: its "
-                "gain is a minority of very tight groups (near-paraphrases), not the typical response, so the broad "
-                "reading is the themes"
-            )
-        elif gap > 0 and med_gap > 0:
-            chosen = broad
-            notes.append(
-                f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
-                "units), so it is the themes"
-            )
-        else:
-            chosen = fine
-            notes.append(
-                "the fine level scores within the noise of the broad one or higher, so it is the themes "
-                "(the silhouette favours coarse splits)"
-            )
+        chosen, guarded = _broad_or_fine(broad, fine, noise, notes)
     else:
-        chosen = levels[0] if levels else (small if small is not None else rows[0])
+        chosen, guarded = (levels[0] if levels else (small if small is not None else rows[0])), False
+    guarded_small = False
     if small is not None and levels:
-        others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
-        lead = (small["silhouette"] - others) / noise
-        unequal = _unequal(small)
-        if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
-            chosen, guarded = small, False  # a guard between the broad and fine levels is moot now
-            notes.append(f"k={int(small['k'])} beats every larger count by {lead:.1f} noise units: strong structure")
-        elif lead > 0:
-            guarded = guarded_small = True
-            why = (
-                f"its largest group holds {small.get('top', 0.0):.0%} of the responses"
-                if unequal
-                else f"it leads by only {lead:.1f} noise units / {small['silhouette'] - others:.3f} (needs {STRONG} "
-                f"and {SMALL_GAIN})"
-            )
-            notes.append(
-                f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
-                "needs strong structure, so it is a coarser reading, not the themes"
-            )
+        chosen, guarded, guarded_small = _small_guard(rows, small, chosen, guarded, noise, notes)
     criterion = "silhouette"
     # Structure is judged without a small count the guard set aside (a binary split of a cloud scores well).
-    s_kept = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX) if guarded_small else s_best
+    s_kept = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX) if guarded_small else max(
+        r["silhouette"] for r in rows)
+    window: list[dict[str, float]] = []
     if s_kept < WEAK_STRUCTURE and k_max > SMALL_MAX:
-        kp = min(prior_k(n), k_max)
-        lo, hi = max(k_min, math.ceil(kp / PRIOR_WINDOW)), min(k_max, math.floor(kp * PRIOR_WINDOW))
-        window = [r for r in rows if lo <= r["k"] <= hi] or rows
-        chosen = max(window, key=lambda r: r["silhouette"])
+        chosen, window = _prior_choice(rows, n, k_min, k_max, s_kept, notes)
         criterion = "prior"
-        notes.insert(
-            0,
-            f"structure is weak (best silhouette {s_kept:.3f} < {WEAK_STRUCTURE}): the count is a judgement, not a "
-            f"finding. Took the best-scoring k within the granularity prior {lo}..{hi} (~sqrt(n)/3 for {n} "
-            f"responses): k={int(chosen['k'])}",
+    confidence = _confidence(rows, chosen, noise, criterion == "prior" or guarded, notes)
+    return _count_choice(rows, chosen, (small, broad, fine), window, criterion, confidence, noise, notes, k_max)
+
+
+def _describe_peak(tag: str, r: dict[str, float]) -> str:
+    return f"{tag} peak k={int(r['k'])} (mean {r['silhouette']:.4f}, median {r['median']:.4f})"
+
+
+def _broad_or_fine(
+    broad: dict[str, float], fine: dict[str, float], noise: float, notes: list[str]
+) -> tuple[dict[str, float], bool]:
+    """:func:`decide`'s step 2: the broad or the fine level's peak, and whether a guard overrode the mean."""
+    notes.append(_describe_peak("broad", broad) + ", " + _describe_peak("fine", fine))
+    gap = (broad["silhouette"] - fine["silhouette"]) / noise
+    med_gap = (broad["median"] - fine["median"]) / noise
+    if gap > TIE and _unequal(broad) and fine["silhouette"] >= UNEQUAL_RIVAL * broad["silhouette"]:
+        notes.append(
+            f"the broad level scores {gap:.1f} noise units higher, but its largest group holds "
+            f"{broad.get('top', 0.0):.0%} of the responses (> {UNEQUAL} x 1/{int(broad['k'])}): one distinct theme "
+            "against a few lumps of the rest, so the fine level is the themes"
         )
-    k = int(chosen["k"])
-    rival = _rival(rows, k)
+        return fine, True
+    if gap > TIE:
+        notes.append(f"the broad level scores {gap:.1f} noise units higher, so it is the themes")
+        return broad, False
+    if med_gap > PARAPHRASE and fine["silhouette"] >= broad["silhouette"]:
+        notes.append(
+            f"the fine level scores higher on the mean but {med_gap:.1f} noise units lower on the median: its "
+            "gain is a minority of very tight groups (near-paraphrases), not the typical response, so the broad "
+            "reading is the themes"
+        )
+        return broad, True
+    if gap > 0 and med_gap > 0:
+        notes.append(
+            f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
+            "units), so it is the themes"
+        )
+        return broad, False
+    notes.append(
+        "the fine level scores within the noise of the broad one or higher, so it is the themes "
+        "(the silhouette favours coarse splits)"
+    )
+    return fine, False
+
+
+def _small_guard(
+    rows: list[dict[str, float]], small: dict[str, float], chosen: dict[str, float], guarded: bool, noise: float,
+    notes: list[str],
+) -> tuple[dict[str, float], bool, bool]:
+    """:func:`decide`'s step 1: a count of 2-4 only on strong structure. Returns (chosen, guarded, small set aside)."""
+    others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+    lead = (small["silhouette"] - others) / noise
+    unequal = _unequal(small)
+    if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
+        # A guard between the broad and fine levels is moot now.
+        notes.append(f"k={int(small['k'])} beats every larger count by {lead:.1f} noise units: strong structure")
+        return small, False, False
+    if lead > 0:
+        why = (
+            f"its largest group holds {small.get('top', 0.0):.0%} of the responses"
+            if unequal
+            else f"it leads by only {lead:.1f} noise units / {small['silhouette'] - others:.3f} (needs {STRONG} "
+            f"and {SMALL_GAIN})"
+        )
+        notes.append(
+            f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
+            "needs strong structure, so it is a coarser reading, not the themes"
+        )
+        return chosen, True, True
+    return chosen, guarded, False
+
+
+def _prior_choice(
+    rows: list[dict[str, float]], n: int, k_min: int, k_max: int, s_kept: float, notes: list[str]
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """:func:`decide`'s step 3, weak structure: the best-scoring k within the granularity prior's window."""
+    kp = min(prior_k(n), k_max)
+    lo, hi = max(k_min, math.ceil(kp / PRIOR_WINDOW)), min(k_max, math.floor(kp * PRIOR_WINDOW))
+    window = [r for r in rows if lo <= r["k"] <= hi] or rows
+    chosen = max(window, key=lambda r: r["silhouette"])
+    notes.insert(
+        0,
+        f"structure is weak (best silhouette {s_kept:.3f} < {WEAK_STRUCTURE}): the count is a judgement, not a "
+        f"finding. Took the best-scoring k within the granularity prior {lo}..{hi} (~sqrt(n)/3 for {n} "
+        f"responses): k={int(chosen['k'])}",
+    )
+    return chosen, window
+
+
+def _confidence(
+    rows: list[dict[str, float]], chosen: dict[str, float], noise: float, capped: bool, notes: list[str]
+) -> float:
+    """The margin over the best count at least 2x away (:func:`_rival`) in noise units / ``CONF_MARGIN``, times
+    the structure strength; at most 0.25 when ``capped`` (a judgement, or a guard overrode the mean)."""
+    rival = _rival(rows, int(chosen["k"]))
     margin = (chosen["silhouette"] - rival["silhouette"]) / noise if rival is not None else 2 * CONF_MARGIN
     strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.06))
     confidence = min(1.0, max(0.0, margin / CONF_MARGIN)) * strength
-    if criterion == "prior" or guarded:
+    if capped:
         confidence = min(confidence, 0.25)
     if rival is not None:
         notes.append(
             f"the best count at least 2x away, k={int(rival['k'])}, scores {margin:+.1f} noise units "
             f"{'below' if margin >= 0 else 'above'} it"
         )
-    i = rows.index(chosen)
-    k_lo, k_hi = _plateau(rows, i)
+    return confidence
+
+
+def _count_choice(
+    rows: list[dict[str, float]], chosen: dict[str, float],
+    peaks: tuple[dict[str, float] | None, dict[str, float] | None, dict[str, float] | None],
+    window: list[dict[str, float]], criterion: str, confidence: float, noise: float, notes: list[str], k_max: int,
+) -> CountChoice:
+    """The :class:`CountChoice` of :func:`decide`: alternatives, plateau, fine level, rounded scores."""
+    small, broad, fine = peaks
+    s_best = max(r["silhouette"] for r in rows)
+    k = int(chosen["k"])
+    k_lo, k_hi = _plateau(rows, rows.index(chosen))
     # Readings the data also support: the other level's peak and the guarded small count, when they score within
     # ALT noise units of the chosen one (or above it).
     alts = {int(r["k"]) for r in (small, broad, fine) if r is not None and r is not chosen

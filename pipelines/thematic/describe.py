@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from .clean import near_key
 from .keywords import (
     Analysed,
+    Candidate,
     _stem,
     analyse,
     candidates,
@@ -303,7 +304,7 @@ def rank_labels(
         assert member_vecs is not None
         vecs = contextual_vectors(vocab, member_texts, member_vecs)
     uses, cued, generic = word_stats(member_texts)
-    generic = generic | avoid
+    words = _Words(uses, cued, generic | avoid)
     index = {p: i for i, p in enumerate(vocab)}
     sims = vecs @ centroids.T  # phrase x theme
     out: list[Ranked] = []
@@ -312,74 +313,107 @@ def rank_labels(
             out.append(Ranked([], [], []))
             continue
         rows = np.array([index[x.key] for x in c])
-        own = sims[rows, t]
-        if k > 1:
-            other = np.delete(sims[rows], t, axis=1).max(axis=1)
-        else:
-            other = np.zeros_like(own)
-        share = np.array([x.share for x in c], dtype=np.float32)
-        dist = np.array([x.share / (x.share + x.other) for x in c], dtype=np.float32)
-        words = [x.key.split() for x in c]
-        n_words = np.array([len(w) for w in words], dtype=np.float32)
-        pred = np.array([len(w) > 1 and any(v == "not" or looks_predicate(v, cued[v], uses[v]) for v in w)
-                         for w in words], dtype=np.float32)
-        score = (own - OTHER_WEIGHT * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(share) + DIST_WEIGHT * dist
-                 + PHRASE_BONUS * np.minimum(n_words - 1, 2) + PREDICATE_BONUS * pred)
-        counts = np.array([x.uses for x in c], dtype=np.float32)
-        lead = counts >= LABEL_MIN_USES * counts.max()
-        texts = [analyse(x) for x in member_texts[t]]  # once per theme: the helpers below read them often
-        stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
-        memo: dict[str, str] = {}
-
-        def said(key: str, memo: dict[str, str] = memo, texts: list[Analysed] = texts,
-                 stems: list[frozenset[str]] = stems) -> str:
-            """The key expanded and shown as written, once per theme and key."""
-            if key not in memo:
-                memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems), texts)
-            return memo[key]
-
-        def plain(key: str) -> bool:
-            # An adverb, verb or adjective alone ("repeatedly", "delete", "add", "slow") names how or what
-            # happened, not to what: no label either.
-            if " " not in key and ((len(key) >= 5 and key.endswith("ly")) or looks_predicate(key, cued[key], uses[key])):
-                return True
-            return all(v in generic or v == "not" for v in key.split())
-
-        # A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
-        # ("minutes" -> "minutes late"); an option must hold a word that is not generic.
-        ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
-        options: list[str] = []
-        for pool in (lead, ~lead):
-            for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
-                if not pool[i] or len(options) >= KEY_PHRASES:
-                    break
-                shown = said(c[i].key)
-                if not plain(phrase_key(shown)) and shown not in options:
-                    options.append(shown)
-            if options:
-                break
-        lone = not options
-        if lone:
-            # Every candidate is generic: a phrase of them ("good value"), else the best word, which
-            # pick_label joins with a keyword ("good and quick").
-            multi = [i for i in np.argsort(-score, kind="stable") if n_words[i] > 1]
-            options.append(display(c[multi[0] if multi else int(np.argmax(score))].key, texts))
-            lone = not multi
-        first = int(np.argmax(np.where(lead, score, -np.inf))) if lead.any() else int(np.argmax(score))
-        picked = [first]
-        while len(picked) < min(KEY_PHRASES, len(c)):
-            red = (vecs[rows] @ vecs[rows[picked]].T).max(axis=1)
-            mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
-            mmr[picked] = -np.inf
-            picked.append(int(np.argmax(mmr)))
-        phrases = list(dict.fromkeys([*options[:1], *(display(_expand(c[i].key, texts), texts) if c[i].key not in memo
-                                                       else memo[c[i].key] for i in picked)]))
-        solo = sorted(
-            {v for w in words for v in w if v not in generic and v != "not"},
-            key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(words) if v in w),
-        )
-        out.append(Ranked(phrases[:KEY_PHRASES], options, solo, lone))
+        out.append(_rank_theme(c, sims, rows, vecs, t, member_texts[t], words))
     return out
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The job's word statistics (:func:`word_stats`) as :func:`rank_labels` reads them."""
+
+    uses: Counter[str]
+    cued: Counter[str]
+    generic: frozenset[str]
+    """Generic words and the words to avoid alone (a sub-theme's parent label)."""
+
+    def plain(self, key: str) -> bool:
+        """No label alone: an adverb, verb or adjective alone ("repeatedly", "delete", "slow") names how or what
+        happened, not to what; a phrase of generic words names nothing."""
+        if " " not in key and (
+                (len(key) >= 5 and key.endswith("ly")) or looks_predicate(key, self.cued[key], self.uses[key])):
+            return True
+        return all(v in self.generic or v == "not" for v in key.split())
+
+
+def _candidate_scores(
+    c: list[Candidate], sims: NDArray[np.float32], rows: NDArray[np.int64], t: int, words: _Words
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
+    """:func:`rank_labels`' step 2 for theme ``t``: (score, share, distinctiveness, words) per candidate."""
+    own = sims[rows, t]
+    other = np.delete(sims[rows], t, axis=1).max(axis=1) if sims.shape[1] > 1 else np.zeros_like(own)
+    share = np.array([x.share for x in c], dtype=np.float32)
+    dist = np.array([x.share / (x.share + x.other) for x in c], dtype=np.float32)
+    split = [x.key.split() for x in c]
+    n_words = np.array([len(w) for w in split], dtype=np.float32)
+    pred = np.array([len(w) > 1 and any(v == "not" or looks_predicate(v, words.cued[v], words.uses[v]) for v in w)
+                     for w in split], dtype=np.float32)
+    score = (own - OTHER_WEIGHT * np.maximum(other, 0.0) + COVER_WEIGHT * np.sqrt(share) + DIST_WEIGHT * dist
+             + PHRASE_BONUS * np.minimum(n_words - 1, 2) + PREDICATE_BONUS * pred)
+    return score, share, dist, n_words
+
+
+def _rank_theme(
+    c: list[Candidate], sims: NDArray[np.float32], rows: NDArray[np.int64], vecs: NDArray[np.float32], t: int,
+    member_texts: list[str], words: _Words,
+) -> Ranked:
+    """One theme's :class:`Ranked`: label options (step 3), then MMR key phrases (step 4)."""
+    score, share, dist, n_words = _candidate_scores(c, sims, rows, t, words)
+    counts = np.array([x.uses for x in c], dtype=np.float32)
+    lead = counts >= LABEL_MIN_USES * counts.max()
+    texts = [analyse(x) for x in member_texts]  # once per theme: the helpers below read them often
+    stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
+    memo: dict[str, str] = {}
+
+    def said(key: str) -> str:
+        """The key expanded and shown as written, once per theme and key."""
+        if key not in memo:
+            memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems), texts)
+        return memo[key]
+
+    options, lone = _label_options(c, score, n_words, lead, said, words, texts)
+    first = int(np.argmax(np.where(lead, score, -np.inf))) if lead.any() else int(np.argmax(score))
+    picked = [first]
+    while len(picked) < min(KEY_PHRASES, len(c)):
+        red = (vecs[rows] @ vecs[rows[picked]].T).max(axis=1)
+        mmr = MMR_LAMBDA * score - (1 - MMR_LAMBDA) * red
+        mmr[picked] = -np.inf
+        picked.append(int(np.argmax(mmr)))
+    phrases = list(dict.fromkeys([*options[:1], *(display(_expand(c[i].key, texts), texts) if c[i].key not in memo
+                                                   else memo[c[i].key] for i in picked)]))
+    split = [x.key.split() for x in c]
+    solo = sorted(
+        {v for w in split for v in w if v not in words.generic and v != "not"},
+        key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w),
+    )
+    return Ranked(phrases[:KEY_PHRASES], options, solo, lone)
+
+
+def _label_options(
+    c: list[Candidate], score: NDArray[np.float32], n_words: NDArray[np.float32], lead: NDArray[np.bool_],
+    said: Callable[[str], str], words: _Words, texts: list[Analysed],
+) -> tuple[list[str], bool]:
+    """:func:`rank_labels`' step 3: label options as written, best first, and whether the only one is generic.
+
+    A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
+    ("minutes" -> "minutes late"); an option must hold a word that is not generic.
+    """
+    ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
+    options: list[str] = []
+    for pool in (lead, ~lead):
+        for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
+            if not pool[i] or len(options) >= KEY_PHRASES:
+                break
+            shown = said(c[i].key)
+            if not words.plain(phrase_key(shown)) and shown not in options:
+                options.append(shown)
+        if options:
+            break
+    if options:
+        return options, False
+    # Every candidate is generic: a phrase of them ("good value"), else the best word, which
+    # pick_label joins with a keyword ("good and quick").
+    multi = [i for i in np.argsort(-score, kind="stable") if n_words[i] > 1]
+    return [display(c[multi[0] if multi else int(np.argmax(score))].key, texts)], not multi
 
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
