@@ -12,7 +12,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from tests.platform import direct
+from tests.support import direct
 
 
 @pytest.fixture
