@@ -32,8 +32,8 @@ from pipelines.thematic import PIPELINE, ThematicParams  # noqa: E402
 from pipelines.thematic.baseline import baseline_of  # noqa: E402
 from pipelines.thematic.edit import edit_result  # noqa: E402
 from pipelines.thematic.run import run_with  # noqa: E402
-from tests.thematic.data import feedback  # noqa: E402
-from tests.thematic.fakes import FakeContext, FakeLLM  # noqa: E402
+from tests.support.thematic_data import feedback  # noqa: E402
+from tests.support.thematic_fakes import FakeContext, FakeLLM  # noqa: E402
 
 EARLIER = "a" * 28
 

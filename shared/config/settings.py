@@ -196,7 +196,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         "TENANT_MAX_IN_FLIGHT",
         "0",
-        "Per-tenant fairness window: at most this many of one tenant's jobs in the jobs queue or running; later submissions are stored `queued` and parked until one ends (docs/architecture.md). Set it to what the app runs at once (instances × (`batchSize` + `newBatchThreshold`)); 0 turns it off.",
+        "Per-tenant fairness window: at most this many of one tenant's jobs in the jobs queue or running; later submissions are stored `queued` and parked until one ends (docs/architecture.md). Set it to what the app runs at once (instances × (`batchSize` + `newBatchThreshold`)); 0 turns it off (the local default; `infra/` deploys 10, the Bicep parameter `tenantMaxInFlight`).",
     ),
     Setting(
         "LLM_MAX_TOKENS_PER_JOB", "200000", "Token budget of one job; the LLM stage stops cleanly when it is spent."

@@ -20,7 +20,7 @@ from shared.core.chunks import ChunkStatus
 from shared.core.jobs import Status
 from shared.core.names import checkpoint_blob_name
 from shared.platform import Platform
-from tests.app_index import app_functions
+from tests.support.app_index import app_functions
 
 REF = "tests.unit.platform.pipes:PIPELINE"
 

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from pipelines.thematic.embed import ModelInfo
 from pipelines.thematic.params import ThematicParams
 from pipelines.thematic.stages import Checkpoints, RunState
-from tests.thematic.fakes import FakeContext
+from tests.support.thematic_fakes import FakeContext
 
 DIMENSIONS = 64
 

@@ -8,7 +8,7 @@ import pytest
 from pipelines.thematic import mapped, stages
 from shared.sdk import PermanentError
 from shared.sdk.fanout_types import MapResult
-from tests.thematic.fakes import FakeContext
+from tests.support.thematic_fakes import FakeContext
 
 from .stage_support import WordEmbedder, state
 

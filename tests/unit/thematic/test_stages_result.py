@@ -8,8 +8,8 @@ import pytest
 
 from pipelines.thematic import stages
 from pipelines.thematic.result import ThematicResult
-from tests.thematic.data import feedback
-from tests.thematic.fakes import FakeContext
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext
 
 from .stage_support import state
 

@@ -9,8 +9,8 @@ import numpy as np
 
 from pipelines.thematic import stages
 from pipelines.thematic.params import SeedTheme
-from tests.thematic.data import feedback
-from tests.thematic.fakes import FakeContext, FakeLLM
+from tests.support.thematic_data import feedback
+from tests.support.thematic_fakes import FakeContext, FakeLLM
 
 from .stage_support import planted, state
 
