@@ -34,22 +34,20 @@ def test_sigkilled_worker_host_job_is_recovered_by_the_reaper(azurite: str) -> N
         api.wait(job["id"], until=lambda j: j["status"] == "running" and j["progress"]["processed"] > 0)
         assert _pipeline_processes(job["id"]), "the attempt should run in a child process"
         worker_a.kill()
-        killed_at = time.monotonic()
         # The orphaned pipeline process notices its parent is gone and exits.
         deadline = time.monotonic() + 5
         while _pipeline_processes(job["id"]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _pipeline_processes(job["id"]), "orphaned pipeline process kept running"
         worker_b = HostProcess(env=env, args=["--no-http", "--no-timer"]).start()
-        done = api.wait(job["id"], timeout=60)
-        recovery = time.monotonic() - killed_at
+        # heartbeat stale (4 s) + reaper period (2 s) + the 4 s job, plus a second host's start: ~15 s quiet, and
+        # 36 s was measured at load average 13. The bound is the wait's; what must hold is the outcome below.
+        done = api.wait(job["id"], timeout=120)
         assert done["status"] == "succeeded", done
         assert done["attempts"] == 2
         assert done["error"] is None
         status, _, result = api.call("GET", done["links"]["result"])
         assert status == 200 and result["attempt"] == 2
-        # heartbeat stale (4 s) + reaper period (2 s) + the 4 s job itself, with slack for a busy machine.
-        assert recovery < 25, recovery
         assert "re-enqueued for attempt 2" in api_host.logs
     finally:
         for h in (api_host, worker_a, worker_b):
