@@ -20,7 +20,6 @@ from tests.support.backends import Backend
 from tests.support.scenarios import TENANT, submit
 
 
-# -- 1: self-fencing is measured from the wrong clock and only between blocking calls ----------------
 class _TimedLease:
     """A JobLease whose calls take as long as a real SDK call can (read timeout 30 s, then re-reads).
 
@@ -53,7 +52,8 @@ class _TimedLease:
 
 
 @pytest.mark.parametrize("mode", ["blocked", "slow-ok"])
-def test_1_fence_stops_the_attempt_before_its_heartbeat_is_stale(backend: Backend, mode: str) -> None:
+def test_the_fence_stops_the_attempt_before_its_last_written_heartbeat_is_stale(backend: Backend, mode: str) -> None:
+    """Review finding 1: self-fencing was measured from the wrong clock and only between blocking calls."""
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
     life = Lifecycle(backend.stores)
     claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
@@ -74,7 +74,8 @@ def test_1_fence_stops_the_attempt_before_its_heartbeat_is_stale(backend: Backen
     )
 
 
-def test_1_fence_counts_from_the_claims_heartbeat_not_from_runner_start(backend: Backend) -> None:
+def test_the_fence_counts_from_the_claims_heartbeat_not_from_the_runners_start(backend: Backend) -> None:
+    """Review finding 1: the fence counted from the runner's start, not from the heartbeat the claim wrote."""
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
     life = Lifecycle(backend.stores)
     claim = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
@@ -94,8 +95,8 @@ def test_1_fence_counts_from_the_claims_heartbeat_not_from_runner_start(backend:
     )
 
 
-# -- e: self-fencing -------------------------------------------------------------------------------
-def test_e_an_attempt_that_cannot_renew_its_lease_stops_before_the_reaper_hands_it_on(backend: Backend) -> None:
+def test_an_attempt_that_cannot_renew_its_lease_stops_before_the_reaper_hands_it_on(backend: Backend) -> None:
+    """Issue 11 case e: self-fencing."""
     j = submit(backend, "sleep", {"seconds": 30, "steps": 30}).job
     claimed = Lifecycle(backend.stores).claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
     assert claimed.status == "running"
