@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.storage.queue import QueueClient
 
 from devhost.process import HostProcess
+from tests.support.waiting import wait_until
 
 APPS = Path(__file__).resolve().parent.parent / "e2e" / "devhost" / "apps"
 BASIC_APP = APPS / "basic"
@@ -36,14 +36,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1, what: str = "") -> Any:
+    return wait_until(predicate, timeout, interval, what)
 
 
 class BasicHost:

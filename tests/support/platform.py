@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from shared.core.jobs import Job
 from shared.storage import connections
 from shared.storage.job_store import JobStore
 from tests.support.direct import body_of, http
+from tests.support.waiting import wait_until
 
 
 def fast_settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> None:
@@ -47,12 +47,5 @@ def job(job_id: str, tenant: str = "local") -> Job:
     return JobStore().get(tenant, job_id)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
+    return wait_until(predicate, timeout, interval, what)

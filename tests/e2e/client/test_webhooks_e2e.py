@@ -41,7 +41,7 @@ def test_succeeded_job_is_delivered_once_with_a_valid_signature(client: Client, 
     assert len(delivery.headers["thematiq-delivery"]) == 32
     # The body is the job's public JSON, as GET shows it.
     assert body["links"]["self"].endswith(f"/jobs/{job.id}") and "input" not in body and done.id == body["id"]
-    time.sleep(3)
+    time.sleep(3)  # a window for a wrong resend to show: absence has no event to wait for
     assert len(receiver.deliveries) == 1, "a delivered webhook is not sent again"
     # A tampered body does not verify.
     delivery.body = delivery.body.replace(b"succeeded", b"failed")
@@ -61,7 +61,7 @@ def test_a_failing_receiver_is_retried_then_acknowledged(client: Client, receive
         verify(d)  # each attempt is signed afresh
     gaps = [b.at - a.at for a, b in itertools.pairwise(deliveries)]
     assert gaps[0] >= 1.5 and gaps[1] > gaps[0], f"backoff between attempts: {gaps}"
-    time.sleep(3)
+    time.sleep(3)  # a window for a wrong fourth attempt to show: absence has no event to wait for
     assert len(receiver.deliveries) == 3, "acknowledged: no more attempts"
     assert _callback_status(client, job.id) == ("delivered", 3)
 

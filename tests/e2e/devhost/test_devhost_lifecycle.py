@@ -7,6 +7,7 @@ import secrets
 import signal
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -110,10 +111,12 @@ def test_graceful_sigterm_lets_running_invocation_finish(tmp_path: Path, env: di
     body = '''
 @app.route(route="slow")
 def slow(req: func.HttpRequest) -> str:
-    time.sleep(2)
+    record(phase="start")
+    time.sleep(2)  # the running invocation the shutdown must let finish
     return "finished"
 '''
     host = HostProcess(make_app(tmp_path, body), env=env).start()
+    record = Path(env["RECORD_FILE"])
     result: dict[str, object] = {}
 
     def request() -> None:
@@ -121,11 +124,10 @@ def slow(req: func.HttpRequest) -> str:
 
     t = threading.Thread(target=request)
     t.start()
-    time.sleep(0.5)
+    wait_for(lambda: read_records(record), what="the invocation's start")
     host.signal(signal.SIGTERM)
-    time.sleep(0.3)
-    with pytest.raises(OSError):  # no new requests once stopping
-        urllib.request.urlopen(host.url + "/api/slow", timeout=2)
+    # No new requests once stopping: wait until a new connection is refused, not for a guessed 0.3 s.
+    wait_for(lambda: _refused(host.url + "/api/nothing-here"), timeout=5, what="new requests to be refused")
     t.join(10)
     assert result.get("body") == b"finished"
     assert host.wait(10) == 0
@@ -136,22 +138,40 @@ def test_grace_expiry_and_second_signal(tmp_path: Path, env: dict[str, str]) -> 
     body = '''
 @app.route(route="forever")
 def forever(req: func.HttpRequest) -> str:
-    time.sleep(30)
+    record(phase="start")
+    time.sleep(30)  # an invocation that outlives the grace period
     return "never"
 '''
     app = make_app(tmp_path, body)
+    record = Path(env["RECORD_FILE"])
     for second_signal in (False, True):
         host = HostProcess(app, env=env, grace=1 if not second_signal else 30).start()
+        started = len(read_records(record))
         threading.Thread(target=lambda h=host: _ignore(h.url + "/api/forever"), daemon=True).start()
-        time.sleep(0.5)
+        wait_for(lambda n=started: len(read_records(record)) > n, what="the invocation's start")
         start = time.monotonic()
         host.signal(signal.SIGTERM)
         if second_signal:
-            time.sleep(0.3)
+            # The second signal must come after the first one was handled, so wait for the host to say so.
+            wait_for(lambda h=host: "SIGTERM received: stopping" in h.logs, timeout=10, what="the first signal")
             host.signal(signal.SIGINT)
-        code = host.wait(10)
-        assert time.monotonic() - start < 5
+        code = host.wait(20)
+        # Well before the 30 s invocation (grace 1 s) or the 30 s grace (second signal) could end; generous for a
+        # loaded machine, where the host's exit itself takes seconds.
+        assert time.monotonic() - start < 15
         assert code != 0
+
+
+def _refused(url: str) -> bool:
+    """True once the host no longer accepts a request (any answer, even a 404, means it still does)."""
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+    except urllib.error.HTTPError as answered:
+        answered.close()
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def _ignore(url: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from shared.storage.connections import get_queue_client
 from shared.storage.job_store import JobStore
 from tests.support.direct import body_of, complete, functions, http, receive, run_worker_once
 from tests.support.platform import fast_settings, job, submit
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -105,14 +105,9 @@ def test_a_job_that_does_not_fit_in_memory_is_deferred_without_burning_a_dequeue
     finally:
         held.release()
     # The re-sent message is a new one (dequeue count starts again) and runs once memory is free.
-    raw = None
-    for _ in range(50):
-        got = list(get_queue_client().receive_messages(max_messages=1, visibility_timeout=30))
-        if got:
-            raw = got[0]
-            break
-        time.sleep(0.1)
-    assert raw is not None and raw.dequeue_count == 1
+    [raw] = wait_until(lambda: list(get_queue_client().receive_messages(max_messages=1, visibility_timeout=30)),
+                       timeout=30, interval=0.1, what="the re-sent message")
+    assert raw.dequeue_count == 1
     text = base64.b64decode(raw.content).decode()
     assert Platform.from_settings().worker.handle(text, raw.dequeue_count) == "succeeded"
     get_queue_client().delete_message(raw.id, raw.pop_receipt)

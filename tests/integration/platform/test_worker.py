@@ -139,7 +139,7 @@ def test_reaper_reenqueues_a_queued_job_whose_message_was_lost(monkeypatch: pyte
     fast_settings(monkeypatch, QUEUED_STALE_SECONDS="1")
     j = submit("echo", {}, "x")
     get_queue_client().clear_messages()  # a crash between commit and enqueue
-    time.sleep(1.2)
+    time.sleep(1.2)  # not a synchronisation: the job must really be older than QUEUED_STALE_SECONDS on Azurite
     run_reaper()
     run_worker_once()
     assert job(j["id"]).status == Status.SUCCEEDED
@@ -171,8 +171,9 @@ def test_cancel_running_job(fail: str) -> None:
     assert not t.is_alive()
     elapsed = time.monotonic() - started
     assert job(j["id"]).status == Status.CANCELLED
-    # Cooperative: within a heartbeat; forced: heartbeat + grace period.
-    assert elapsed < 6, elapsed
+    # Cooperative: within a heartbeat; forced: heartbeat + grace period. The bound only says the cancel stopped
+    # the 60 s pipeline (generous: the suite runs on loaded machines, where the kill and the join take seconds).
+    assert elapsed < 20, elapsed
 
 
 def test_an_attempt_over_its_timeout_is_killed_and_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +181,7 @@ def test_an_attempt_over_its_timeout_is_killed_and_fails(monkeypatch: pytest.Mon
     j = submit("sleep", {"seconds": 60, "steps": 60, "fail": "hang"})
     started = time.monotonic()
     run_worker_once()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # killed at its 2 s timeout, not at the pipeline's 60 s end
     stored = job(j["id"])
     assert stored.status == Status.FAILED
     assert stored.error is not None and stored.error.type == "Timeout"
@@ -195,7 +196,7 @@ def test_retention_deletes_finished_jobs_with_their_blobs(monkeypatch: pytest.Mo
     prefix = job_prefix("local", j["id"])
     assert list(BlobStore().container.list_blobs(name_starts_with=prefix))
     fast_settings(monkeypatch, RETENTION_DAYS="0.00001")  # under a second
-    time.sleep(1.2)
+    time.sleep(1.2)  # not a synchronisation: the job must really be older than its retention
     run_reaper()
     from shared.core.errors import NotFound
 

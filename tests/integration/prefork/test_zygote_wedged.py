@@ -6,24 +6,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 
 import pytest
 
 from shared.runtime import prefork
 from shared.runtime.prefork import ZygoteError, fork_supported, zygote
 from tests.integration.prefork.test_prefork import alive, run
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="fork attempts need Linux")
-
-
-def _wait_until(condition: object, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_a_wedged_zygote_is_replaced_once_it_misses_a_ping(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +32,7 @@ def test_a_wedged_zygote_is_replaced_once_it_misses_a_ping(monkeypatch: pytest.M
             os.kill(old, signal.SIGCONT)
     assert out.kind == "succeeded", out.error
     assert zygote().pid not in (None, old)
-    assert _wait_until(lambda: not alive(old)), "the wedged zygote was not ended"
+    wait_until(lambda: not alive(old), what="the wedged zygote's end")
 
 
 def test_a_zygote_that_answers_its_ping_stays_when_a_request_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,5 +67,5 @@ def test_a_gone_zygote_does_not_answer_a_ping() -> None:
     old = z.pid
     assert old is not None and z.ping()
     os.kill(old, signal.SIGKILL)
-    assert _wait_until(lambda: not alive(old))
+    wait_until(lambda: not alive(old), what="the killed zygote's end")
     assert not z.ping()

@@ -87,7 +87,9 @@ def test_a_receiver_cannot_hold_the_sender_past_the_deadline(
         outcome = post(f"http://127.0.0.1:{port}/h", ["127.0.0.1"], b"{}", {})
         took = time.monotonic() - started
     assert not outcome.ok and outcome.detail == "failed: no complete answer within 2 s"
-    assert took < 2.0 + 1.5, f"the exchange took {took:.1f} s"
+    # Without the deadline the receiver holds the sender until it gives up itself (GIVE_UP_SECONDS, 8 s); the
+    # bound sits between the two, generous for a loaded machine rather than 2 s + one read timeout.
+    assert took < GIVE_UP_SECONDS - 2.0, f"the exchange took {took:.1f} s"
 
 
 def test_the_production_deadline_is_at_most_15_seconds() -> None:

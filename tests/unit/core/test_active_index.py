@@ -23,6 +23,7 @@ from shared.runtime.reaper import Reaper
 from shared.storage.job_store import active_row_key
 from tests.support.backends import Backend
 from tests.support.scenarios import TENANT, drain, executions, job, submit, worker
+from tests.support.waiting import wait_until
 
 
 def _table(b: Backend) -> Any:
@@ -152,8 +153,6 @@ def test_a_last_delivery_whose_claim_is_unresolved_leaves_the_job_findable(backe
 def test_a_last_delivery_while_the_table_is_away_sends_the_message_again(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
     from shared.config.hostconfig import host_config
     from shared.core.messages import JobMessage
 
@@ -167,13 +166,13 @@ def test_a_last_delivery_while_the_table_is_away_sends_the_message_again(
     assert worker(backend).handle(text, host_config().max_dequeue_count) == "resent"
     backend.faults.disarm()
     assert _indexed(backend) == set()
-    outcome = None
-    for _ in range(50):  # a fresh message instead of the poison queue, visible after its delay
-        backend.clock.advance(0.1)
-        outcome = backend.deliver(worker(backend).handle)
-        if outcome is not None:
-            break
-        time.sleep(0.05)
+
+    def deliver_once_visible() -> str | None:
+        backend.clock.advance(0.1)  # the fake's delay passes on its clock; Azurite's in real time, polled
+        return backend.deliver(worker(backend).handle)
+
+    # A fresh message instead of the poison queue, visible after its delay.
+    outcome = wait_until(deliver_once_visible, timeout=30, what="the re-sent message's delivery")
     assert outcome == "succeeded" and executions(j.id) == 1
 
 

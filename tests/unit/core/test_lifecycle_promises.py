@@ -17,8 +17,8 @@ from tests.support.backends import Backend
 from tests.support.scenarios import TENANT, drain, executions, job, reaper, submit, worker
 
 
-# -- 2: the last delivery fails a job whose result is already stored --------------------------------
-def test_2_last_delivery_with_a_stored_result_does_not_fail_the_job(backend: Backend) -> None:
+def test_the_last_delivery_does_not_fail_a_job_whose_result_is_stored(backend: Backend) -> None:
+    """Review finding 2: the last delivery failed a job whose result was already stored."""
     j = submit(backend).job
     # The pipeline succeeds and its result blob is stored; recording "succeeded" fails (Contended / 503s).
     backend.faults.arm("table", "refuse", method="MERGE", contains='"status":"succeeded"', count=1000)
@@ -32,8 +32,8 @@ def test_2_last_delivery_with_a_stored_result_does_not_fail_the_job(backend: Bac
     )
 
 
-# -- 3: a claim that committed but could not be confirmed is never released ------------------------
-def test_3_an_unconfirmed_claim_is_released_not_left_to_burn_the_attempt(backend: Backend) -> None:
+def test_a_claim_whose_answer_is_lost_and_cannot_be_read_back_is_released(backend: Backend) -> None:
+    """Review finding 3: a claim that committed but could not be confirmed was never released and burned the attempt."""
     j = submit(backend).job
     jobs_store = backend.stores.jobs
     jobs_store.update(job(backend, j.id), max_attempts=1)  # its last attempt (any attempt burns the same way)
@@ -51,8 +51,8 @@ def test_3_an_unconfirmed_claim_is_released_not_left_to_burn_the_attempt(backend
     assert final.status == Status.SUCCEEDED and final.attempts == 1 and executions(j.id) == 1
 
 
-# -- 4: a resumed attempt released with a stored result runs its pipeline again ---------------------
-def test_4_released_resume_with_a_stored_result_finishes_from_the_blob(backend: Backend) -> None:
+def test_a_released_resume_with_a_stored_result_finishes_from_the_blob_without_a_rerun(backend: Backend) -> None:
+    """Review finding 4: a resumed attempt released with a stored result ran its pipeline again."""
     j = submit(backend).job
     drain(backend)  # the submission's message: this test drives the claim itself
     life = Lifecycle(backend.stores)
@@ -79,8 +79,8 @@ def test_4_released_resume_with_a_stored_result_finishes_from_the_blob(backend: 
     assert executions(j.id) == 0, f"redelivery {outcome!r} ran the pipeline again despite {name}"
 
 
-# -- 5: the chunks' lost-message pass floods a backlog (issue 11 h, for chunks) -----------------------
-def test_5_chunks_behind_a_backlog_are_not_resent(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_queued_chunks_behind_a_backlog_are_not_resent_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 5 (issue 11 case h, for chunks): the chunks' lost-message pass flooded a backlog."""
     from shared.config import settings as settings_mod
 
     monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
@@ -102,8 +102,8 @@ def test_5_chunks_behind_a_backlog_are_not_resent(backend: Backend, monkeypatch:
     assert resent == 0, f"{resent} duplicate chunk messages for {n} chunks whose messages were queued (depth {depth})"
 
 
-# -- 6: (working tree) an input read before the claim can fail every delivery for ever -------------------------------
-def test_6_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 6: an input read before the claim could fail every delivery for ever."""
     import secrets
 
     from shared.config import settings as settings_mod
@@ -124,8 +124,8 @@ def test_6_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monk
     assert final.status.terminal, f"still {final.status} after {outcomes}"
 
 
-# -- 8: (working tree) admission deferral defeats the lost-message pass's backlog check ------------------------------
-def test_8_deferred_jobs_are_not_reenqueued_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jobs_deferred_by_admission_control_are_not_reenqueued_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 8: admission deferral defeated the lost-message pass's backlog check."""
     if backend.name != "fake":
         pytest.skip("moves the platform's clock far past Azurite's message timestamps")
     from shared.config import settings as settings_mod
@@ -153,8 +153,8 @@ def test_8_deferred_jobs_are_not_reenqueued_as_lost(backend: Backend, monkeypatc
     )
 
 
-# -- 10: one unreadable chunk row stops chunk recovery for every tenant (issue 11 g, for chunks) ---------------------
-def test_10_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backend) -> None:
+def test_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backend) -> None:
+    """Review finding 10 (issue 11 case g, for chunks): one unreadable chunk row stopped chunk recovery for every tenant."""
     from datetime import timedelta
 
     from shared.core.jobs import utcnow
@@ -175,10 +175,10 @@ def test_10_an_unreadable_chunk_row_does_not_stop_chunk_recovery(backend: Backen
     assert report.chunks_requeued == [f"{j.id}/s/0"], report.summary()
 
 
-# -- 11: no heartbeat covers the outcome write: a slow result upload is reaped and the result orphaned ---------------
-def test_11_a_slow_result_upload_is_not_reaped_from_under_the_worker(
+def test_a_slow_result_upload_is_not_reaped_from_under_the_worker(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Review finding 11: no heartbeat covered the outcome write, so a slow result upload was reaped and its result orphaned."""
     import secrets
 
     j = submit(backend, input_=[secrets.token_hex(16) for _ in range(4000)]).job  # a result too big for the row

@@ -26,8 +26,8 @@ from tests.support.scenarios import TENANT, drain, executions, job, jobs, reaper
 MODES = ["drop", "commit-5xx"]
 
 
-# -- a: the outcome write fails after the result is stored ------------------------------------------
-def test_a_a_lost_outcome_write_is_finished_from_the_stored_result_without_a_rerun(backend: Backend) -> None:
+def test_an_outcome_write_that_fails_is_finished_from_the_stored_result_without_a_rerun(backend: Backend) -> None:
+    """Issue 11 case a: the outcome write fails after the result is stored."""
     j = submit(backend).job
     # Every attempt to record "succeeded" is refused: the worker cannot finish, so it releases its claim.
     backend.faults.arm("table", "refuse", method="MERGE", contains='"status":"succeeded"', count=1000)
@@ -44,9 +44,10 @@ def test_a_a_lost_outcome_write_is_finished_from_the_stored_result_without_a_rer
     assert json.loads(backend.stores.blobs.get(done.result_blob or "")) == {"echo": [1]}
 
 
-def test_a_a_stranded_running_job_with_a_stored_result_is_finished_by_the_reaper(
+def test_a_stranded_running_job_with_a_stored_result_is_finished_by_the_reaper(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Issue 11 case a: neither the outcome nor the release can be written."""
     j = submit(backend).job
     # Neither the outcome nor the release can be written: the job stays running under a dead claim.
     backend.faults.arm("table", "refuse", method="MERGE", contains='"owner":""', count=1000)
@@ -63,7 +64,8 @@ def test_a_a_stranded_running_job_with_a_stored_result_is_finished_by_the_reaper
     assert backend.deliver(worker(backend).handle) in (None, "noop-terminal")
 
 
-def test_a_an_exception_after_the_claim_releases_it_for_the_next_delivery(backend: Backend) -> None:
+def test_an_exception_after_the_claim_releases_it_for_the_next_delivery(backend: Backend) -> None:
+    """Issue 11 case a: the input cannot be read once after the claim."""
     big = [secrets.token_hex(16) for _ in range(4000)]
     j = submit(backend, input_=big).job  # large enough to be claim-checked into a blob
     assert j.input_blob
@@ -75,12 +77,12 @@ def test_a_an_exception_after_the_claim_releases_it_for_the_next_delivery(backen
     assert job(backend, j.id).attempts == 1
 
 
-# -- b: a committed submission answered with an error ---------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("key", [None, "k-1"])
-def test_b_a_committed_insert_is_answered_accepted_and_its_message_sent(
+def test_a_committed_insert_whose_answer_is_lost_is_answered_accepted_and_its_message_sent(
     backend: Backend, mode: str, key: str | None
 ) -> None:
+    """Issue 11 case b: a committed submission was answered with an error."""
     backend.faults.arm("table", mode, method="POST", count=1)
     submitted = submit(backend, key=key)
     assert submitted.created
@@ -88,7 +90,8 @@ def test_b_a_committed_insert_is_answered_accepted_and_its_message_sent(
     assert backend.deliver(worker(backend).handle) == "succeeded"
 
 
-def test_b_a_replay_of_a_queued_job_resends_its_message(backend: Backend) -> None:
+def test_a_replayed_submission_of_a_queued_job_resends_its_message(backend: Backend) -> None:
+    """Issue 11 case b: the first message of a committed submission never went."""
     backend.faults.arm("queue", "refuse", method="POST", count=1000)  # the first message never goes
     first = submit(backend, key="k-2")
     backend.faults.disarm()
@@ -98,8 +101,8 @@ def test_b_a_replay_of_a_queued_job_resends_its_message(backend: Backend) -> Non
     assert backend.deliver(worker(backend).handle) == "succeeded"
 
 
-# -- c: a failed send never deletes a committed row --------------------------------------------------
-def test_c_a_send_that_fails_leaves_the_row_for_the_reaper(backend: Backend) -> None:
+def test_a_send_that_fails_leaves_the_committed_row_for_the_reaper(backend: Backend) -> None:
+    """Issue 11 case c: a failed send must never delete a committed row."""
     backend.faults.arm("queue", "refuse", method="POST", count=1000)
     first = submit(backend, key="k-3")
     assert first.created  # accepted means tracked: 202, the row stays
@@ -109,8 +112,8 @@ def test_c_a_send_that_fails_leaves_the_row_for_the_reaper(backend: Backend) -> 
     assert job(backend, first.job.id).status == Status.QUEUED
 
 
-# -- d: the last delivery fails only a job it holds -------------------------------------------------------
-def test_d_the_last_delivery_never_fails_a_job_it_did_not_claim(backend: Backend) -> None:
+def test_the_last_delivery_never_fails_a_job_it_did_not_claim(backend: Backend) -> None:
+    """Issue 11 case d: the last delivery fails only a job it holds."""
     j = submit(backend).job
     backend.faults.arm("table", "refuse", method="GET", count=3)  # the worker cannot even read the job
     # A message with ids only (a retry's or the reaper's; a first message carries the row), so it must read.
@@ -120,7 +123,8 @@ def test_d_the_last_delivery_never_fails_a_job_it_did_not_claim(backend: Backend
     assert still.status == Status.QUEUED and still.error is None  # it had never run and has attempts left
 
 
-def test_d_the_last_delivery_never_fails_a_job_another_worker_runs(backend: Backend) -> None:
+def test_the_last_delivery_never_fails_a_job_another_worker_runs(backend: Backend) -> None:
+    """Issue 11 case d: the last delivery fails only a job it holds."""
     j = submit(backend).job
     running = Lifecycle(backend.stores).claim(job(backend, j.id), 1).row
     assert running.status == "running"
@@ -131,8 +135,8 @@ def test_d_the_last_delivery_never_fails_a_job_another_worker_runs(backend: Back
     assert still.status == Status.RUNNING and still.owner == running.owner
 
 
-# -- f: a second writer of a stage's chunks never resets finished ones ------------------------------
-def test_f_creating_chunks_again_keeps_finished_chunks(backend: Backend) -> None:
+def test_creating_chunks_again_keeps_finished_chunks(backend: Backend) -> None:
+    """Issue 11 case f: a second writer of a stage's chunks must never reset finished ones."""
     j = submit(backend).job
     life = Lifecycle(backend.stores)
     chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.QUEUED, 1, "m:f", of=2, plan="p") for i in range(2)]
@@ -148,8 +152,8 @@ def test_f_creating_chunks_again_keeps_finished_chunks(backend: Backend) -> None
     ]
 
 
-# -- g: one unreadable row does not stop the reaper ------------------------------------------------------
-def test_g_an_unreadable_row_is_skipped_and_every_other_job_is_reaped(backend: Backend) -> None:
+def test_an_unreadable_job_row_is_skipped_and_every_other_job_is_reaped(backend: Backend) -> None:
+    """Issue 11 case g: one unreadable row must not stop the reaper."""
     good = submit(backend).job
     life = Lifecycle(backend.stores)
     assert life.claim(backend.stores.jobs.get(TENANT, good.id, with_input=True), 1).applied
@@ -162,7 +166,8 @@ def test_g_an_unreadable_row_is_skipped_and_every_other_job_is_reaped(backend: B
     assert report.requeued_stale == [good.id], report.summary()
 
 
-def test_g_a_cleared_datetime_reads_back_as_none(backend: Backend) -> None:
+def test_a_cleared_datetime_reads_back_as_none(backend: Backend) -> None:
+    """Issue 11 case g: a cleared datetime is stored as "" and must read back as None, not as an unreadable row."""
     j = submit(backend).job
     life = Lifecycle(backend.stores)
     claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
@@ -173,8 +178,8 @@ def test_g_a_cleared_datetime_reads_back_as_none(backend: Backend) -> None:
     assert again.fan_in_at is None and again.owner is None and again.wait_stage is None
 
 
-# -- h: the lost-message pass does not flood a deep backlog -------------------------------------------------------
-def test_h_jobs_behind_a_backlog_are_not_reenqueued(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_never_claimed_jobs_behind_a_backlog_are_not_reenqueued_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11 case h: the lost-message pass must not flood a deep backlog."""
     from shared.config import settings
 
     monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
@@ -194,9 +199,10 @@ def test_h_jobs_behind_a_backlog_are_not_reenqueued(backend: Backend, monkeypatc
 
 
 @pytest.mark.parametrize("key", [None, "k-4"])
-def test_b_a_committed_insert_whose_retries_cannot_connect_is_still_decided_by_reading(
+def test_a_committed_insert_whose_retries_cannot_connect_is_still_decided_by_reading(
     backend: Backend, key: str | None
 ) -> None:
+    """Issue 11 case b: the retries of a committed insert are refused a connection."""
     # Answered 503 after it committed, then every retry is refused a connection: azure-core raises
     # ServiceRequestError ("never sent") for a write that happened. One request, one job.
     backend.faults.arm("table", "commit-5xx-unreachable", method="POST", count=1)

@@ -1,0 +1,30 @@
+"""Waiting for a condition instead of sleeping for a guessed time.
+
+The suite runs on shared, loaded machines (it once failed at load average 10–18): a sleep that waits for a host to
+be ready, a message to arrive or a thread to reach a point is too short there and too long everywhere else. Poll
+the condition itself, with a timeout that only bounds a test that would otherwise hang.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
+    """The predicate's first truthy value; AssertionError (naming ``what``) if none came within ``timeout`` s.
+
+    The predicate is called once more after the deadline, so a condition met while the poller was descheduled
+    still counts.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
+        time.sleep(interval)
