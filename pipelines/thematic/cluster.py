@@ -585,9 +585,10 @@ def _confidence(
     """The margin over the best count at least 2x away (:func:`_rival`) in noise units / ``CONF_MARGIN``, times
     the structure strength; at most 0.25 when ``capped`` (a judgement, or a guard overrode the mean).
 
-    The margin is the smaller of two: on the mean silhouette and on the median one (each against its own best
-    2x-wrong rival). A count that wins on the mean while the typical response fits a 2x-wrong count as well or
-    better is a contested reading, not a finding (the same reason the paraphrase guard reads the median). A
+    The median silhouette can veto: when a 2x-wrong count fits the typical response (the median) better than
+    the chosen one, the count wins on the mean only and is a contested reading, not a finding (the reason the
+    paraphrase guard reads the median), so the confidence is at most 0.25. Only a veto: a median that cannot
+    tell counts apart (one group holding most responses is the median point at every count) says nothing. A
     coarse answer (k <= ``SMALL_MAX``) is capped at 0.25 too unless its silhouette shows substantial structure
     (> ``SUBSTANTIAL``): 2-4 themes for hundreds of responses must come from strong structure, and the
     silhouette's own scale says below 0.25 there is none."""
@@ -597,18 +598,18 @@ def _confidence(
     rival_med = _rival(rows, k, key="median")
     med_margin = (chosen["median"] - rival_med["median"]) / noise if rival_med is not None else 2 * CONF_MARGIN
     strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.06))
-    confidence = min(1.0, max(0.0, min(margin, med_margin) / CONF_MARGIN)) * strength
-    if capped:
+    confidence = min(1.0, max(0.0, margin / CONF_MARGIN)) * strength
+    if capped or med_margin < 0:
         confidence = min(confidence, 0.25)
     if rival is not None:
         notes.append(
             f"the best count at least 2x away, k={int(rival['k'])}, scores {margin:+.1f} noise units "
             f"{'below' if margin >= 0 else 'above'} it"
         )
-    if rival_med is not None and med_margin < margin and med_margin < CONF_MARGIN:
+    if rival_med is not None and med_margin < 0:
         notes.append(
-            f"on the median (the typical response) the best count at least 2x away, k={int(rival_med['k'])}, "
-            f"scores {med_margin:+.1f} noise units {'below' if med_margin >= 0 else 'above'} it"
+            f"on the median (the typical response) the count k={int(rival_med['k'])}, at least 2x away, scores "
+            f"{-med_margin:.1f} noise units higher: the count wins on the mean only, a contested reading"
         )
     if k <= SMALL_MAX and chosen["silhouette"] <= SUBSTANTIAL and confidence > 0.25:
         confidence = 0.25
