@@ -464,7 +464,8 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
     scores ``0.6 x CONF_MARGIN`` noise units lower); zero when a 2x-wrong reading scores as well, and at most
-    0.25 for a judgement or a decision the small-count or paraphrase guard overrode.
+    0.25 for a judgement or a decision the small-count or paraphrase guard overrode, for a count a 2x-wrong one
+    beats on the median, and for a coarse answer (2-4) without substantial structure (see :func:`_confidence`).
     """
     noise = curve_noise(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
