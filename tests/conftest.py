@@ -168,7 +168,10 @@ def unique_names() -> dict[str, str]:
     Tests share one Azurite, the way several function apps can share one storage
     account. Each needs its own host id too: timer triggers are singletons per
     host id (a blob lease), so hosts of another test's "app" that are still
-    running would otherwise hold the reaper's lock for the whole session.
+    running would otherwise hold the reaper's lock for the whole session. The
+    callbacks queue too: a session-scoped host (``cli_host``) polls its queue
+    until the session ends, and on the default name it took the webhook
+    messages of tests that pytest-xdist ran after it on the same worker.
     """
     suffix = secrets.token_hex(4)
     return {
@@ -176,6 +179,7 @@ def unique_names() -> dict[str, str]:
         "JOBS_TABLE": f"jobs{suffix}",
         "JOBS_QUEUE": f"jobs-{suffix}",
         "CHUNKS_QUEUE": f"chunks-{suffix}",
+        "CALLBACKS_QUEUE": f"callbacks-{suffix}",
         "RESULTS_CONTAINER": f"results-{suffix}",
     }
 
