@@ -5,9 +5,10 @@ browser), ``tests/integration`` (Azurite, child processes, the zygote, the SDKs'
 (host processes via devhost, the browser, the CLI through a host). Each test gets its tier's marker from its path
 (``-m unit`` selects the fast tier); a unit test that reaches for a socket, a child process or Azurite fails.
 
-Set ``THEMATIQ_TEST_STORAGE`` to a connection string to reuse a running
-Azurite (``scripts/test`` does); otherwise a private instance is started on
-free ports and removed at the end.
+Set ``THEMATIQ_TEST_STORAGE`` to a connection string to reuse a running Azurite; otherwise a private instance is
+started on free ports and removed at the end: one per pytest process, so one per pytest-xdist worker under
+``scripts/test`` (a worker's tests never share an Azurite with another worker's, and one node process each spreads
+the storage work over the cores).
 """
 
 from __future__ import annotations
@@ -42,8 +43,36 @@ def tier_of(path: Path) -> str | None:
     return first if first in TIERS else None
 
 
+#: Folders whose tests share one session-scoped host (``cli_host``, ``client_host``): under pytest-xdist they run on
+#: one worker, so the host starts once, not once per worker that happens to get one of their files.
+SHARED_HOST_FOLDERS = ("e2e/cli", "e2e/client")
+
+#: Files that read the built Swagger UI (web/static/build/swagger-ui) and npm's tree under tools/swagger-ui, with the
+#: one that rebuilds both in place (the prepackage hook runs ``npm ci`` and ``swagger_assets --fresh``: between its
+#: renames the docs page is a 503 and node_modules is half there). One worker runs them in turn, never side by side.
+SWAGGER_BUILD_FILES = ("integration/infra/test_prepackage_hook.py", "integration/test_provenance.py",
+                       "e2e/ui/test_docs_page.py")
+
+
+def xdist_group_of(path: Path) -> str:
+    """The unit ``scripts/test`` hands to one pytest-xdist worker (``--dist loadgroup``): a test file, because its
+    module-scoped fixtures (a host, a fake server) are built once per module, or a whole folder of
+    ``SHARED_HOST_FOLDERS``, or all of ``SWAGGER_BUILD_FILES``."""
+    try:
+        rel = Path(path).resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return str(path)
+    if rel in SWAGGER_BUILD_FILES:
+        return "swagger-ui-build"
+    return next((folder for folder in SHARED_HOST_FOLDERS if rel.startswith(folder + "/")), rel)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks (without loadgroup: unread)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = config.pluginmanager.hasplugin("xdist")  # the mark is pytest-xdist's (--strict-markers without it)
     for item in items:
+        if grouped:
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.path)))
         tier = tier_of(item.path)
         if tier is None:
             continue
@@ -139,7 +168,10 @@ def unique_names() -> dict[str, str]:
     Tests share one Azurite, the way several function apps can share one storage
     account. Each needs its own host id too: timer triggers are singletons per
     host id (a blob lease), so hosts of another test's "app" that are still
-    running would otherwise hold the reaper's lock for the whole session.
+    running would otherwise hold the reaper's lock for the whole session. The
+    callbacks queue too: a session-scoped host (``cli_host``) polls its queue
+    until the session ends, and on the default name it took the webhook
+    messages of tests that pytest-xdist ran after it on the same worker.
     """
     suffix = secrets.token_hex(4)
     return {
@@ -147,6 +179,7 @@ def unique_names() -> dict[str, str]:
         "JOBS_TABLE": f"jobs{suffix}",
         "JOBS_QUEUE": f"jobs-{suffix}",
         "CHUNKS_QUEUE": f"chunks-{suffix}",
+        "CALLBACKS_QUEUE": f"callbacks-{suffix}",
         "RESULTS_CONTAINER": f"results-{suffix}",
     }
 
