@@ -188,7 +188,12 @@ def test_a_runtime_call_that_raises_is_answered_as_a_failure_of_that_request(mon
         await asyncio.sleep(0)  # send() hands over through call_soon_threadsafe
         return [w.outbox.get_nowait(), w.outbox.get_nowait()]
 
-    invocation, init = asyncio.run(go())
+    # On a thread of its own: the e2e tier's browser tests (Playwright's sync API) can leave this thread marked as
+    # running an event loop, and asyncio.run() refuses to start in such a thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        invocation, init = pool.submit(asyncio.run, go()).result(timeout=60)
     assert invocation.request_id == "r1"
     assert invocation.invocation_response.invocation_id == "inv-7"
     assert invocation.invocation_response.result.status == pb.StatusResult.Failure
