@@ -136,3 +136,40 @@ def test_sub_themes_get_phrases_that_say_what_differs_from_their_theme() -> None
     for th in subs:
         assert set(phrase_key(th.label).split()) - {"parcel", "arrived"}
         assert phrase_key(th.label) in phrases(late[0] if "late" in th.label else damaged[0])
+
+
+def test_a_parent_never_groups_themes_further_apart_than_its_own_responses(monkeypatch: object) -> None:
+    # 14 themes (> BROAD_MAX, so parents): 13 in two families of near themes, and one far from everything.
+    # The broad clustering is forced to put the far theme under the first family, as k-means on few
+    # centres can; build_levels must not keep it there.
+    import pytest
+
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.describe import build_levels, parent_fit
+
+    rng = np.random.default_rng(3)
+    dim = 24
+    fam = rng.normal(size=(2, dim))
+    centres = [fam[0] + 0.35 * rng.normal(size=dim) for _ in range(7)] + [
+        fam[1] + 0.35 * rng.normal(size=dim) for _ in range(6)] + [rng.normal(size=dim) * 1.5]
+    y = np.repeat(np.arange(14), 12)
+    x = np.stack([centres[t] for t in y]) + 0.25 * rng.normal(size=(len(y), dim))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    texts = [f"family{t // 7} topic{t} remark {i}" for i, t in enumerate(y)]
+    cents = K.normalise(K.group_sums(y, x, 14))
+    themes = describe(y, cents, x, texts, embed=CONTEXTUAL)
+    forced = [0] * 7 + [1] * 6 + [0]
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(K, "broad_level", lambda *a, **k: (forced, []))
+    sums, sizes = K.group_sums(y, x, 14), np.bincount(y)
+    assert parent_fit(13, [*range(7), 13], sizes, sums) < 0  # the forced grouping breaks the rule
+    levels = build_levels(themes, y, x, texts, min_size=5, seed=0, embed=CONTEXTUAL)
+    index_of = {th.id: int(y[th.members[0]]) for th in themes}
+    for p in levels.parents:
+        kids = [index_of[c] for c in levels.children[p.id]]
+        for t in kids:
+            assert parent_fit(t, kids, sizes, sums) >= 0, (p.label, t, kids)
+    far = next(th for th in themes if index_of[th.id] == 13)
+    assert levels.children[far.parent or ""] == [far.id]  # it fits no family: a parent of its own
+    assert len({p.label.lower() for p in levels.parents}) == len(levels.parents)
+
