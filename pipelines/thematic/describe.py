@@ -421,7 +421,7 @@ LABEL_MIN_USES = 0.33
 #: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
 EXPAND_MIN_SHARE = 0.5
 #: A bare-word label is replaced by a phrase holding it that this share of its uses say ("cold" -> "food was cold").
-LABEL_EXPAND_SHARE = 0.1
+LABEL_EXPAND_SHARE = 0.05
 #: A label option of 2+ words ranks as if it scored this much more than a bare word.
 PHRASE_MARGIN = 0.03
 #: Responses read to find how a phrase is written most often.
