@@ -913,6 +913,7 @@ def build_levels(
     subthemes: list[ThemeInfo] = []
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}
+    taken = {th.label.lower() for th in themes}
     for t, th in sorted(theme_by_index.items(), key=lambda p: p[1].id):
         del t
         mine = sorted({int(v) for v in sub[th.members]})
@@ -924,8 +925,9 @@ def build_levels(
         cent = K.normalise(K.group_sums(local, emb, len(mine)))
         # A sub-theme says what sets it apart inside its theme: the theme's own words never name it alone.
         avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not")
-        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used={th.label.lower()},
-                        avoid=avoid)
+        # One set of taken labels for the whole level: two themes' sub-themes never share a label either
+        # (long Yahoo answers gave "Good luck" under two themes).
+        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used=taken, avoid=avoid)
         for st in subs:
             st.parent = th.id
             for i in st.members:

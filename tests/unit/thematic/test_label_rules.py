@@ -184,3 +184,33 @@ def test_a_bare_word_is_said_as_the_phrase_a_few_of_its_uses_share() -> None:
     themes = _themes([oracle, svn, bash])
     label = next(th.label for th in themes if th.members[0] == 0)
     assert label == "Oracle database", label
+
+
+def test_sub_themes_of_two_themes_never_share_a_label(monkeypatch: object) -> None:
+    # Two themes, each split in two; one sub-theme of each says the same thing ("good luck with it").
+    import pytest
+
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.describe import build_levels
+
+    luck = ["good luck with the exam", "good luck with it", "good luck with that", "good luck with the move",
+            "good luck with the job", "good luck with the test"]
+    groups = [
+        [f"the exam paper was hard {n}" for n in range(6)] + luck,
+        [f"moving house is stressful {n}" for n in range(6)] + [t.replace("good", "best of") for t in luck],
+    ]
+    # Exact copies would be one theme in any partition; the second theme's luck is said a little differently.
+    groups[1][6:] = [f"{t} and good luck" for t in luck]
+    texts = [t for g in groups for t in g]
+    y = np.array([n for n, g in enumerate(groups) for _ in g], dtype=np.int64)
+    x = _vecs(list(np.arange(len(texts)) // 6))  # four sub-groups of six
+    cents = K.normalise(K.group_sums(y, x, 2))
+    themes = describe(y, cents, x, texts, embed=CONTEXTUAL)
+    sub = np.arange(len(texts)) // 6
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(K, "sub_level", lambda *a, **k: (sub, [0, 0, 1, 1]))
+    levels = build_levels(themes, y, x, texts, min_size=3, seed=0, embed=CONTEXTUAL)
+    labels = [s.label.lower() for s in levels.subthemes]
+    assert len(labels) == 4 and sum("good luck" in lab for lab in labels) == 2, labels
+    assert len(set(labels)) == 4, labels
+    assert not any(re.search(r"\(\d+\)", lab) for lab in labels)
