@@ -15,7 +15,8 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
 * BERTopic's default c-TF-IDF words on OUR themes at our length (:func:`ctfidf_words`), which separates the
   labelling from BERTopic's partition (same themes, same word budget: the labelling comparison), and the hit
   rate of our 3 key phrases together;
-* phrase share: themes with >= 10 members whose label is a 2-4-word phrase;
+* phrase share: themes with >= 10 members whose label is a 2-4-word phrase, and the same for sub-themes (sets
+  of <= 12 themes);
 * rule breaks: generic single-word labels, "(n)" suffixes, labels shared by two themes, at both levels;
 * the describe stage's seconds (levels included).
 
@@ -202,6 +203,8 @@ def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
     phrase = sum(2 <= _n_words(th.label) <= 4 for th in big) / max(1, len(big))
     mean_words = float(np.mean([_n_words(th.label) for th in themes])) if themes else 0.0
     second = levels.parents or levels.subthemes
+    big_subs = [s for s in levels.subthemes if len(s.members) >= 10]
+    sub_phrase = (sum(2 <= _n_words(s.label) <= 4 for s in big_subs) / len(big_subs)) if big_subs else None
 
     def breaks(items: list[Any]) -> dict[str, Any]:
         labs = [th.label for th in items]
@@ -210,7 +213,7 @@ def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "shared": [lab for lab, n in Counter(lab.lower() for lab in labs).items() if n > 1]}
 
     out: dict[str, Any] = {"set": name, "k": k, "hit": hit, "phrase": phrase, "mean_words": mean_words,
-                           "big": len(big), "secs": secs, "themes": breaks(themes), "second": breaks(second),
+                           "big": len(big), "secs": secs, "sub_phrase": sub_phrase, "big_subs": len(big_subs), "themes": breaks(themes), "second": breaks(second),
                            "labels": [(th.label, len(th.members), Counter(all_truth[i] for i in th.members)
                                        .most_common(1)[0][0], th.key_phrases) for th in themes],
                            "parents": [(p.label, [c for c in levels.children.get(p.id, [])]) for p in levels.parents],
@@ -281,8 +284,8 @@ def main() -> None:
     print("| split | set | themes | label hit ours | mean words | BERTopic own topics @1/2/3/4 words | "
           "BERTopic own topics @ our length (rounded up) | BERTopic topics, outliers | "
           "BERTopic's c-TF-IDF words on OUR themes @1/2/3/4 | same @ our length (rounded up) | our 3 key phrases | "
-          "2-4-word labels (themes >= 10) | generic 1-word | '(n)' | shared | describe s |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|---|---|---:|")
+          "2-4-word labels (themes >= 10) | same, sub-themes >= 10 | generic 1-word | '(n)' | shared | describe s |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|")
     for name in names:
         r = evaluate(name, args)
         split = "tune" if name in TUNE else "check"
@@ -294,7 +297,9 @@ def main() -> None:
         lv = r["themes"], r["second"]
         print(f"| {split} | {name} | {r['k']} | {r['hit']:.0%} | {r['mean_words']:.2f} | {bcols} | {bs} | {bt} | "
               f"{ccols} | {r['ctfidf_same']:.0%} ({r['ctfidf_ceil']:.0%}) | {r['phrases_hit']:.0%} | "
-              f"{r['phrase']:.0%} of {r['big']} | {len(lv[0]['generic'])} + {len(lv[1]['generic'])} | "
+              f"{r['phrase']:.0%} of {r['big']} | "
+              f"{'-' if r['sub_phrase'] is None else format(r['sub_phrase'], '.0%') + ' of ' + str(r['big_subs'])} | "
+              f"{len(lv[0]['generic'])} + {len(lv[1]['generic'])} | "
               f"{len(lv[0]['numbered'])} + {len(lv[1]['numbered'])} | {len(lv[0]['shared'])} + {len(lv[1]['shared'])} |"
               f" {r['secs']:.1f} |", flush=True)
         if args.show:
