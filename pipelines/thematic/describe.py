@@ -809,6 +809,12 @@ def name_parents(
         mine = kids[p.id]
         if not mine:
             continue
+        if len(mine) == 1:
+            # A parent of one theme holds the same responses: it is that theme, and says so ("Dark mode", not
+            # "Dark mode (dark mode)"); labels stay unique within each level.
+            p.label = mine[0].label
+            used.add(p.label.lower())
+            continue
         size = max(1, len(p.members))
         best: tuple[float, str] | None = None
         for key, holders in own[p.id].items():

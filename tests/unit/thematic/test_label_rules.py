@@ -171,6 +171,8 @@ def test_a_parent_never_groups_themes_further_apart_than_its_own_responses(monke
             assert parent_fit(t, kids, sizes, sums) >= 0, (p.label, t, kids)
     far = next(th for th in themes if index_of[th.id] == 13)
     assert levels.children[far.parent or ""] == [far.id]  # it fits no family: a parent of its own
+    # ... named as its one theme, not "<theme> (<word>)": it holds the same responses.
+    assert next(p.label for p in levels.parents if p.id == far.parent) == far.label
     assert len({p.label.lower() for p in levels.parents}) == len(levels.parents)
 
 
