@@ -421,7 +421,7 @@ LABEL_MIN_USES = 0.33
 #: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
 EXPAND_MIN_SHARE = 0.5
 #: A bare-word label is replaced by a phrase holding it that this share of its uses say ("cold" -> "food was cold").
-LABEL_EXPAND_SHARE = 0.1
+LABEL_EXPAND_SHARE = 0.05
 #: A label option of 2+ words ranks as if it scored this much more than a bare word.
 PHRASE_MARGIN = 0.03
 #: Responses read to find how a phrase is written most often.
@@ -809,6 +809,12 @@ def name_parents(
         mine = kids[p.id]
         if not mine:
             continue
+        if len(mine) == 1:
+            # A parent of one theme holds the same responses: it is that theme, and says so ("Dark mode", not
+            # "Dark mode (dark mode)"); labels stay unique within each level.
+            p.label = mine[0].label
+            used.add(p.label.lower())
+            continue
         size = max(1, len(p.members))
         best: tuple[float, str] | None = None
         for key, holders in own[p.id].items():
@@ -829,6 +835,53 @@ def name_parents(
         p.label = pick_label(r, used)
 
 
+def parent_fit(child: int, kids: list[int], sizes: NDArray[np.int64], sums: NDArray[np.float32]) -> float:
+    """How well theme ``child`` sits in a parent made of ``kids`` (it included): the cosine of its centre to
+    the centre of the other kids minus the mean cosine between the parent's responses (pairs of distinct ones).
+
+    Negative: the theme's centre is further from its siblings' than the parent's own responses are from each
+    other, so the parent groups things its members do not share ("courier praise" under "late delivery").
+    """
+    rest = [c for c in kids if c != child]
+    if not rest:
+        return 1.0
+    r = sums[rest].sum(axis=0)
+    own = sums[child]
+    total = r + own
+    n = int(sizes[kids].sum())
+    spread = (float(total @ total) - n) / max(1, n * (n - 1))  # unit vectors: each self-pair adds 1
+    cos = float(own @ r) / max(1e-12, float(np.linalg.norm(own) * np.linalg.norm(r)))
+    return cos - spread
+
+
+def coherent_groups(groups: list[int], labels: NDArray[np.int64], emb: NDArray[np.float32], k: int) -> list[int]:
+    """The broad level with every theme in a parent it fits (:func:`parent_fit` >= 0).
+
+    A theme that does not fit its parent moves to the parent it fits best, or stands alone as a parent of
+    one (which groups nothing) when it fits none; worst misfit first, until none is left. The level may then
+    hold a parent or two more than ``cluster.BROAD_MAX``.
+    """
+    from . import cluster as K
+
+    g = list(groups)
+    sums = K.group_sums(labels, emb, k)
+    sizes = np.bincount(labels[labels >= 0], minlength=k)
+    for step in range(2 * k):
+        parents = sorted(set(g))
+        kids = {p: [t for t in range(k) if g[t] == p] for p in parents}
+        fits = [(parent_fit(t, kids[g[t]], sizes, sums), t) for t in range(k) if len(kids[g[t]]) > 1]
+        worst = min(fits, default=None)
+        if worst is None or worst[0] >= 0:
+            break
+        t = worst[1]
+        # Moves first; should they not settle within k steps, misfits only stand alone (which always ends).
+        best = max(((parent_fit(t, [*kids[p], t], sizes, sums), p) for p in parents if p != g[t] and step < k),
+                   default=(-1.0, -1))
+        g[t] = best[1] if best[0] >= 0 else max(g) + 1
+    ren: dict[int, int] = {}
+    return [ren.setdefault(v, len(ren)) for v in g]
+
+
 def build_levels(
     themes: list[ThemeInfo],
     labels: NDArray[np.int64],
@@ -846,6 +899,7 @@ def build_levels(
     index_of = {th.id: int(labels[th.members[0]]) for th in themes if th.members}
     if k > K.BROAD_MAX:
         groups, scores = K.broad_level(emb, labels, k, seed=seed)
+        groups = coherent_groups(groups, labels, emb, k)
         plabels = np.where(labels >= 0, np.array(groups, dtype=np.int64)[np.maximum(labels, 0)], -1)
         kb = max(groups) + 1
         pcent = K.normalise(K.group_sums(plabels, emb, kb))
@@ -865,6 +919,7 @@ def build_levels(
     subthemes: list[ThemeInfo] = []
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}
+    taken = {th.label.lower() for th in themes}
     for t, th in sorted(theme_by_index.items(), key=lambda p: p[1].id):
         del t
         mine = sorted({int(v) for v in sub[th.members]})
@@ -876,8 +931,9 @@ def build_levels(
         cent = K.normalise(K.group_sums(local, emb, len(mine)))
         # A sub-theme says what sets it apart inside its theme: the theme's own words never name it alone.
         avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not")
-        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used={th.label.lower()},
-                        avoid=avoid)
+        # One set of taken labels for the whole level: two themes' sub-themes never share a label either
+        # (long Yahoo answers gave "Good luck" under two themes).
+        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used=taken, avoid=avoid)
         for st in subs:
             st.parent = th.id
             for i in st.members:

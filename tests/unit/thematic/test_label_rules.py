@@ -136,3 +136,83 @@ def test_sub_themes_get_phrases_that_say_what_differs_from_their_theme() -> None
     for th in subs:
         assert set(phrase_key(th.label).split()) - {"parcel", "arrived"}
         assert phrase_key(th.label) in phrases(late[0] if "late" in th.label else damaged[0])
+
+
+def test_a_parent_never_groups_themes_further_apart_than_its_own_responses(monkeypatch: object) -> None:
+    # 14 themes (> BROAD_MAX, so parents): 13 in two families of near themes, and one far from everything.
+    # The broad clustering is forced to put the far theme under the first family, as k-means on few
+    # centres can; build_levels must not keep it there.
+    import pytest
+
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.describe import build_levels, parent_fit
+
+    rng = np.random.default_rng(3)
+    dim = 24
+    fam = rng.normal(size=(2, dim))
+    centres = [fam[0] + 0.35 * rng.normal(size=dim) for _ in range(7)] + [
+        fam[1] + 0.35 * rng.normal(size=dim) for _ in range(6)] + [rng.normal(size=dim) * 1.5]
+    y = np.repeat(np.arange(14), 12)
+    x = np.stack([centres[t] for t in y]) + 0.25 * rng.normal(size=(len(y), dim))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    texts = [f"family{t // 7} topic{t} remark {i}" for i, t in enumerate(y)]
+    cents = K.normalise(K.group_sums(y, x, 14))
+    themes = describe(y, cents, x, texts, embed=CONTEXTUAL)
+    forced = [0] * 7 + [1] * 6 + [0]
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(K, "broad_level", lambda *a, **k: (forced, []))
+    sums, sizes = K.group_sums(y, x, 14), np.bincount(y)
+    assert parent_fit(13, [*range(7), 13], sizes, sums) < 0  # the forced grouping breaks the rule
+    levels = build_levels(themes, y, x, texts, min_size=5, seed=0, embed=CONTEXTUAL)
+    index_of = {th.id: int(y[th.members[0]]) for th in themes}
+    for p in levels.parents:
+        kids = [index_of[c] for c in levels.children[p.id]]
+        for t in kids:
+            assert parent_fit(t, kids, sizes, sums) >= 0, (p.label, t, kids)
+    far = next(th for th in themes if index_of[th.id] == 13)
+    assert levels.children[far.parent or ""] == [far.id]  # it fits no family: a parent of its own
+    # ... named as its one theme, not "<theme> (<word>)": it holds the same responses.
+    assert next(p.label for p in levels.parents if p.id == far.parent) == far.label
+    assert len({p.label.lower() for p in levels.parents}) == len(levels.parents)
+
+
+def test_a_bare_word_is_said_as_the_phrase_a_few_of_its_uses_share() -> None:
+    # "oracle" names the theme; its uses say many different things, and "oracle database" in 3 of 40 (7.5 %):
+    # still a phrase the theme's texts share, and a 2-word label says more than the bare product name.
+    oracle = [f"tbl{n} col{n} oracle" for n in range(37)] + [
+        "oracle database is slow", "the oracle database locks", "oracle database upgrade fails"]
+    svn = [f"svn {v} conflict on branch {n}" for n in range(3) for v in ("merge", "commit", "update", "revert")]
+    bash = [f"bash script {v} loop {n}" for n in range(3) for v in ("while", "for", "until", "nested")]
+    themes = _themes([oracle, svn, bash])
+    label = next(th.label for th in themes if th.members[0] == 0)
+    assert label == "Oracle database", label
+
+
+def test_sub_themes_of_two_themes_never_share_a_label(monkeypatch: object) -> None:
+    # Two themes, each split in two; one sub-theme of each says the same thing ("good luck with it").
+    import pytest
+
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.describe import build_levels
+
+    luck = ["good luck with the exam", "good luck with it", "good luck with that", "good luck with the move",
+            "good luck with the job", "good luck with the test"]
+    groups = [
+        [f"the exam paper was hard {n}" for n in range(6)] + luck,
+        [f"moving house is stressful {n}" for n in range(6)] + [t.replace("good", "best of") for t in luck],
+    ]
+    # Exact copies would be one theme in any partition; the second theme's luck is said a little differently.
+    groups[1][6:] = [f"{t} and good luck" for t in luck]
+    texts = [t for g in groups for t in g]
+    y = np.array([n for n, g in enumerate(groups) for _ in g], dtype=np.int64)
+    x = _vecs(list(np.arange(len(texts)) // 6))  # four sub-groups of six
+    cents = K.normalise(K.group_sums(y, x, 2))
+    themes = describe(y, cents, x, texts, embed=CONTEXTUAL)
+    sub = np.arange(len(texts)) // 6
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(K, "sub_level", lambda *a, **k: (sub, [0, 0, 1, 1]))
+    levels = build_levels(themes, y, x, texts, min_size=3, seed=0, embed=CONTEXTUAL)
+    labels = [s.label.lower() for s in levels.subthemes]
+    assert len(labels) == 4 and sum("good luck" in lab for lab in labels) == 2, labels
+    assert len(set(labels)) == 4, labels
+    assert not any(re.search(r"\(\d+\)", lab) for lab in labels)
