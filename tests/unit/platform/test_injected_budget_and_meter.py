@@ -6,56 +6,25 @@ deferred the next test's jobs unless something reset it.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
-import azure.functions as func
-from azure.functions.queue import QueueMessage
-
-from shared.config.settings import get_settings
 from shared.core.jobs import Status
 from shared.observability.metering import METER, TransactionMeter
 from shared.platform import Platform, use
 from shared.runtime.inprocess import in_process
 from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptResult, Lease, Runner
-from tests.support.app_index import app_functions
+
+from .delivery import deliver_all, http
 
 REF = "tests.unit.platform.pipes:PIPELINE"
 
 
-def _functions() -> dict[str, Any]:
-    return {f.get_function_name(): f.get_user_function() for f in app_functions()}
-
-
 def _submit(numbers: list[int]) -> str:
-    req = func.HttpRequest(method="POST", url="http://localhost/api/jobs", headers={}, params={}, route_params={},
-                           body=json.dumps({"pipeline": "staged", "params": {"chunk_size": 4},
-                                            "input": numbers}).encode())
-    resp: func.HttpResponse = _functions()["submit_job"](req)
+    resp = http("submit_job", "POST", "jobs", {"pipeline": "staged", "params": {"chunk_size": 4}, "input": numbers})
     assert resp.status_code == 202, resp.get_body()
     return str(json.loads(resp.get_body())["id"])
-
-
-def _deliver_all(platform: Platform) -> list[str]:
-    """Deliver the visible job and chunk messages as the host would, until none is left."""
-    assert platform.fake is not None
-    s = get_settings()
-    delivered: list[str] = []
-    while True:
-        got = False
-        for queue, function in ((s.jobs_queue, "job_worker"), (s.chunks_queue, "chunk_worker")):
-            client = platform.fake.queue(queue)
-            for m in client.receive_messages(max_messages=1, visibility_timeout=60):
-                _functions()[function](QueueMessage(id=m.id, body=base64.b64decode(m.content),
-                                                    dequeue_count=m.dequeue_count, pop_receipt=m.pop_receipt))
-                client.delete_message(m.id, m.pop_receipt)
-                delivered.append(function)
-                got = True
-        if not got:
-            return delivered
-        assert len(delivered) < 100, "the job does not converge"
 
 
 def test_each_platform_hands_its_own_budget_and_meter_to_both_workers(platform: Platform) -> None:
@@ -74,7 +43,7 @@ def test_a_full_budget_on_another_platform_defers_nothing_here(platform: Platfor
     platform.registry.register(REF)
     job_id = _submit(list(range(1, 9)))
 
-    delivered = _deliver_all(platform)
+    delivered = deliver_all(platform)
 
     assert platform.stores.jobs.get("local", job_id).status == Status.SUCCEEDED, delivered
     assert platform.budget.deferred == 0 and platform.budget.peak_running == 1
@@ -103,7 +72,7 @@ def test_the_storage_operations_of_an_attempt_process_are_counted_on_its_platfor
     before = METER.snapshot()
     use(platform)  # the fixture resets the process afterwards
     job_id = _submit(list(range(1, 9)))
-    delivered = _deliver_all(platform)
+    delivered = deliver_all(platform)
 
     assert platform.stores.jobs.get("local", job_id).status == Status.SUCCEEDED
     attempts = len(delivered)  # every delivery here ran one attempt: the job's two, one per chunk
