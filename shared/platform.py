@@ -10,10 +10,11 @@ Production: ``Platform.from_settings()`` (Azure Storage, an attempt per child pr
 ``Platform.in_memory()`` (the in-memory fake, attempts in the caller's thread, the fake's clock), then
 ``use(platform)`` so the app's functions run on it. ``ctx.map()``, checkpoints and fan-in then run on the fake.
 
+The memory budget and the meter are the platform's fields, handed to its workers as constructor arguments.
 Some state must stay process-wide because code far below reads it as a module default (the clock
-``shared.core.jobs.utcnow``, ``METER`` in every storage client's response hook, the admission ``BUDGET``, the LLM
-allowance and cache scope an attempt's process sets, the settings and client caches). :meth:`Platform.install`
-is the one place that sets the clock, and :func:`reset_process` the one place that resets all of them.
+``shared.core.jobs.utcnow``, ``METER`` in every storage client's response hook, the LLM allowance and cache scope
+an attempt's process sets, the settings and client caches). :meth:`Platform.install` is the one place that sets
+the clock, and :func:`reset_process` the one place that resets all of them (its docstring says why each stays).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from shared.core import jobs as _jobs
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.observability.metering import METER, TransactionMeter
-from shared.runtime.admission import BUDGET, MemoryBudget
+from shared.runtime.admission import MemoryBudget
 from shared.runtime.chunk_worker import ChunkWorker
 from shared.runtime.reaper import Reaper
 from shared.runtime.runner import RunnerFactory
@@ -61,10 +62,12 @@ class Platform:
     runner: RunnerFactory | None = None
     #: The platform's UTC clock; None is the real one. Set process-wide by :meth:`install` (``utcnow``).
     clock: Callable[[], datetime] | None = None
-    #: The Storage transaction count; the storage clients' response hook feeds this process-wide instance.
+    #: The Storage transaction count: the workers add their attempt processes' counts to it. On Azure Storage it
+    #: is ``METER``, the one the (process-wide) storage clients' response hook feeds; in memory, one of its own.
     meter: TransactionMeter = METER
-    #: This host's memory budget for running attempts (``shared.runtime.admission``), process-wide.
-    budget: MemoryBudget = BUDGET
+    #: This host's memory budget for running attempts (``shared.runtime.admission``): one per platform, shared
+    #: by its job and chunk workers.
+    budget: MemoryBudget = field(default_factory=MemoryBudget)
     #: The in-memory account behind ``stores``, for a test to look into (None on Azure Storage).
     fake: FakeStorage | None = None
     _built: dict[str, object] = field(default_factory=dict, repr=False)
@@ -85,7 +88,8 @@ class Platform:
 
         fake = fake or FakeStorage()
         stores = memory_stores(fake)
-        return cls(stores, registry or Registry(), runner=in_process(stores), clock=fake.clock.now, fake=fake)
+        return cls(stores, registry or Registry(), runner=in_process(stores), clock=fake.clock.now,
+                   meter=TransactionMeter(), fake=fake)
 
     def install(self) -> Platform:
         """Make this platform's clock the process's (``shared.core.jobs.utcnow``); returns the platform."""
@@ -112,11 +116,13 @@ class Platform:
 
     @property
     def worker(self) -> Worker:
-        return self._once("worker", lambda: Worker(self.stores, self.registry, runner=self.runner))
+        return self._once("worker", lambda: Worker(self.stores, self.registry, runner=self.runner,
+                                                   budget=self.budget, meter=self.meter))
 
     @property
     def chunk_worker(self) -> ChunkWorker:
-        return self._once("chunk_worker", lambda: ChunkWorker(self.stores, self.registry, runner=self.runner))
+        return self._once("chunk_worker", lambda: ChunkWorker(self.stores, self.registry, runner=self.runner,
+                                                              budget=self.budget, meter=self.meter))
 
     @property
     def webhook_sender(self) -> WebhookSender:
@@ -165,9 +171,21 @@ def use(platform: Platform | None) -> None:
 def reset_process() -> None:
     """Reset every process-wide default the platform owns, as a fresh process has them.
 
-    The real clock, no platform (the next :func:`current` builds one), the meter and the memory budget at zero,
-    no LLM allowance or cache scope, and the settings and storage-client caches cleared (a test changed the
-    environment). The zygote is not touched: it belongs to the fork runner of the host process and restarts itself.
+    The memory budget and (in memory) the meter are a platform's own fields, handed to its workers, so a new
+    platform starts them at zero and nothing here resets them. What is reset must stay process-wide, each for
+    a reason:
+
+    * no platform: :func:`current` is how a blueprint finds the one the host built (the next use builds one);
+    * the clock (``shared.core.jobs.utcnow``): the job and chunk model read it as a default far below any
+      constructor (a row's timestamps, staleness), and the in-memory platform's clock is the fake's;
+    * ``METER`` at zero: the storage clients are cached per process (``shared.storage.connections``) with its
+      response hook, and ``storage_call`` asks it (per thread) whether any try of a failed call was answered;
+      a platform on Azure Storage shares those clients, so its meter is this one;
+    * no LLM allowance or cache scope (``shared.llm.reset_job_scope``): the attempt's process sets them, and a
+      platform cannot be handed across a fork or an exec;
+    * the settings and storage-client caches: read once from the environment, which a test changed.
+
+    The zygote is not touched: it belongs to the fork runner of the host process and restarts itself.
     """
     from shared.llm import reset_job_scope
     from shared.storage import connections
@@ -175,7 +193,6 @@ def reset_process() -> None:
     use(None)
     _jobs.set_clock(None)
     METER.reset()
-    BUDGET.reset()
     reset_job_scope()
     _settings.get_settings.cache_clear()
     connections.reset_clients()

@@ -2,12 +2,14 @@
 comparison with an earlier wave.
 
 They are recomputed from the document (and the responses' metadata) whenever the assignments change: at the
-end of a run, and after every codebook edit (``edit.py``), so a merge or a split never leaves a stale table.
+end of a run (``derived``: the render stage builds the result's sections from them), and after every codebook
+edit (``refresh``: written back into the stored document), so a merge or a split never leaves a stale table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import impact, insight, waves
@@ -23,18 +25,32 @@ def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
 
 
-def refresh(
-    doc: dict[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
+@dataclass
+class Derived:
+    """What follows from a document's assignments, computed without changing it (``derived``)."""
+
+    #: Theme id → its sentiment (``themes[].sentiment``); None when the document has no sentiment.
+    theme_sentiment: dict[str, dict[str, Any]] | None
+    breakdowns: list[dict[str, Any]]
+    #: The comparison with its rows filled; None when the document compares with no earlier wave.
+    comparison: dict[str, Any] | None
+    #: The themes' impact on ``params.score``; None without a score.
+    impact: dict[str, Any] | None
+
+
+def derived(
+    doc: Mapping[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
     min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None, seed: int = 0,
-) -> dict[str, Any]:
-    """Recompute ``themes[].sentiment``, ``breakdowns``, ``comparison`` and ``impact`` (``score``: the job's
-    ``params.score``) in place; returns ``doc``.
+) -> Derived:
+    """``themes[].sentiment``, ``breakdowns``, ``comparison`` and ``impact`` (``score``: the job's ``params.score``)
+    of ``doc``, which is only read: the run builds its result from them, an edit writes them back (``refresh``).
 
     ``metadata`` maps a response id (as a string) to its metadata. Themes are counted by each response's
     primary theme, the same rule as ``themes[].count``.
     """
     usable = _usable(doc)
     theme_ids = [t["id"] for t in doc.get("themes", [])]
+    theme_sentiment = None
     if doc.get("sentiment") is not None:
         by_theme: dict[str, list[Scored | None]] = {t: [] for t in theme_ids}
         for a in usable:
@@ -42,31 +58,44 @@ def refresh(
             if t in by_theme:
                 s = a.get("sentiment")
                 by_theme[t].append(Scored(s["label"], float(s["score"])) if s else None)
-        for theme in doc.get("themes", []):
-            theme["sentiment"] = distribution(
-                by_theme.get(theme["id"], []), nps=doc["sentiment"].get("scale") == "score10"
-            )
-    if breakdown_by:
-        doc["breakdowns"] = insight.breakdowns(
-            list(breakdown_by),
-            [metadata.get(str(a["response_id"])) for a in usable],
-            [primary_theme(a) for a in usable],
-            theme_ids,
-            min_group_size=min_group_size,
-        )
-    else:
-        doc["breakdowns"] = []
+        nps = doc["sentiment"].get("scale") == "score10"
+        theme_sentiment = {t: distribution(by_theme.get(t, []), nps=nps) for t in theme_ids}
+    breakdowns = insight.breakdowns(
+        list(breakdown_by),
+        [metadata.get(str(a["response_id"])) for a in usable],
+        [primary_theme(a) for a in usable],
+        theme_ids,
+        min_group_size=min_group_size,
+    ) if breakdown_by else []
     comparison = doc.get("comparison")
     if comparison is not None:
         extra = {k: comparison[k] for k in ("mode", "instrument", "far") if k in comparison}
-        doc["comparison"] = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc), **extra}
+        comparison = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc), **extra}
+    impact_of = None
     if score is not None:
         key = str(score["key"])
-        doc["impact"] = impact.impact(
+        impact_of = impact.impact(
             [(metadata.get(str(a["response_id"])) or {}).get(key) for a in usable],
             [[str(r["theme_id"]) for r in a.get("themes") or []] for a in usable],
             doc.get("themes", []), key=key, scale=score.get("scale", "numeric"), seed=seed,
         )
+    return Derived(theme_sentiment, breakdowns, comparison, impact_of)
+
+
+def refresh(
+    doc: dict[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
+    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None, seed: int = 0,
+) -> dict[str, Any]:
+    """Write what ``derived`` computes into a stored document (a codebook edit's), in place; returns ``doc``."""
+    d = derived(doc, metadata, breakdown_by=breakdown_by, min_group_size=min_group_size, score=score, seed=seed)
+    if d.theme_sentiment is not None:
+        for theme in doc.get("themes", []):
+            theme["sentiment"] = d.theme_sentiment[theme["id"]]
+    doc["breakdowns"] = d.breakdowns
+    if d.comparison is not None:
+        doc["comparison"] = d.comparison
+    if d.impact is not None:
+        doc["impact"] = d.impact
     return doc
 
 

@@ -1,17 +1,20 @@
-"""The result document, built from the run's state (``stages.RunState``) by the insight and render stages.
+"""The result, built from the run's state (``stages.RunState``) by the insight and render stages.
 
-The core of the document (themes, levels, assignments, run info) is built here from typed stage outputs. What
-follows from the assignments (comparison rows, breakdowns, theme sentiment, impact: ``derive.refresh``; the
-recoding against an earlier wave: ``baseline.carry_over``) is defined on the document itself, because a
-codebook edit (``edit.py``) re-derives a stored document with the same functions; the render stage applies
-them once, then checks the whole against ``result.ThematicResult``.
+The result is built as the typed model (``result.ThematicResult``), each part validated where it is built: the
+insight stage writes a ``SentimentInfo``, the assign stage ``SeedCode``s and ``SeedThemeOut``s, the render stage
+the themes, levels, assignments and run info. What follows from the assignments (comparison rows, breakdowns,
+theme sentiment, impact: ``derive.derived``) is computed from the document, because a codebook edit
+(``edit.py``) re-derives a stored document with the same functions; the render stage validates each section it
+gets back and adds it to the model. The recoding against an earlier wave (``baseline.carry_over``) is a
+function of documents too: it rewrites a copy, validated at once. The model keeps the key order its builders
+gave (``result._Model``), so the stored bytes are what they were when the run built a dict.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -22,7 +25,29 @@ from . import derive, waves
 from . import describe as describing
 from . import sentiment as sentiments
 from .embed import ClientEmbedder
-from .result import SCHEMA_VERSION, ThematicResult
+from .result import (
+    SCHEMA_VERSION,
+    AssignmentOut,
+    Breakdown,
+    Choice,
+    Comparison,
+    Counts,
+    Impact,
+    Instrument,
+    Levels,
+    LLMInfo,
+    Merge,
+    ParentTheme,
+    Quote,
+    RunInfo,
+    Sentiment,
+    SentimentInfo,
+    SubTheme,
+    ThematicResult,
+    Theme,
+    ThemeRef,
+    ThemeSentiment,
+)
 
 if TYPE_CHECKING:
     from .stages import RunState
@@ -63,7 +88,7 @@ def _themes_by_index(s: RunState) -> dict[int, describing.ThemeInfo]:
 # Insight --------------------------------------------------------------------------------------------------------
 
 
-def insight_sentiment(s: RunState) -> tuple[dict[str, Any] | None, list[sentiments.Scored | None] | None]:
+def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiments.Scored | None] | None]:
     """The result's ``sentiment`` section and one score per usable response (None: sentiment off)."""
     p, usable = s.params, s.usable
     if p.sentiment_from is not None:
@@ -89,8 +114,7 @@ def insight_sentiment(s: RunState) -> tuple[dict[str, Any] | None, list[sentimen
         scored, info = _llm_sentiment(s)
     else:
         return None, None
-    info["scored"] = sum(1 for x in scored if x is not None)
-    return info, scored
+    return SentimentInfo.model_validate({**info, "scored": sum(1 for x in scored if x is not None)}), scored
 
 
 def _llm_sentiment(s: RunState) -> tuple[list[sentiments.Scored | None], dict[str, Any]]:
@@ -141,64 +165,84 @@ def _metadata(s: RunState) -> dict[str, Any]:
 # Render ---------------------------------------------------------------------------------------------------------
 
 
-def result_document(s: RunState) -> dict[str, Any]:
-    """The whole result document of the run in ``s``, checked against ``ThematicResult``."""
+def result_model(s: RunState) -> ThematicResult:
+    """The whole result of the run in ``s``, built as the typed model: each part is validated as it is built."""
     assignments, counts, level_counts, other = _assignments(s)
-    themes = _theme_docs(s, counts)
+    themes = _themes(s, counts)
     assert s.levels is not None
     levels = s.levels
     n_usable = len(s.usable)
-    parents = describing.level_docs(levels.parents, level_counts, n_usable, lambda i: _quote(s, i),
-                                    children=levels.children)
-    subthemes = describing.level_docs(levels.subthemes, level_counts, n_usable, lambda i: _quote(s, i))
-    level_doc = {
-        "broad": levels.broad,
-        "fine": levels.fine,
-        "broad_count": len(parents) if levels.broad == "parents" else len(themes),
-        "fine_count": len(themes) if levels.fine == "themes" else len(subthemes),
-    }
-    doc: dict[str, Any] = {
+    parents = [ParentTheme.model_validate(d) for d in describing.level_docs(
+        levels.parents, level_counts, n_usable, lambda i: _quote(s, i), children=levels.children)]
+    subthemes = [SubTheme.model_validate(d)
+                 for d in describing.level_docs(levels.subthemes, level_counts, n_usable, lambda i: _quote(s, i))]
+    # describe types the level names and a theme's labeller as plain strings: the model checks their values.
+    level = Levels(
+        broad=cast(Any, levels.broad),
+        fine=cast(Any, levels.fine),
+        broad_count=len(parents) if levels.broad == "parents" else len(themes),
+        fine_count=len(themes) if levels.fine == "themes" else len(subthemes),
+    )
+    core: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "themes": themes,
         "parents": parents,
         "subthemes": subthemes,
-        "levels": level_doc,
+        "levels": level,
         "seed_themes": s.seed_summary,
         "assignments": assignments,
-        "run": _run_info(s, _theme_count(s.choice, len(themes), level_doc), other),
+        "run": _run_info(s, _theme_count(s.choice, len(themes), level), other),
     }
     if s.sentiment is not None:
-        doc["sentiment"] = s.sentiment
-    _derive(s, doc)
+        core["sentiment"] = s.sentiment
+    result = _derive(s, ThematicResult(**core))
     s.checkpoints.timings["insight"] = round(time.perf_counter() - s.insight_started, 3)
-    # Checked before it is returned: a malformed document is our bug, not the caller's.
-    ThematicResult.model_validate(doc)
-    return doc
+    return result.with_(run=result.run.with_(timings_seconds=dict(s.checkpoints.timings)))
 
 
-def _derive(s: RunState, doc: dict[str, Any]) -> None:
-    """What follows from the assignments: the recoding against the earlier wave, then ``derive.refresh`` and
+def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
+    """What follows from the assignments: the recoding against the earlier wave, then ``derive.derived`` and
     the instrument (every job's, so any job can be the earlier wave of a later one)."""
     p, r = s.params, s.recode
+    earlier: dict[str, Any] = {}
     if r is not None:
         assert s.baseline is not None
+        # The recoding is a function of documents (``baseline.carry_over``, written for stored results): it
+        # rewrites a copy of this one, validated here before anything reads it. Its ``comparison`` is only the
+        # earlier wave (job, n, then) until ``derive`` fills the rows: it is handed on, not validated half-built.
         quotes = {str(u.id): u.text[: describing.QUOTE_CHARS] for u in s.usable}
-        earlier_wave.carry_over(doc, r.coded, s.baseline, quotes, then_counts=r.then_counts, confidence=r.confidence)
-        doc["comparison"].update(**r.facts)
-    derive.refresh(doc, _metadata(s), breakdown_by=p.breakdown_by, min_group_size=p.min_group_size,
-                   score=p.score.model_dump() if p.score is not None else None, seed=p.seed)
-    doc["instrument"] = waves.build(
-        s.emb, [derive.primary_theme(a) for a in doc["assignments"] if a["bucket"] != "unusable"],
-        [t["id"] for t in doc["themes"]], [u.text for u in s.usable], encoder_name(s),
+        carried = earlier_wave.carry_over(result.document(), r.coded, s.baseline, quotes, then_counts=r.then_counts,
+                                          confidence=r.confidence)
+        earlier = {"comparison": {**carried.pop("comparison"), **r.facts}}
+        result = ThematicResult.model_validate(carried)
+    d = derive.derived({**result.document(), **earlier}, _metadata(s), breakdown_by=p.breakdown_by,
+                       min_group_size=p.min_group_size, seed=p.seed,
+                       score=p.score.model_dump() if p.score is not None else None)
+    # In the stored order: a theme's sentiment, then the comparison, breakdowns and impact after the run info.
+    changes: dict[str, Any] = {}
+    if d.theme_sentiment is not None:
+        sentiment_of = d.theme_sentiment
+        changes["themes"] = [t.with_(sentiment=ThemeSentiment.model_validate(sentiment_of[t.id]))
+                             for t in result.themes]
+    if d.comparison is not None:
+        changes["comparison"] = Comparison.model_validate(d.comparison)
+    changes["breakdowns"] = [Breakdown.model_validate(b) for b in d.breakdowns]
+    if d.impact is not None:
+        changes["impact"] = Impact.model_validate(d.impact)
+    result = result.with_(**changes)
+    instrument = waves.build(
+        s.emb, [a.themes[0].theme_id if a.themes else None for a in result.assignments if a.bucket != "unusable"],
+        [t.id for t in result.themes], [u.text for u in s.usable], encoder_name(s),
         inherited=r.inherited if r is not None else [],
     )
+    return result.with_(instrument=Instrument.model_validate(instrument))
 
 
 def _quote(s: RunState, i: int) -> dict[str, Any]:
     return {"response_id": s.usable[i].id, "text": s.texts[i][: describing.QUOTE_CHARS]}
 
 
-def _assignments(s: RunState) -> tuple[list[dict[str, Any]], dict[str, int], dict[str, int], int]:
+def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict[str, int], int]:
     """Every response's assignment (in input order), the count per theme and per level theme, and how many
     usable responses have no theme."""
     assert s.levels is not None
@@ -208,98 +252,99 @@ def _assignments(s: RunState) -> tuple[list[dict[str, Any]], dict[str, int], dic
     scored = ({str(r.id): x for r, x in zip(s.usable, s.scored, strict=True)} if s.scored is not None else None)
     counts = {th.id: 0 for th in s.themes}
     level_counts: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
+    out: list[AssignmentOut] = []
     other = 0
     for r in s.rows:
         if r.status != "ok":
-            out.append({"response_id": r.id, "bucket": "unusable", "themes": [], "reason": r.status,
-                        "duplicate_of": r.duplicate_of})
+            out.append(AssignmentOut(response_id=r.id, bucket="unusable", themes=[], reason=r.status,
+                                     duplicate_of=r.duplicate_of))
             continue
         n = usable_pos[r.index]
         ids = [(by_index[t].id, c) for t, c in s.assigned[n].themes if t in by_index]
-        refs = [{"theme_id": tid, "confidence": round(c, 4)} for tid, c in ids]
+        refs = [ThemeRef(theme_id=tid, confidence=round(c, 4)) for tid, c in ids]
         for tid, _ in ids:
             counts[tid] += 1
         other += not refs
-        doc: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
+        # Built in the order the stored document has its keys (``result._Model``).
+        fields: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
         if refs:
             # Both levels of the primary theme: broad (3-12) and fine.
             broad_id, fine_id = describing.level_ids(s.levels, themes_by_id, ids[0][0], n)
-            doc["broad"], doc["fine"] = broad_id, fine_id
+            fields["broad"], fields["fine"] = broad_id, fine_id
             for lid in (broad_id, fine_id):
                 if lid is not None and lid not in counts:
                     level_counts[lid] = level_counts.get(lid, 0) + 1
         if s.seed_codes is not None:
-            doc["seed_codes"] = s.seed_codes[n]
+            fields["seed_codes"] = s.seed_codes[n]
         if scored is not None:
             x = scored.get(str(r.id))
-            doc["sentiment"] = x.to_json() if x is not None else None
-        out.append(doc)
+            fields["sentiment"] = Sentiment.model_validate(x.to_json()) if x is not None else None
+        out.append(AssignmentOut(**fields))
     return out, counts, level_counts, other
 
 
-def _theme_docs(s: RunState, counts: dict[str, int]) -> list[dict[str, Any]]:
+def _themes(s: RunState, counts: dict[str, int]) -> list[Theme]:
     """The themes, largest first, with their counts, shares and quotes."""
     assert s.levels is not None
     n_usable = len(s.usable)
     return [
-        {
-            "id": th.id,
-            "label": th.label,
-            "description": th.description,
-            "keywords": th.keywords,
-            "count": counts[th.id],
-            "share": round(counts[th.id] / n_usable, 4),
-            "quotes": [_quote(s, i) for i in th.quotes],
-            "parent": th.parent,
-            "labelled_by": th.labelled_by,
-            "merged_from": th.merged_from,
-            "key_phrases": th.key_phrases,
-            "subthemes": [sub.id for sub in s.levels.subthemes if sub.parent == th.id],
-        }
+        Theme(
+            id=th.id,
+            label=th.label,
+            description=th.description,
+            keywords=th.keywords,
+            count=counts[th.id],
+            share=round(counts[th.id] / n_usable, 4),
+            quotes=[Quote.model_validate(_quote(s, i)) for i in th.quotes],
+            parent=th.parent,
+            labelled_by=cast(Any, th.labelled_by),
+            merged_from=th.merged_from,
+            key_phrases=th.key_phrases,
+            subthemes=[sub.id for sub in s.levels.subthemes if sub.parent == th.id],
+        )
         for th in sorted(s.themes, key=lambda t: -counts[t.id])
     ]
 
 
-def _theme_count(choice: dict[str, Any], k: int, level_doc: dict[str, Any]) -> dict[str, Any]:
+def _theme_count(choice: dict[str, Any], k: int, level: Levels) -> Choice:
     """``run.theme_count``: the cluster stage's choice with, first in the explanation, the count in a
     researcher's words, both levels named ("20 themes in 5 groups; ..."). Derived here, not checkpointed:
     the levels exist only after the describe stage."""
     from .cluster import count_summary
 
-    summary = count_summary({**choice, "k": k}, level_doc)
-    return {**choice, "summary": summary, "explanation": f"{summary} Why: {choice['explanation']}"}
+    summary = count_summary({**choice, "k": k}, level.document())
+    return Choice.model_validate({**choice, "summary": summary, "explanation": f"{summary} Why: {choice['explanation']}"})
 
 
-def _run_info(s: RunState, theme_count: dict[str, Any], other: int) -> dict[str, Any]:
+def _run_info(s: RunState, theme_count: Choice, other: int) -> RunInfo:
     unusable = {"empty": 0, "gibberish": 0, "exact_duplicate": 0, "near_duplicate": 0}
     for r in s.rows:
         if r.status != "ok":
             unusable[r.status] += 1
     n_usable, usage = len(s.usable), s.usage
-    return {
-        "pipeline": "thematic",
-        "pipeline_version": PIPELINE_VERSION,
-        "embedding_model": _embedding_model(s),
-        "params": s.params.model_dump(mode="json"),
-        "timings_seconds": s.checkpoints.timings,
-        "counts": {"responses": len(s.rows), "usable": n_usable, "themed": n_usable - other, "other": other,
-                   "unusable": unusable, "pii_redacted": s.pii_counts},
-        "theme_count": theme_count,
-        "merges": s.merges,
-        "llm": {
-            "mode": s.params.llm,
-            "used": usage.calls > 0,
-            "model": getattr(s.client, "model_name", None) if s.client else None,
-            "calls": usage.calls,
-            "cached_calls": usage.cached,
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "cost_usd": round(usage.cost_usd, 6),
-            "note": usage.skipped,
-        },
-        "resumed_stages": s.checkpoints.resumed,
-    }
+    return RunInfo(
+        pipeline="thematic",
+        pipeline_version=PIPELINE_VERSION,
+        embedding_model=_embedding_model(s),
+        params=s.params.model_dump(mode="json"),
+        timings_seconds=s.checkpoints.timings,
+        counts=Counts(responses=len(s.rows), usable=n_usable, themed=n_usable - other, other=other,
+                      unusable=unusable, pii_redacted=s.pii_counts),
+        theme_count=theme_count,
+        merges=[Merge.model_validate(m) for m in s.merges],
+        llm=LLMInfo(
+            mode=s.params.llm,
+            used=usage.calls > 0,
+            model=getattr(s.client, "model_name", None) if s.client else None,
+            calls=usage.calls,
+            cached_calls=usage.cached,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=round(usage.cost_usd, 6),
+            note=usage.skipped,
+        ),
+        resumed_stages=s.checkpoints.resumed,
+    )
 
 
 def _embedding_model(s: RunState) -> dict[str, Any]:

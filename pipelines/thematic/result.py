@@ -8,9 +8,18 @@ to print the JSON Schema.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 SCHEMA_VERSION = "1.2"
 """1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
@@ -32,7 +41,42 @@ families; waves.family_tests) and ``comparison.then[id].family``; both absent or
 
 
 class _Model(BaseModel):
+    """A part of the result, written as its builder gave it: the fields it was given, in that order.
+
+    The stored bytes of a result are its JSON (``json.dumps``, shared/runtime/child.py), and readers, the
+    parity bench (``bench/stage_parity.py``) and earlier waves' documents see the key order and which keys are
+    present. A stage builds the parts from typed values (``Theme(id=..., label=...)``), each validated where it
+    is built; the document (:meth:`document`) leaves out what was not given (a field at its default stays
+    absent, as in a document from before it existed) and keeps the order it was given in, which is not always
+    the declaration order (a recoded theme is written in the earlier wave's order, ``baseline._earlier_theme``).
+    """
+
     model_config = ConfigDict(extra="forbid")
+    #: The fields given, in the order given.
+    _given: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(model, _Model):
+            model._given = tuple(k for k in data if k in cls.model_fields)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _in_given_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: out[k] for k in self._given if k in out}
+
+    def document(self) -> dict[str, Any]:
+        """This part as the stored JSON has it (plain dicts and lists)."""
+        return self.model_dump()
+
+    def with_(self, **changes: Any) -> Self:
+        """A copy with ``changes`` validated: a field given before keeps its place, a new one comes last (as a
+        dict's update would put it)."""
+        given = {k: getattr(self, k) for k in self._given}
+        return self.model_validate({**given, **changes})
 
 
 class Quote(_Model):
@@ -152,7 +196,7 @@ class SeedThemeOut(_Model):
 class Choice(_Model):
     criterion: str = Field(description="silhouette | prior (weak structure: a judgement) | fixed | single")
     explanation: str
-    scores: list[dict[str, float]]
+    scores: list[dict[str, int | float]] = Field(description="the curve: each count tried (k, an int) with its scores")
     k: int | None = Field(default=None, description="themes in the result (after small themes were folded)")
     k_chosen: int | None = None
     confidence: float | None = Field(default=None, description="0..1: how strongly the data single out this count")

@@ -29,11 +29,12 @@ from . import describe as describing
 from . import lang, mapped
 from . import sentiment as sentiments
 from .clean import CleanedResponse, clean, from_json, to_json
-from .document import Recode, compare_recode, insight_sentiment, result_document
+from .document import Recode, compare_recode, insight_sentiment, result_model
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .params import ThematicParams
 from .pii import redact
+from .result import SeedCode, SeedThemeOut, SentimentInfo, ThematicResult
 
 #: Texts per partial embedding checkpoint (and per cancellation check): at
 #: most ~20 s of embedding is lost to a crash, for one 3 MB blob per part.
@@ -113,16 +114,16 @@ class RunState:
     merges: list[dict[str, Any]] = field(default_factory=list)
     # assign
     assigned: list[assigning.Assignment] = field(default_factory=list)
-    seed_codes: list[list[dict[str, Any]]] | None = None
-    seed_summary: list[dict[str, Any]] | None = None
+    seed_codes: list[list[SeedCode]] | None = None
+    seed_summary: list[SeedThemeOut] | None = None
     llm_sentiment: tuple[dict[str, sentiments.Scored], str | None] | None = None
     # insight
-    sentiment: dict[str, Any] | None = None
+    sentiment: SentimentInfo | None = None
     scored: list[sentiments.Scored | None] | None = None
     recode: Recode | None = None
     insight_started: float = 0.0
     # render
-    result: dict[str, Any] | None = None
+    result: ThematicResult | None = None
     #: Quotes as the LLM saw them, by usable position (``quote_text``).
     _quotes: dict[int, str] = field(default_factory=dict, init=False, repr=False)
 
@@ -301,9 +302,9 @@ def insight_stage(ctx: PipelineContext, s: RunState) -> None:
 
 
 def render_stage(ctx: PipelineContext, s: RunState) -> None:
-    """Reads every section above; writes ``result``: the result document, checked against ``ThematicResult``."""
-    s.result = result_document(s)
-    ctx.progress("done", len(s.items), len(s.items), f"{len(s.result['themes'])} themes")
+    """Reads every section above; writes ``result``: the ``ThematicResult``, built part by part (``document.py``)."""
+    s.result = result_model(s)
+    ctx.progress("done", len(s.items), len(s.items), f"{len(s.result.themes)} themes")
 
 
 STAGES: tuple[Stage, ...] = (clean_stage, embed_stage, cluster_stage, describe_stage, assign_stage, insight_stage,
@@ -311,12 +312,12 @@ STAGES: tuple[Stage, ...] = (clean_stage, embed_stage, cluster_stage, describe_s
 
 
 def run_stages(ctx: PipelineContext, s: RunState, stages: tuple[Stage, ...] = STAGES) -> dict[str, Any]:
-    """Run ``stages`` in order over ``s``; returns the result document the last one wrote."""
+    """Run ``stages`` in order over ``s``; returns the document of the result the last one wrote (as stored)."""
     for stage in stages:
         stage(ctx, s)
     if s.result is None:
         raise RuntimeError("no result: the render stage writes it, and it did not run")
-    return s.result
+    return s.result.document()
 
 
 # Embedding ------------------------------------------------------------------------------------------------------
@@ -434,7 +435,7 @@ def _llm_merge(
 # Assign: the codebook (seed themes) -----------------------------------------------------------------------------
 
 
-def _code_seed(ctx: PipelineContext, s: RunState) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+def _code_seed(ctx: PipelineContext, s: RunState) -> tuple[list[list[SeedCode]], list[SeedThemeOut]]:
     """Each usable response's codes of ``params.seed_themes`` (by embedding, then by the LLM when there is one),
     and each code's count and share."""
     params = s.params
@@ -446,8 +447,8 @@ def _code_seed(ctx: PipelineContext, s: RunState) -> tuple[list[list[dict[str, A
         for c in params.seed_themes
     ])
     sim_codes = assigning.code_by_similarity(s.emb, code_emb, multi_label=params.multi_label)
-    out: list[list[dict[str, Any]]] = [
-        [{"name": book[j]["name"], "confidence": round(c, 4), "coded_by": "embedding"} for j, c in codes]
+    out: list[list[SeedCode]] = [
+        [SeedCode(name=book[j]["name"], confidence=round(c, 4), coded_by="embedding") for j, c in codes]
         for codes in sim_codes
     ]
     if s.client is not None:
@@ -455,13 +456,13 @@ def _code_seed(ctx: PipelineContext, s: RunState) -> tuple[list[list[dict[str, A
         pos = {b["name"]: j for j, b in enumerate(book)}
         for key, names in _code_by_llm(ctx, s, book).items():
             i = int(key)
-            out[i] = [{"name": nm, "confidence": round(float(sims[i, pos[nm]]), 4), "coded_by": "llm"} for nm in names]
+            out[i] = [SeedCode(name=nm, confidence=round(float(sims[i, pos[nm]]), 4), coded_by="llm") for nm in names]
     n = len(s.texts)
     summary = []
     for b in book:
-        c = sum(1 for codes in out if any(x["name"] == b["name"] for x in codes))
+        c = sum(1 for codes in out if any(x.name == b["name"] for x in codes))
         summary.append(
-            {"name": b["name"], "description": b["description"], "count": c, "share": round(c / n, 4) if n else 0.0}
+            SeedThemeOut(name=b["name"], description=b["description"], count=c, share=round(c / n, 4) if n else 0.0)
         )
     return out, summary
 

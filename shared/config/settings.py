@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared.config.constants import FENCE_FRACTION
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "platform",
     ),
     Setting("MAX_INPUT_BYTES", "26214400", "Largest accepted request body in bytes (413 above it)."),
-    Setting("HEARTBEAT_SECONDS", "15", "How often a running job's heartbeat is renewed."),
+    Setting(
+        "HEARTBEAT_SECONDS", "15",
+        "How often a running job's heartbeat is renewed. Must be below 0.6 × `HEARTBEAT_STALE_SECONDS` (the "
+        "self-fencing point); other values are refused when the settings are read.",
+    ),
     Setting("HEARTBEAT_STALE_SECONDS", "120", "A running job whose heartbeat is older than this is reaped."),
     Setting(
         "QUEUED_STALE_SECONDS",
@@ -244,6 +250,21 @@ class Settings(BaseModel):
     memory_margin_mb: float = Field(default=512, ge=0)
     default_attempt_memory_mb: float = Field(default=128, ge=0)
     admission_delay_seconds: float = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _heartbeat_inside_the_fence(self) -> Settings:
+        # An attempt fences itself (kills its pipeline, reports the claim lost) once its lease went unrenewed for
+        # FENCE_FRACTION of the stale threshold. A heartbeat at or past that point fences every attempt between two
+        # healthy renewals, and one at or past the threshold itself lets the reaper reap live attempts.
+        fence = FENCE_FRACTION * self.heartbeat_stale_seconds
+        if self.heartbeat_seconds >= fence:
+            raise ValueError(
+                f"HEARTBEAT_SECONDS ({self.heartbeat_seconds:g}) must be below {FENCE_FRACTION:g} x "
+                f"HEARTBEAT_STALE_SECONDS ({self.heartbeat_stale_seconds:g}) = {fence:g} s: at or above it an attempt "
+                "fences itself between two renewals, and at or above HEARTBEAT_STALE_SECONDS the reaper reaps "
+                "attempts that are alive"
+            )
+        return self
 
     @property
     def poison_queue(self) -> str:

@@ -40,7 +40,7 @@ are idempotent upserts and deletes of *hints*: a lost answer is harmless, the wr
   ended without its release (the release's writes failed) to the next parked job.
 
 What a failure leaves: a send that never goes after a slot was handed over is recorded in the
-active-jobs index (``JobRepo.track``), like any unsent message, and the reaper re-sends it. A
+active-jobs index (``JobRepo.index_job``), like any unsent message, and the reaper re-sends it. A
 submission whose window check cannot reach storage is sent unwindowed by the lifecycle's own
 unsent-message path (the window is a fairness bound, never a reason to lose a job).
 """
@@ -302,17 +302,17 @@ def job_ended(stores: Stores, job: Job, send: Sender | None = None) -> None:
     store = store_of(stores)
     sender = send or (lambda m: _send_now(stores.messages, m))
 
-    def send_or_track(message: JobMessage) -> bool:
+    def send_or_index(message: JobMessage) -> bool:
         if sender(message):
             return True
         try:
-            stores.jobs.track(message.tenant, message.job_id)  # the reaper's next index run re-sends it
+            stores.jobs.index_job(message.tenant, message.job_id)  # the reaper's next index run re-sends it
         except ThematiqError:
             log.error("job %s: neither sent nor indexed; the daily sweep re-sends it", message.job_id)
         return False
 
     try:
-        release(store, size, job, send_or_track)
+        release(store, size, job, send_or_index)
     except ThematiqError as err:
         log.warning("job %s: its fairness slot was not released (%s); the reaper will", job.id, type(err).__name__)
 

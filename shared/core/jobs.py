@@ -185,7 +185,7 @@ class Job:
     @property
     def in_queue_only(self) -> bool:
         """``queued`` and never claimed (``started_at`` unset; a released claim keeps it): the job's message
-        is its record, and it has no active-index row unless its send failed (``JobRepo.track``)."""
+        is its record, and it has no active-index row unless its send failed (``JobRepo.index_job``)."""
         return self.status is Status.QUEUED and self.started_at is None
 
     # -- Table mapping -------------------------------------------------------

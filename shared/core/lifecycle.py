@@ -245,7 +245,7 @@ class Lifecycle:
 
         ``unsent_for``: the due time whose message is known not to have gone. Raises what the write raised.
         """
-        self.stores.jobs.track(tenant, job_id, unsent_for)
+        self.stores.jobs.index_job(tenant, job_id, unsent_for)
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""

@@ -56,7 +56,7 @@ class JobRepo(Protocol):
         A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
         """
 
-    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
+    def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Index a job whose message may not exist (idempotent; a stray is removed later).
 
         ``unsent_for``: its message's send is known to have failed for the row whose ``available_at`` this is;

@@ -10,7 +10,8 @@ never). A message that does not fit is not failed and burns no dequeue: the work
 sends it again, invisible for ``ADMISSION_DELAY_SECONDS``, and completes this delivery
 (``shared.runtime.worker``); any host with room takes it then.
 
-One budget per host process, shared by the job worker and the chunk worker. The host
+One budget per host process, shared by the job worker and the chunk worker: the process's
+``shared.platform.Platform`` holds it and hands it to both (``Platform.budget``). The host
 runs one Python worker process per instance (``FUNCTIONS_WORKER_PROCESS_COUNT`` 1, the
 default), so this is the instance's budget.
 """
@@ -78,5 +79,3 @@ class MemoryBudget:
         with self._lock:
             return self._running
 
-
-BUDGET = MemoryBudget()

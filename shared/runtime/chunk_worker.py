@@ -26,7 +26,6 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.messages import ChunkMessage
 from shared.core.names import chunk_blob_name
 from shared.observability import telemetry
-from shared.runtime.admission import BUDGET
 from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptHost, AttemptResult, RowLease
 from shared.sdk.retry import RetryPolicy
@@ -121,7 +120,7 @@ class ChunkWorker(AttemptHost):
         timeout = attempt_timeout(pipeline.timeout_seconds, settings.pipeline_timeout_seconds)
         # The same host memory budget as job attempts (shared.runtime.admission): the chunk's items are its input.
         estimate = self._estimate(pipeline, job.params, items, f"chunk {chunk.stage}/{chunk.index}")
-        reservation = BUDGET.try_reserve(estimate)
+        reservation = self.budget.try_reserve(estimate)
         if reservation is None:
             # No room now: give the claim back (attempts restored) and send the message again a little later.
             self.lifecycle.release(chunk, held[-1][1])
@@ -131,7 +130,7 @@ class ChunkWorker(AttemptHost):
             return "deferred"
         try:
             lease = ChunkLease(self.lifecycle, chunk)
-            outcome = self.runner(lease, spec, timeout, settings).run(items)
+            outcome = self._attempt(lease, spec, timeout, settings, items)
         finally:
             reservation.release()
         held[-1] = (lease.chunk, held[-1][1])

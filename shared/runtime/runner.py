@@ -48,8 +48,9 @@ from shared.core.messages import BadMessage, ChunkMessage, JobMessage
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.observability import telemetry
-from shared.observability.metering import METER
+from shared.observability.metering import TransactionMeter
 from shared.runtime import protocol
+from shared.runtime.admission import MemoryBudget
 from shared.runtime.protocol import AttemptSpec
 from shared.sdk.pipeline import Pipeline
 from shared.sdk.retry import RetryDecision, RetryPolicy
@@ -120,6 +121,8 @@ class AttemptResult:
     binary: bool = False
     #: For ``suspended``: the map stage the pipeline fanned out (see shared.runtime.fanout).
     suspended: protocol.Suspended | None = None
+    #: The Storage transactions the attempt's process made (``service:operation`` → count), for the host's meter.
+    storage_ops: dict[str, int] = field(default_factory=dict)
 
 
 class ChildProcess(Protocol):
@@ -186,6 +189,7 @@ class AttemptRunner:
         self._progress_dirty = False
         self._last_write = time.monotonic()
         self._usage: dict[str, float] = {}
+        self._storage_ops: dict[str, int] = {}
         self._terminal_event: protocol.Terminal | None = None
         # When the lease was last known to be ours: the self-fencing clock. It starts at the claim's own
         # heartbeat, and each renewal moves it to when that renewal *started* (its heartbeat_at was
@@ -258,7 +262,10 @@ class AttemptRunner:
     # -- the attempt -----------------------------------------------------------
     def run(self, input_value: Any) -> AttemptResult:
         with tempfile.TemporaryDirectory(prefix=f"thematiq-{self.spec.job_id}-") as tmp:
-            return self._run_in(Path(tmp), input_value)
+            result = self._run_in(Path(tmp), input_value)
+        # Whatever the ending (a lost claim too): the host counts what the child did on its meter.
+        result.storage_ops = dict(self._storage_ops)
+        return result
 
     def _run_in(self, tmp: Path, input_value: Any) -> AttemptResult:
         input_path, result_path, spec_path = tmp / "input.json", tmp / "result.json", tmp / "spec.json"
@@ -408,7 +415,7 @@ class AttemptRunner:
                 self._usage[name] = self._usage.get(name, 0.0) + float(value)
         elif isinstance(event, protocol.MeterEvent):
             for op, n in event.counts.items():
-                METER.add(op, int(n))
+                self._storage_ops[op] = self._storage_ops.get(op, 0) + int(n)
         elif isinstance(event, protocol.LogEvent):
             level = getattr(logging, event.level, logging.INFO)
             log.log(level if isinstance(level, int) else logging.INFO, "%s: %s", self.lease.label, event.message)
@@ -482,13 +489,22 @@ class AttemptRunner:
 
 
 class AttemptHost:
-    """What the job worker and the chunk worker share: the injected stores, the lifecycle, the pipelines, and how
-    an attempt's process is started."""
+    """What the job worker and the chunk worker share: the injected stores, the lifecycle, the pipelines, how
+    an attempt's process is started, the host's memory budget and its transaction meter.
+
+    ``budget`` and ``meter`` come from the platform, which hands the same ones to both workers (job attempts and
+    chunks share the host's memory); a host built alone gets its own.
+    """
 
     def __init__(
-        self, stores: Stores, registry: Registry | None = None, runner: RunnerFactory | None = None
+        self, stores: Stores, registry: Registry | None = None, runner: RunnerFactory | None = None, *,
+        budget: MemoryBudget | None = None, meter: TransactionMeter | None = None,
     ) -> None:
         self.stores = stores
+        #: Admission: attempts start only while their memory estimates fit (``shared.runtime.admission``).
+        self.budget = budget if budget is not None else MemoryBudget()
+        #: Where the Storage transactions of this host's attempt processes are counted.
+        self.meter = meter if meter is not None else TransactionMeter()
         #: How an attempt is run: a fork of the host's zygote or a fresh interpreter (``ATTEMPT_PROCESS``).
         self.runner = runner or default_runner()
         self.lifecycle = Lifecycle(self.stores)
@@ -505,6 +521,13 @@ class AttemptHost:
             else:
                 self.stores.messages.send_poison(text, queue)
             return None
+
+    def _attempt(self, lease: Lease, spec: AttemptSpec, timeout: float, settings: Settings, value: Any) -> AttemptResult:
+        """Run one claimed attempt on this host's runner; the Storage transactions its process made go on the meter."""
+        result = self.runner(lease, spec, timeout, settings).run(value)
+        for op, n in result.storage_ops.items():
+            self.meter.add(op, n)
+        return result
 
     def _estimate(self, pipeline: Pipeline | None, params: dict[str, Any], value: Any, label: str) -> float:
         """The attempt's declared memory estimate in MiB (``Pipeline.memory_mb`` on its input), or the default."""

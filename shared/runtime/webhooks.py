@@ -90,12 +90,15 @@ def window(attempts: int) -> timedelta:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DeliveryOutcome:
+    """What one POST of a webhook came to: ``ok`` (a 2xx answer) and the detail recorded on the job
+    (``HTTP 204``, ``failed: HTTP 500``, ``failed: timed out``)."""
+
     ok: bool
     detail: str
 
 
-Transport = Callable[[str, list[str], bytes, dict[str, str]], Outcome]
+Transport = Callable[[str, list[str], bytes, dict[str, str]], DeliveryOutcome]
 
 
 class _Deadline:
@@ -203,7 +206,7 @@ def _failure(err: BaseException, deadline: _Deadline) -> str:
     return "failed: could not send"
 
 
-def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
+def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> DeliveryOutcome:
     """POST ``body`` to ``url`` at one of ``addresses``; never follows a redirect (a 3xx is a failure).
 
     Never raises, and never takes longer than :data:`EXCHANGE_DEADLINE_SECONDS` in all.
@@ -226,9 +229,9 @@ def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -
                 response = conn.getresponse()
                 response.read(64 * 1024)  # a receiver's body is never used; read a little so the connection closes cleanly
                 if deadline.expired:
-                    return Outcome(False, _failure(TimeoutError(), deadline))
+                    return DeliveryOutcome(False, _failure(TimeoutError(), deadline))
                 ok = 200 <= response.status < 300
-                return Outcome(ok, f"HTTP {response.status}" if ok else f"failed: HTTP {response.status}")
+                return DeliveryOutcome(ok, f"HTTP {response.status}" if ok else f"failed: HTTP {response.status}")
             except _DialRefused as err:
                 last = f"refused: the address dialled is not public ({err.reason})"
             except Exception as err:  # noqa: BLE001 - any failure of the exchange is a failed attempt, never a crash
@@ -237,7 +240,7 @@ def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -
                 conn.close()
     finally:
         deadline.cancel()
-    return Outcome(False, last)
+    return DeliveryOutcome(False, last)
 
 
 @dataclass
@@ -326,9 +329,9 @@ class WebhookSender:
         }
         t0 = time.monotonic()
         try:
-            outcome = Outcome(False, unresolved) if unresolved else self.transport(url, addresses, body, headers)
+            outcome = DeliveryOutcome(False, unresolved) if unresolved else self.transport(url, addresses, body, headers)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
-            outcome = Outcome(False, f"failed: could not send ({type(err).__name__})")
+            outcome = DeliveryOutcome(False, f"failed: could not send ({type(err).__name__})")
         telemetry.event(
             "callback.delivery", job_id=job.id, tenant=job.tenant, attempt=msg.attempt, ok=outcome.ok,
             detail=outcome.detail, ms=round((time.monotonic() - t0) * 1000),
@@ -480,4 +483,4 @@ class WebhookSender:
         log.warning("webhook sweep: job %s had no live webhook message; re-sent attempt %d", job.id, attempts + 1)
 
 
-__all__ = ["Outcome", "SweepReport", "WebhookSender", "backoff", "post", "window"]
+__all__ = ["DeliveryOutcome", "SweepReport", "WebhookSender", "backoff", "post", "window"]

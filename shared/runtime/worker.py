@@ -31,7 +31,7 @@ from shared.core.lifecycle import ClaimUnresolved, Lifecycle
 from shared.core.messages import JobMessage
 from shared.core.names import result_blob_name
 from shared.observability import telemetry
-from shared.runtime.admission import BUDGET, Reservation
+from shared.runtime.admission import Reservation
 from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptHost, AttemptResult, RowLease
 from shared.sdk.pipeline import Pipeline
@@ -182,7 +182,7 @@ class Worker(AttemptHost):
             pipeline = self.registry.get(job.pipeline)
             input_value = self._input_or_none(job)
             estimate = self._job_estimate(pipeline, job, input_value)
-            reservation = BUDGET.try_reserve(estimate)
+            reservation = self.budget.try_reserve(estimate)
             if reservation is None:
                 return self._defer(job, msg, estimate)
         try:
@@ -223,7 +223,7 @@ class Worker(AttemptHost):
         delay = timedelta(seconds=self.settings.admission_delay_seconds)
         log.info(
             "job %s: needs about %.0f MB, which does not fit beside the %d attempts running; again in %.0f s",
-            msg.job_id, estimate, BUDGET.running, delay.total_seconds(),
+            msg.job_id, estimate, self.budget.running, delay.total_seconds(),
         )
         # Move the job's due time on, so the reaper's lost-message pass does not take a job that is only
         # waiting for memory for one whose message was lost (and add a copy each period).
@@ -271,7 +271,7 @@ class Worker(AttemptHost):
             if delivery.reservation is None:
                 # The input came from its blob (or this is a resume): admission is decided now, after the claim.
                 estimate = self._job_estimate(pipeline, job, input_value)
-                delivery.reservation = BUDGET.try_reserve(estimate)
+                delivery.reservation = self.budget.try_reserve(estimate)
                 if delivery.reservation is None:
                     self.lifecycle.release(job, delivery.before or job)  # give the claim back, attempts restored
                     delivery.claimed = None
@@ -292,7 +292,7 @@ class Worker(AttemptHost):
                 llm_tokens_used=int(job.usage.get("llm_tokens", 0)),
             )
             lease = JobLease(self.lifecycle, job, delivery.claimed_at)
-            result = self.runner(lease, spec, timeout, self.settings).run(input_value)
+            result = self._attempt(lease, spec, timeout, self.settings, input_value)
             delivery.claimed = lease.job
             return self._record(result, lease.job, pipeline.retry, text, delivery)
 

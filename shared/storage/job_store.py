@@ -104,7 +104,7 @@ def _active_row(tenant: str, job_id: str) -> dict[str, Any]:
     return {"PartitionKey": tenant, "RowKey": active_row_key(job_id), "kind": KIND_ACTIVE, "job_id": job_id}
 
 
-#: The index row's column naming the ``available_at`` of a job whose send failed (``JobStore.track``).
+#: The index row's column naming the ``available_at`` of a job whose send failed (``JobStore.index_job``).
 _UNSENT_FOR = "unsent_for"
 
 
@@ -176,7 +176,7 @@ class JobStore:
         together or not at all. Without a key it is a single insert.
 
         A new (``queued``) job gets no active-index row: until its first claim its message in the queue is
-        its record (``track`` indexes one whose send failed), and the claim writes the index row in its own
+        its record (``index_job`` indexes one whose send failed), and the claim writes the index row in its own
         transaction. A job created past the queue (``running`` or later: imports, tests) is indexed here, in
         the same transaction.
 
@@ -401,7 +401,7 @@ class JobStore:
         except ThematiqError:
             pass
 
-    def track(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
+    def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Give a job its index row, because its message may not exist (a send that failed, a message being
         redelivered, a lost one the sweep leaves for later). An idempotent upsert (MERGE: a claimed job's row
         only gains the mark): a job that is finished or gone only gets a stray row, which the next index run
@@ -425,7 +425,7 @@ class JobStore:
         for job in jobs:
             if job.status.terminal:
                 continue
-            self.track(job.tenant, job.id)
+            self.index_job(job.tenant, job.id)
             try:
                 fresh: Job | None = self.get(job.tenant, job.id)
             except NotFound:

@@ -11,7 +11,7 @@ import pytest
 from shared.core import webhooks as core
 from shared.core.jobs import Job, Status, new_job_id, utcnow
 from shared.core.webhooks import WebhookMessage
-from shared.runtime.webhooks import Outcome, WebhookSender
+from shared.runtime.webhooks import DeliveryOutcome, WebhookSender
 from shared.storage.webhook_store import IndexRow, WebhookStore
 from tests.support.backends import Backend
 
@@ -44,10 +44,10 @@ class Recorder:
     calls: list[tuple[str, list[str], bytes, dict[str, str]]] = field(default_factory=list)
     sent: list[tuple[WebhookMessage, float]] = field(default_factory=list)
 
-    def transport(self, url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
+    def transport(self, url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> DeliveryOutcome:
         self.calls.append((url, addresses, body, headers))
         ok = self.answers.pop(0) if self.answers else True
-        return Outcome(ok, "HTTP 200" if ok else "failed: HTTP 500")
+        return DeliveryOutcome(ok, "HTTP 200" if ok else "failed: HTTP 500")
 
     def send(self, msg: WebhookMessage, delay: float) -> None:
         self.sent.append((msg, delay))

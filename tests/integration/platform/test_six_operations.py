@@ -15,7 +15,6 @@ import pytest
 from shared.core.jobs import Status
 from shared.core.messages import JobMessage
 from shared.observability.metering import METER, TransactionMeter
-from shared.runtime.admission import BUDGET
 from shared.storage.blobs import BlobStore, job_prefix
 from shared.storage.connections import get_queue_client
 from shared.storage.job_store import JobStore
@@ -93,12 +92,13 @@ def test_a_job_that_does_not_fit_in_memory_is_deferred_without_burning_a_dequeue
     monkeypatch.setenv("ADMISSION_DELAY_SECONDS", "1")
     get_settings.cache_clear()
     j = submit("sleep", {"seconds": 0, "hold_mb": 400})  # declares 448 MB
-    held = BUDGET.try_reserve(100)  # another attempt runs: 100 + 448 > 500
+    platform = Platform.from_settings()
+    held = platform.budget.try_reserve(100)  # another attempt runs: 100 + 448 > 500
     assert held is not None
     try:
         msg = receive()
         assert msg is not None
-        assert Platform.from_settings().worker.handle(msg.get_body().decode(), msg.dequeue_count or 1) == "deferred"
+        assert platform.worker.handle(msg.get_body().decode(), msg.dequeue_count or 1) == "deferred"
         complete(msg)
         still = job(j["id"])
         assert still.status == Status.QUEUED and still.attempts == 0

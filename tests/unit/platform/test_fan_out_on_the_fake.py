@@ -8,65 +8,27 @@ resume), the job worker again (the checkpoint restored, the map's outputs read),
 
 from __future__ import annotations
 
-import base64
 import json
-from typing import Any
 
-import azure.functions as func
-from azure.functions.queue import QueueMessage
-
-from shared.config.settings import get_settings
 from shared.core.chunks import ChunkStatus
 from shared.core.jobs import Status
 from shared.core.names import checkpoint_blob_name
 from shared.platform import Platform
-from tests.support.app_index import app_functions
+
+from .delivery import deliver_all, http
 
 REF = "tests.unit.platform.pipes:PIPELINE"
-
-
-def _functions() -> dict[str, Any]:
-    return {f.get_function_name(): f.get_user_function() for f in app_functions()}
-
-
-def _http(name: str, method: str, path: str, body: Any = None, **route: str) -> func.HttpResponse:
-    req = func.HttpRequest(method=method, url=f"http://localhost/api/{path}", headers={}, params={},
-                           route_params=route, body=b"" if body is None else json.dumps(body).encode())
-    resp: func.HttpResponse = _functions()[name](req)
-    return resp
-
-
-def _deliver_all(platform: Platform) -> list[str]:
-    """Deliver job and chunk messages as the host would (receive, run the function, delete) until none is left."""
-    assert platform.fake is not None
-    s = get_settings()
-    queues = {s.jobs_queue: "job_worker", s.chunks_queue: "chunk_worker"}
-    delivered: list[str] = []
-    while True:
-        got = False
-        for queue, function in queues.items():
-            client = platform.fake.queue(queue)
-            for m in client.receive_messages(max_messages=1, visibility_timeout=60):
-                msg = QueueMessage(id=m.id, body=base64.b64decode(m.content), dequeue_count=m.dequeue_count,
-                                   pop_receipt=m.pop_receipt)
-                _functions()[function](msg)
-                client.delete_message(m.id, m.pop_receipt)
-                delivered.append(function)
-                got = True
-        if not got:
-            return delivered
-        assert len(delivered) < 100, "the job does not converge"
 
 
 def test_a_checkpointed_map_stage_fans_out_and_in_on_the_in_memory_platform(platform: Platform) -> None:
     platform.registry.register(REF)
     numbers = list(range(1, 11))
-    submitted = _http("submit_job", "POST", "jobs", {"pipeline": "staged", "params": {"chunk_size": 4},
+    submitted = http("submit_job", "POST", "jobs", {"pipeline": "staged", "params": {"chunk_size": 4},
                                                      "input": numbers})
     assert submitted.status_code == 202, submitted.get_body()
     job_id = json.loads(submitted.get_body())["id"]
 
-    delivered = _deliver_all(platform)
+    delivered = deliver_all(platform)
 
     # The first attempt suspended, three chunks ran, and the resume finished the job: in that order.
     assert delivered == ["job_worker", "chunk_worker", "chunk_worker", "chunk_worker", "job_worker"]
@@ -77,7 +39,7 @@ def test_a_checkpointed_map_stage_fans_out_and_in_on_the_in_memory_platform(plat
     assert [(c.index, c.status, c.attempts) for c in chunks] == [(i, ChunkStatus.SUCCEEDED, 1) for i in range(3)]
     assert platform.stores.blobs.get(checkpoint_blob_name("local", job_id, "doubled")) == json.dumps(
         [2 * n for n in numbers]).encode()
-    result = _http("get_job_result", "GET", f"jobs/{job_id}/result", id=job_id)
+    result = http("get_job_result", "GET", f"jobs/{job_id}/result", id=job_id)
     assert result.status_code == 200
     # The resumed attempt read the checkpoint (restored) and the three chunks' outputs (the fan-in).
     assert json.loads(result.get_body()) == {"sum_of_cubes": sum((2 * n) ** 3 for n in numbers), "chunks": 3,

@@ -36,8 +36,8 @@ def test_the_loop_runs_the_stages_in_order() -> None:
 def test_insight_scores_every_usable_response_with_the_lexicon_by_default() -> None:
     ctx, s = _assigned(_items())
     stages.insight_stage(ctx, s)
-    assert s.sentiment is not None and s.sentiment["source"] == "lexicon"
-    assert s.scored is not None and len(s.scored) == len(s.usable) == s.sentiment["scored"]
+    assert s.sentiment is not None and s.sentiment.source == "lexicon"
+    assert s.scored is not None and len(s.scored) == len(s.usable) == s.sentiment.scored
     assert s.recode is None and "total" in s.checkpoints.timings
 
 
@@ -53,8 +53,8 @@ def test_insight_reads_a_rating_from_metadata_when_asked() -> None:
         it["metadata"] = {"stars": 1 + n % 5}
     ctx, s = _assigned(items, sentiment_from="stars")
     stages.insight_stage(ctx, s)
-    assert s.sentiment == {"source": "metadata", "field": "stars", "model": None, "scale": "stars",
-                           "scored": len(s.usable)}
+    assert s.sentiment is not None and s.sentiment.document() == {
+        "source": "metadata", "field": "stars", "model": None, "scale": "stars", "scored": len(s.usable)}
     by_stars = {it["id"]: it["metadata"]["stars"] for it in items}
     assert s.scored is not None
     for r, x in zip(s.usable, s.scored, strict=True):
@@ -65,8 +65,8 @@ def test_render_builds_a_valid_result_whose_counts_add_up() -> None:
     ctx, s = _assigned(_items())
     stages.insight_stage(ctx, s)
     stages.render_stage(ctx, s)
-    doc = s.result
-    assert doc is not None
+    assert s.result is not None
+    doc = s.result.document()
     ThematicResult.model_validate(doc)
     counts = doc["run"]["counts"]
     assert counts["responses"] == len(s.items) and counts["usable"] == len(s.usable)
@@ -86,7 +86,7 @@ def test_render_puts_each_responses_sentiment_on_its_assignment() -> None:
     stages.insight_stage(ctx, s)
     stages.render_stage(ctx, s)
     assert s.result is not None and s.scored is not None
-    by_id = {a["response_id"]: a for a in s.result["assignments"]}
+    by_id = {a["response_id"]: a for a in s.result.document()["assignments"]}
     for r, x in zip(s.usable, s.scored, strict=True):
         assert by_id[r.id]["sentiment"] == (x.to_json() if x is not None else None)
     assert "sentiment" not in by_id["blank"]
@@ -100,14 +100,14 @@ def test_render_with_breakdown_by_tables_each_segment() -> None:
     stages.insight_stage(ctx, s)
     stages.render_stage(ctx, s)
     assert s.result is not None
-    [table] = s.result["breakdowns"]
+    [table] = s.result.document()["breakdowns"]
     assert table["field"] == "plan" and {g["value"] for g in table["groups"]} == {"pro", "free"}
 
 
 def test_the_whole_loop_returns_the_render_stages_result() -> None:
     ctx, s = state(_items())
     doc = stages.run_stages(ctx, s)
-    assert doc is s.result and list(doc["run"]["timings_seconds"]) == [
+    assert s.result is not None and doc == s.result.document() and list(doc["run"]["timings_seconds"]) == [
         "clean", "embed", "cluster", "describe", "assign", "total", "insight"]
 
 

@@ -110,8 +110,8 @@ def test_assign_codes_a_codebook_by_embedding_and_counts_each_code() -> None:
         SeedTheme(name="Price", description="price expensive cost subscription")]})
     stages.assign_stage(ctx, s)
     assert s.seed_codes is not None and s.seed_summary is not None and len(s.seed_codes) == len(s.texts)
-    coded = Counter(c["name"] for codes in s.seed_codes for c in codes)
-    assert {row["name"]: row["count"] for row in s.seed_summary} == {"Delivery": coded["Delivery"],
+    coded = Counter(c.name for codes in s.seed_codes for c in codes)
+    assert {row.name: row.count for row in s.seed_summary} == {"Delivery": coded["Delivery"],
                                                                       "Price": coded["Price"]}
     delivery = [n for n, t in enumerate(s.texts) if "parcel" in t.lower()]
-    assert delivery and all(any(c["name"] == "Delivery" for c in s.seed_codes[n]) for n in delivery)
+    assert delivery and all(any(c.name == "Delivery" for c in s.seed_codes[n]) for n in delivery)

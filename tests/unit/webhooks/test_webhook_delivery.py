@@ -21,7 +21,7 @@ from shared.core.webhooks import (
     refusal,
 )
 from shared.runtime import webhooks as runtime
-from shared.runtime.webhooks import Outcome
+from shared.runtime.webhooks import DeliveryOutcome
 from tests.support.backends import Backend
 from tests.support.webhooks import Recorder, finished_job, public_dns, row
 
@@ -64,7 +64,7 @@ def test_a_transport_that_raises_is_one_failed_attempt(backend: Backend, monkeyp
     job = finished_job(backend, index=False)
     rec = Recorder()
 
-    def broken(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> Outcome:
+    def broken(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> DeliveryOutcome:
         raise UnicodeEncodeError("ascii", "é", 0, 1, "ordinal not in range")
 
     sender = runtime.WebhookSender(backend.stores, transport=broken, send=rec.send)
