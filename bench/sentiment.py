@@ -49,8 +49,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import numpy as np  # noqa: E402  (after the path fix: numpy imports the standard library's platform)
 
-from pipelines.thematic.embed import get_embedder  # noqa: E402
-from pipelines.thematic.embed import fast_graph  # noqa: E402
+from pipelines.thematic.embed import fast_graph, get_embedder  # noqa: E402
 from pipelines.thematic.params import ThematicParams  # noqa: E402
 from pipelines.thematic.sentiment import LABELS, MODEL_NAME, Scored, by_model, lexicon  # noqa: E402
 
