@@ -22,7 +22,9 @@ Algorithm:
    inputs it collapsed BBC's 5 topics to 3.) Every candidate's score and its
    seed spread is recorded in the run metadata as the reason for the choice.
    (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
-   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md.)
+   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md. Since its fourth round each candidate
+   is also scored on its *split path*, the previous candidate's partition with groups bisected, and counts as
+   the better of the two: see :func:`silhouette_curve` and :func:`_envelope`.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -96,6 +98,9 @@ PRIOR_MAX = 25
 PRIOR_WINDOW = 1.6
 #: The coarse peak of the curve is searched up to this k (the broad level: 3-12 themes).
 BROAD_MAX = 12
+#: Groups the split path (:func:`_bisect_to`) prefers to cut have at least this many members (2 x the default
+#: min_theme_size: two halves that can each stay a theme).
+SPLIT_MIN = 10
 #: Points used to choose k (silhouette is O(sample²)).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -352,33 +357,108 @@ class Clustering:
 
 
 def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, float]]:
-    """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space."""
+    """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space.
+
+    Each row also carries the *split path* (issue 22): ``split`` / ``split_median`` / ``split_top`` are the
+    silhouette, median and largest share of the partition made by bisecting groups of the previous candidate's
+    best partition (the k-means one or its own split path, whichever scored higher) until it has k groups, the
+    group of largest spread first (bisecting k-means). A k-means++ run at k + 1 can lose a solution that the k
+    solution plus one split has (one dominant group kept whole, a lump of the rest cut in two): its silhouette
+    then falls below what a split achieves, and the curve's maximum drifts to coarse counts. The split path
+    bounds that loss; it uses its own random stream, so the k-means fields are those of the plain curve.
+    ``agree`` is the mean ARI between the k-means seeds' partitions at that k (their stability under
+    re-seeding; reported, not used by :func:`decide`).
+    """
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(x), size=CHOICE_SAMPLE, replace=False) if len(x) > CHOICE_SAMPLE else np.arange(len(x))
     full = x[idx]
     reduced = pca(full, PCA_DIMS, seed=seed)
     dist = (1.0 - full @ full.T).astype(np.float32)
     rows: list[dict[str, float]] = []
+    prev: I64 | None = None
+    split_rng = np.random.default_rng(seed + 7919)
     for k in ks:
         vals = []
         median = top = 0.0
+        runs: list[I64] = []
+        best_labels: I64 | None = None
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
             per_point = silhouette_values(dist, labels)
             vals.append(float(per_point.mean()))
+            runs.append(labels)
             if vals[-1] >= max(vals):
                 median = float(np.median(per_point))
                 top = float(np.bincount(labels).max() / len(labels))
+                best_labels = labels
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit. ``median``: the typical
         # response's silhouette in that best run (see choose_k).
-        rows.append(
-            {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
-             "top": top}
-        )
+        row = {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
+               "top": top}
+        agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+        row["agree"] = float(np.mean(agree)) if agree else 1.0
+        assert best_labels is not None
+        if prev is not None:
+            split = _bisect_to(reduced, prev, k, split_rng)
+            sp = silhouette_values(dist, split)
+            row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
+                       split_top=float(np.bincount(split).max() / len(split)))
+            nxt = split if row["split"] > row["silhouette"] else best_labels
+        else:
+            row.update(split=row["silhouette"], split_median=median, split_top=top)
+            nxt = best_labels
+        rows.append(row)
+        prev = nxt
     return rows
+
+
+def _ari(a: I64, b: I64) -> float:
+    """Adjusted Rand index of two labelings (numpy; for the curve's seed agreement)."""
+    n = len(a)
+    if n < 2:
+        return 1.0
+    _, ai = np.unique(a, return_inverse=True)
+    _, bi = np.unique(b, return_inverse=True)
+    table = np.zeros((ai.max() + 1, bi.max() + 1), dtype=np.float64)
+    np.add.at(table, (ai, bi), 1.0)
+
+    def pairs(v: NDArray[np.float64]) -> float:
+        return float((v * (v - 1) / 2).sum())
+
+    sum_ij, sum_a, sum_b = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    expected = sum_a * sum_b / (n * (n - 1) / 2)
+    top = (sum_a + sum_b) / 2
+    return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
+
+
+def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator) -> I64:
+    """``labels`` with groups bisected (2-means) until there are ``k``, the least cohesive group first (largest
+    mean 1 - cosine to its centre, among groups of >= ``SPLIT_MIN`` members while there are any). Not the
+    largest spread in total (bisecting k-means' usual choice): that is the dominant group whenever one holds a
+    third of the responses, and cutting a real theme in two is what the path must not prefer over a lump of
+    several. The split path of :func:`silhouette_curve`."""
+    out = labels.copy()
+    groups = int(out.max()) + 1
+    tries = 0
+    while groups < k and tries < 4 * k:
+        tries += 1
+        cents = normalise(group_sums(out, x, groups))
+        sizes = np.bincount(out, minlength=groups)
+        spread = np.bincount(out, weights=1.0 - (x * cents[out]).sum(axis=1), minlength=groups) / np.maximum(sizes, 1)
+        spread[sizes < (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2)] = -1.0
+        g = int(np.argmax(spread))
+        if spread[g] < 0:
+            break
+        m = np.flatnonzero(out == g)
+        sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
+        if sub.min() == sub.max():
+            sub = (np.arange(len(m)) % 2).astype(np.int64)
+        out[m[sub == 1]] = groups
+        groups += 1
+    return out
 
 
 def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:
@@ -453,13 +533,17 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     2. *broad* (``SMALL_MAX`` < k <= ``BROAD_MAX``, the 5-12 broad themes researchers read) and *fine*
        (k > ``BROAD_MAX``): each level's peak is its smallest k within ``PARSIMONY`` of its best. The fine
        level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean (and is
-       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or
+       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or leads on
+       both the mean and the median, however slightly (and is not very unequal either), or
        the fine level's gain is only on the mean while its median is ``PARAPHRASE`` x the noise lower (near-
        paraphrase bunches: a minority of very tight groups lift the mean, the typical response fits worse).
        A near-tie goes to the finer level because of the coarse bias: a finer reading of real themes costs
        a little NMI, a coarser one loses whole themes.
     3. Weak structure (best silhouette < ``WEAK_STRUCTURE``): the count is a judgement, the best-scoring k
        within a factor ``PRIOR_WINDOW`` of :func:`prior_k`.
+
+    Every candidate is read as the better of its k-means partition and its split path (:func:`_envelope`), so the
+    curve does not fall below what cutting a group of the previous count achieves.
 
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
@@ -468,6 +552,7 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     beats on the median, and for a coarse answer (2-4) without substantial structure (see :func:`_confidence`).
     """
     noise = curve_noise(rows)
+    rows = _envelope(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
     broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
     fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
@@ -493,6 +578,19 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         criterion = "prior"
     confidence = _confidence(rows, chosen, noise, criterion == "prior" or guarded, notes)
     return _count_choice(rows, chosen, (small, broad, fine), window, criterion, confidence, noise, notes, k_max)
+
+
+def _envelope(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each candidate scored by the better of its k-means partition and its split path (``split`` of
+    :func:`silhouette_curve`), with that partition's median and largest share; curves without a split path (from
+    before issue 22's fourth round) are read as they are. The rows are changed in place (``silhouette``,
+    ``median``, ``top``; the k-means value stays in ``kmeans``) so the reported scores are the ones decided on."""
+    for r in rows:
+        if "split" in r and "kmeans" not in r:
+            r["kmeans"] = r["silhouette"]
+            if r["split"] > r["silhouette"]:
+                r["silhouette"], r["median"], r["top"] = r["split"], r["split_median"], r["split_top"]
+    return rows
 
 
 def _describe_peak(tag: str, r: dict[str, float]) -> str:
@@ -523,7 +621,7 @@ def _broad_or_fine(
             "reading is the themes"
         )
         return broad, True
-    if gap > 0 and med_gap > 0:
+    if gap > 0 and med_gap > 0 and not _unequal(broad):
         notes.append(
             f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
             "units), so it is the themes"
@@ -541,6 +639,8 @@ def _small_guard(
     notes: list[str],
 ) -> tuple[dict[str, float], bool, bool]:
     """:func:`decide`'s step 1: a count of 2-4 only on strong structure. Returns (chosen, guarded, small set aside)."""
+    # Larger counts are scored with their split path too (:func:`_envelope`): k-means++ at k > 4 can miss the
+    # solution "the small count with one group cut", and the small count must beat what such a cut achieves.
     others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
     lead = (small["silhouette"] - others) / noise
     unequal = _unequal(small)
@@ -558,6 +658,15 @@ def _small_guard(
         notes.append(
             f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
             "needs strong structure, so it is a coarser reading, not the themes"
+        )
+        return chosen, True, True
+    plain = max(r.get("kmeans", r["silhouette"]) for r in rows if r["k"] > SMALL_MAX)
+    if small["silhouette"] > plain:
+        cut = max((r for r in rows if r["k"] > SMALL_MAX), key=lambda r: r.get("split", -1.0))
+        notes.append(
+            f"k={int(small['k'])} scores highest on k-means ({small['silhouette']:.4f}), but cutting groups of it "
+            f"reaches {cut.get('split', 0.0):.4f} at k={int(cut['k'])} (the split path): a larger count that k-means "
+            "missed, so the small count is a coarser reading, not the themes"
         )
         return chosen, True, True
     return chosen, guarded, False
