@@ -23,8 +23,8 @@ Algorithm:
    seed spread is recorded in the run metadata as the reason for the choice.
    (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
    bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md. Since its fourth round each candidate
-   is also scored on its *split path*, the previous candidate's partition with groups bisected, and counts as
-   the better of the two: see :func:`silhouette_curve` and :func:`_envelope`.)
+   is also scored on its *split path*, the previous candidate's partition with groups bisected, which a count of
+   2-4 must beat: see :func:`silhouette_curve` and :func:`_small_guard`.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -362,7 +362,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     Each row also carries the *split path* (issue 22): ``split`` / ``split_median`` / ``split_top`` are the
     silhouette, median and largest share of the partition made by bisecting groups of the previous candidate's
     best partition (the k-means one or its own split path, whichever scored higher) until it has k groups, the
-    group of largest spread first (bisecting k-means). A k-means++ run at k + 1 can lose a solution that the k
+    least cohesive group first (:func:`_bisect_to`). A k-means++ run at k + 1 can lose a solution that the k
     solution plus one split has (one dominant group kept whole, a lump of the rest cut in two): its silhouette
     then falls below what a split achieves, and the curve's maximum drifts to coarse counts. The split path
     bounds that loss; it uses its own random stream, so the k-means fields are those of the plain curve.
@@ -401,12 +401,16 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        if prev is not None:
-            split = _bisect_to(reduced, prev, k, split_rng)
+        split = _bisect_to(reduced, prev, k, split_rng) if prev is not None else None
+        if split is not None and int(split.max()) + 1 == k:
             sp = silhouette_values(dist, split)
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
                        split_top=float(np.bincount(split).max() / len(split)))
             nxt = split if row["split"] > row["silhouette"] else best_labels
+        elif split is not None:
+            # No cut into two theme-sized halves was left: the path has no partition into k groups.
+            row.update(split=-1.0, split_median=-1.0, split_top=top)
+            nxt = best_labels
         else:
             row.update(split=row["silhouette"], split_median=median, split_top=top)
             nxt = best_labels
@@ -442,6 +446,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator) -> I64:
     several. The split path of :func:`silhouette_curve`."""
     out = labels.copy()
     groups = int(out.max()) + 1
+    blocked: set[int] = set()
     tries = 0
     while groups < k and tries < 4 * k:
         tries += 1
@@ -449,13 +454,17 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator) -> I64:
         sizes = np.bincount(out, minlength=groups)
         spread = np.bincount(out, weights=1.0 - (x * cents[out]).sum(axis=1), minlength=groups) / np.maximum(sizes, 1)
         spread[sizes < (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2)] = -1.0
+        spread[list(blocked)] = -1.0
         g = int(np.argmax(spread))
         if spread[g] < 0:
             break
         m = np.flatnonzero(out == g)
         sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
-        if sub.min() == sub.max():
-            sub = (np.arange(len(m)) % 2).astype(np.int64)
+        # A cut that peels off a few outliers is no split into two themes: the rest of the group gets tighter and
+        # the silhouette rises for it, while the peeled points (below a theme's size) would be folded back anyway.
+        if min(int((sub == 0).sum()), int((sub == 1).sum())) < SPLIT_MIN // 2:
+            blocked.add(g)
+            continue
         out[m[sub == 1]] = groups
         groups += 1
     return out
@@ -542,8 +551,8 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     3. Weak structure (best silhouette < ``WEAK_STRUCTURE``): the count is a judgement, the best-scoring k
        within a factor ``PRIOR_WINDOW`` of :func:`prior_k`.
 
-    Every candidate is read as the better of its k-means partition and its split path (:func:`_envelope`), so the
-    curve does not fall below what cutting a group of the previous count achieves.
+    The small guard credits every larger count with its split path (``split`` of :func:`silhouette_curve`): a 2-4
+    count must beat what cutting groups of it achieves, not a k-means restart that lost that solution.
 
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
@@ -552,7 +561,6 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     beats on the median, and for a coarse answer (2-4) without substantial structure (see :func:`_confidence`).
     """
     noise = curve_noise(rows)
-    rows = _envelope(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
     broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
     fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
@@ -578,19 +586,6 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         criterion = "prior"
     confidence = _confidence(rows, chosen, noise, criterion == "prior" or guarded, notes)
     return _count_choice(rows, chosen, (small, broad, fine), window, criterion, confidence, noise, notes, k_max)
-
-
-def _envelope(rows: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Each candidate scored by the better of its k-means partition and its split path (``split`` of
-    :func:`silhouette_curve`), with that partition's median and largest share; curves without a split path (from
-    before issue 22's fourth round) are read as they are. The rows are changed in place (``silhouette``,
-    ``median``, ``top``; the k-means value stays in ``kmeans``) so the reported scores are the ones decided on."""
-    for r in rows:
-        if "split" in r and "kmeans" not in r:
-            r["kmeans"] = r["silhouette"]
-            if r["split"] > r["silhouette"]:
-                r["silhouette"], r["median"], r["top"] = r["split"], r["split_median"], r["split_top"]
-    return rows
 
 
 def _describe_peak(tag: str, r: dict[str, float]) -> str:
@@ -639,9 +634,9 @@ def _small_guard(
     notes: list[str],
 ) -> tuple[dict[str, float], bool, bool]:
     """:func:`decide`'s step 1: a count of 2-4 only on strong structure. Returns (chosen, guarded, small set aside)."""
-    # Larger counts are scored with their split path too (:func:`_envelope`): k-means++ at k > 4 can miss the
-    # solution "the small count with one group cut", and the small count must beat what such a cut achieves.
-    others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+    # Larger counts are credited with their split path too: k-means++ at k > 4 can miss the solution "the small
+    # count with one group cut", and the small count must beat what such a cut achieves.
+    others = max(max(r["silhouette"], r.get("split", -1.0)) for r in rows if r["k"] > SMALL_MAX)
     lead = (small["silhouette"] - others) / noise
     unequal = _unequal(small)
     if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
@@ -660,7 +655,7 @@ def _small_guard(
             "needs strong structure, so it is a coarser reading, not the themes"
         )
         return chosen, True, True
-    plain = max(r.get("kmeans", r["silhouette"]) for r in rows if r["k"] > SMALL_MAX)
+    plain = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
     if small["silhouette"] > plain:
         cut = max((r for r in rows if r["k"] > SMALL_MAX), key=lambda r: r.get("split", -1.0))
         notes.append(

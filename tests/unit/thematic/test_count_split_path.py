@@ -4,7 +4,8 @@ A k-means++ run at k + 1 can lose the solution that the k solution plus one spli
 whole, a lump of the rest cut in two), so its silhouette falls below what a split achieves and the curve's
 maximum sits at a coarse count: the dominant-20NG variant answered 3 for 17 newsgroups on one seed. Each row of
 the curve now also scores the previous candidate's partition with groups bisected (:func:`_bisect_to`), and
-:func:`decide` reads the better of the two. Shapes pinned here, each with the k range and the confidence label:
+:func:`decide`'s small guard makes a count of 2-4 beat that too. Shapes pinned here, each with the k range and
+the confidence label:
 
 * a dominant group beside lumps, k-means falling after k = 3 while the split path holds: not 3, not "high";
 * the bisection cuts the least cohesive group (a lump of two themes), not the largest (the dominant theme);
