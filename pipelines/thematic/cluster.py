@@ -22,7 +22,9 @@ Algorithm:
    inputs it collapsed BBC's 5 topics to 3.) Every candidate's score and its
    seed spread is recorded in the run metadata as the reason for the choice.
    (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
-   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md.)
+   bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md. Since its fourth round each candidate
+   is also scored on its *split path*, the previous candidate's partition with groups bisected, which a count of
+   2-4 must beat: see :func:`silhouette_curve` and :func:`_small_guard`.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -96,6 +98,9 @@ PRIOR_MAX = 25
 PRIOR_WINDOW = 1.6
 #: The coarse peak of the curve is searched up to this k (the broad level: 3-12 themes).
 BROAD_MAX = 12
+#: Groups the split path (:func:`_bisect_to`) prefers to cut have at least this many members (2 x the default
+#: min_theme_size: two halves that can each stay a theme).
+SPLIT_MIN = 10
 #: Points used to choose k (silhouette is O(sample²)).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -352,33 +357,117 @@ class Clustering:
 
 
 def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, float]]:
-    """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space."""
+    """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space.
+
+    Each row also carries the *split path* (issue 22): ``split`` / ``split_median`` / ``split_top`` are the
+    silhouette, median and largest share of the partition made by bisecting groups of the previous candidate's
+    best partition (the k-means one or its own split path, whichever scored higher) until it has k groups, the
+    least cohesive group first (:func:`_bisect_to`). A k-means++ run at k + 1 can lose a solution that the k
+    solution plus one split has (one dominant group kept whole, a lump of the rest cut in two): its silhouette
+    then falls below what a split achieves, and the curve's maximum drifts to coarse counts. The split path
+    bounds that loss; it uses its own random stream, so the k-means fields are those of the plain curve.
+    ``agree`` is the mean ARI between the k-means seeds' partitions at that k (their stability under
+    re-seeding; reported, not used by :func:`decide`).
+    """
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(x), size=CHOICE_SAMPLE, replace=False) if len(x) > CHOICE_SAMPLE else np.arange(len(x))
     full = x[idx]
     reduced = pca(full, PCA_DIMS, seed=seed)
     dist = (1.0 - full @ full.T).astype(np.float32)
     rows: list[dict[str, float]] = []
+    prev: I64 | None = None
+    split_rng = np.random.default_rng(seed + 7919)
     for k in ks:
         vals = []
         median = top = 0.0
+        runs: list[I64] = []
+        best_labels: I64 | None = None
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
             per_point = silhouette_values(dist, labels)
             vals.append(float(per_point.mean()))
+            runs.append(labels)
             if vals[-1] >= max(vals):
                 median = float(np.median(per_point))
                 top = float(np.bincount(labels).max() / len(labels))
+                best_labels = labels
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit. ``median``: the typical
         # response's silhouette in that best run (see choose_k).
-        rows.append(
-            {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
-             "top": top}
-        )
+        row = {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
+               "top": top}
+        agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+        row["agree"] = float(np.mean(agree)) if agree else 1.0
+        assert best_labels is not None
+        split = _bisect_to(reduced, prev, k, split_rng) if prev is not None else None
+        if split is not None and int(split.max()) + 1 == k:
+            sp = silhouette_values(dist, split)
+            row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
+                       split_top=float(np.bincount(split).max() / len(split)))
+            nxt = split if row["split"] > row["silhouette"] else best_labels
+        elif split is not None:
+            # No cut into two theme-sized halves was left: the path has no partition into k groups.
+            row.update(split=-1.0, split_median=-1.0, split_top=top)
+            nxt = best_labels
+        else:
+            row.update(split=row["silhouette"], split_median=median, split_top=top)
+            nxt = best_labels
+        rows.append(row)
+        prev = nxt
     return rows
+
+
+def _ari(a: I64, b: I64) -> float:
+    """Adjusted Rand index of two labelings (numpy; for the curve's seed agreement)."""
+    n = len(a)
+    if n < 2:
+        return 1.0
+    _, ai = np.unique(a, return_inverse=True)
+    _, bi = np.unique(b, return_inverse=True)
+    table = np.zeros((ai.max() + 1, bi.max() + 1), dtype=np.float64)
+    np.add.at(table, (ai, bi), 1.0)
+
+    def pairs(v: NDArray[np.float64]) -> float:
+        return float((v * (v - 1) / 2).sum())
+
+    sum_ij, sum_a, sum_b = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    expected = sum_a * sum_b / (n * (n - 1) / 2)
+    top = (sum_a + sum_b) / 2
+    return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
+
+
+def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator) -> I64:
+    """``labels`` with groups bisected (2-means) until there are ``k``, the least cohesive group first (largest
+    mean 1 - cosine to its centre, among groups of >= ``SPLIT_MIN`` members while there are any). Not the
+    largest spread in total (bisecting k-means' usual choice): that is the dominant group whenever one holds a
+    third of the responses, and cutting a real theme in two is what the path must not prefer over a lump of
+    several. The split path of :func:`silhouette_curve`."""
+    out = labels.copy()
+    groups = int(out.max()) + 1
+    blocked: set[int] = set()
+    tries = 0
+    while groups < k and tries < 4 * k:
+        tries += 1
+        cents = normalise(group_sums(out, x, groups))
+        sizes = np.bincount(out, minlength=groups)
+        spread = np.bincount(out, weights=1.0 - (x * cents[out]).sum(axis=1), minlength=groups) / np.maximum(sizes, 1)
+        spread[sizes < (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2)] = -1.0
+        spread[list(blocked)] = -1.0
+        g = int(np.argmax(spread))
+        if spread[g] < 0:
+            break
+        m = np.flatnonzero(out == g)
+        sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
+        # A cut that peels off a few outliers is no split into two themes: the rest of the group gets tighter and
+        # the silhouette rises for it, while the peeled points (below a theme's size) would be folded back anyway.
+        if min(int((sub == 0).sum()), int((sub == 1).sum())) < SPLIT_MIN // 2:
+            blocked.add(g)
+            continue
+        out[m[sub == 1]] = groups
+        groups += 1
+    return out
 
 
 def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:
@@ -453,13 +542,17 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     2. *broad* (``SMALL_MAX`` < k <= ``BROAD_MAX``, the 5-12 broad themes researchers read) and *fine*
        (k > ``BROAD_MAX``): each level's peak is its smallest k within ``PARSIMONY`` of its best. The fine
        level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean (and is
-       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or
+       not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or leads on
+       both the mean and the median, however slightly (and is not very unequal either), or
        the fine level's gain is only on the mean while its median is ``PARAPHRASE`` x the noise lower (near-
        paraphrase bunches: a minority of very tight groups lift the mean, the typical response fits worse).
        A near-tie goes to the finer level because of the coarse bias: a finer reading of real themes costs
        a little NMI, a coarser one loses whole themes.
     3. Weak structure (best silhouette < ``WEAK_STRUCTURE``): the count is a judgement, the best-scoring k
        within a factor ``PRIOR_WINDOW`` of :func:`prior_k`.
+
+    The small guard credits every larger count with its split path (``split`` of :func:`silhouette_curve`): a 2-4
+    count must beat what cutting groups of it achieves, not a k-means restart that lost that solution.
 
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
@@ -523,7 +616,7 @@ def _broad_or_fine(
             "reading is the themes"
         )
         return broad, True
-    if gap > 0 and med_gap > 0:
+    if gap > 0 and med_gap > 0 and not _unequal(broad):
         notes.append(
             f"the broad level scores higher on both the mean and the median ({gap:.1f} / {med_gap:.1f} noise "
             "units), so it is the themes"
@@ -541,7 +634,9 @@ def _small_guard(
     notes: list[str],
 ) -> tuple[dict[str, float], bool, bool]:
     """:func:`decide`'s step 1: a count of 2-4 only on strong structure. Returns (chosen, guarded, small set aside)."""
-    others = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+    # Larger counts are credited with their split path too: k-means++ at k > 4 can miss the solution "the small
+    # count with one group cut", and the small count must beat what such a cut achieves.
+    others = max(max(r["silhouette"], r.get("split", -1.0)) for r in rows if r["k"] > SMALL_MAX)
     lead = (small["silhouette"] - others) / noise
     unequal = _unequal(small)
     if lead >= STRONG and small["silhouette"] - others >= SMALL_GAIN and not unequal:
@@ -558,6 +653,15 @@ def _small_guard(
         notes.append(
             f"k={int(small['k'])} scores highest ({small['silhouette']:.4f}) but {why}: a split into 2-4 groups "
             "needs strong structure, so it is a coarser reading, not the themes"
+        )
+        return chosen, True, True
+    plain = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+    if small["silhouette"] > plain:
+        cut = max((r for r in rows if r["k"] > SMALL_MAX), key=lambda r: r.get("split", -1.0))
+        notes.append(
+            f"k={int(small['k'])} scores highest on k-means ({small['silhouette']:.4f}), but cutting groups of it "
+            f"reaches {cut.get('split', 0.0):.4f} at k={int(cut['k'])} (the split path): a larger count that k-means "
+            "missed, so the small count is a coarser reading, not the themes"
         )
         return chosen, True, True
     return chosen, guarded, False
