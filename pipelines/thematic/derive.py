@@ -118,4 +118,5 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
     return {
         "job_id": job_id, "n_then": n_then, "n_now": len(usable), "then": {k: dict(v) for k, v in then.items()},
         "themes": rows, "new": result["new"], "gone": result["gone"], "groups": groups,
+        "testing": result["testing"],
     }

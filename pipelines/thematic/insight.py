@@ -113,6 +113,54 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     return q
 
 
+# --- weighted BH for the comparison of two waves ----------------------------------------------------------------
+#
+# With 30-70 earlier themes, plain BH asks a doubled theme (32 -> 58 of ~1,200, p ~ 0.006) for p ~ 0.002
+# (bench/waves.py). Weighted BH (Genovese, Roeder & Wasserman 2006, Biometrika 93:509) rejects on p_i / w_i with
+# weights w_i >= 0 of mean 1 that do not depend on the null p-values, and keeps FDR <= alpha. The weights here are
+# a function of each theme's *pooled* count over both waves, N_i = then + now: under H0 (one share in both waves)
+# the count now given N_i is hypergeometric whatever the share, so the two-proportion test's p-value is (up to the
+# normal approximation) uniform given N_i and independent of the weight, the same argument as independent
+# filtering on the pooled mean (Bourgon, Gentleman & Huber 2010, PNAS 107:9546). Weights from the wave-1 count
+# alone would not be independent: a theme counted high in wave 1 by chance is more likely to "fall".
+# Larger themes get more weight because the test's power for a given relative change grows with N.
+#
+# Evaluated, not the default (compare(weighted=False)): on the check seeds 0-9 it lost a -80 % change that plain
+# BH found (a fall shrinks the pooled count, so a falling theme loses weight) and found no more x2 changes; on the
+# tune seeds it found one more (docs/thematic.md, "Waves"). A trade between falls and rises, not a gain.
+
+#: w_i proportional to N_i ** WEIGHT_POWER (normalised to mean 1 over the tested themes). Chosen on the tune
+#: seeds 100-109 of bench/waves.py --fast --null (Banking77): powers 1 and 1.5 found no more than plain BH, 2 and
+#: 2.5 one more x2 change (7/10 against 6/10), 3 two more, 4 lost two of the -80 % changes; 2 is the middle of the
+#: range that gains without losing, not the edge. No false alarm on planted or null waves at any of them.
+WEIGHT_POWER = 2.0
+
+
+def pooled_weights(pooled: Sequence[int], power: float = WEIGHT_POWER) -> list[float]:
+    """Weighted-BH weights from pooled counts (then + now): N ** power, scaled to mean 1 (all 1 when all are 0)."""
+    raw = [float(max(0, n)) ** power for n in pooled]
+    total = sum(raw)
+    return [r * len(raw) / total for r in raw] if total > 0 else [1.0] * len(raw)
+
+
+def weighted_benjamini_hochberg(pvalues: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted BH q-values (Genovese, Roeder & Wasserman 2006): BH on p_i / w_i, in the input's order.
+
+    q_i < alpha exactly for the hypotheses the weighted step-up procedure at level alpha rejects. A weight of 0
+    never rejects (q = 1). With all weights 1 this is ``benjamini_hochberg``."""
+    assert len(pvalues) == len(weights)
+    m = len(pvalues)
+    ratio = [p / w if w > 0 else math.inf for p, w in zip(pvalues, weights, strict=True)]
+    order = sorted(range(m), key=lambda i: ratio[i])
+    q = [1.0] * m
+    running = math.inf
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, ratio[i] * m / rank)
+        q[i] = min(1.0, running)
+    return q
+
+
 def breakdown(
     field: str, groups: list[str], theme_of: Sequence[str | None], themes: Sequence[str], *, kind: str,
     alpha: float = ALPHA,
@@ -164,15 +212,28 @@ def breakdowns(
     return out
 
 
+def testing(weighted: bool) -> dict[str, Any]:
+    """How a comparison's themes (and families) were tested, for the result: a researcher reads which procedure
+    made "significant" and why a large theme's threshold is looser than a small one's."""
+    if not weighted:
+        return {"procedure": "bh", "weights": None, "alpha": ALPHA,
+                "reference": "Benjamini & Hochberg 1995, J. R. Stat. Soc. B 57:289"}
+    return {"procedure": "weighted-bh", "weights": f"pooled count (then + now) ** {WEIGHT_POWER:g}, mean 1",
+            "alpha": ALPHA, "reference": "Genovese, Roeder & Wasserman 2006, Biometrika 93:509"}
+
+
 def compare(
-    then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA
+    then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA,
+    weighted: bool = False,
 ) -> dict[str, Any]:
     """Theme shares in an earlier wave and now: change, significance (BH over the tested themes), new and gone.
 
     A theme of the earlier codebook (a key of ``then``, even with a count of 0) is tested: its share then
-    against its share now, both counted by one instrument. A theme that is not in ``then`` is new: it has no
-    earlier share to test against (a share of 0 is not a measurement of it), so its ``p``, ``q`` and
-    ``change`` are None and it never counts as significant (issue 23).
+    against its share now, both counted by one instrument, with BH over these themes (``weighted=True``:
+    weighted BH with weights from the pooled counts, ``pooled_weights``; evaluated in bench/waves.py, not the
+    default). Each tested row carries its ``weight`` (1 under plain BH). A theme that is not in ``then`` is new: it has no earlier share to test against (a
+    share of 0 is not a measurement of it), so its ``p``, ``q``, ``change`` and ``weight`` are None and it never
+    counts as significant (issue 23).
     """
     ids = list(dict.fromkeys([*now, *then]))
     rows: list[dict[str, Any]] = []
@@ -186,15 +247,20 @@ def compare(
             "p": two_proportion_p(b, now_n, a, then_n) if known else None,
         })
     tested = [r for r in rows if r["p"] is not None]
-    for row, q in zip(tested, benjamini_hochberg([float(r["p"]) for r in tested]), strict=True):
+    weights = (pooled_weights([then.get(r["theme_id"], 0) + now.get(r["theme_id"], 0) for r in tested])
+               if weighted else [1.0] * len(tested))
+    qs = weighted_benjamini_hochberg([float(r["p"]) for r in tested], weights)
+    for row, q, w in zip(tested, qs, weights, strict=True):
         row["change"] = round(float(row["share_now"]) - float(row["share_then"]), 4)
         row["q"] = round(q, 4)
         row["significant"] = q < alpha
         row["p"] = round(float(row["p"]), 6)
+        row["weight"] = round(w, 4)
     for row in rows:
         if row["p"] is None:
-            row.update(change=None, q=None, significant=False)
+            row.update(change=None, q=None, significant=False, weight=None)
     return {
+        "testing": testing(weighted),
         "themes": rows,
         "new": [t for t in ids if t not in then and now.get(t, 0) > 0],
         "gone": [t for t in ids if t in then and now.get(t, 0) == 0 and then.get(t, 0) > 0],

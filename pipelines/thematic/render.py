@@ -138,7 +138,10 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         lines += ["", "## Change since the compared job", "",
                   f"Then {comparison['n_then']} responses, now {comparison['n_now']}"
                   + (f"; {how}" if how else "") + "; **bold**: significant (two-proportion test, "
-                  "Benjamini–Hochberg q < 0.05); a new theme is not tested.", "",
+                  + ("weighted Benjamini–Hochberg q < 0.05, larger themes weighted more by their count in both "
+                     "waves" if (comparison.get("testing") or {}).get("procedure") == "weighted-bh"
+                     else "Benjamini–Hochberg q < 0.05")
+                  + "); a new theme is not tested.", "",
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
         for r in comparison.get("themes", []):
             if r.get("change") is None:

@@ -37,7 +37,10 @@ Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sen
 over the job's embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
 its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there.
 1.2 (additive, issue 23): ``comparison.groups`` (families of near earlier themes, each tested pooled, BH over the
-families; waves.family_tests) and ``comparison.then[id].family``; both absent or empty in older documents."""
+families; waves.family_tests) and ``comparison.then[id].family``; both absent or empty in older documents.
+1.2 (additive, issue 23): ``comparison.testing`` (the multiple-testing procedure behind ``q``: Benjamini-Hochberg,
+or weighted BH with weights from the pooled counts) and ``weight`` on each tested comparison row and family (1 under
+plain BH); absent in older documents, whose ``q`` are plain BH."""
 
 
 class _Model(BaseModel):
@@ -307,6 +310,9 @@ class ComparisonRow(_Model):
     q: float | None = Field(description="Benjamini-Hochberg q over the tested themes; null for a new theme")
     significant: bool
     status: Literal["kept", "new", "gone"]
+    weight: float | None = Field(default=None, description="its weight in the (weighted) BH: 1 under plain BH, else "
+                                 "mean 1 over the tested themes, from the pooled count then + now; null for a new "
+                                 "theme (not tested) or an older result")
 
 
 class ComparisonGroup(_Model):
@@ -320,8 +326,18 @@ class ComparisonGroup(_Model):
     share_now: float
     change: float
     p: float = Field(description="two-proportion z-test of the pooled share, now against then")
-    q: float = Field(description="Benjamini-Hochberg q over the families")
+    q: float = Field(description="Benjamini-Hochberg q over the families (see comparison.testing)")
     significant: bool
+    weight: float | None = Field(default=None, description="its weight in the BH over the families (1 under plain BH)")
+
+
+class ComparisonTesting(_Model):
+    """How "significant" was decided (insight.testing)."""
+
+    procedure: Literal["bh", "weighted-bh"]
+    weights: str | None = Field(description="what the weights are made of (null: all 1)")
+    alpha: float
+    reference: str
 
 
 class Comparison(_Model):
@@ -339,6 +355,8 @@ class Comparison(_Model):
     far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
     groups: list[ComparisonGroup] = Field(default_factory=list, description="families of near earlier themes, "
                                           "each tested pooled, BH over the families")
+    testing: ComparisonTesting | None = Field(default=None, description="the multiple-testing procedure behind q "
+                                              "and significant (absent in older results: plain BH)")
 
 
 class SplitRule(_Model):

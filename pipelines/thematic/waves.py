@@ -307,11 +307,13 @@ def _id_order(t: str) -> tuple[int, str]:
 
 def family_tests(
     then: Mapping[str, int], n_then: int, now: Mapping[str, int], n_now: int, family_of: Mapping[str, str],
-    *, alpha: float = 0.05,
+    *, alpha: float = 0.05, weighted: bool = False,
 ) -> list[dict[str, Any]]:
     """Per family of two or more earlier themes (members present in ``then``): pooled shares then and now, the
-    two-proportion test of the change, and BH q over the families. New themes belong to no family."""
-    from .insight import benjamini_hochberg, two_proportion_p
+    two-proportion test of the change, and BH q over the families (``weighted=True``: weighted BH, weights from
+    each family's pooled count over both waves as insight.compare's; evaluated, not the default). New themes
+    belong to no family."""
+    from .insight import pooled_weights, two_proportion_p, weighted_benjamini_hochberg
 
     groups: dict[str, list[str]] = {}
     for t in then:
@@ -328,8 +330,12 @@ def family_tests(
         rows.append({"family": key, "theme_ids": members, "count_then": a, "count_now": b,
                      "share_then": round(s_then, 4), "share_now": round(s_now, 4),
                      "change": round(s_now - s_then, 4), "p": two_proportion_p(b, n_now, a, n_then)})
-    for row, q in zip(rows, benjamini_hochberg([float(r["p"]) for r in rows]), strict=True):
+    weights = (pooled_weights([int(r["count_then"]) + int(r["count_now"]) for r in rows]) if weighted
+               else [1.0] * len(rows))
+    for row, q, w in zip(rows, weighted_benjamini_hochberg([float(r["p"]) for r in rows], weights), weights,
+                         strict=True):
         row["q"] = round(q, 4)
         row["significant"] = q < alpha
         row["p"] = round(float(row["p"]), 6)
+        row["weight"] = round(w, 4)
     return rows

@@ -6,7 +6,9 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 
+from pipelines.thematic import insight
 from pipelines.thematic import waves as W
 from pipelines.thematic.baseline import baseline_of
 from pipelines.thematic.edit import edit_result
@@ -155,17 +157,46 @@ def test_a_family_is_tested_pooled_against_hand_computed_values() -> None:
     assert r["change"] == 0.04 and abs(r["p"] - 4.06e-5) < 1e-6 and r["q"] < 1e-3 and r["significant"]
 
 
-def test_family_tests_keep_their_level_on_null_waves() -> None:
+@pytest.mark.parametrize("concentration", [5.0, 1.0])
+def test_theme_and_family_tests_keep_their_level_on_null_waves(concentration: float) -> None:
     # 30 earlier themes in 10 families of 3; both waves drawn from one distribution, 400 seeds: the share of
-    # seeds with any significant family stays near alpha (BH over the families), here <= 8 %.
+    # seeds with any significant theme, and with any significant family, stays near alpha, here <= 8 %. Under
+    # plain BH (the default) as under the weighted BH (weights from the pooled counts); with concentration 1 the
+    # themes' sizes are spread (0 to about 200 of 1,200 answers), so the weights are far from 1.
     rng = np.random.default_rng(0)
     ids = [f"t{i}" for i in range(30)]
     fam = {t: ids[3 * (i // 3)] for i, t in enumerate(ids)}
-    p = rng.dirichlet(np.full(30, 5.0))
-    hits = 0
+    p = rng.dirichlet(np.full(30, concentration))
+    hits = {"themes": 0, "families": 0, "themes, plain BH": 0, "families, plain BH": 0}
+    spread = []
     for _ in range(400):
-        a, b = rng.multinomial(1200, p), rng.multinomial(1200, p)
-        rows = W.family_tests(dict(zip(ids, map(int, a), strict=True)), 1200,
-                              dict(zip(ids, map(int, b), strict=True)), 1200, fam)
-        hits += any(r["significant"] for r in rows)
-    assert hits / 400 <= 0.08, hits
+        a, b = rng.multinomial(1200, p), rng.multinomial(1190, p)
+        then, now = dict(zip(ids, map(int, a), strict=True)), dict(zip(ids, map(int, b), strict=True))
+        for weighted, tag in ((True, ""), (False, ", plain BH")):
+            cmp = insight.compare(then, 1200, now, 1190, weighted=weighted)
+            rows = W.family_tests(then, 1200, now, 1190, fam, weighted=weighted)
+            hits["themes" + tag] += any(r["significant"] for r in cmp["themes"])
+            hits["families" + tag] += any(r["significant"] for r in rows)
+            if weighted:
+                w = [r["weight"] for r in cmp["themes"] if r["weight"] > 0]
+                spread.append(max(w) / min(w))
+    assert all(h / 400 <= 0.08 for h in hits.values()), hits
+    if concentration == 1.0:
+        assert float(np.median(spread)) > 100  # the weights really differ: this is not plain BH again
+
+
+def test_weights_from_the_pooled_counts_find_a_doubled_large_theme_that_plain_bh_misses() -> None:
+    # 20 unchanged earlier themes of 30 answers and one that grows from 60 to 95, of 1,200 in each wave.
+    # Its test: shares 0.05 and 0.079167, pooled 155 / 2400 = 0.064583, se = sqrt(0.064583 * 0.935417 * 2 / 1200)
+    # = 0.010034, z = 0.029167 / 0.010034 = 2.9067, p = 0.003653. Plain BH over 21 themes: q = 0.003653 * 21 =
+    # 0.0767, not significant. Weighted: w = 21 * 155^2 / (155^2 + 20 * 60^2) = 504525 / 96025 = 5.2541, q =
+    # 0.003653 / 5.2541 * 21 = 0.0146, significant; the unchanged themes have p = 1 either way.
+    then = {f"t{i}": 30 for i in range(20)} | {"big": 60}
+    now = {f"t{i}": 30 for i in range(20)} | {"big": 95}
+    plain = {r["theme_id"]: r for r in insight.compare(then, 1200, now, 1200, weighted=False)["themes"]}
+    weighted = {r["theme_id"]: r for r in insight.compare(then, 1200, now, 1200, weighted=True)["themes"]}
+    assert plain["big"]["p"] == weighted["big"]["p"] == pytest.approx(0.003653, abs=1e-6)
+    assert plain["big"]["q"] == pytest.approx(0.0767, abs=1e-4) and not plain["big"]["significant"]
+    assert weighted["big"]["weight"] == pytest.approx(5.2541, abs=1e-4)
+    assert weighted["big"]["q"] == pytest.approx(0.0146, abs=1e-4) and weighted["big"]["significant"]
+    assert not any(r["significant"] for t, r in weighted.items() if t != "big")

@@ -27,13 +27,38 @@ def test_benjamini_hochberg_matches_the_hand_computed_q_values() -> None:
     assert q == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.20])
 
 
+def test_weighted_benjamini_hochberg_matches_the_hand_computed_q_values() -> None:
+    # p = 0.01, 0.04, 0.03, 0.20 with weights 0.5, 2, 1, 0.5 (mean 1): p / w = 0.02, 0.02, 0.03, 0.40; sorted
+    # 0.02 (rank 1), 0.02 (2), 0.03 (3), 0.40 (4); * m / rank = 0.08, 0.04, 0.04, 0.40; running minimum from the
+    # top: 0.40, 0.04, 0.04, 0.04. (Plain BH gives 0.04, 0.0533, 0.0533, 0.20: the weight moved 0.04 below 0.05.)
+    q = insight.weighted_benjamini_hochberg([0.01, 0.04, 0.03, 0.20], [0.5, 2, 1, 0.5])
+    assert q == pytest.approx([0.04, 0.04, 0.04, 0.40])
+    # All weights 1 is plain BH; a weight of 0 never rejects.
+    p = [0.001, 0.02, 0.3, 0.04, 0.9]
+    assert insight.weighted_benjamini_hochberg(p, [1.0] * 5) == pytest.approx(insight.benjamini_hochberg(p))
+    # (0.5 / 2 = 0.25 at rank 1 of 2: q = 0.5.)
+    assert insight.weighted_benjamini_hochberg([1e-9, 0.5], [0.0, 2.0]) == [1.0, 0.5]
+    # Weights from pooled counts: N ** 2, mean 1. 10, 20, 30 -> 100, 400, 900 (sum 1400) * 3 / 1400.
+    assert insight.pooled_weights([10, 20, 30]) == pytest.approx([300 / 1400, 1200 / 1400, 2700 / 1400])
+    assert insight.pooled_weights([0, 0]) == [1.0, 1.0]
+
+
 def test_a_new_theme_is_not_tested_and_does_not_count_in_the_correction() -> None:
     result = insight.compare({"t1": 30, "t2": 20}, 100, {"t1": 20, "t2": 20, "t3": 15}, 100)
     rows = {r["theme_id"]: r for r in result["themes"]}
     assert rows["t3"]["p"] is None and rows["t3"]["q"] is None and rows["t3"]["change"] is None
-    assert rows["t3"]["significant"] is False and result["new"] == ["t3"]
+    assert rows["t3"]["significant"] is False and result["new"] == ["t3"] and rows["t3"]["weight"] is None
     # BH over the two tested themes only: t1's p is 0.102470 (above), t2's is 1; q1 = min(0.10247 * 2 / 1, 1).
     assert rows["t1"]["q"] == pytest.approx(min(1.0, 0.102470 * 2), abs=1e-4)
+    assert result["testing"]["procedure"] == "bh" and rows["t1"]["weight"] == 1.0
+    # Weighted (evaluated in bench/waves.py, not the default): pooled counts 50 and 40, weights 2 * 50^2 / (50^2 + 40^2) = 1.219512 and 0.780488
+    # (t3, new, has none and does not count in the mean); t1's p / w = 0.102470 / 1.219512 = 0.084025, rank 1 of
+    # 2: q1 = 0.084025 * 2 = 0.168051.
+    result = insight.compare({"t1": 30, "t2": 20}, 100, {"t1": 20, "t2": 20, "t3": 15}, 100, weighted=True)
+    rows = {r["theme_id"]: r for r in result["themes"]}
+    assert (rows["t1"]["weight"], rows["t2"]["weight"]) == (pytest.approx(1.2195), pytest.approx(0.7805))
+    assert rows["t1"]["q"] == pytest.approx(0.168051, abs=1e-4) and rows["t3"]["q"] is None
+    assert result["testing"]["procedure"] == "weighted-bh" and "Genovese" in result["testing"]["reference"]
     # A theme of the earlier codebook that had no answers then is tested (a measured 0), and one that has none
     # now is gone.
     result = insight.compare({"t1": 0, "t2": 40}, 100, {"t1": 10, "t2": 0}, 100)
