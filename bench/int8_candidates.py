@@ -17,6 +17,7 @@ Batch independence: the first 40 texts embedded one by one and in a batch with 2
 vectors of the full run. Nothing here is shipped; a candidate that is adopted goes into ``models.py`` with a pin.
 
     .venv/bin/python bench/int8_candidates.py --graphs fp32,vnni,minmax,nbits:32 --threads 1 --reps 5 --n 600
+    .venv/bin/python bench/int8_candidates.py --graphs vnni --batch-sizes 32,64,128,256 --threads 1 --reps 3 --n 600
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--n", type=int, default=2000, help="BBC leads")
+    ap.add_argument("--batch-sizes", default="", help="time each graph at these batch sizes instead (e.g. 32,64,128)")
     args = ap.parse_args()
     names = args.graphs.split(",")
     texts = list(dict.fromkeys(a[1] for a in bbc()))[: args.n]
@@ -121,14 +123,20 @@ def main() -> None:
         if base is not None:
             line += f"  max |diff| vs vnni {np.abs(v - base).max():.1e}"
         print(line, flush=True)
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b]
+    if sizes:  # vectors do not depend on the batch (checked above), so only the time can change
+        encs = {f"{k}@{b}": e for k, e in encs.items() for b in sizes}
+        names = list(encs)
     cpu: dict[str, list[float]] = {k: [] for k in names}
     for _ in range(args.reps):
         for k, e in encs.items():
+            batch = int(k.partition("@")[2] or 64)
             c0 = time.process_time()
-            e.embed(texts)
+            e.embed(texts, batch_size=batch)
             cpu[k].append(time.process_time() - c0)
     print(f"{len(texts)} BBC leads, {args.threads} thread(s), {args.reps} rounds interleaved; CPU-s best / median")
-    ref_t = min(cpu["vnni"]) if "vnni" in cpu else None
+    ref_k = "vnni@64" if sizes else "vnni"
+    ref_t = min(cpu[ref_k]) if ref_k in cpu else None
     for k in names:
         rel = f"  x vnni {ref_t / min(cpu[k]):.2f}" if ref_t else ""
         print(f"{k:10s} {min(cpu[k]):7.2f} {float(np.median(cpu[k])):7.2f}  texts/CPU-s {len(texts) / min(cpu[k]):6.0f}{rel}")
