@@ -50,8 +50,10 @@ DIMENSIONS: Final = 384
 #: holds 512, but the model was trained at 256 and quality falls off beyond).
 MAX_TOKENS: Final = 256
 #: Texts per ONNX call. Batches are formed from length-sorted texts so that
-#: padding stays small; 64 keeps the activations of a 256-token batch < 100 MB.
-BATCH_SIZE: Final = 64
+#: padding stays small. 32, not 64 (issue 27): the VNNI graph on 600 BBC leads, 1 thread, CPU time
+#: (bench/int8_candidates.py --batch-sizes): 32 1.10x, 64 1.00x, 128 0.56x, 256 0.53x, probably as a batch's
+#: activations outgrow the core's 2 MiB of L2. Vectors do not depend on the batch, so nothing else changes.
+BATCH_SIZE: Final = 32
 #: Intra-op threads. The Functions plan gives 2 vCPUs; more threads than
 #: cores only adds contention.
 DEFAULT_THREADS: Final = 2
