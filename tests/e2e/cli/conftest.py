@@ -33,7 +33,9 @@ class Cli:
 
 @pytest.fixture(scope="session")
 def cli_host(azurite: str) -> Iterator[HostProcess]:
-    key = secrets.token_urlsafe(16)
+    # Never a leading "-": argparse reads "--key -x…" as a missing value and an unknown option, and with a plain
+    # token_urlsafe (1 in 64 sessions) every CLI test of the session failed with "--key: expected one argument".
+    key = "cli-" + secrets.token_urlsafe(16)
     env = {
         "AzureWebJobsStorage": azurite,
         "DEFAULT_TENANT": "local",
