@@ -101,16 +101,8 @@ def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """BH-adjusted q-values, in the input's order."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    q = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, pvalues[i] * m / rank)
-        q[i] = min(1.0, running)
-    return q
+    """BH-adjusted q-values, in the input's order: weighted BH with every weight 1."""
+    return weighted_benjamini_hochberg(pvalues, [1.0] * len(pvalues))
 
 
 # --- weighted BH for the comparison of two waves ----------------------------------------------------------------
