@@ -34,7 +34,10 @@ def test_sixty_chunks_over_three_workers_run_once_each(azurite: str) -> None:
     try:
         api = Api(api_host.url, env["DEVHOST_FUNCTION_KEY"])
         numbers = list(range(N_CHUNKS * CHUNK))
-        job = api.submit("fanout", {"chunk_size": CHUNK}, numbers)
+        # Each chunk takes 0.5 s, so the job outlasts many of an idle host's polls (at most
+        # maxPollingInterval, 2 s, apart) and every worker finds work. With instant chunks one
+        # host that happened to poll first drained the queue alone, and CI (stop 31) failed on it.
+        job = api.submit("fanout", {"chunk_size": CHUNK, "seconds_per_item": 0.1}, numbers)
         done = api.wait(job["id"], timeout=240)
         assert done["status"] == "succeeded", done
         status, _, result = api.call("GET", done["links"]["result"])
