@@ -18,7 +18,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
+
+from devhost.stopsignal import StopSignal
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_LINE = "devhost ready"
@@ -81,20 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     invoker.use_worker(worker, cfg.function_timeout)
 
+    # Set by the main thread only, once the signal is seen: listeners and timers wait on it. The handler itself
+    # never touches it (devhost/stopsignal.py says why).
     stopping = threading.Event()
-    signals_seen = 0
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            log.warning("second signal: exiting now")
-            os._exit(130)
-        log.info("%s received: stopping (grace %.0fs)", signal.Signals(signum).name, args.grace)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_signal = StopSignal()
+    stop_signal.install()
 
     known = {"httpTrigger", "queueTrigger", "timerTrigger"}
     for spec in specs:
@@ -145,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     log.info("%s: %d functions, %s, pid %d, worker pid %s", READY_LINE, len(specs), http_note, os.getpid(), worker.pid)
     sys.stderr.flush()
 
-    stopping.wait()
+    signum = stop_signal.wait()
+    assert signum is not None  # wait() without a timeout returns only with a signal
+    log.info("%s received: stopping (grace %.0fs)", signal.Signals(signum).name, args.grace)
+    stopping.set()
     # Stop taking new work first, then let running invocations finish.
     if server is not None:
         server.stop_accepting()
