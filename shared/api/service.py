@@ -272,7 +272,7 @@ class JobService:
         if callback_url:
             # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
             # insert that then fails leaves a row the sweep removes (its job is not found).
-            WebhookStore.of(self.stores).track(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
+            WebhookStore.of(self.stores).put_index_row(IndexRow(tenant, job_id, due_at=now + SWEEP_AFTER))
         if blob_name:
             # Claim check: the payload is in Blob Storage before the row that points at it exists.
             self.stores.blobs.put(blob_name, encoded, "application/gzip")

@@ -365,11 +365,12 @@ class WebhookSender:
         self._record(job, status, msg.attempt, error)
         if status == WebhookStatus.FAILED:
             self._poison(msg)
-        self._untrack(job)
+        self._leave_index(job)
 
-    def _untrack(self, job: Job) -> None:
+    def _leave_index(self, job: Job) -> None:
+        """Remove the job from the webhook index: its delivery is settled, the sweep has nothing to look for."""
         try:
-            self.index.untrack(job.tenant, job.id)
+            self.index.remove_index_row(job.tenant, job.id)
         except ThematiqError:
             log.info("job %s: webhook-index row not removed; the sweep removes it", job.id)
 
@@ -438,7 +439,7 @@ class WebhookSender:
             rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
             for job in rows:
                 if job.callback_url and job.status.terminal and index_key(job.tenant, job.id) not in indexed:
-                    self.index.track(IndexRow(job.tenant, job.id, due_at=now))
+                    self.index.put_index_row(IndexRow(job.tenant, job.id, due_at=now))
                     report.healed += 1
             self.index.set_cursor(healed_at=now)
         except ThematiqError as err:
@@ -451,11 +452,11 @@ class WebhookSender:
         except NotFound:
             job = None
         if job is None or not job.callback_url or WebhookStatus.of(job).settled:
-            self.index.untrack(row.tenant, row.job_id)  # gone (retention, or an insert that failed), or settled
+            self.index.remove_index_row(row.tenant, row.job_id)  # gone (retention, or an insert that failed), or settled
             report.removed += 1
             return
         if not job.status.terminal:
-            self.index.track(replace(row, due_at=now + SWEEP_AFTER))
+            self.index.put_index_row(replace(row, due_at=now + SWEEP_AFTER))
             return
         attempts = job.callback_attempts
         if row.seen == attempts and row.seen_at is not None:
@@ -465,7 +466,7 @@ class WebhookSender:
         if since is None or now - since < window(attempts):
             fresh = row.seen != attempts
             seen_at = since or now
-            self.index.track(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + window(attempts),
+            self.index.put_index_row(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + window(attempts),
                                      sweeps=0 if fresh else row.sweeps))
             return
         # No attempt recorded in its window: the message is lost (poisoned, or never sent).
@@ -473,12 +474,12 @@ class WebhookSender:
             why = (f"failed: lost {row.sweeps} times in a row (re-sent by the sweep, never recorded) "
                    f"after {attempts} attempts")
             Lifecycle(self.stores).record_callback(job, WebhookStatus.FAILED, attempts, why)
-            self.index.untrack(row.tenant, row.job_id)
+            self.index.remove_index_row(row.tenant, row.job_id)
             report.failed.append(job.id)
             return
         first_at = job.finished_at.timestamp() if job.finished_at else self.clock()
         self.send(WebhookMessage(job.tenant, job.id, delivery_id(job), attempts + 1, first_at), 0.0)
-        self.index.track(replace(row, seen=attempts, seen_at=now, due_at=now + window(attempts), sweeps=row.sweeps + 1))
+        self.index.put_index_row(replace(row, seen=attempts, seen_at=now, due_at=now + window(attempts), sweeps=row.sweeps + 1))
         report.resent.append(job.id)
         log.warning("webhook sweep: job %s had no live webhook message; re-sent attempt %d", job.id, attempts + 1)
 

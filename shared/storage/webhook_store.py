@@ -93,7 +93,7 @@ def _row(e: Any) -> IndexRow | None:
 
 class WebhookStore(OnJobsTable):
     # -- the index ---------------------------------------------------------------------------------
-    def track(self, row: IndexRow) -> None:
+    def put_index_row(self, row: IndexRow) -> None:
         """Upsert the row (idempotent: an answer lost is harmless, the caller may write it again)."""
         entity: dict[str, Any] = {
             "PartitionKey": WEBHOOK_PARTITION, "RowKey": row.key, "kind": KIND_WEBHOOK, "tenant": row.tenant,
@@ -104,7 +104,7 @@ class WebhookStore(OnJobsTable):
         with storage_call("write a webhook-index row"):
             self.table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
-    def untrack(self, tenant: str, job_id: str) -> None:
+    def remove_index_row(self, tenant: str, job_id: str) -> None:
         """Remove the row (a delete of a row already gone is a success)."""
         try:
             with storage_call("remove a webhook-index row"):

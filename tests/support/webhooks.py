@@ -29,7 +29,7 @@ def finished_job(backend: Backend, tenant: str = "local", *, ago: timedelta = ti
     now = utcnow()
     job_id = new_job_id()
     if index:
-        WebhookStore.of(backend.stores).track(IndexRow(tenant, job_id, due_at=now - ago + core.SWEEP_AFTER))
+        WebhookStore.of(backend.stores).put_index_row(IndexRow(tenant, job_id, due_at=now - ago + core.SWEEP_AFTER))
     job = Job(tenant=tenant, id=job_id, pipeline="echo", status=status, params={}, created_at=now - ago,
               available_at=now - ago, max_attempts=3, finished_at=now - ago, callback_url=url,
               callback_status=webhook, callback_attempts=attempts)

@@ -194,7 +194,7 @@ def test_a_tenants_newer_in_flight_jobs_do_not_starve_its_own_older_lost_webhook
     store = WebhookStore.of(backend.stores)
     for i in range(runtime.SWEEP_PER_TENANT + 2):  # newer jobs with webhooks, still queued
         jid = new_job_id(int(now.timestamp() * 1000) + 1000 + i)
-        store.track(IndexRow("a", jid, due_at=now))
+        store.put_index_row(IndexRow("a", jid, due_at=now))
         backend.stores.jobs.create(Job(tenant="a", id=jid, pipeline="echo", status=Status.QUEUED, params={},
                                        created_at=now, available_at=now, max_attempts=3,
                                        callback_url="https://hooks.example.com/x", callback_status="pending"))
@@ -223,7 +223,7 @@ def test_due_rows_past_a_short_service_page_are_still_read(backend: Backend) -> 
     later = [IndexRow("tenant-a", f"{i:028x}", due_at=now + timedelta(days=1)) for i in range(6)]
     due = [IndexRow("tenant-b", f"{i:028x}", due_at=now - timedelta(minutes=1)) for i in range(3)]
     for r in later + due:
-        store.track(r)
+        store.put_index_row(r)
     if backend.fake is not None:
         backend.fake.rows_per_scan = 2  # each request looks at 2 rows: the not-due ones give short, empty pages
     assert [r.key for r in store.due(now, "", 10)] == [r.key for r in due]
