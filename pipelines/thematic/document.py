@@ -107,9 +107,8 @@ def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiment
     elif p.sentiment in ("model", "lexicon"):
         scored = list[sentiments.Scored | None](sentiments.lexicon([r.text for r in usable]))
         info = {"source": "lexicon", "field": None, "model": sentiments.LEXICON_MODEL, "scale": None}
-        if p.sentiment == "model":
-            info["note"] = (f"{sentiments.MODEL_NAME} reads only the fast encoder's vectors; this job was "
-                            f"embedded by {s.embedder.info.name}, so the lexicon scored it")
+        if p.sentiment == "model":  # the default: say why the classifier did not score this job
+            info["note"] = sentiments.model_fallback_note(s.embedder)
     elif p.sentiment == "llm":
         scored, info = _llm_sentiment(s)
     else:

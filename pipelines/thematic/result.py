@@ -34,7 +34,8 @@ Also additive within 1.1 (issue 15): ``assignments[].sentiment``, ``themes[].sen
 1.2 (additive, issue 22): ``run.theme_count.summary`` (the count in words, both levels named; also the start of
 ``explanation``), ``noise`` (the silhouette curve's seed noise) and ``broad_k`` (the broad level's peak).
 1.2 (additive, issue 23): ``sentiment.source`` may be ``model`` (``params.sentiment = "model"``, the classifier
-over the job's embeddings); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
+over the job's embeddings; the default since sent23, which changed no field: a job it cannot score has source
+``lexicon`` and a ``note``, as before); ``themes[].sentiment.nps`` when the sentiment is a 0-10 rating, whose per-response score is now
 its NPS contribution (-1 / 0 / +1) so that label and mean are on one scale. Every 1.1 field is still there.
 1.2 (additive, issue 23): ``comparison.groups`` (families of near earlier themes, each tested pooled, BH over the
 families; waves.family_tests) and ``comparison.then[id].family``; both absent or empty in older documents.

@@ -1,12 +1,15 @@
-"""Sentiment per response: VADER's lexicon by default, a classifier over the job's embeddings, an LLM, or a rating.
+"""Sentiment per response: a classifier over the job's embeddings by default, VADER's lexicon, an LLM, or a rating.
 
-The classifier (``sentiment="model"``, opt-in; ``sentiment_model.py``) reads the sentiment off the MiniLM sentence
-embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
-P(positive) - P(negative). It applies only to the ``fast`` encoder's vectors; a job embedded otherwise (another
-language's encoder, an embeddings deployment) is scored by the lexicon and ``sentiment.note`` says so.
+The classifier (``sentiment="model"``, the default; ``sentiment_model.py``) reads the sentiment off the MiniLM
+sentence embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
+P(positive) - P(negative). It beats the lexicon on every out-of-domain set measured (docs/thematic.md, "Sentiment
+agreement"): "Support never answered my email" is +0.40 to the lexicon, because "support" is a positive word.
+It applies only to the ``fast`` encoder's vectors from a graph it was fitted on; a job embedded otherwise
+(another language's encoder, ``quality``, an embeddings deployment) is scored by the lexicon and
+``sentiment.note`` says so.
 
-VADER (Hutto & Gilbert, 2014; the ``vaderSentiment`` package, MIT) is a lexicon plus rules for negation,
-intensifiers, "but" and punctuation: no model download, ~20k texts/s, English only. Its own thresholds
+VADER (``sentiment="lexicon"``; Hutto & Gilbert, 2014; the ``vaderSentiment`` package, MIT) is a lexicon plus
+rules for negation, intensifiers, "but" and punctuation: no model download, ~20k texts/s, English only. Its own thresholds
 decide the label: compound >= 0.05 positive, <= -0.05 negative, else neutral. Agreement with human labels
 is measured in docs/thematic.md ("Sentiment") by ``bench/sentiment.py``.
 
@@ -143,8 +146,26 @@ def by_model(emb: Any) -> list[Scored]:
 
 
 def model_applies(embedder: Any) -> bool:
-    """Whether a job's embeddings are the vectors the classifier was trained on (the embedded ``fast`` encoder)."""
-    return getattr(embedder, "encoder", None) == "fast"
+    """Whether a job's embeddings are vectors the classifier was fitted on: the embedded ``fast`` encoder, run
+    from one of the built graphs in the weight file (not the legacy MiniLM file, another encoder or a deployment)."""
+    if getattr(embedder, "encoder", None) != "fast":
+        return False
+    from .sentiment_model import load
+
+    return getattr(embedder.info, "graph", None) in load().graphs
+
+
+def model_fallback_note(embedder: Any) -> str:
+    """Why a job that asked for the classifier (the default) was scored by the lexicon (``sentiment.note``)."""
+    from .sentiment_model import load
+
+    info = getattr(embedder, "info", None)
+    source = str(getattr(info, "name", None) or "an embeddings deployment")
+    if getattr(embedder, "encoder", None) == "fast":  # a MiniLM file the weights were not fitted on
+        graph = getattr(info, "graph", None)
+        source += f" (graph {graph})" if graph else f" ({getattr(info, 'version', '?')})"
+    return (f"{MODEL_NAME} reads only the fast encoder's vectors (graphs {', '.join(load().graphs)}); this job "
+            f"was embedded by {source}, so the lexicon ({LEXICON_MODEL}) scored it")
 
 
 def distribution(scored: Sequence[Scored | None], *, nps: bool = False) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The sentiment classifier (``sentiment="model"``, opt-in): a 3-way logistic regression over the job's MiniLM embeddings.
+"""The sentiment classifier (``sentiment="model"``, the default): a 3-way logistic regression over the job's MiniLM
+embeddings.
 
 Why embeddings, not words: a lexicon scores words ("Support never answered my email" is +0.40 because "support"
 is a positive word); the sentence embedding already computed for clustering encodes the whole answer, and a
@@ -16,8 +17,9 @@ texts as embedded by every built graph (``int8`` and ``int8-vnni``, stacked), so
 domains it was not trained on: docs/thematic.md ("Sentiment agreement"), by ``bench/sentiment.py``.
 
 The weights belong to one encoder: they are used only on embeddings of the ``fast`` encoder
-(all-MiniLM-L6-v2); a job embedded by another encoder or an embeddings deployment falls back to the lexicon
-(``sentiment.py``), and the result says so.
+(all-MiniLM-L6-v2) from a built graph they were fitted on (``Weights.graphs``: ``int8`` and ``int8-vnni``); a job
+embedded by another encoder, by the legacy MiniLM file or by an embeddings deployment falls back to the lexicon
+(``sentiment.py``), and the result's ``sentiment.note`` says so.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class Weights:
     intercept: NDArray[np.float32]  # (3,)
     dimensions: int
     encoder: str
+    #: The fast encoder's built graphs whose vectors the map was fitted on (``trained_on.graphs``).
+    graphs: tuple[str, ...]
 
 
 def weights_path() -> Path:
@@ -66,11 +70,12 @@ def parse(raw: bytes, expected_sha256: str = WEIGHTS_SHA256) -> Weights:
         coef = np.asarray(doc["coef"], dtype=np.float32)
         intercept = np.asarray(doc["intercept"], dtype=np.float32)
         classes, encoder = tuple(doc["classes"]), str(doc["encoder"])
+        graphs = tuple(str(g) for g in doc["trained_on"]["graphs"])
     except (ValueError, KeyError, TypeError) as err:
         raise SentimentModelError(f"{WEIGHTS_FILE} is malformed: {err}") from err
     if classes != CLASSES or coef.ndim != 2 or coef.shape[0] != len(CLASSES) or intercept.shape != (len(CLASSES),):
         raise SentimentModelError(f"{WEIGHTS_FILE}: expected classes {CLASSES} and a (3, d) matrix")
-    return Weights(coef, intercept, int(coef.shape[1]), encoder)
+    return Weights(coef, intercept, int(coef.shape[1]), encoder, graphs)
 
 
 @functools.cache

@@ -1065,7 +1065,9 @@ function newView() {
     metaBox.replaceChildren(metaBox.firstChild, ...boxes(metaBox, "metadata", was.meta));
     breakdownBox.replaceChildren(breakdownBox.firstChild, ...boxes(breakdownBox, "breakdown", was.by));
     scoreCol.replaceChildren(h("option", { value: "" }, "(none)"), ...cols.map((c) => h("option", { value: c, selected: c === was.score }, c)));
-    sentimentSrc.replaceChildren(h("option", { value: "" }, "the text (the default model)"),
+    // "" sends no params.sentiment: the server's default, the classifier over the job's MiniLM vectors (the
+    // lexicon, with a note, when another encoder embedded the job).
+    sentimentSrc.replaceChildren(h("option", { value: "" }, "the text (the sentiment model, default)"),
       h("option", { value: "lexicon" }, "the text (VADER lexicon)"), h("option", { value: "llm" }, "the text (the LLM)"),
       h("option", { value: "off" }, "off"),
       ...cols.map((c) => h("option", { value: `from:${c}`, selected: `from:${c}` === was.sent }, `rating column: ${c}`)));

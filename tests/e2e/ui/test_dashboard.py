@@ -12,6 +12,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from devhost.process import HostProcess
+from pipelines.thematic.sentiment import MODEL_NAME as SENTIMENT_MODEL
 from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import Api
 
@@ -88,9 +89,10 @@ def test_submit_watch_and_read_themes(page: Any, host: HostProcess, api: Api, tm
 
     status, _, doc = api.call("GET", f"/api/jobs/{job_id}/result")
     assert status == 200 and doc["themes"], doc
-    # Issue 23: the summary says which source made the sentiment (here the default, the lexicon).
-    assert doc["sentiment"]["source"] == "lexicon"
-    expect(page.locator("#sentiment-source-note")).to_have_text(f"sentiment: the lexicon ({doc['sentiment']['model']})")
+    # Issue 23: the summary says which source made the sentiment (here the default, the classifier over the
+    # fast encoder's vectors).
+    assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["model"] == SENTIMENT_MODEL
+    expect(page.locator("#sentiment-source-note")).to_have_text(f"sentiment: the sentiment model ({SENTIMENT_MODEL})")
     texts = {str(i + 1): t for i, t in enumerate(responses())}
     for theme in doc["themes"]:
         row = page.locator(f"li.theme[data-theme-id='{theme['id']}']")

@@ -69,6 +69,9 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     page.check("#breakdown-by input[value='plan']")
     page.select_option("#score-column", "nps")
     assert page.locator("#score-scale").input_value() == "nps"  # guessed from the 0-10 integers
+    # The sentiment source starts at the server's default (no params.sentiment sent): the classifier.
+    assert page.locator("#sentiment-source").input_value() == ""
+    expect(page.locator("#sentiment-source option:checked")).to_have_text("the text (the sentiment model, default)")
     page.select_option("#sentiment-source", "from:stars")
     # compare_to: a picker over the tenant's earlier jobs (GET /api/jobs), the first wave among them.
     expect(page.locator(f"#compare-to option[value='{first['id']}']")).to_have_count(1)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pipelines.thematic import PIPELINE, ThematicParams, codebook
+from pipelines.thematic import sentiment as S
 from pipelines.thematic.baseline import baseline_of
 from pipelines.thematic.edit import edit_result
 from pipelines.thematic.result import ThematicResult
@@ -77,11 +78,23 @@ def test_a_segment_where_one_theme_is_three_times_as_common_is_flagged_and_a_ran
 def test_sentiment_per_response_and_per_theme_follows_the_text_or_a_rating_field() -> None:
     items, truth = feedback(per_theme=25, seed=5)
     doc = _run(items)
-    assert doc["sentiment"]["source"] == "lexicon" and doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
+    # The default: the classifier over the vectors the job embedded with the fast encoder (this CPU's graph).
+    assert doc["sentiment"]["source"] == "model" and doc["sentiment"]["model"] == S.MODEL_NAME
+    assert "note" not in doc["sentiment"] and doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
     major = _majority(doc, {str(it["id"]): t for it, t in zip(items, truth, strict=True)})
-    means = {major[t["id"]]: t["sentiment"]["mean"] for t in doc["themes"] if t["id"] in major}
-    # The staff templates are praise, app crashes are complaints (data.py); VADER must tell them apart.
+    # The staff templates are praise, the rest complaints (data.py); the default must tell them apart. Per
+    # planted theme, the count-weighted mean of the themes it makes up (the clustering may split one in two), and
+    # every praise theme above every complaint theme. (The lexicon, asked for, fails the last: two complaint
+    # themes of this set have a positive mean under it. The classifier has its own miss here: "Customer service
+    # agent was ... kind and solved my issue" reads negative, test_sentiment_model.py, so a staff theme made of
+    # that template alone sits near 0.)
+    themes = [t for t in doc["themes"] if t["id"] in major]
+    means = {m: sum(t["sentiment"]["mean"] * t["count"] for t in themes if major[t["id"]] == m)
+             / sum(t["count"] for t in themes if major[t["id"]] == m) for m in set(major.values())}
     assert means["staff"] > 0.3 and means["app"] < means["staff"] - 0.3, means
+    praise = [t["sentiment"]["mean"] for t in themes if major[t["id"]] == "staff"]
+    complaints = [t["sentiment"]["mean"] for t in themes if major[t["id"]] != "staff"]
+    assert min(praise) > max(complaints) and max(complaints) < 0, (praise, complaints)
     for a in doc["assignments"]:
         if a["bucket"] != "unusable":
             assert a["sentiment"]["label"] in ("positive", "neutral", "negative")
@@ -95,6 +108,36 @@ def test_sentiment_per_response_and_per_theme_follows_the_text_or_a_rating_field
     for a in rated["assignments"]:
         if a["bucket"] != "unusable":
             assert a["sentiment"]["label"] == ("negative" if by_id[str(a["response_id"])] == 1 else "positive")
+
+
+# Answers a lexicon reads the wrong way (the first four from the bundled survey, samples/feedback.csv), and plain
+# praise, mixed into a job: by response id, the label the default gives them.
+HARD = {
+    "h1": ("Support never answered my email.", "not positive"),
+    "h2": ("Thanks for nothing.", "not positive"),
+    "h3": ("Plus membership price went up but the benefits went down.", "negative"),
+    "h4": ("The 'free delivery' promotion still charged me delivery.", "negative"),
+    "h5": ("Great food, fast delivery, thank you!", "positive"),
+    "h6": ("The driver was lovely.", "positive"),
+}
+
+
+def test_the_default_sentiment_of_a_job_reads_complaints_in_positive_words_the_right_way() -> None:
+    items, _ = feedback(per_theme=20, seed=8)
+    items += [{"id": i, "text": t} for i, (t, _) in HARD.items()]
+    doc = _run(items)
+    assert doc["sentiment"]["source"] == "model"
+    got = {str(a["response_id"]): a["sentiment"] for a in doc["assignments"] if str(a["response_id"]) in HARD}
+    assert set(got) == set(HARD)
+    for i, (text, want) in HARD.items():
+        label = got[i]["label"]
+        assert (label != "positive" if want == "not positive" else label == want), (text, got[i])
+    # The lexicon, still the explicit option, calls every one of them positive, the complaints too.
+    lexicon = _run(items, sentiment="lexicon")
+    assert lexicon["sentiment"]["source"] == "lexicon" and "note" not in lexicon["sentiment"]
+    by_lexicon = {str(a["response_id"]): a["sentiment"]["label"] for a in lexicon["assignments"]
+                  if str(a["response_id"]) in HARD}
+    assert by_lexicon == {i: "positive" for i in HARD}
 
 
 def test_a_planted_change_between_waves_is_found_and_the_edited_codebook_is_carried_over() -> None:

@@ -14,9 +14,13 @@ import pytest
 from pipelines.thematic import PIPELINE, ThematicParams
 from pipelines.thematic import sentiment as S
 from pipelines.thematic import sentiment_model as SM
+from pipelines.thematic.clean import CleanedResponse
+from pipelines.thematic.document import insight_sentiment
 from pipelines.thematic.embed import LazyLocalEmbedder, get_embedder
 from pipelines.thematic.render import render_md
 from pipelines.thematic.result import ThematicResult
+from pipelines.thematic.stages import Checkpoints, RunState
+from pipelines.thematic.train_sentiment import GRAPHS
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext
 
@@ -43,6 +47,135 @@ HARD_POSITIVE = [
     "The battery died after two days, the screen scratches easily, but honestly it does everything I need and I "
     "love it.",
 ]
+
+
+# The default sentiment (``ThematicParams()``, no ``sentiment`` given) on answers a lexicon reads the wrong way,
+# on the vectors of each built graph of the fast encoder (a VNNI CPU's jobs get int8-vnni, any other int8).
+# Complaints in positive words must not come out positive: the lexicon (the default before) calls every one of
+# them positive ("support", "thanks", "free", "benefits", "party" are positive words to it). The "samples/" ones are
+# answers of the bundled survey (samples/feedback.csv, its id in the comment), read and chosen by hand.
+DEFAULT_NOT_POSITIVE = [
+    "Support never answered my email.",  # r022; the classifier: neutral, -0.30 (the lexicon +0.40)
+    "Support never answered my email",
+    "Thanks for nothing.",  # neutral, about -0.25 (the lexicon +0.44)
+    "Thanks for nothing",
+    "The chat support is a bot that doesn't understand anything.",  # r026
+    "Password reset email never shows up, not even in spam.",  # r205
+    "Referral code didn't give me or my friend the credit we were promised.",  # r283 (the lexicon +0.81)
+]
+# ... and these it calls negative outright, on both graphs.
+DEFAULT_NEGATIVE = [
+    "We ordered for a kids birthday party and it came so late the party was basically over. Very disappointing.",  # r015
+    "Pizza came cold, cheese totally solid.",  # r068
+    "Plus membership price went up but the benefits went down.",  # r108
+    "The 'free delivery' promotion still charged me delivery.",  # r148
+    "Chat support disconnected me twice.",  # r233
+    "Customer support takes forever to reply.",  # r113
+]
+# Plain praise must stay positive under the default (the lexicon gets these right too: a guard, not a gain).
+DEFAULT_POSITIVE = [
+    "Great food, fast delivery, thank you!",
+    "The driver was lovely",
+    "Driver was lovely, thank you!",  # r310
+    "Our usual driver knows our building and is always cheerful. Great service.",  # r230
+    "Shoutout to the driver who came in the pouring rain with a smile.",  # r338
+]
+# Known misses of the classifier on the survey, both graphs (strict: a refit that fixes one must say so here).
+# Praise that mentions a problem is read as a complaint, where the lexicon says positive (r074, r251, r175) or
+# neutral (r273); and complaints without a negative word read as positive (the lexicon: positive or neutral).
+_MISS = pytest.mark.xfail(strict=True, reason="a known miss of minilm-sentiment-lr 2 (docs/thematic.md)")
+DEFAULT_PRAISE_WITH_PROBLEM_WORDS = [
+    pytest.param("Courier was fast and polite, no complaints", marks=_MISS),  # r074: -0.52 / -0.58
+    pytest.param("My courier apologized for a small delay and was super nice about it.", marks=_MISS),  # r251
+    pytest.param("My delivery guy called when he couldn't find the entrance, very polite.", marks=_MISS),  # r273
+    pytest.param("Drivers have always been kind to me, even when the app messed up.", marks=_MISS),  # r175
+    # Not from the survey: a template of tests/support/thematic_data.py ("staff"), -0.5 on either graph.
+    pytest.param("Customer service agent was really kind and solved my issue.", marks=_MISS),
+]
+DEFAULT_FLAT_COMPLAINTS = [
+    pytest.param("Support should be faster for Plus members at least.", marks=_MISS),  # r297: +0.38 / +0.40
+    pytest.param("Ordered breakfast, got it around lunchtime.", marks=_MISS),  # r177: +0.49 / +0.44
+    pytest.param("The Plus subscription used to be worth it but now there are still fees on most orders.",
+                 marks=_MISS),  # r039: +0.31 / +0.37
+]
+
+
+def _default_sentiment(texts: list[str], graph: str) -> tuple[Any, list[S.Scored]]:
+    """The result's sentiment section and the scores of ``texts`` under the default params, as the insight
+    stage decides them for a job whose vectors come from the fast encoder's ``graph``."""
+    embedder = LazyLocalEmbedder("fast", graph)
+    s = RunState(params=ThematicParams(), items=[], client=None, embedder=embedder,
+                 checkpoints=Checkpoints(FakeContext(), "fp"))
+    s.usable = [CleanedResponse(n, n, t, "ok") for n, t in enumerate(texts)]
+    s.emb = np.asarray(embedder.embed(texts), dtype=np.float32)
+    info, scored = insight_sentiment(s)
+    assert info is not None and scored is not None and all(x is not None for x in scored)
+    return info, [x for x in scored if x is not None]
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+def test_the_default_is_the_classifier_on_either_graphs_vectors(graph: str) -> None:
+    info, scored = _default_sentiment(["Thanks for nothing."], graph)
+    assert info.document() == {"source": "model", "field": None, "model": S.MODEL_NAME, "scale": None, "scored": 1}
+    assert scored == S.by_model(np.asarray(get_embedder("fast", graph).embed(["Thanks for nothing."]), np.float32))
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("text", DEFAULT_NOT_POSITIVE)
+def test_under_the_default_a_complaint_in_positive_words_is_not_positive(text: str, graph: str) -> None:
+    assert S.lexicon([text])[0].label == "positive"  # what the old default said
+    (scored,) = _default_sentiment([text], graph)[1]
+    assert scored.label != "positive" and scored.score < 0, scored
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("text", DEFAULT_NEGATIVE)
+def test_under_the_default_a_complaint_in_positive_words_is_negative(text: str, graph: str) -> None:
+    assert S.lexicon([text])[0].label == "positive"
+    (scored,) = _default_sentiment([text], graph)[1]
+    assert scored.label == "negative", scored
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("text", DEFAULT_POSITIVE)
+def test_under_the_default_plain_praise_is_positive(text: str, graph: str) -> None:
+    (scored,) = _default_sentiment([text], graph)[1]
+    assert scored.label == "positive" and scored.score > 0.3, scored
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("text", DEFAULT_PRAISE_WITH_PROBLEM_WORDS)
+def test_under_the_default_praise_that_mentions_a_problem_is_not_negative(text: str, graph: str) -> None:
+    (scored,) = _default_sentiment([text], graph)[1]
+    assert scored.label != "negative" and scored.score > 0, scored
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("text", DEFAULT_FLAT_COMPLAINTS)
+def test_under_the_default_a_complaint_without_negative_words_is_not_positive(text: str, graph: str) -> None:
+    (scored,) = _default_sentiment([text], graph)[1]
+    assert scored.label != "positive" and scored.score < 0, scored
+
+
+def test_the_lexicon_stays_the_explicit_option_and_the_fallback_for_other_encoders() -> None:
+    text = "Support never answered my email."
+    s = RunState(params=ThematicParams(sentiment="lexicon"), items=[], client=None,
+                 embedder=LazyLocalEmbedder("fast"), checkpoints=Checkpoints(FakeContext(), "fp"))
+    s.usable = [CleanedResponse(0, 0, text, "ok")]
+    s.emb = _embed([text])
+    info, scored = insight_sentiment(s)
+    assert info is not None and info.document() == {
+        "source": "lexicon", "field": None, "model": S.LEXICON_MODEL, "scale": None, "scored": 1}
+    assert scored == S.lexicon([text])
+    # The default on a job another encoder embedded (here: multilingual, as for language "de"): the lexicon,
+    # and the note says why. Its vectors are not read, so a placeholder of another width stands in for them.
+    s = RunState(params=ThematicParams(), items=[], client=None, embedder=LazyLocalEmbedder("multilingual"),
+                 checkpoints=Checkpoints(FakeContext(), "fp"))
+    s.usable = [CleanedResponse(0, 0, text, "ok")]
+    s.emb = np.zeros((1, 512), np.float32)
+    info, scored = insight_sentiment(s)
+    assert info is not None and info.source == "lexicon" and scored == S.lexicon([text])
+    assert info.note is not None and "reads only the fast encoder's vectors" in info.note, info
 
 
 def _embed(texts: list[str]) -> np.ndarray:
@@ -118,8 +251,6 @@ def test_labels_do_not_depend_on_the_last_bits_of_the_int8_encoder() -> None:
 def test_the_weights_are_fitted_on_every_graph_and_read_both_alike() -> None:
     # A VNNI CPU embeds with the int8-vnni graph, any other with int8: the weights were fitted on both graphs'
     # vectors stacked (train_sentiment.py), so one answer gets one label whichever CPU ran the job.
-    from pipelines.thematic.train_sentiment import GRAPHS
-
     assert json.loads(SM.weights_path().read_bytes())["trained_on"]["graphs"] == list(GRAPHS)
     texts = ["Thanks for nothing.", "Customer support takes forever to reply.", "Lovely courier today.",
              "I order every Friday.", "Fees are too high.", "Great food, fast delivery, friendly driver.",

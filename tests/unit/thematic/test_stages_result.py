@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
+from pipelines.thematic import sentiment as sentiments
 from pipelines.thematic import stages
+from pipelines.thematic.embed import ModelInfo
 from pipelines.thematic.result import ThematicResult
 from tests.support.thematic_data import feedback
 from tests.support.thematic_fakes import FakeContext
@@ -33,12 +39,66 @@ def test_the_loop_runs_the_stages_in_order() -> None:
         "render_stage"]
 
 
-def test_insight_scores_every_usable_response_with_the_lexicon_by_default() -> None:
+def test_insight_by_default_falls_back_to_the_lexicon_when_the_fast_encoder_did_not_embed_the_job() -> None:
+    # The word embedder stands for any other encoder (multilingual, an embeddings deployment): the default
+    # classifier cannot read its vectors, so every usable response is scored by the lexicon, and the note says why.
     ctx, s = _assigned(_items())
     stages.insight_stage(ctx, s)
     assert s.sentiment is not None and s.sentiment.source == "lexicon"
-    assert s.scored is not None and len(s.scored) == len(s.usable) == s.sentiment.scored
+    assert s.sentiment.model == sentiments.LEXICON_MODEL
+    assert s.sentiment.note is not None and "fake-words" in s.sentiment.note
+    assert s.scored == sentiments.lexicon([r.text for r in s.usable]) and len(s.usable) == s.sentiment.scored
     assert s.recode is None and "total" in s.checkpoints.timings
+
+
+class _FastWords:
+    """A stand-in for the fast encoder (``encoder == "fast"``, 384 dimensions) without its model: hashed words."""
+
+    encoder = "fast"
+
+    def __init__(self, graph: str = "int8") -> None:
+        self.info = ModelInfo("fake-fast", "fake-minilm==0", "f00d", 384, 128, runtime="fake", graph=graph)
+
+    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> NDArray[np.float32]:
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for n, text in enumerate(texts):
+            for word in text.lower().split():
+                out[n, int(hashlib.md5(word.encode()).hexdigest()[:6], 16) % 384] += 1.0
+            out[n] /= max(float(np.linalg.norm(out[n])), 1e-9)
+        if on_batch is not None:
+            on_batch(len(texts))
+        return out
+
+
+def test_insight_by_default_scores_with_the_classifier_over_the_fast_encoders_vectors() -> None:
+    ctx, s = state(_items())
+    s.embedder = _FastWords()
+    for stage in stages.STAGES[:6]:
+        stage(ctx, s)
+    assert s.sentiment is not None and s.sentiment.document() == {
+        "source": "model", "field": None, "model": sentiments.MODEL_NAME, "scale": None, "scored": len(s.usable)}
+    assert s.scored == sentiments.by_model(s.emb)
+    # The lexicon is still there when asked for, with no note.
+    ctx, s = state(_items(), sentiment="lexicon")
+    s.embedder = _FastWords()
+    for stage in stages.STAGES[:6]:
+        stage(ctx, s)
+    assert s.sentiment is not None and s.sentiment.source == "lexicon" and s.sentiment.note is None
+    assert s.scored == sentiments.lexicon([r.text for r in s.usable])
+
+
+@pytest.mark.parametrize("graph", ["", "fp16"])
+def test_insight_by_default_uses_the_lexicon_on_a_minilm_file_the_weights_were_not_fitted_on(graph: str) -> None:
+    # "": the legacy MiniLM file (a deployment packaged without the built graphs); "fp16": a graph not in
+    # the weight file's trained_on.graphs. Same encoder name, other vectors: the lexicon scores, the note says why.
+    ctx, s = state(_items())
+    s.embedder = _FastWords(graph)
+    for stage in stages.STAGES[:6]:
+        stage(ctx, s)
+    assert s.sentiment is not None and s.sentiment.source == "lexicon"
+    assert s.sentiment.note is not None and (f"graph {graph}" if graph else "fake-minilm==0") in s.sentiment.note
+    assert "int8, int8-vnni" in s.sentiment.note
+    assert s.scored == sentiments.lexicon([r.text for r in s.usable])
 
 
 def test_insight_with_sentiment_off_writes_no_sentiment() -> None:
