@@ -438,6 +438,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
             "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for r in down_rows),
             "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for r in up_rows),
             "new": len(new_ids), "new_held_out": len(held),
+            "new_holds": {t: dict(votes[t][1].most_common(3)) for t in new_ids if votes.get(t)},
             "false_alarms": sum(1 for r in others if r["significant"]),
             "false_alarm_themes": [r["label"] for r in others if r["significant"]],
             "far": cmp.get("far"), "seconds": round(secs, 1),
