@@ -1,0 +1,195 @@
+"""CPU seconds of the job's stages after embedding (clean, cluster, describe, ...) at a git ref vs now, on the same
+cached embeddings, and whether the two results are identical (issue 27: cut the cluster stage's cost without
+changing what it computes).
+
+Each (code tree, set) runs in a fresh process with one thread everywhere (BLAS, onnxruntime), so CPU seconds
+(user + system of that process, per stage) measure the work, not the other processes of a shared machine; the
+trees alternate round by round (ref, now, ref, now, ...) so both see the same load. The ref's ``pipelines`` and
+``shared`` packages are taken with ``git archive`` into a temporary folder (the models are the worktree's).
+
+Sets: ``scale2000`` is what ``bench/thematic.py --scale 2000`` runs (2,000 BBC leads, headlines and sentences);
+any name of the quality suite (``bench/thematic.py --suite``: ``leads``, ``banking``, ``clinc``, ...) works too.
+The embeddings come from the bench cache (``~/.cache/thematiq-bench``), so the first run of a set embeds it.
+
+"identical" compares the whole result document (every theme, label, assignment and the run metadata with the
+theme count's scores and confidence) after removing what depends on the clock (timings, timestamps).
+
+Usage::
+
+    .venv/bin/python bench/cluster_speed.py --ref main                      # scale2000, 3 rounds
+    .venv/bin/python bench/cluster_speed.py --ref main --sets leads,banking,clinc --rounds 1
+    .venv/bin/python bench/cluster_speed.py --ref main --threads 2          # identity at the production setting
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORKER = r"""
+import hashlib, json, os, re, resource, sys, time
+from pathlib import Path
+code_root, bench_root, name, seed, out = sys.argv[1:6]
+sys.path.insert(0, bench_root)
+import bench.thematic as b  # puts bench_root first on sys.path; the code under test must come before it
+sys.path.insert(0, code_root)
+import importlib
+R = importlib.import_module("pipelines.thematic.run")  # the module (the package's ``run`` is the function)
+import pipelines.thematic.mapped as mapped
+from pipelines.thematic import embed as E
+E.LocalEmbedder.__init__.__defaults__ = (int(os.environ["OMP_NUM_THREADS"]), None)  # as bench/thematic.py --scale
+assert R.__file__.startswith(code_root), R.__file__  # the tree under test, not the bench's
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+if name == "scale2000":
+    texts = []
+    for a in b.bbc():
+        texts += [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
+    texts = list(dict.fromkeys(texts))[:2000]
+else:
+    texts = b.suite_set(name)[0]
+
+stage_cpu = {}
+real_run_stages = R.run_stages
+def timed(f):
+    def run(ctx, s):
+        c0 = cpu()
+        try:
+            return f(ctx, s)
+        finally:
+            key = f.__name__.removesuffix("_stage")
+            stage_cpu[key] = stage_cpu.get(key, 0.0) + cpu() - c0
+    return run
+from pipelines.thematic import stages as S
+R.run_stages = lambda ctx, s: real_run_stages(ctx, s, tuple(timed(f) for f in S.STAGES))
+real_embedder = mapped.job_embedder
+mapped.job_embedder = lambda *a, **k: b.CachedEmbedder(real_embedder(*a, **k))
+from pipelines.thematic import ThematicParams
+params = ThematicParams(llm="off", seed=int(seed), num_themes="auto")
+items = [{"id": i, "text": t} for i, t in enumerate(texts)]
+R.run_with(b.Ctx(), params, items, client=None)  # warm-up: embeddings cached, imports and first calls paid
+stage_cpu.clear()
+c0 = cpu()
+doc = R.run_with(b.Ctx(), params, items, client=None)
+job = cpu() - c0
+
+CLOCK = ("timings_seconds", "started_at", "finished_at", "created_at", "duration_seconds", "elapsed_seconds")
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k not in CLOCK}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+doc = strip(doc)
+blob = json.dumps(doc, sort_keys=True, ensure_ascii=False)
+Path(out).write_text(blob, encoding="utf-8")
+tc = doc["run"]["theme_count"]
+print(json.dumps({"n": len(texts), "k": len(doc["themes"]), "confidence": tc.get("confidence"),
+                  "sha": hashlib.sha256(blob.encode()).hexdigest()[:16], "job_cpu": round(job, 3),
+                  "stage_cpu": {k: round(v, 3) for k, v in stage_cpu.items()}}))
+"""
+
+
+def ref_tree(ref: str, into: Path) -> Path:
+    """``pipelines`` and ``shared`` at ``ref`` under ``into``, with this worktree's models linked in."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pipelines", "shared"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    models = into / "pipelines" / "thematic" / "assets" / "models"
+    if not models.exists():
+        models.symlink_to((ROOT / "pipelines" / "thematic" / "assets" / "models").resolve())
+    return into
+
+
+def run_one(code: Path, name: str, seed: int, threads: int, out: Path) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    p = subprocess.run([sys.executable, "-c", WORKER, str(code), str(ROOT), name, str(seed), str(out)],
+                       capture_output=True, text=True, env=env, cwd=str(code))
+    if p.returncode:
+        raise SystemExit(f"{code} {name}: worker failed\n{p.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
+    return result
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """Where two JSON values first differ (a path and both values), or None."""
+    if type(a) is not type(b):
+        return f"{path}: {a!r} vs {b!r}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}: only in {'now' if k not in a else 'ref'}"
+            d = first_difference(a[k], b[k], f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} vs {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {a!r} vs {b!r}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref", default="main", help="git ref to compare with (default main)")
+    ap.add_argument("--sets", default="scale2000", help="comma-separated: scale2000 and/or suite set names")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per tree and set (min/median shown)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/onnxruntime threads of each run (CPU time: 1)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from bench.int8_speed import machine
+
+    print(machine())
+    print(f"ref {args.ref} vs this tree; {args.threads} thread(s); seed {args.seed}; {args.rounds} round(s)")
+    with tempfile.TemporaryDirectory(prefix="cluster-speed-") as tmp:
+        trees = {"ref": ref_tree(args.ref, Path(tmp) / "ref"), "now": ROOT}
+        all_same = True
+        for name in [s for s in args.sets.split(",") if s]:
+            runs: dict[str, list[dict[str, Any]]] = {"ref": [], "now": []}
+            for r in range(args.rounds):
+                for tag in (("ref", "now") if r % 2 == 0 else ("now", "ref")):
+                    out = Path(tmp) / f"{name}-{tag}-{r}.json"
+                    runs[tag].append(run_one(trees[tag], name, args.seed, args.threads, out))
+            a = json.loads((Path(tmp) / f"{name}-now-0.json").read_text(encoding="utf-8"))
+            b = json.loads((Path(tmp) / f"{name}-ref-0.json").read_text(encoding="utf-8"))
+            diff = first_difference(a, b)
+            all_same &= diff is None
+            shas = {tag: {x["sha"] for x in v} for tag, v in runs.items()}
+            print(f"\n{name}: n={runs['now'][0]['n']} k ref/now {runs['ref'][0]['k']}/{runs['now'][0]['k']}, "
+                  f"confidence {runs['ref'][0]['confidence']}/{runs['now'][0]['confidence']}; result "
+                  f"{'IDENTICAL' if diff is None else 'DIFFERS at ' + diff} (sha ref {sorted(shas['ref'])} "
+                  f"now {sorted(shas['now'])})")
+            stages = list(runs["now"][0]["stage_cpu"])
+            print(f"  {'CPU s':10s} {'ref min':>8s} {'ref med':>8s} {'now min':>8s} {'now med':>8s} {'now/ref':>8s}")
+            for st in [*stages, "job"]:
+                vals = {tag: [x["job_cpu"] if st == "job" else x["stage_cpu"].get(st, 0.0) for x in v]
+                        for tag, v in runs.items()}
+                lo_r, lo_n = min(vals["ref"]), min(vals["now"])
+                print(f"  {st:10s} {lo_r:8.3f} {statistics.median(vals['ref']):8.3f} {lo_n:8.3f} "
+                      f"{statistics.median(vals['now']):8.3f} {lo_n / lo_r if lo_r else float('nan'):8.2f}")
+        load = os.getloadavg()
+        print(f"\nload average after: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; all identical: {all_same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""The cluster stage's fast paths compute exactly what the plain computations do (issue 27).
+
+The silhouette from the distance matrix computed once is the textbook silhouette (sklearn's where installed); the
+k-means shortcuts (the weighted draw of k-means++, stopping when no point moved, the pair table of the ARI, the
+split path's cached spreads) return bit for bit what the loops they replace returned: these tests keep the plain
+versions and compare on data where the shortcuts fire.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipelines.thematic import cluster as K
+
+
+def blobs(n: int, k: int, d: int, seed: int, spread: float = 0.35) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = K.normalise(rng.normal(size=(k, d)))
+    y = rng.integers(0, k, n)
+    return K.normalise(centres[y] + spread * rng.normal(size=(n, d)) / np.sqrt(d)), y
+
+
+def textbook_silhouette(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Rousseeuw's definition, point by point in float64, cosine distance: a = mean distance to the other members
+    of its group, b = the smallest mean distance to another group, s = (b - a) / max(a, b), 0 alone in a group."""
+    x64 = x.astype(np.float64)
+    d = 1.0 - x64 @ x64.T
+    out = np.zeros(len(x))
+    for i in range(len(x)):
+        own = labels == labels[i]
+        if own.sum() < 2:
+            continue
+        a = d[i, own].sum() / (own.sum() - 1)
+        b = min(d[i, labels == g].mean() for g in np.unique(labels) if g != labels[i])
+        out[i] = (b - a) / max(a, b)
+    return out
+
+
+@pytest.mark.parametrize("k", [2, 3, 7])
+def test_silhouette_from_the_cached_matrix_is_the_textbook_one(k: int) -> None:
+    x, y = blobs(300, k, 24, seed=k)
+    d = (1.0 - x @ x.T).astype(np.float32)
+    # A lone point in its own group scores 0 (the convention of Rousseeuw and sklearn).
+    y = y.copy()
+    y[0] = k
+    got = K.silhouette_values(d, y)
+    want = textbook_silhouette(x, y)
+    assert got[0] == 0.0
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    assert K.silhouette_from_distances(d, y) == pytest.approx(want.mean(), abs=2e-6)
+    assert K.silhouette(x, y) == pytest.approx(want.mean(), abs=2e-6)
+
+
+def test_silhouette_from_the_cached_matrix_is_sklearns() -> None:
+    metrics = pytest.importorskip("sklearn.metrics")
+    x, y = blobs(400, 6, 32, seed=3, spread=0.6)
+    d = (1.0 - x @ x.T).astype(np.float32)
+    want = metrics.silhouette_score(x.astype(np.float64), y, metric="cosine")
+    assert K.silhouette_from_distances(d, y) == pytest.approx(want, abs=2e-6)
+    np.testing.assert_allclose(K.silhouette_values(d, y), metrics.silhouette_samples(x, y, metric="cosine"),
+                               atol=2e-5)
+
+
+def test_weighted_draw_is_generator_choice() -> None:
+    for case in range(300):
+        gen = np.random.default_rng(case)
+        n = int(gen.integers(2, 3000))
+        d = gen.random(n).astype(np.float32)
+        d[gen.random(n) < 0.3] = 0.0  # k-means++ weights: the chosen centres weigh 0
+        if case % 5 == 0:
+            d[-gen.integers(1, n):] = 0.0  # trailing zeros: the cumulative sum ends on a flat run
+        p = d / float(d.sum())
+        a, b = np.random.default_rng(1000 + case), np.random.default_rng(1000 + case)
+        for _ in range(4):
+            assert K.weighted_draw(a, p) == int(b.choice(n, p=p))
+        assert a.random() == b.random()  # the generator is left in the same state
+
+
+def plain_kmeans_pp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    n = x.shape[0]
+    centers = np.empty((k, x.shape[1]), dtype=np.float32)
+    centers[0] = x[int(rng.integers(n))]
+    d = np.maximum(1.0 - x @ centers[0], 0.0)
+    for i in range(1, k):
+        total = float(d.sum())
+        idx = int(rng.integers(n)) if total <= 0 else int(rng.choice(n, p=d / total))
+        centers[i] = x[idx]
+        d = np.minimum(d, np.maximum(1.0 - x @ centers[i], 0.0))
+    return centers
+
+
+def plain_kmeans(x: np.ndarray, k: int, *, seed: int, n_init: int, max_iter: int = 40,
+                 tol: float = 1e-5) -> tuple[np.ndarray, np.ndarray, int]:
+    """spherical_kmeans as it was before issue 27's shortcuts; also returns how many rounds it ran."""
+    n = x.shape[0]
+    k = max(1, min(k, n))
+    rng = np.random.default_rng(seed)
+    best = None
+    rows = np.arange(n)
+    rounds = 0
+    for _ in range(n_init):
+        c = plain_kmeans_pp(x, k, rng)
+        prev = -np.inf
+        labels = np.zeros(n, dtype=np.int64)
+        score = -np.inf
+        for _it in range(max_iter):
+            rounds += 1
+            sims = x @ c.T
+            labels = sims.argmax(axis=1).astype(np.int64)
+            fit = sims[rows, labels]
+            score = float(fit.sum())
+            sums = K.group_sums(labels, x, k)
+            counts = np.bincount(labels, minlength=k)
+            empty = np.flatnonzero(counts == 0)
+            if empty.size:
+                sums[empty] = x[np.argsort(fit)[: empty.size]]
+            c = K.normalise(sums)
+            if score - prev <= tol * n:
+                break
+            prev = score
+        if best is None or score > best[0]:
+            best = (score, labels, c)
+    assert best is not None
+    return best[1], best[2], rounds
+
+
+@pytest.mark.parametrize(("n", "k", "d", "seed", "n_init", "max_iter"), [
+    (400, 5, 16, 0, 2, 40),
+    (600, 12, 32, 1, 3, 25),
+    (300, 40, 8, 2, 2, 25),  # many groups in few dimensions: empty groups get re-seeded
+    (250, 3, 64, 3, 10, 40),
+    (500, 20, 24, 4, 1, 3),  # stopped by max_iter
+])
+def test_kmeans_fast_path_is_the_plain_loop_bit_for_bit(n: int, k: int, d: int, seed: int, n_init: int,
+                                                        max_iter: int) -> None:
+    x, _ = blobs(n, max(2, k // 2), d, seed, spread=0.8)
+    labels, cents = K.spherical_kmeans(x, k, seed=seed, n_init=n_init, max_iter=max_iter)
+    want_labels, want_cents, _ = plain_kmeans(x, k, seed=seed, n_init=n_init, max_iter=max_iter)
+    np.testing.assert_array_equal(labels, want_labels)
+    assert cents.tobytes() == want_cents.tobytes()
+
+
+@pytest.mark.parametrize("k", [4, 7])
+def test_kmeans_with_groups_left_empty_is_the_plain_loop(k: int) -> None:
+    """Three distinct points, copied: groups beyond three stay empty round after round (re-seeded on a copy that
+    ties with, and goes to, an earlier group), the case the no-point-moved stop must leave to the plain loop."""
+    rng = np.random.default_rng(0)
+    x = K.normalise(K.normalise(rng.normal(size=(3, 8)))[rng.integers(0, 3, 60)])
+    for seed in range(4):
+        labels, cents = K.spherical_kmeans(x, k, seed=seed, n_init=2)
+        want_labels, want_cents, _ = plain_kmeans(x, k, seed=seed, n_init=2)
+        assert (np.bincount(labels, minlength=k) == 0).any()
+        np.testing.assert_array_equal(labels, want_labels)
+        assert cents.tobytes() == want_cents.tobytes()
+
+
+def test_kmeans_stops_early_when_no_point_moves() -> None:
+    """The shortcut fires on data where it matters (so the equality above is not vacuous): well separated groups
+    settle within a few rounds, and the plain loop then spends a round confirming it."""
+    x, _ = blobs(600, 6, 32, 5, spread=0.3)
+    calls = {"n": 0}
+    real = K._group_sums
+
+    def counting(*a: object, **kw: object) -> np.ndarray:
+        calls["n"] += 1
+        return real(*a, **kw)  # type: ignore[arg-type]
+
+    K._group_sums = counting  # type: ignore[assignment]
+    try:
+        labels, _ = K.spherical_kmeans(x, 6, seed=0, n_init=3)
+    finally:
+        K._group_sums = real  # type: ignore[assignment]
+    want, _, rounds = plain_kmeans(x, 6, seed=0, n_init=3)
+    np.testing.assert_array_equal(labels, want)
+    assert calls["n"] < rounds
+
+
+def plain_ari(a: np.ndarray, b: np.ndarray) -> float:
+    n = len(a)
+    _, ai = np.unique(a, return_inverse=True)
+    _, bi = np.unique(b, return_inverse=True)
+    table = np.zeros((ai.max() + 1, bi.max() + 1), dtype=np.float64)
+    np.add.at(table, (ai, bi), 1.0)
+
+    def pairs(v: np.ndarray) -> float:
+        return float((v * (v - 1) / 2).sum())
+
+    sum_ij, sum_a, sum_b = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
+    expected = sum_a * sum_b / (n * (n - 1) / 2)
+    top = (sum_a + sum_b) / 2
+    return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
+
+
+def test_ari_pair_table_is_the_plain_one() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(2, 500))
+        a, b = rng.integers(0, rng.integers(1, 30), n), rng.integers(5, 5 + rng.integers(1, 30), n)
+        assert K._ari(a, b) == plain_ari(a, b)
+    metrics = pytest.importorskip("sklearn.metrics")
+    a, b = rng.integers(0, 7, 300), rng.integers(0, 9, 300)
+    assert K._ari(a, b) == pytest.approx(metrics.adjusted_rand_score(a, b), abs=1e-12)
+
+
+def plain_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    out = labels.copy()
+    groups = int(out.max()) + 1
+    blocked: set[int] = set()
+    tries = 0
+    while groups < k and tries < 4 * k:
+        tries += 1
+        cents = K.normalise(K.group_sums(out, x, groups))
+        sizes = np.bincount(out, minlength=groups)
+        spread = np.bincount(out, weights=1.0 - (x * cents[out]).sum(axis=1), minlength=groups) / np.maximum(sizes, 1)
+        spread[sizes < (K.SPLIT_MIN if (sizes >= K.SPLIT_MIN).any() else 2)] = -1.0
+        spread[list(blocked)] = -1.0
+        g = int(np.argmax(spread))
+        if spread[g] < 0:
+            break
+        m = np.flatnonzero(out == g)
+        sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=K.SEARCH_ITER)
+        if min(int((sub == 0).sum()), int((sub == 1).sum())) < K.SPLIT_MIN // 2:
+            blocked.add(g)
+            continue
+        out[m[sub == 1]] = groups
+        groups += 1
+    return out
+
+
+def test_split_path_with_cached_spreads_is_the_plain_one() -> None:
+    # Outliers around a few groups: some cuts peel off a handful of points and are blocked (the cached case).
+    x, _ = blobs(500, 4, 16, 6, spread=0.5)
+    rng = np.random.default_rng(6)
+    x = K.normalise(np.vstack([x, rng.normal(size=(12, 16))]).astype(np.float32))
+    start, _ = K.spherical_kmeans(x, 3, seed=0, n_init=2)
+    for k in (5, 9, 14):
+        got = K._bisect_to(x, start, k, np.random.default_rng(k))
+        np.testing.assert_array_equal(got, plain_bisect_to(x, start, k, np.random.default_rng(k)))
