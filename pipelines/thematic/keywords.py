@@ -23,6 +23,20 @@ PHRASE_CACHE: Final = 50_000
 TOKEN_RE: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
 
 
+#: Text that is no phrase of the response: a URL, an e-mail address (with the "edu" / "com" of its domain) and
+#: written-out line breaks ("\\n", as exported answers hold them: "\\nthe" read as a word "nthe"). URLs and
+#: addresses end a phrase; an escape is a space.
+_ADDRESS_RE: Final = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.I)
+_ESCAPE_RE: Final = re.compile(r"\\[nrt]")
+
+
+def scrub(text: str) -> str:
+    """``text`` without URLs, e-mail addresses and written-out line breaks (:data:`_ADDRESS_RE`)."""
+    if "\\" in text:
+        text = _ESCAPE_RE.sub(" ", text)
+    return _ADDRESS_RE.sub(" , ", text)
+
+
 def tokens(text: str) -> list[str]:
     # Language-aware (lang.py): exactly TOKEN_RE for English jobs; Unicode words and CJK bigrams otherwise.
     return lang.tokenize(text)
@@ -32,7 +46,7 @@ def terms(text: str, stopwords: frozenset[str] | None = None) -> set[str]:
     """Distinct unigrams and bigrams of content words (presence per response, so one rant cannot dominate)."""
     if stopwords is None:
         stopwords = lang.current_stopwords()  # the job's languages (lang.keyword_languages); English by default
-    toks = tokens(text)
+    toks = tokens(scrub(text))
     out: set[str] = set()
     prev: str | None = None
     for t in toks:
@@ -181,7 +195,7 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
     keys: set[str] = set()
     surfaces: dict[str, str] = {}
     cued: set[str] = set()
-    for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", text)):
+    for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", scrub(text))):
         toks = tokens(clause)
         kind = []  # per token: "c" content, "n" negation, "s" stopword
         for n, t in enumerate(toks):

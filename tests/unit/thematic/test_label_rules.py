@@ -216,3 +216,15 @@ def test_sub_themes_of_two_themes_never_share_a_label(monkeypatch: object) -> No
     assert len(labels) == 4 and sum("good luck" in lab for lab in labels) == 2, labels
     assert len(set(labels)) == 4, labels
     assert not any(re.search(r"\(\d+\)", lab) for lab in labels)
+
+
+def test_urls_addresses_and_written_out_line_breaks_are_no_phrase() -> None:
+    # Exported answers hold "\n" as two characters ("...cells.\nthe colour" read "nthe"), forum posts addresses
+    # ("bob@cs.ace.edu writes" gave the label "Edu ace") and links ("www.x.com/forum3" gave "Com forum3").
+    keys = phrases("Red blood cells.\\n\\nthe colour comes from bile. See http://www.x.com/forum3 or bob@cs.ace.edu")
+    assert "colour" in keys and "cells" in keys
+    assert not {k for k in keys if {"nthe", "com", "forum3", "edu", "ace", "www", "bob", "x"} & set(k.split())}, keys
+    assert "red blood cells" in keys
+    # An address ends a phrase: the words either side of it are not one span.
+    assert "refund today" in phrases("refund today")
+    assert "refund today" not in phrases("refund to bob@shop.com today")
