@@ -3,31 +3,13 @@ a theme's majority label chosen the same way in every process (ties by name, not
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def _load(name: str) -> Any:
-    # bench/ is scripts, not a package: load the module from its file (it trims sys.path: restore it after).
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}_under_test", _BENCH / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path[:] = saved
+from tests.support.bench import load_bench
 
 
 def test_bertopic_gets_our_mean_label_length_not_a_word_more() -> None:
-    labels = _load("labels")
+    labels = load_bench("labels")
     hits = {1: 0.6, 2: 0.8, 3: 0.9, 4: 0.95}
     # 2.25 words on average is a mix of 75 % 2-word and 25 % 3-word labels: 0.825, not the 3-word 0.9.
     assert labels.at_length(hits, 2.25) == pytest.approx(0.825)
@@ -36,7 +18,7 @@ def test_bertopic_gets_our_mean_label_length_not_a_word_more() -> None:
 
 
 def test_a_tied_majority_is_broken_by_name_in_every_process() -> None:
-    thematic = _load("thematic")
+    thematic = load_bench("thematic")
     # Twenty two-way ties: max() over a set picked the set's first, which follows PYTHONHASHSEED, so the same
     # labels scored differently run to run. Each tie now goes to the alphabetically first name.
     for n in range(20):

@@ -3,28 +3,11 @@ change only on a label with enough answers for it (docs/thematic.md, "Waves": th
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def _load(name: str) -> Any:
-    # bench/ is scripts, not a package: load the module from its file (it trims sys.path: restore it after).
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}_under_test", _BENCH / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path[:] = saved
+from tests.support.bench import load_bench
 
 
 def test_the_power_of_the_old_design_matches_the_hand_computed_values() -> None:
@@ -33,7 +16,7 @@ def test_the_power_of_the_old_design_matches_the_hand_computed_values() -> None:
     # z = 0.032892 / 0.0088689 = 3.7087; se1 = sqrt(p1 q1 / n1 + p2 q2 / n2) = 0.0088342. BH at rank 2 of 67:
     # two-sided p < 0.1 / 67. Power = Phi((3.7087 - z_crit) * se0 / se1) = Phi(0.5341) = 0.703.
     # -80 %: p2 = 8/1208 = 0.0066225, pooled 48/2408 = 0.019934, se0 = 0.0056969, z = 0.026711 / 0.0056969 = 4.6887 at rank 1.
-    w = _load("waves")
+    w = load_bench("waves")
     out = w.power(30, 40, 67)
     assert (out["n1"], out["n2"]) == (1200, 1208)
     assert out["up"]["z"] == pytest.approx(3.71, abs=0.005)
@@ -46,7 +29,7 @@ def test_the_power_of_the_old_design_matches_the_hand_computed_values() -> None:
 
 
 def test_the_x2_change_goes_only_to_a_label_with_three_times_the_answers() -> None:
-    w = _load("waves")
+    w = load_bench("waves")
     texts = {f"small{i}": [f"s{i} {k}" for k in range(150)] for i in range(20)}
     texts |= {f"big{i}": [f"b{i} {k}" for k in range(220)] for i in range(12)}
     texts["tiny"] = [f"t {k}" for k in range(100)]  # fewer than 2 x 70: never drawn
