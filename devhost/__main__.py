@@ -30,7 +30,7 @@ log = logging.getLogger("devhost")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m devhost", description=__doc__)
     p.add_argument("--app-dir", type=Path, default=REPO_ROOT, help="folder with function_app.py (default: repo root)")
-    p.add_argument("--port", type=int, default=None, help="HTTP port (default: Host.LocalHttpPort or 7071)")
+    p.add_argument("--port", type=int, default=None, help="HTTP port (default: Host.LocalHttpPort or 7071; 0: any free port, named in the ready line)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--no-http", action="store_true", help="don't serve HTTP triggers")
     p.add_argument("--no-queue", action="store_true", help="don't run queue triggers")
@@ -94,10 +94,17 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("function %s: trigger %s is not supported by the dev host", spec.name, spec.trigger_type)
 
     server: DevHttpServer | None = None
-    port = args.port or cfg.local_http_port
+    port = cfg.local_http_port if args.port is None else args.port  # 0: a free port, named in the ready line
     table = build_table(specs)
     if table and not args.no_http:
-        server = DevHttpServer(port, table, cfg.route_prefix, host=args.host)
+        try:
+            server = DevHttpServer(port, table, cfg.route_prefix, host=args.host)
+        except OSError as exc:
+            # As func start does ("Port 7071 is unavailable"): say so and exit, don't leave a host half up.
+            log.error("cannot listen on %s:%d: %s (another process has the port? pass --port)", args.host, port, exc)
+            worker.stop()
+            sys.stderr.flush()
+            return 4
         port = server.server_address[1]
         server.start()
 

@@ -38,6 +38,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_LINE = "devhost ready"
 
 
+# The host's ready line: "devhost ready: 7 functions, http://127.0.0.1:50123, pid …" (or "no HTTP").
+_READY = re.compile(re.escape(READY_LINE) + r": \d+ functions, (?:http://[^:\s]+:(\d+)|no HTTP)")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -59,7 +63,9 @@ class HostProcess:
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
         self.env = dict(env or {})
-        self.port = port or free_port()
+        # None: the host binds port 0 and the ready line says which port it got. A port picked here and bound
+        # there could be taken in between by another process (a parallel test run did so: "Address already in use").
+        self.port: int | None = port
         self.args = list(args or [])
         self.grace = grace
         self.python = python
@@ -72,7 +78,9 @@ class HostProcess:
 
     @property
     def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:50123`` (routes add ``/api/...``)."""
+        """Base URL, e.g. ``http://127.0.0.1:50123`` (routes add ``/api/...``); known once the host is ready."""
+        if self.port is None:
+            raise RuntimeError("the host's port is known once it is ready: call start() first")
         return f"http://127.0.0.1:{self.port}"
 
     @property
@@ -97,7 +105,9 @@ class HostProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> HostProcess:
-        cmd = [self.python, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port), *self.args]
+        # A restart keeps the port the first start got, so URLs handed out stay valid.
+        port = 0 if self.port is None else self.port
+        cmd = [self.python, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(port), *self.args]
         if self.grace is not None:
             cmd += ["--grace", str(self.grace)]
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
@@ -124,10 +134,15 @@ class HostProcess:
         while time.monotonic() < deadline:
             if not self.running():
                 raise RuntimeError(f"devhost exited with {self.proc and self.proc.returncode}:\n{self.logs[-4000:]}")
-            ready_line = READY_LINE in self.logs
-            # With HTTP, also wait for the port: the ready line is printed just after it opens.
-            if ready_line and ("no HTTP" in self.logs or self._http_ready()):
-                return
+            logs = self.logs
+            ready = _READY.search(logs)
+            if ready and ready.group(1) is None:
+                return  # no HTTP
+            if ready:
+                self.port = int(ready.group(1))
+                # Also wait for the port to answer: the ready line is printed just after it opens.
+                if self._http_ready():
+                    return
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"devhost not ready after {timeout}s:\n{self.logs[-4000:]}")

@@ -115,7 +115,7 @@ class ThematicParams(BaseModel):
     #: Groups of a breakdown smaller than this are pooled as "other values".
     min_group_size: int = Field(default=MIN_GROUP_SIZE, ge=1, le=10_000)
     #: Sentiment per response: "model" (default: a classifier over the job's own MiniLM embeddings, offline;
-    #: it beats the lexicon on every measured out-of-domain set, docs/thematic.md "Sentiment agreement"; a job
+    #: it beats the lexicon on every measured out-of-domain set, docs/sentiment.md; a job
     #: embedded otherwise, by another language's encoder, "quality" or an embeddings deployment, is scored by
     #: the lexicon and ``sentiment.note`` says why), "lexicon" (VADER, offline, English), "llm" (the configured
     #: LLM; 422 when none is configured, llm is off, or the input has more than sentiment.LLM_MAX_RESPONSES),

@@ -2,8 +2,8 @@
 
 The classifier (``sentiment="model"``, the default; ``sentiment_model.py``) reads the sentiment off the MiniLM
 sentence embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
-P(positive) - P(negative). It beats the lexicon on every out-of-domain set measured (docs/thematic.md, "Sentiment
-agreement"): "Support never answered my email" is +0.40 to the lexicon, because "support" is a positive word.
+P(positive) - P(negative). It beats the lexicon on every out-of-domain set measured (docs/sentiment.md).
+"Support never answered my email" is +0.40 to the lexicon, because "support" is a positive word.
 It applies only to the ``fast`` encoder's vectors from a graph it was fitted on; a job embedded otherwise
 (another language's encoder, ``quality``, an embeddings deployment) is scored by the lexicon and
 ``sentiment.note`` says so.
@@ -11,7 +11,7 @@ It applies only to the ``fast`` encoder's vectors from a graph it was fitted on;
 VADER (``sentiment="lexicon"``; Hutto & Gilbert, 2014; the ``vaderSentiment`` package, MIT) is a lexicon plus
 rules for negation, intensifiers, "but" and punctuation: no model download, ~20k texts/s, English only. Its own thresholds
 decide the label: compound >= 0.05 positive, <= -0.05 negative, else neutral. Agreement with human labels
-is measured in docs/thematic.md ("Sentiment") by ``bench/sentiment.py``.
+is measured in docs/sentiment.md by ``bench/sentiment.py``.
 
 With ``sentiment="llm"`` a configured LLM labels the responses instead, in batches of 25 (texts redacted
 as for every LLM call); responses it did not label (budget spent, bad output) fall back to the lexicon and

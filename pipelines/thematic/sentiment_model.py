@@ -14,7 +14,7 @@ vectors differ slightly between CPUs (VNNI or not): weights trained on each mach
 would every job's labels. A fixed linear map is insensitive to those small differences (tested with
 perturbed vectors in ``tests/integration/thematic/test_sentiment_model.py``), and it is fitted on the training
 texts as embedded by every built graph (``int8`` and ``int8-vnni``, stacked), so it reads either graph's vectors. Measured agreement with human labels on
-domains it was not trained on: docs/thematic.md ("Sentiment agreement"), by ``bench/sentiment.py``.
+domains it was not trained on: docs/sentiment.md, by ``bench/sentiment.py``.
 
 The weights belong to one encoder: they are used only on embeddings of the ``fast`` encoder
 (all-MiniLM-L6-v2) from a built graph they were fitted on (``Weights.graphs``: ``int8`` and ``int8-vnni``); a job

@@ -26,7 +26,7 @@ Fit: the ``fast`` encoder's embeddings (all-MiniLM-L6-v2 int8, as a job computes
 regression (L2, ``C`` below, lbfgs), classes weighted to balance (neutral is rare in both sets and common in
 survey answers). Every training text is embedded by *each* built graph of the encoder (``int8``, and
 ``int8-vnni`` which a VNNI CPU runs) and the rows are stacked: a job's vectors come from whichever graph its
-CPU chose, and weights fitted on one graph's vectors alone lost their margins on the other's (docs/thematic.md,
+CPU chose, and weights fitted on one graph's vectors alone lost their margins on the other's (docs/sentiment.md,
 "Across the per-CPU graphs"). Run it on a VNNI CPU: there the ``int8-vnni`` graph gives the vectors a VNNI job
 gets (on AVX2 its u8·s8 products saturate). The fit is deterministic given the embeddings; the embeddings
 differ in the last bits between CPUs, so the file is committed and its sha256 pinned rather than rebuilt per

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import socket
 import threading
 import time
 import urllib.error
@@ -185,3 +186,42 @@ def _ignore(url: str) -> None:
         urllib.request.urlopen(url, timeout=40).read()
     except OSError:
         pass
+
+
+def test_a_port_another_process_holds_is_a_clear_exit_not_a_hang(tmp_path: Path, env: dict[str, str]) -> None:
+    # The host used to raise out of main() with its language worker still running, and the process stayed up
+    # without HTTP until the caller gave up ("devhost not ready after 30s" in a parallel CI run).
+    body = '''
+@app.route(route="hello")
+def hello(req: func.HttpRequest) -> str:
+    return "hi"
+'''
+    app = make_app(tmp_path, body)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        host = HostProcess(app, env=env, port=taken.getsockname()[1])
+        try:
+            with pytest.raises(RuntimeError, match="exited with 4"):
+                host.start(timeout=120)  # the bound only stops a hang; the host exits as soon as it has indexed
+            assert "cannot listen on 127.0.0.1" in host.logs
+            assert "Traceback" not in host.logs
+        finally:
+            host.stop()
+
+
+def test_a_host_given_no_port_binds_one_itself_and_names_it(tmp_path: Path, env: dict[str, str]) -> None:
+    # A port picked by the caller and bound later by the host can be taken in between; port 0 cannot.
+    body = '''
+@app.route(route="hello")
+def hello(req: func.HttpRequest) -> str:
+    return "hi"
+'''
+    host = HostProcess(make_app(tmp_path, body), env=env)
+    assert host.port is None
+    host.start()
+    try:
+        assert host.port and f"http://127.0.0.1:{host.port}" in host.logs
+        assert urllib.request.urlopen(host.url + "/api/hello", timeout=30).read() == b"hi"
+    finally:
+        host.stop()

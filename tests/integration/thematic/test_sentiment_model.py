@@ -83,7 +83,7 @@ DEFAULT_POSITIVE = [
 # Known misses of the classifier on the survey, both graphs (strict: a refit that fixes one must say so here).
 # Praise that mentions a problem is read as a complaint, where the lexicon says positive (r074, r251, r175) or
 # neutral (r273); and complaints without a negative word read as positive (the lexicon: positive or neutral).
-_MISS = pytest.mark.xfail(strict=True, reason="a known miss of minilm-sentiment-lr 2 (docs/thematic.md)")
+_MISS = pytest.mark.xfail(strict=True, reason="a known miss of minilm-sentiment-lr 2 (docs/sentiment.md)")
 DEFAULT_PRAISE_WITH_PROBLEM_WORDS = [
     pytest.param("Courier was fast and polite, no complaints", marks=_MISS),  # r074: -0.52 / -0.58
     pytest.param("My courier apologized for a small delay and was super nice about it.", marks=_MISS),  # r251
@@ -217,7 +217,7 @@ def test_support_never_answered_leans_negative_where_the_lexicon_says_positive()
     assert S.lexicon([text])[0].label == "positive"  # "support" is a positive word to VADER: +0.40
     (scored,) = S.by_model(_embed([text]))
     # Honest about the limit: the classifier leans negative but is not sure enough to say so (it says
-    # neutral, score about -0.25 with weights 2, -0.13 with weights 1); see docs/thematic.md ("Sentiment agreement").
+    # neutral, score about -0.25 with weights 2, -0.13 with weights 1); see docs/sentiment.md ("Sentiment agreement").
     assert scored.label != "positive" and scored.score < 0, scored
 
 
