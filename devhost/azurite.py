@@ -41,6 +41,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_ports() -> tuple[int, int, int]:
+    return free_port(), free_port(), free_port()
+
+
+PORT_ATTEMPTS = 3
+
+
+class _PortTaken(Exception):
+    """A port Azurite was to listen on is another process's."""
+
+
 def connection_string(blob: int, queue: int, table: int) -> str:
     if (blob, queue, table) == DEFAULT_PORTS:
         return "UseDevelopmentStorage=true"
@@ -60,6 +71,7 @@ class Azurite:
     location: Path | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _own_location: bool = field(default=False, repr=False)
+    _own_ports: bool = field(default=False, repr=False)  # picked by private(): may be picked again
 
     @property
     def connection_string(self) -> str:
@@ -74,7 +86,22 @@ class Azurite:
         if self.location is None:
             self.location = Path(tempfile.mkdtemp(prefix="azurite-"))
             self._own_location = True
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once(timeout)
+            except _PortTaken:
+                # Ports picked free and bound later by node can be taken in between (parallel test workers
+                # start many processes at once). Ports of our own choosing can be chosen again.
+                if not self._own_ports or attempt == PORT_ATTEMPTS - 1:
+                    raise RuntimeError(f"azurite could not bind its ports {self.ports}") from None
+                self.ports = _free_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> Azurite:
+        assert self.location is not None
         blob, queue, table = self.ports
+        if any(port_open(p) for p in self.ports):
+            raise _PortTaken
         cmd = [
             str(AZURITE_BIN), "--location", str(self.location), "--silent",
             "--skipApiVersionCheck", "--disableTelemetry", "--loose",
@@ -86,7 +113,10 @@ class Azurite:
         deadline = time.monotonic() + timeout
         while not self.running():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"azurite exited with {self.proc.returncode}")
+                code, self.proc = self.proc.returncode, None
+                if any(port_open(p) for p in self.ports):
+                    raise _PortTaken  # another process has one of them: it exited with EADDRINUSE
+                raise RuntimeError(f"azurite exited with {code}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("azurite did not open its ports in time")
@@ -120,7 +150,7 @@ class Azurite:
     @classmethod
     def private(cls) -> Azurite:
         """A new instance on free ports with a temporary data folder (not started)."""
-        return cls(ports=(free_port(), free_port(), free_port()))
+        return cls(ports=_free_ports(), _own_ports=True)
 
 
 def main(argv: list[str] | None = None) -> int:
