@@ -14,7 +14,9 @@ to check that "new" is found when it is there. Wave 1 runs as a normal job; wave
 each ``--mode``. Reported per mode, over the seeds: whether the −80 % and ×2 themes are significant (a theme is
 "planted" when the planted intent is its most common intent, or ≥ 20 % of its answers in either wave),
 the number of themes flagged new (and, with --held-out, how many of them are held-out intents), and the
-significant themes that are not planted (false alarms). ``--set sample`` uses samples/feedback.csv and its
+significant themes that are not planted (false alarms), and ``far_clusters``: every discovered wave-2 theme
+that is mostly far from wave 1's themes, with its size, far answers and their labels (what the "new" rule,
+``waves.new_min_far``, judges; on the tune seeds, the null it was set from). ``--set sample`` uses samples/feedback.csv and its
 labels instead (8 themes).
 
 Embeddings of the pool are computed once and served by text (the pipeline's embedder otherwise; vectors do
@@ -33,6 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import csv  # noqa: E402
 import importlib.resources  # noqa: E402
 import importlib.util  # noqa: E402
@@ -213,6 +216,37 @@ def run(items: Any, params: dict[str, Any], table: dict[str, np.ndarray]) -> dic
         return PIPELINE.run(tb.Ctx(), ThematicParams(llm="off", **params), items)  # type: ignore[no-any-return]
     finally:
         mapped.job_embedder = real  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def far_clusters(into: list[dict[str, Any]]) -> Any:
+    """Record, while a wave-2 job runs, each discovered theme's size and far members as ``waves.inherit`` sees
+    them (the quantities the "new" rule judges), so the rule's threshold can be studied on the null."""
+    from pipelines.thematic import waves as W
+
+    real = W.inherit
+
+    def spy(emb: Any, texts: Any, discovered: Any, earlier: Any, *, min_size: int) -> Any:
+        codes = earlier["codes"]
+        cents = np.stack([W.unpack(c["centroid"]) for c in codes])
+        radius = np.array([float(c.get("radius", W.FALLBACK_RADIUS)) for c in codes], dtype=np.float32)
+        far = ((emb @ cents.T) < radius[None, :]).all(axis=1)
+        rows: dict[str, list[int]] = {}
+        for i, t in enumerate(discovered):
+            if t is not None:
+                rows.setdefault(t, []).append(i)
+        thr = W.new_min_far(len(discovered), min_size) if hasattr(W, "new_min_far") else max(10, min_size)
+        for t, rs in rows.items():
+            into.append({"theme": t, "size": len(rs), "far": int(far[rs].sum()),
+                         "far_texts": [texts[i] for i in rs if far[i]], "threshold": thr})
+        into.sort(key=lambda c: -c["far"])
+        return real(emb, texts, discovered, earlier, min_size=min_size)
+
+    W.inherit = spy  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        W.inherit = real  # type: ignore[assignment]
 
 
 def holds(votes: dict[str, list[Counter[str]]], tid: str, lab: str) -> bool:
@@ -412,8 +446,10 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
         out.append(fast_wave(seed, "null", doc1, items0, truth, table, d, "", ""))
     for mode in modes:
         t0 = time.perf_counter()
-        doc2 = run({"responses": items2, "baseline": baseline_of(EARLIER, doc1)},
-                   {"seed": seed, "compare_to": EARLIER, "compare_mode": mode}, table)
+        clusters: list[dict[str, Any]] = []
+        with far_clusters(clusters):
+            doc2 = run({"responses": items2, "baseline": baseline_of(EARLIER, doc1)},
+                       {"seed": seed, "compare_to": EARLIER, "compare_mode": mode}, table)
         secs = time.perf_counter() - t0
         cmp = doc2["comparison"]
         # Which labels each theme holds, in each wave.
@@ -426,6 +462,7 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
         def planted(tid: str, lab: str, votes: dict[str, list[Counter[str]]] = votes) -> bool:
             return holds(votes, tid, lab)
 
+        label_of = {r.text: truth[str(it["id"])] for it, r in zip(items2, clean(items2), strict=True)}
         rows = cmp["themes"]
         down_rows = [r for r in rows if planted(r["theme_id"], down)]
         up_rows = [r for r in rows if planted(r["theme_id"], up)]
@@ -442,6 +479,13 @@ def one(seed: int, texts: dict[str, list[str]], table: dict[str, np.ndarray], ar
             "false_alarms": sum(1 for r in others if r["significant"]),
             "false_alarm_themes": [r["label"] for r in others if r["significant"]],
             "far": cmp.get("far"), "seconds": round(secs, 1),
+            # Every discovered theme of wave 2 whose answers are mostly far (the candidates the rule judges):
+            # its size, far answers, and the labels of those far answers (held-out or kept intents).
+            "far_clusters": [{"size": c["size"], "far": c["far"],
+                              "labels": dict(Counter(label_of.get(t, "?") for t in c["far_texts"]).most_common(4)),
+                              "held_out": sum(1 for t in c["far_texts"] if label_of.get(t) in d["new"])}
+                             for c in clusters if c["far"] >= 0.5 * c["size"]],
+            "new_min_far": clusters[0]["threshold"] if clusters else None,
             "design_power_up": power(args.intents, args.per, max(1, sum(1 for r in rows if r["p"] is not None)))
             ["up"]["power"],
         })
