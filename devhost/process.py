@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,12 +39,6 @@ READY_LINE = "devhost ready"
 
 # The host's ready line: "devhost ready: 7 functions, http://127.0.0.1:50123, pid …" (or "no HTTP").
 _READY = re.compile(re.escape(READY_LINE) + r": \d+ functions, (?:http://[^:\s]+:(\d+)|no HTTP)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class HostProcess:

@@ -467,7 +467,7 @@ class WebhookSender:
             fresh = row.seen != attempts
             seen_at = since or now
             self.index.put_index_row(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + window(attempts),
-                                     sweeps=0 if fresh else row.sweeps))
+                                             sweeps=0 if fresh else row.sweeps))
             return
         # No attempt recorded in its window: the message is lost (poisoned, or never sent).
         if row.sweeps >= MAX_SWEEPS:

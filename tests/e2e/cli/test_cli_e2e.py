@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from devhost.process import REPO_ROOT, free_port
+from devhost.azurite import free_port
+from devhost.process import REPO_ROOT
 from tests.e2e.cli.conftest import Cli
 from thematiq_cli.client import Client
 from thematiq_cli.main import EXIT_API, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, EXIT_UNREACHABLE, Io, follow

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from devhost.process import HostProcess, free_port
+from devhost.azurite import free_port
+from devhost.process import HostProcess
 from thematiq_client import ApiError, Client, Job, Status, TransportError, WaitTimeout
 
 ROWS = [{"id": "r1", "text": "Delivery was late"}, {"id": "r2", "text": "Food arrived cold"}]

@@ -188,15 +188,17 @@ def _ignore(url: str) -> None:
         pass
 
 
-def test_a_port_another_process_holds_is_a_clear_exit_not_a_hang(tmp_path: Path, env: dict[str, str]) -> None:
-    # The host used to raise out of main() with its language worker still running, and the process stayed up
-    # without HTTP until the caller gave up ("devhost not ready after 30s" in a parallel CI run).
-    body = '''
+HELLO = '''
 @app.route(route="hello")
 def hello(req: func.HttpRequest) -> str:
     return "hi"
 '''
-    app = make_app(tmp_path, body)
+
+
+def test_a_port_another_process_holds_is_a_clear_exit_not_a_hang(tmp_path: Path, env: dict[str, str]) -> None:
+    # The host used to raise out of main() with its language worker still running, and the process stayed up
+    # without HTTP until the caller gave up ("devhost not ready after 30s" in a parallel CI run).
+    app = make_app(tmp_path, HELLO)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -212,12 +214,7 @@ def hello(req: func.HttpRequest) -> str:
 
 def test_a_host_given_no_port_binds_one_itself_and_names_it(tmp_path: Path, env: dict[str, str]) -> None:
     # A port picked by the caller and bound later by the host can be taken in between; port 0 cannot.
-    body = '''
-@app.route(route="hello")
-def hello(req: func.HttpRequest) -> str:
-    return "hi"
-'''
-    host = HostProcess(make_app(tmp_path, body), env=env)
+    host = HostProcess(make_app(tmp_path, HELLO), env=env)
     assert host.port is None
     host.start()
     try:
