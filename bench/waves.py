@@ -227,15 +227,12 @@ def far_clusters(into: list[dict[str, Any]]) -> Any:
     real = W.inherit
 
     def spy(emb: Any, texts: Any, discovered: Any, earlier: Any, *, min_size: int) -> Any:
-        codes = earlier["codes"]
-        cents = np.stack([W.unpack(c["centroid"]) for c in codes])
-        radius = np.array([float(c.get("radius", W.FALLBACK_RADIUS)) for c in codes], dtype=np.float32)
-        far = ((emb @ cents.T) < radius[None, :]).all(axis=1)
+        far = W.far_members(emb, earlier["codes"])
         rows: dict[str, list[int]] = {}
         for i, t in enumerate(discovered):
             if t is not None:
                 rows.setdefault(t, []).append(i)
-        thr = W.new_min_far(len(discovered), min_size) if hasattr(W, "new_min_far") else max(10, min_size)
+        thr = W.new_min_far(len(discovered), min_size)
         for t, rs in rows.items():
             into.append({"theme": t, "size": len(rs), "far": int(far[rs].sum()),
                          "far_texts": [texts[i] for i in rs if far[i]], "threshold": thr})
@@ -322,9 +319,9 @@ def diagnose(seed: int, doc1: dict[str, Any], items1: list[dict[str, Any]], code
     cleaned1 = [r.text for r in clean(items1)]
     coded1 = W.code_with(inst, np.stack([table[t] for t in cleaned1]), cleaned1)
     n1, n2 = int(inst["n"]), len(coded2)
-    tested = sorted((r for r in rows if r["p"] is not None), key=lambda r: r["p"])
-    m = len(tested)
-    rank = {r["theme_id"]: k + 1 for k, r in enumerate(tested)}
+    by_p = sorted((r for r in rows if r["p"] is not None), key=lambda r: r["p"])
+    m = len(by_p)
+    rank = {r["theme_id"]: k + 1 for k, r in enumerate(by_p)}
     fam = {t: g["family"] for g in groups for t in g["theme_ids"]}
     cid, cents = W.theme_centroids(inst["codes"])
     cpos = {t: k for k, t in enumerate(cid)}

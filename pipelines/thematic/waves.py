@@ -209,6 +209,24 @@ def new_min_far(n: int, min_size: int) -> int:
     return max(NEW_MIN_FAR, int(min_size), math.ceil(NEW_MIN_SHARE * n - 1e-9))
 
 
+def _centroids(codes: Sequence[Mapping[str, Any]], dims: int) -> NDArray[np.float32]:
+    return np.stack([unpack(c["centroid"]) for c in codes]) if codes else np.zeros((0, dims), np.float32)
+
+
+def far_from_every(sims: NDArray[np.float32], codes: Sequence[Mapping[str, Any]]) -> NDArray[np.bool_]:
+    """Per response (a row of ``sims``, its cosines to the ``codes``' centroids): below every earlier theme's
+    radius, so no earlier theme covers it (all of them when there is no earlier theme)."""
+    if not len(codes):
+        return np.ones(sims.shape[0], dtype=bool)
+    radius = np.array([float(c.get("radius", FALLBACK_RADIUS)) for c in codes], dtype=np.float32)
+    return np.asarray((sims < radius[None, :]).all(axis=1), dtype=bool)
+
+
+def far_members(emb: NDArray[np.float32], codes: Sequence[Mapping[str, Any]]) -> NDArray[np.bool_]:
+    """:func:`far_from_every` for embeddings: what :func:`inherit` calls far."""
+    return far_from_every(nearest(emb, _centroids(codes, emb.shape[1]))[2], codes)
+
+
 def inherit(
     emb: NDArray[np.float32], texts: Sequence[str], discovered: Sequence[str | None], earlier: Mapping[str, Any],
     *, min_size: int,
@@ -220,10 +238,8 @@ def inherit(
     because that theme is new; and facts for the result (how many responses were far, which themes new).
     """
     codes = earlier["codes"]
-    cents = np.stack([unpack(c["centroid"]) for c in codes]) if codes else np.zeros((0, emb.shape[1]), np.float32)
-    j, best, sims = nearest(emb, cents)
-    radius = np.array([float(c.get("radius", FALLBACK_RADIUS)) for c in codes], dtype=np.float32)
-    far = np.asarray((sims < radius[None, :]).all(axis=1) if len(codes) else np.ones(emb.shape[0]), dtype=bool)
+    j, best, sims = nearest(emb, _centroids(codes, emb.shape[1]))
+    far = far_from_every(sims, codes)
     members: dict[str, list[int]] = {}
     for i, t in enumerate(discovered):
         if t is not None:
