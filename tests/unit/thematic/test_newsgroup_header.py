@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_BOLT = Path(__file__).resolve().parents[3] / "bench" / "bolt.py"
+from tests.support.bench import load_bench
 
 
 def _header() -> object:
-    # bench/ is scripts, not a package: load the reader's module from its file.
-    spec = importlib.util.spec_from_file_location("bench_bolt_header", _BOLT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.NEWSGROUP_HEADER
+    return load_bench("bolt").NEWSGROUP_HEADER
 
 
 @pytest.mark.parametrize(
