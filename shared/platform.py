@@ -10,7 +10,8 @@ Production: ``Platform.from_settings()`` (Azure Storage, an attempt per child pr
 ``Platform.in_memory()`` (the in-memory fake, attempts in the caller's thread, the fake's clock), then
 ``use(platform)`` so the app's functions run on it. ``ctx.map()``, checkpoints and fan-in then run on the fake.
 
-The memory budget and the meter are the platform's fields, handed to its workers as constructor arguments.
+The memory budget and the meter are the platform's fields, handed to its workers as constructor arguments (and,
+in memory, the meter to the fake's clients its stores use, so each platform counts its own requests).
 Some state must stay process-wide because code far below reads it as a module default (the clock
 ``shared.core.jobs.utcnow``, ``METER`` in every storage client's response hook, the LLM allowance and cache scope
 an attempt's process sets, the settings and client caches). :meth:`Platform.install` is the one place that sets
@@ -62,8 +63,12 @@ class Platform:
     runner: RunnerFactory | None = None
     #: The platform's UTC clock; None is the real one. Set process-wide by :meth:`install` (``utcnow``).
     clock: Callable[[], datetime] | None = None
-    #: The Storage transaction count: the workers add their attempt processes' counts to it. On Azure Storage it
-    #: is ``METER``, the one the (process-wide) storage clients' response hook feeds; in memory, one of its own.
+    #: The Storage transaction count: the platform's stores count their requests on it, and the workers add
+    #: their attempt processes' counts. In memory, one of its own, handed to the fake's clients
+    #: (``memory_stores(fake, meter)``). On Azure Storage it is ``METER``, and must be: the SDK clients are
+    #: cached per process (``shared.storage.connections``: one connection pool per account, each resource
+    #: created once), so their response hook is bound to one meter per process, and ``storage_call`` asks that
+    #: same meter whether any try of a failed call was answered. :meth:`from_settings` passes it explicitly.
     meter: TransactionMeter = METER
     #: This host's memory budget for running attempts (``shared.runtime.admission``): one per platform, shared
     #: by its job and chunk workers.
@@ -76,7 +81,8 @@ class Platform:
     @classmethod
     def from_settings(cls, registry: Registry | None = None) -> Platform:
         """The production platform: Azure Storage (or Azurite) named by the settings, attempts in child processes."""
-        return cls(stores=azure_stores(), registry=registry or default_registry())
+        # METER: the meter the process's cached Azure clients' response hook feeds (see the ``meter`` field).
+        return cls(stores=azure_stores(), registry=registry or default_registry(), meter=METER)
 
     @classmethod
     def in_memory(cls, fake: FakeStorage | None = None, registry: Registry | None = None) -> Platform:
@@ -87,9 +93,10 @@ class Platform:
         from shared.storage.fake import FakeStorage
 
         fake = fake or FakeStorage()
-        stores = memory_stores(fake)
+        meter = TransactionMeter()  # this platform's requests to the fake are counted on it, and only on it
+        stores = memory_stores(fake, meter)
         return cls(stores, registry or Registry(), runner=in_process(stores), clock=fake.clock.now,
-                   meter=TransactionMeter(), fake=fake)
+                   meter=meter, fake=fake)
 
     def install(self) -> Platform:
         """Make this platform's clock the process's (``shared.core.jobs.utcnow``); returns the platform."""

@@ -199,6 +199,9 @@ def main(argv: list[str]) -> int:
         terminal = run_attempt(ctx, spec)
         events.emit(terminal)
     finally:
+        # METER is this process's own: the attempt's process is its own composition root (a Platform cannot be
+        # handed across a fork or an exec), and its Azure clients' hook feeds METER; the host adds the counts to
+        # its platform's meter (shared.runtime.runner).
         events.emit(protocol.MeterEvent(counts=dict(METER.snapshot())))
     return EXIT_ERROR if isinstance(terminal, protocol.Failed) else EXIT_OK
 

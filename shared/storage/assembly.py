@@ -19,6 +19,7 @@ from shared.storage.queues import Queues
 if TYPE_CHECKING:  # an attempt's process builds Azure stores only: it need not import the fake
     from azure.storage.blob import ContainerClient
 
+    from shared.observability.metering import TransactionMeter
     from shared.storage.fake import FakeStorage
     from shared.storage.tables import TableClient
 
@@ -32,17 +33,21 @@ def azure_stores() -> Stores:
     return Stores(jobs=JobStore(), chunks=ChunkStore(), messages=Queues(), blobs=BlobStore())
 
 
-def memory_stores(fake: FakeStorage) -> Stores:
-    """The stores on one in-memory account, named by the settings as they are now (the fast tier's backend)."""
+def memory_stores(fake: FakeStorage, meter: TransactionMeter | None = None) -> Stores:
+    """The stores on one in-memory account, named by the settings as they are now (the fast tier's backend).
+
+    With a ``meter``, every request these stores make is counted on it (as a real client's response hook counts
+    on ``METER``); another bundle on the same account counts on its own.
+    """
     s = get_settings()
     # The fake's clients answer as the SDK's do (tests/contract holds them to Azurite's answers); they are not
     # subclasses of them, hence the casts.
-    table = cast("TableClient", fake.table(s.jobs_table))
+    table = cast("TableClient", fake.table(s.jobs_table, meter=meter))
     return Stores(
         jobs=JobStore(table=table),
         chunks=ChunkStore(table=table),
-        messages=Queues(queue_for=lambda name: fake.queue(name or s.jobs_queue)),
-        blobs=BlobStore(container=cast("ContainerClient", fake.container(s.results_container))),
+        messages=Queues(queue_for=lambda name: fake.queue(name or s.jobs_queue, meter=meter)),
+        blobs=BlobStore(container=cast("ContainerClient", fake.container(s.results_container, meter=meter))),
     )
 
 

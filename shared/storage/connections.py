@@ -105,6 +105,10 @@ def _transport() -> Any | None:
 
 
 def _common(service: str) -> dict[str, Any]:
+    # The hook feeds the process's METER, not a platform's meter: these clients are cached per process (one
+    # connection pool per account, each resource created once), so one hook per process. The platform on Azure
+    # Storage (``Platform.from_settings``) takes METER as its meter; a platform on the fake has its own, which the
+    # fake's clients count on (``memory_stores(fake, meter)``).
     hook: Callable[[PipelineResponse[Any, Any]], None] = partial(METER.hook, service)
     options: dict[str, Any] = {
         "raw_response_hook": hook, "connection_timeout": _CONNECT_TIMEOUT, "read_timeout": _READ_TIMEOUT,

@@ -22,6 +22,9 @@ from shared.observability.metering import METER
 @contextmanager
 def storage_call(what: str) -> Iterator[None]:
     """Run a Storage call and re-raise its failure as a :class:`ThematiqError`."""
+    # METER, the process's: it is the meter the process's cached SDK clients' response hook feeds
+    # (``shared.storage.connections``), so it is the one that saw this thread's tries. The fake never raises a
+    # connection error after an answer; tests that simulate one feed METER's hook (tests/support/faults.py).
     answered = METER.answered()
     try:
         yield

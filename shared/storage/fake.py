@@ -33,7 +33,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -47,6 +47,8 @@ from azure.data.tables import _deserialize as _tdeser
 from azure.data.tables import _serialize as _tser
 from azure.storage.blob import BlobProperties, ContentSettings, PartialBatchErrorException
 from azure.storage.queue import QueueMessage, QueueProperties, TextBase64EncodePolicy
+
+from shared.observability.metering import TransactionMeter
 
 _E = TypeVar("_E", bound=HttpResponseError)
 _C = TypeVar("_C")
@@ -290,11 +292,29 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-class FakeTableClient:
+class _Client:
+    """What every fake client shares: its account, and the meter its requests are also counted on.
+
+    A client built with a ``meter`` counts each of its requests on it, keyed as ``TransactionMeter.hook`` keys a
+    real client's responses, besides the account's own count (:meth:`FakeStorage.ops`): so a platform on the
+    fake counts its own requests on its meter, as the Azure clients' response hook counts a host's.
+    """
+
+    _s: FakeStorage
+    _m: TransactionMeter | None = None
+
+    def _call(self, op: str | None = None) -> AbstractContextManager[None]:
+        return self._s.call(op, self._m)
+
+    def _count(self, op: str) -> None:
+        self._s.count(op, self._m)
+
+
+class FakeTableClient(_Client):
     """The subset of ``azure.data.tables.TableClient`` the platform uses."""
 
-    def __init__(self, storage: FakeStorage, table_name: str) -> None:
-        self._s, self.table_name, self.url = storage, table_name, f"fake://table/{table_name}"
+    def __init__(self, storage: FakeStorage, table_name: str, meter: TransactionMeter | None = None) -> None:
+        self._s, self.table_name, self.url, self._m = storage, table_name, f"fake://table/{table_name}", meter
 
     def _rows(self) -> dict[tuple[str, str], _Row]:
         rows = self._s._tables.get(self.table_name)
@@ -306,20 +326,20 @@ class FakeTableClient:
         return {"date": _sec(self._s.clock.now()), "etag": _etag(ticks), "version": "2025-11-05"}
 
     def create_table(self) -> None:
-        with self._s.call("table:insert"):
+        with self._call("table:insert"):
             if self.table_name in self._s._tables:
                 raise _error(ResourceExistsError, 409, TableErrorCode.TABLE_ALREADY_EXISTS)
             self._s._tables[self.table_name] = {}
 
     def delete_table(self) -> None:
-        with self._s.call("table:delete"):
+        with self._call("table:delete"):
             self._s._tables.pop(self.table_name, None)  # the SDK swallows 404
 
     def create_entity(self, entity: Mapping[str, Any], *, response_preference: str | None = None) -> dict[str, Any]:
         # ``response_preference`` only decides whether the service echoes the entity; the SDK's answer is the
         # metadata (with the ETag) either way, which is all this returns.
         wire = _to_wire(entity)  # client-side: a TypeError comes before any request
-        with self._s.call("table:insert"):
+        with self._call("table:insert"):
             rows, key = self._rows(), _key(entity)
             if key in rows:
                 # map_error's exception: no error_code attribute at all; check the status code.
@@ -330,7 +350,7 @@ class FakeTableClient:
             return self._meta(rows[key].ticks)
 
     def get_entity(self, partition_key: str, row_key: str, *, select: str | list[str] | None = None) -> TableEntity:
-        with self._s.call("table:get"):
+        with self._call("table:get"):
             row = self._rows().get((partition_key, row_key))
             if row is None:
                 raise _nf()
@@ -345,12 +365,12 @@ class FakeTableClient:
         match_condition: MatchConditions | None = None,
     ) -> dict[str, Any]:
         etag, wire = _etag_for(entity, etag, match_condition), _to_wire(entity)
-        with self._s.call("table:merge" if mode == UpdateMode.MERGE else "table:update"):
+        with self._call("table:merge" if mode == UpdateMode.MERGE else "table:update"):
             return self._meta(self._write(self._rows(), entity, wire, mode, etag, must_exist=True))
 
     def upsert_entity(self, entity: Mapping[str, Any], mode: UpdateMode | str = UpdateMode.MERGE) -> dict[str, Any]:
         wire = _to_wire(entity)
-        with self._s.call("table:merge" if mode == UpdateMode.MERGE else "table:update"):
+        with self._call("table:merge" if mode == UpdateMode.MERGE else "table:update"):
             return self._meta(self._write(self._rows(), entity, wire, mode, None, must_exist=False))
 
     def delete_entity(self, *args: Any, **kwargs: Any) -> None:
@@ -361,7 +381,7 @@ class FakeTableClient:
         else:
             key = (kwargs.pop("partition_key", None) or args[0], kwargs.pop("row_key", None) or args[1])
         etag = _etag_for(entity, kwargs.get("etag"), kwargs.get("match_condition"))
-        with self._s.call("table:delete"):
+        with self._call("table:delete"):
             rows = self._rows()
             row = rows.get(key)
             if row is not None and etag is not None and etag != _etag(row.ticks):
@@ -411,7 +431,7 @@ class FakeTableClient:
 
         def get_next(token: dict[str, str] | None) -> Page:
             # One request per page, evaluated when the page is fetched, as the SDK pages lazily.
-            with self._s.call("table:query"):
+            with self._call("table:query"):
                 rows, page, start = self._rows(), list[TableEntity](), ("", "")
                 if token:
                     start = (
@@ -451,7 +471,7 @@ class FakeTableClient:
             conditional = kind in ("update", "delete")
             etag = _etag_for(entity, kw.get("etag"), kw.get("match_condition")) if conditional else None
             ops.append((kind, entity, kw, etag, _to_wire(entity) if kind != "delete" else {}))
-        with self._s.call("table:batch"):
+        with self._call("table:batch"):
             if not ops:
                 raise _bad(500, "InternalError", "Azurite answers an empty batch with 500")
             if len(ops) > 100:
@@ -517,7 +537,7 @@ def _out_of_range(what: str) -> HttpResponseError:
     return _bad(400, "OutOfRangeQueryParameterValue", f"{what} is out of range")
 
 
-class FakeQueueClient:
+class FakeQueueClient(_Client):
     """The subset of ``azure.storage.queue.QueueClient`` the platform uses.
 
     ``message_encode_policy`` / ``message_decode_policy`` work as on the SDK client:
@@ -526,16 +546,17 @@ class FakeQueueClient:
     """
 
     def __init__(
-        self, storage: FakeStorage, queue_name: str, *, message_encode_policy: Any = None, message_decode_policy: Any = None
+        self, storage: FakeStorage, queue_name: str, *, message_encode_policy: Any = None, message_decode_policy: Any = None,
+        meter: TransactionMeter | None = None,
     ) -> None:  # fmt: skip
-        self._s, self.queue_name = storage, queue_name
+        self._s, self.queue_name, self._m = storage, queue_name, meter
         self._encode, self._decode = message_encode_policy, message_decode_policy
 
     def _q(self, empty_op: bool = False) -> dict[str, _Msg]:
         q = self._s._queues.get(self.queue_name)
         if q is None:
             if empty_op:
-                self._s._ops["queue:receive-empty"] += 1
+                self._count("queue:receive-empty")
             raise _nf("QueueNotFound")
         now = self._s.clock.now()
         for mid in [m.id for m in q.values() if m.expires is not None and m.expires <= now]:
@@ -564,21 +585,21 @@ class FakeQueueClient:
         )  # fmt: skip
 
     def create_queue(self) -> None:
-        with self._s.call("queue:put-queue"):
+        with self._call("queue:put-queue"):
             if self.queue_name in self._s._queues:
                 # An existing queue answers 204, which the SDK raises as ResourceExistsError.
                 raise _error(ResourceExistsError, 204, "QueueAlreadyExists")
             self._s._queues[self.queue_name] = {}
 
     def delete_queue(self) -> None:
-        with self._s.call("queue:delete-queue"):
+        with self._call("queue:delete-queue"):
             self._q()
             del self._s._queues[self.queue_name]
 
     def send_message(
         self, content: Any, *, visibility_timeout: int | None = None, time_to_live: int | None = None
     ) -> QueueMessage:
-        with self._s.call("queue:send"):
+        with self._call("queue:send"):
             q, text, now = self._q(), self._text(content), self._s.clock.now()
             ttl = _MAX_TTL if time_to_live is None else timedelta(seconds=time_to_live)
             delay = timedelta(seconds=visibility_timeout or 0)
@@ -594,12 +615,12 @@ class FakeQueueClient:
 
     def _receive(self, count: int, visibility_timeout: int | None) -> list[QueueMessage]:
         seconds = 30 if visibility_timeout is None else visibility_timeout
-        with self._s.call():
+        with self._call():
             if not 1 <= count <= 32 or not 1 <= seconds <= 7 * 86400:
-                self._s._ops["queue:receive-empty"] += 1  # an answer without messages, as the meter counts it
+                self._count("queue:receive-empty")  # an answer without messages, as the meter counts it
                 raise _out_of_range("numofmessages" if not 1 <= count <= 32 else "visibilitytimeout")
             ready, now = self._visible()[:count], self._s.clock.now()
-            self._s._ops["queue:receive" if ready else "queue:receive-empty"] += 1
+            self._count("queue:receive" if ready else "queue:receive-empty")
             for m in ready:
                 m.dequeue_count += 1
                 m.pop_receipt = secrets.token_urlsafe(16)
@@ -645,7 +666,7 @@ class FakeQueueClient:
             mid, receipt = message, pop_receipt
         if receipt is None:
             raise ValueError("pop_receipt must be present")
-        with self._s.call("queue:update"):
+        with self._call("queue:update"):
             m = self._owned(mid, receipt)
             if not 0 <= (visibility_timeout or 0) <= 7 * 86400:
                 raise _out_of_range("visibilitytimeout")
@@ -664,7 +685,7 @@ class FakeQueueClient:
         receipt = pop_receipt or (message.pop_receipt if isinstance(message, QueueMessage) else None)
         if receipt is None:
             raise ValueError("pop_receipt must be present")
-        with self._s.call("queue:delete"):
+        with self._call("queue:delete"):
             self._owned(mid, receipt)
             del self._s._queues[self.queue_name][mid]
 
@@ -679,19 +700,19 @@ class FakeQueueClient:
     def peek_messages(self, max_messages: int | None = None) -> list[QueueMessage]:
         if max_messages is not None and not 1 <= max_messages <= 32:
             raise ValueError("Number of messages to peek should be between 1 and 32")
-        with self._s.call():
+        with self._call():
             ready = self._visible()[: max_messages or 1]
-            self._s._ops["queue:receive" if ready else "queue:receive-empty"] += 1  # a GET on /messages, as receive
+            self._count("queue:receive" if ready else "queue:receive-empty")  # a GET on /messages, as receive
             return [self._message(m, peek=True) for m in ready]
 
     def get_queue_properties(self) -> QueueProperties:
-        with self._s.call("queue:get-metadata"):
+        with self._call("queue:get-metadata"):
             props = QueueProperties(metadata={})
             props.name, props.approximate_message_count = self.queue_name, len(self._q())  # invisible ones count too
             return props
 
     def clear_messages(self) -> None:
-        with self._s.call("queue:clear"):
+        with self._call("queue:clear"):
             self._q().clear()
 
 
@@ -751,11 +772,11 @@ def _data(data: Any) -> bytes:
     return _data(data.read()) if hasattr(data, "read") else b"".join(_data(part) for part in data)
 
 
-class FakeContainerClient:
+class FakeContainerClient(_Client):
     """The subset of ``azure.storage.blob.ContainerClient`` the platform uses."""
 
-    def __init__(self, storage: FakeStorage, container_name: str) -> None:
-        self._s, self.container_name = storage, container_name
+    def __init__(self, storage: FakeStorage, container_name: str, meter: TransactionMeter | None = None) -> None:
+        self._s, self.container_name, self._m = storage, container_name, meter
 
     def _blobs(self) -> dict[str, _Blob]:
         c = self._s._containers.get(self.container_name)
@@ -764,19 +785,19 @@ class FakeContainerClient:
         return c
 
     def create_container(self) -> dict[str, Any]:
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             if self.container_name in self._s._containers:
                 raise _error(ResourceExistsError, 409, "ContainerAlreadyExists")
             self._s._containers[self.container_name] = {}
             return {"etag": f'"0x{self._s._tick():X}"', "last_modified": _sec(self._s.clock.now())}
 
     def delete_container(self) -> None:
-        with self._s.call("blob:delete"):
+        with self._call("blob:delete"):
             self._blobs()
             del self._s._containers[self.container_name]
 
     def exists(self) -> bool:
-        with self._s.call("blob:get"):
+        with self._call("blob:get"):
             return self.container_name in self._s._containers
 
     def get_blob_client(self, blob: str) -> FakeBlobClient:
@@ -794,7 +815,7 @@ class FakeContainerClient:
         self.get_blob_client(blob).delete_blob(**kwargs)
 
     def list_blobs(self, name_starts_with: str | None = None) -> Iterator[BlobProperties]:
-        with self._s.call("blob:get"):
+        with self._call("blob:get"):
             blobs = self._blobs()
             return iter([_props(n, blobs[n]) for n in sorted(blobs) if n.startswith(name_starts_with or "")])
 
@@ -806,7 +827,7 @@ class FakeContainerClient:
         (status 202) after the others were deleted."""
         if not blobs:
             return iter([])
-        with self._s.call("blob:post"):
+        with self._call("blob:post"):
             container, now = self._blobs(), self._s.clock.now()
             parts = []
             for name in blobs:
@@ -822,7 +843,7 @@ class FakeContainerClient:
             return iter(parts)
 
 
-class FakeBlobClient:
+class FakeBlobClient(_Client):
     """``BlobClient``: upload / download / delete / exists, and leases for devhost's timer lock."""
 
     def __init__(self, container: FakeContainerClient, blob_name: str) -> None:
@@ -832,6 +853,7 @@ class FakeBlobClient:
             container.container_name,
             blob_name,
         )
+        self._m = container._m
 
     def _get(self) -> _Blob:
         b = self._c._blobs().get(self.blob_name)
@@ -847,7 +869,7 @@ class FakeBlobClient:
             raise _bad(412, "LeaseIdMismatchWithBlobOperation" if active else "LeaseNotPresentWithBlobOperation")
 
     def exists(self) -> bool:
-        with self._s.call("blob:head"):
+        with self._call("blob:head"):
             return self.blob_name in self._s._containers.get(self.container_name, {})
 
     def upload_blob(
@@ -855,7 +877,7 @@ class FakeBlobClient:
         **_: Any,
     ) -> dict[str, Any]:  # fmt: skip
         body = _data(data)
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             blobs, now = self._c._blobs(), self._s.clock.now()
             old = blobs.get(self.blob_name)
             if old is not None and not overwrite:
@@ -869,11 +891,11 @@ class FakeBlobClient:
             return {"etag": blobs[self.blob_name].etag, "last_modified": _sec(now)}
 
     def download_blob(self, *, encoding: str | None = None, **_: Any) -> _Download:
-        with self._s.call("blob:get"):
+        with self._call("blob:get"):
             return _Download(self._get(), self.blob_name, encoding)
 
     def delete_blob(self, *, lease: Any = None, **_: Any) -> None:
-        with self._s.call("blob:delete"):
+        with self._call("blob:delete"):
             self._check_lease(self._get(), lease)
             del self._c._blobs()[self.blob_name]
 
@@ -883,12 +905,12 @@ class FakeBlobClient:
         return lease
 
 
-class FakeBlobLease:
+class FakeBlobLease(_Client):
     """``BlobLeaseClient``. After :meth:`release` the id is None, so a later renew raises
     ValueError client-side, as the SDK's does."""
 
     def __init__(self, client: FakeBlobClient, lease_id: str | None = None) -> None:
-        self._b, self._s = client, client._s
+        self._b, self._s, self._m = client, client._s, client._m
         self.id: str | None = lease_id or str(uuid.uuid4())
         self.etag: str | None = None
         self.last_modified: datetime | None = None
@@ -911,7 +933,7 @@ class FakeBlobLease:
         return None if seconds == -1 else self._s.clock.now() + timedelta(seconds=seconds)
 
     def acquire(self, lease_duration: int = -1) -> None:
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             if lease_duration != -1 and not 15 <= lease_duration <= 60:
                 raise _bad(400, "InvalidHeaderValue", "A lease lasts -1 or 15-60 seconds.")
             b = self._blob()
@@ -922,20 +944,20 @@ class FakeBlobLease:
             b.lease = _Lease(cast(str, self.id), self._expiry(lease_duration))
 
     def renew(self) -> None:
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             lease = self._mine(self._blob())
             if lease.broken_at is not None:
                 raise _error(ResourceExistsError, 409, "LeaseIsBrokenAndCannotBeRenewed")
             lease.expires = self._expiry(self._duration)  # an expired lease nobody took is renewable, as in Azure
 
     def release(self) -> None:
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             b = self._blob()
             self._mine(b)
             b.lease, self.id = None, None
 
     def break_lease(self, lease_break_period: int | None = None) -> int:
-        with self._s.call("blob:put"):
+        with self._call("blob:put"):
             b, now = self._blob(), self._s.clock.now()
             if b.lease is None or b.lease.state(now) == "expired":
                 raise _error(ResourceExistsError, 409, "LeaseNotPresentWithLeaseOperation")
@@ -963,7 +985,7 @@ class FakeStorage:
         self._queues: dict[str, dict[str, _Msg]] = {}
         self._containers: dict[str, dict[str, _Blob]] = {}
         self._ops: Counter[str] = Counter()
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, TransactionMeter | None], Any] = {}
         self._last_tick = self._seq = 0
         #: None (Azurite: a page holds ``results_per_page`` matches whatever it scans), or how many rows one
         #: query request may look at: the real Table service stops a request after 1,000 rows scanned (or 5 s)
@@ -971,12 +993,19 @@ class FakeStorage:
         self.rows_per_scan: int | None = None
 
     @contextmanager
-    def call(self, op: str | None = None) -> Iterator[None]:
-        """One request: counted (whatever its answer) and run under the lock."""
+    def call(self, op: str | None = None, meter: TransactionMeter | None = None) -> Iterator[None]:
+        """One request: counted (whatever its answer, on ``meter`` too) and run under the lock."""
         with self.lock:
             if op is not None:
-                self._ops[op] += 1
+                self.count(op, meter)
             yield
+
+    def count(self, op: str, meter: TransactionMeter | None = None) -> None:
+        """Count one request ``op`` on the account, and on ``meter``: the meter of the client that made it."""
+        with self.lock:
+            self._ops[op] += 1
+        if meter is not None:
+            meter.add(op)
 
     def _tick(self) -> int:
         """A fresh timestamp in 100 ns units: strictly increasing, so a frozen clock still changes ETags."""
@@ -985,29 +1014,33 @@ class FakeStorage:
         return self._last_tick
 
     def _client(
-        self, kind: str, name: str, make: Callable[[], _C], store: dict[str, Any], create: Callable[[_C], object] | None
-    ) -> _C:
+        self, kind: str, name: str, make: Callable[[], _C], store: dict[str, Any], create: Callable[[_C], object] | None,
+        meter: TransactionMeter | None = None,
+    ) -> _C:  # fmt: skip
+        key = (kind, name, meter)  # one client per name and meter: each platform's requests go on its own meter
         with self.lock:
-            client: _C = self._clients.get((kind, name)) or self._clients.setdefault((kind, name), make())
+            client: _C = self._clients.get(key) or self._clients.setdefault(key, make())
             if create is not None and name not in store:
                 create(client)
             return client
 
-    def table(self, name: str, *, create: bool = True) -> FakeTableClient:
-        make, created = (lambda: FakeTableClient(self, name)), FakeTableClient.create_table if create else None
-        return self._client("table", name, make, self._tables, created)
+    def table(self, name: str, *, create: bool = True, meter: TransactionMeter | None = None) -> FakeTableClient:
+        """The table's client (requests also counted on ``meter``, if given)."""
+        make = lambda: FakeTableClient(self, name, meter)  # noqa: E731
+        return self._client("table", name, make, self._tables, FakeTableClient.create_table if create else None, meter)
 
-    def queue(self, name: str, *, create: bool = True) -> FakeQueueClient:
+    def queue(self, name: str, *, create: bool = True, meter: TransactionMeter | None = None) -> FakeQueueClient:
         """The platform's queue client: TextBase64EncodePolicy, no decode policy (see shared.storage.connections)."""
-        make = lambda: FakeQueueClient(self, name, message_encode_policy=TextBase64EncodePolicy())  # noqa: E731
-        return self._client("queue", name, make, self._queues, FakeQueueClient.create_queue if create else None)
+        make = lambda: FakeQueueClient(self, name, message_encode_policy=TextBase64EncodePolicy(), meter=meter)  # noqa: E731
+        return self._client("queue", name, make, self._queues, FakeQueueClient.create_queue if create else None, meter)
 
-    def container(self, name: str, *, create: bool = True) -> FakeContainerClient:
+    def container(self, name: str, *, create: bool = True, meter: TransactionMeter | None = None) -> FakeContainerClient:
+        """The container's client (requests also counted on ``meter``, if given)."""
         make, created = (
-            (lambda: FakeContainerClient(self, name)),
+            (lambda: FakeContainerClient(self, name, meter)),
             FakeContainerClient.create_container if create else None,
         )
-        return self._client("blob", name, make, self._containers, created)
+        return self._client("blob", name, make, self._containers, created, meter)
 
     def raw_queue(self, name: str) -> FakeQueueClient:
         """A client with no encode or decode policy, like devhost.storage.queue()."""

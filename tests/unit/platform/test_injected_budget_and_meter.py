@@ -79,3 +79,34 @@ def test_the_storage_operations_of_an_attempt_process_are_counted_on_its_platfor
     assert attempts == 4, delivered
     assert platform.meter.snapshot() == {"table:merge": 2 * attempts, "blob:put": attempts}
     assert METER.snapshot() == before
+
+
+def test_a_platform_on_the_fake_counts_its_own_requests_and_not_another_platforms(platform: Platform) -> None:
+    """Two hosts on one account: each counts the requests its own stores make, as each host's clients would."""
+    assert platform.fake is not None
+    fake = platform.fake
+    other = Platform.in_memory(fake=fake)  # a second host on the same storage account
+    platform.registry.register(REF)
+    process_before = METER.snapshot()
+
+    mark, before, elsewhere = platform.meter.snapshot(), fake.ops(), other.meter.snapshot()
+    job_id = _submit(list(range(1, 9)))
+    submitted = fake.ops() - before
+    assert submitted["table:insert"] >= 1 and submitted["queue:send"] == 1  # a submission makes requests
+    assert platform.meter.snapshot() - mark == submitted
+    assert other.meter.snapshot() == elsewhere
+
+    mark, before = platform.meter.snapshot(), fake.ops()
+    assert other.stores.jobs.get("local", job_id).status == Status.QUEUED
+    assert other.meter.snapshot() - elsewhere == fake.ops() - before == {"table:get": 1}
+    assert platform.meter.snapshot() == mark
+
+    before = fake.ops()
+    deliver_all(platform)  # the deliverer's own receives and deletes go through an unmetered client
+    ran, counted = fake.ops() - before, platform.meter.snapshot() - mark
+    assert platform.stores.jobs.get("local", job_id).status == Status.SUCCEEDED
+    worker_ops = {op: n for op, n in ran.items() if op.startswith(("table:", "blob:")) or op == "queue:send"}
+    assert worker_ops["table:merge"] > 0 and worker_ops["blob:put"] > 0
+    assert {op: n for op, n in counted.items() if op in worker_ops or op.startswith(("table:", "blob:"))} == worker_ops
+    assert other.meter.snapshot() - elsewhere == {"table:get": 1}
+    assert METER.snapshot() == process_before  # the process's meter is the Azure clients'
