@@ -1,0 +1,140 @@
+"""Recoding a wave against the earlier one's codebook (``params.compare_to``, ``baseline.carry_over``).
+
+The carried-over document is pinned byte for byte (as ``json.dumps`` stores it) on a hand-built result that has
+every case the recoding distinguishes: an earlier theme fed by one discovered theme, one fed only from "other",
+a discovered theme kept as new (fresh id, its secondary reference following it), a response recoded to other,
+a code naming no earlier theme, an earlier theme no response is coded to (gone), and an unusable response left
+as it was; with and without the earlier instrument's counts, families and confidences. The references in
+``data/carry_over_*.json`` were written by the dict-rewriting ``carry_over`` before it worked on the model, so
+this test holds the refactor to the same output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipelines.thematic import baseline, waves
+from pipelines.thematic.result import ThematicResult
+
+DATA = Path(__file__).parent / "data"
+
+
+def _theme(tid: str, label: str, count: int, quotes: list[str], **extra: Any) -> dict[str, Any]:
+    return {"id": tid, "label": label, "description": f"about {label}", "keywords": [label, "word"], "count": count,
+            "share": round(count / 8, 4), "quotes": [{"response_id": q, "text": f"text {q}"} for q in quotes],
+            "parent": None, "labelled_by": "keywords", "merged_from": [], "key_phrases": [label], "subthemes": [],
+            **extra}
+
+
+def _assignment(rid: str | int, theme: str | None, *more: str, **extra: Any) -> dict[str, Any]:
+    refs = [{"theme_id": t, "confidence": round(0.8 - 0.1 * n, 4)} for n, t in enumerate([theme, *more]) if t is not None]
+    out: dict[str, Any] = {"response_id": rid, "bucket": "theme" if refs else "other", "themes": refs}
+    if refs:
+        out["broad"], out["fine"] = refs[0]["theme_id"], None
+    return {**out, **extra}
+
+
+_FEEL = {"positive": 1, "neutral": 0, "negative": 0, "mean": 0.5}
+
+
+def _result() -> ThematicResult:
+    """This wave as its run built it: discovered themes d1 (4), d2 (2), d3 (1), one other, one unusable."""
+    assignments = [
+        _assignment("r1", "t1"), _assignment("r2", "t1"), _assignment("r3", "t1"),
+        _assignment("r4", "t1", "t2"),  # a secondary theme (multi_label): follows t2 where t2 goes
+        _assignment("r5", "t2"), _assignment(6, "t2"),  # an int id stays an int
+        _assignment("r7", "t3"),
+        _assignment("r8", None, sentiment={"label": "negative", "score": -0.5}),  # other: no broad / fine keys
+        {"response_id": "r9", "bucket": "unusable", "themes": [], "reason": "empty"},
+    ]
+    doc = {
+        "schema_version": "1.2",
+        "themes": [_theme("t1", "delivery", 4, ["r1", "r2", "r4"], sentiment=_FEEL), _theme("t2", "refund", 2, ["r5", 6],
+                   sentiment=_FEEL), _theme("t3", "app", 1, ["r7"])],
+        "parents": [],
+        "subthemes": [{"id": "t1.1", "parent": "t1", "label": "late", "description": "", "keywords": ["late"],
+                       "count": 2, "share": 0.25}],
+        "levels": {"broad": "themes", "fine": "subthemes", "broad_count": 3, "fine_count": 1},
+        "assignments": assignments,
+        "run": {
+            "pipeline": "thematic", "pipeline_version": "1.2.0", "embedding_model": {"name": "words"},
+            "params": {"compare_to": "job-then"}, "timings_seconds": {"clean": 0.1},
+            "counts": {"responses": 9, "usable": 8, "themed": 7, "other": 1, "unusable": {"empty": 1},
+                       "pii_redacted": {}},
+            "theme_count": {"criterion": "fixed", "explanation": "fixed", "scores": [], "k": 3},
+            "llm": {"mode": "off", "used": False, "model": None, "calls": 0, "cached_calls": 0, "prompt_tokens": 0,
+                    "completion_tokens": 0, "cost_usd": 0.0},
+            "resumed_stages": [],
+        },
+        "sentiment": {"source": "lexicon", "scored": 8},
+    }
+    return ThematicResult.model_validate(doc)
+
+
+def _code(theme_id: str, x: list[float], count: int) -> dict[str, Any]:
+    v = np.array(x, dtype=np.float32)
+    return {"theme_id": theme_id, "centroid": waves.pack(v / np.linalg.norm(v)), "radius": 0.5, "count": count}
+
+
+BASELINE: dict[str, Any] = {
+    "job_id": "job-then",
+    "n": 10,
+    "themes": [
+        {"id": "t1", "label": "Delivery times", "description": "late and early couriers", "keywords": ["late"],
+         "count": 4, "texts": ["late again"]},
+        {"id": "t2", "label": "Courier manners", "description": "", "keywords": ["rude"], "count": 3, "texts": []},
+        {"id": "t5", "label": "Packaging", "description": "boxes", "keywords": ["box", "tape"], "count": 2,
+         "texts": []},
+        {"id": "t3", "label": "Prices", "description": "cost", "keywords": ["price"], "count": 1, "texts": []},
+    ],
+    # Delivery times and courier manners are near: one family; the others are alone.
+    "instrument": {"encoder": "words@x", "floor": 0.3, "n": 10,
+                   "codes": [_code("t1", [1, 0, 0], 4), _code("t2", [0.99, 0.14, 0], 3), _code("t5", [0, 1, 0], 2),
+                             _code("t3", [0, 0, 1], 1)]},
+}
+
+#: Response id -> earlier theme ("" other, None: stays in its discovered theme, which is new).
+CODED: dict[str, str | None] = {"r1": "t1", "r2": "t1", "r3": "t9",  # t9: no earlier theme (a guard): other
+                                "r4": "t2", "r5": None, "6": None, "r7": "", "r8": "t5"}
+QUOTES = {rid: f"quote {rid}" for rid in ("r1", "r2", "r3", "r4", "r5", "6", "r7", "r8")}
+
+
+def _carry(result: ThematicResult, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The carried-over document (as stored) and its comparison's earlier-wave part."""
+    carried = baseline.carry_over(result.document(), CODED, BASELINE, QUOTES, **kw)
+    comparison = carried.pop("comparison")
+    return ThematicResult.model_validate(carried).document(), comparison
+
+
+CASES = {
+    "inherit": {"then_counts": {"t1": 5, "t2": 2, "t5": 2, "t3": 0}, "confidence": {"r1": 0.91234, "r8": 0.41}},
+    "discover": {},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_carried_over_document_is_the_pinned_one(case: str) -> None:
+    doc, comparison = _carry(_result(), **CASES[case])
+    got = json.dumps({"document": doc, "comparison": comparison}, ensure_ascii=False, indent=1)
+    assert got == (DATA / f"carry_over_{case}.json").read_text(encoding="utf-8")
+
+
+def test_earlier_themes_keep_their_ids_and_names_new_ones_get_fresh_ids_and_unused_ones_are_gone() -> None:
+    doc, comparison = _carry(_result(), **CASES["inherit"])
+    themes = {t["id"]: t for t in doc["themes"]}
+    assert set(themes) == {"t1", "t2", "t5", "t6"}  # t3 (Prices) got nobody: gone; d2 kept as new t6
+    assert themes["t1"]["label"] == "Delivery times" and themes["t6"]["label"] == "refund"
+    assert themes["t2"]["description"] == "about delivery"  # no earlier description: its source theme's
+    by_id = {str(a["response_id"]): a for a in doc["assignments"]}
+    assert by_id["r4"]["themes"] == [{"theme_id": "t2", "confidence": 0.8}, {"theme_id": "t6", "confidence": 0.7}]
+    assert by_id["r3"]["bucket"] == by_id["r7"]["bucket"] == "other" and by_id["r9"]["bucket"] == "unusable"
+    assert by_id["r1"]["themes"][0]["confidence"] == 0.9123
+    assert doc["parents"] == doc["subthemes"] == [] and doc["levels"]["fine"] == "themes"
+    assert [t["count"] for t in doc["themes"]] == sorted((t["count"] for t in doc["themes"]), reverse=True)
+    assert comparison["then"]["t1"] == {"label": "Delivery times", "count": 5, "family": "t1"}
+    assert "family" not in comparison["then"]["t5"]
