@@ -10,7 +10,7 @@ calls a theme new only when its members are far from every earlier theme. ``comp
 behaviour before issue 23, kept as an option: themes are discovered afresh; then each discovered theme whose
 members are mostly nearest one or a few earlier themes' prototypes (the mean embedding of "name: description"
 and the example texts, at least ``SEED_FLOOR`` similar) is known, and its members are coded to the nearest of
-those earlier themes (``match``); the others are new. Either way ``carry_over`` rewrites the document: an
+those earlier themes (``match``); the others are new. Either way ``carry_over`` recodes the result: an
 earlier theme keeps its id, name and description, so renames and merges survive the next wave; new themes
 get fresh ids; earlier themes that no response is coded to are gone.
 
@@ -24,14 +24,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from . import codebook, waves
+from . import waves
 from .assign import SEED_FLOOR
 from .embed import TextEmbedder
+from .result import AssignmentOut, Levels, Quote, ThematicResult, Theme, ThemeRef
 
 #: A discovered theme is the earlier theme that most of its members are nearest, if that is at least this share.
 MAJORITY: Final = 0.5
@@ -117,15 +118,28 @@ def _number(theme_id: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+class Carried(NamedTuple):
+    """What :func:`carry_over` gives: the recoded result, and the earlier wave's part of its ``comparison``."""
+
+    result: ThematicResult
+    #: ``comparison`` as far as the earlier wave says it (job, n_then, then; rows empty): ``derive`` fills the rows
+    #: from the recoded assignments, so it is handed on as it is, not validated half-built.
+    comparison: dict[str, Any]
+
+
 def carry_over(
-    doc: dict[str, Any], coded: Mapping[str, str | None], baseline: Mapping[str, Any], quote_of: Mapping[str, str],
+    result: ThematicResult, coded: Mapping[str, str | None], baseline: Mapping[str, Any], quote_of: Mapping[str, str],
     *, then_counts: Mapping[str, int] | None = None, confidence: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
-    """Recode the document against the earlier codebook. ``coded`` maps a response id to an earlier theme id
+) -> Carried:
+    """Recode the result against the earlier codebook. ``coded`` maps a response id to an earlier theme id
     (the response moves there, themed even if this run called it other), to ``""`` (no theme: other), or to
     None (it stays in its discovered theme, which is new and gets a fresh id). An earlier theme keeps its id,
-    name and description. Records ``comparison`` (its rows are filled by ``derive.refresh``), with "then"
-    counts from ``then_counts`` (the earlier instrument's) or else the earlier themes' counts.
+    name and description. Gives the ``comparison`` of the earlier wave too (its rows are filled by ``derive``),
+    with "then" counts from ``then_counts`` (the earlier instrument's) or else the earlier themes' counts.
+
+    Each part is built on the model (``with_``: a field keeps its place, a new one comes last), so every theme
+    and assignment is validated where it is recoded, and the document is the one the dict rewrite of it wrote
+    (``tests/unit/thematic/test_carry_over.py`` pins it).
 
     A compared job has one level of themes: the sub-themes and broad themes of this run's own clustering do
     not describe the earlier codebook's themes, so they are dropped rather than shown wrongly.
@@ -133,105 +147,114 @@ def carry_over(
     earlier = {t["id"]: t for t in baseline["themes"]}
     # A code naming no theme of the earlier codebook (cannot happen after codebook edits; a guard) is "other".
     coded = {k: ("" if v and v not in earlier else v) for k, v in coded.items()}
-    usable = [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
-    themes, fresh = _recoded_themes(doc.get("themes", []), usable, coded, earlier, quote_of)
-    doc["themes"] = themes
-    _recode_assignments(usable, coded, fresh, confidence)
-    doc["parents"], doc["subthemes"] = [], []
-    codebook.recount(doc)
-    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": len(themes), "fine_count": len(themes)}
+    usable = [a for a in result.assignments if a.bucket != "unusable"]
+    themes, fresh = _recoded_themes(result.themes, usable, coded, earlier, quote_of)
+    assignments = [a if a.bucket == "unusable" else _recoded(a, coded, fresh, confidence) for a in result.assignments]
+    themes = _recounted(themes, assignments)
+    result = result.with_(
+        themes=themes, assignments=assignments, parents=[], subthemes=[],
+        levels=Levels(broad="themes", fine="themes", broad_count=len(themes), fine_count=len(themes)),
+    )
     then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
             for t in baseline["themes"]}
     # Families of near earlier themes (waves.families), from the earlier instrument alone: tested pooled too.
     inst = baseline.get("instrument") if then_counts is not None else None
     family = waves.families(inst["codes"]) if inst and inst.get("codes") else {}
     sizes = Counter(family.values())
-    doc["comparison"] = {
+    comparison = {
         "job_id": baseline["job_id"], "n_then": int(baseline["n"]),
         "then": {t["id"]: {"label": t["label"], "count": then[t["id"]],
                            **({"family": family[t["id"]]} if sizes[family.get(t["id"], "")] > 1 else {})}
                  for t in baseline["themes"]},
         "themes": [], "new": [], "gone": [],
     }
-    return doc
+    return Carried(result, comparison)
 
 
 def _recoded_themes(
-    discovered: list[dict[str, Any]], usable: list[dict[str, Any]], coded: Mapping[str, str | None],
+    discovered: list[Theme], usable: list[AssignmentOut], coded: Mapping[str, str | None],
     earlier: Mapping[str, Mapping[str, Any]], quote_of: Mapping[str, str],
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
+) -> tuple[list[Theme], dict[str, str]]:
     """The earlier themes that got members (in order of their first member), then the discovered themes that
     kept some (under fresh ids); and the fresh id of each discovered theme kept."""
-    old = {t["id"]: t for t in discovered}
+    old = {t.id: t for t in discovered}
     # Which discovered theme gave each earlier theme most of its members: its keywords and phrases are kept.
     sources: dict[str, Counter[str]] = {}
     members: dict[str, list[str | int]] = {}
     for a in usable:
-        refs = a.get("themes") or []
-        target = coded.get(str(a["response_id"]))
+        target = coded.get(str(a.response_id))
         if not target:
             continue
-        if refs:
-            sources.setdefault(target, Counter())[refs[0]["theme_id"]] += 1
-        members.setdefault(target, []).append(a["response_id"])  # as given: an int id stays an int
-    left = Counter(
-        a["themes"][0]["theme_id"] for a in usable
-        if a.get("themes") and coded.get(str(a["response_id"])) is None
-    )
+        if a.themes:
+            sources.setdefault(target, Counter())[a.themes[0].theme_id] += 1
+        members.setdefault(target, []).append(a.response_id)  # as given: an int id stays an int
+    left = Counter(a.themes[0].theme_id for a in usable if a.themes and coded.get(str(a.response_id)) is None)
     next_id = max([_number(i) for i in earlier] + [0]) + 1
     fresh: dict[str, str] = {}
     for t in discovered:
-        if left.get(t["id"]):
-            fresh[t["id"]] = f"t{next_id}"
+        if left.get(t.id):
+            fresh[t.id] = f"t{next_id}"
             next_id += 1
     themes = [_earlier_theme(earlier[target], ids, old, sources.get(target), quote_of)
               for target, ids in members.items()]
     for tid, new_id in fresh.items():
-        themes.append({**old[tid], "id": new_id, "subthemes": [], "parent": None, "merged_from": []})
+        themes.append(old[tid].with_(id=new_id, subthemes=[], parent=None, merged_from=[]))
     return themes, fresh
 
 
 def _earlier_theme(
-    e: Mapping[str, Any], ids: list[str | int], old: Mapping[str, dict[str, Any]], votes: Counter[str] | None,
+    e: Mapping[str, Any], ids: list[str | int], old: Mapping[str, Theme], votes: Counter[str] | None,
     quote_of: Mapping[str, str],
-) -> dict[str, Any]:
+) -> Theme:
     """Earlier theme ``e`` with members ``ids``: its id, name and description, the keywords and phrases of the
-    discovered theme most of them come from, and quotes (counts are filled by ``codebook.recount``)."""
-    # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
-    src = old[votes.most_common(1)[0][0]] if votes else {
-        "keywords": list(e.get("keywords", [])), "labelled_by": "keywords", "key_phrases": [], "quotes": []}
-    # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
+    discovered theme most of them come from, and quotes (counts are filled by :func:`_recounted`)."""
     mine = {str(rid) for rid in ids}
-    quotes = [q for q in src.get("quotes", []) if str(q["response_id"]) in mine]
-    quoted = {str(q["response_id"]) for q in quotes}
-    quotes += [{"response_id": rid, "text": quote_of[str(rid)]} for rid in ids
-               if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(quotes))]
-    return {
-        **{k: v for k, v in src.items() if k not in ("subthemes", "merged_from", "parent")},
-        "id": e["id"], "label": e["label"], "description": e["description"] or src.get("description", ""),
-        "quotes": quotes, "merged_from": [], "subthemes": [], "parent": None, "count": 0, "share": 0.0,
-    }
+
+    def quotes_after(kept: list[Quote]) -> list[Quote]:
+        # The source theme's own quotes (chosen near its centre) that stayed with this theme, then other members.
+        quoted = {str(q.response_id) for q in kept}
+        more = [Quote(response_id=rid, text=quote_of[str(rid)]) for rid in ids
+                if str(rid) in quote_of and str(rid) not in quoted][: max(0, 5 - len(kept))]
+        return kept + more
+
+    if not votes:
+        # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
+        return Theme(keywords=list(e.get("keywords", [])), labelled_by="keywords", key_phrases=[],
+                     quotes=quotes_after([]), id=e["id"], label=e["label"], description=e["description"] or "",
+                     merged_from=[], subthemes=[], parent=None, count=0, share=0.0)
+    src = old[votes.most_common(1)[0][0]]
+    # The source theme's fields in its order, this theme's id, name and quotes in their places; its levels last.
+    return src.without("subthemes", "merged_from", "parent").with_(
+        id=e["id"], label=e["label"], description=e["description"] or src.description,
+        quotes=quotes_after([q for q in src.quotes if str(q.response_id) in mine]),
+        merged_from=[], subthemes=[], parent=None, count=0, share=0.0,
+    )
 
 
-def _recode_assignments(
-    usable: list[dict[str, Any]], coded: Mapping[str, str | None], fresh: Mapping[str, str],
-    confidence: Mapping[str, float] | None,
-) -> None:
-    """Point each usable assignment at its earlier theme, its discovered theme's fresh id, or other (in place)."""
-    for a in usable:
-        refs = a.get("themes") or []
-        rid = str(a["response_id"])
-        target = coded.get(rid)
-        if target == "" or (target is None and not refs):
-            a["themes"], a["bucket"], a["broad"], a["fine"] = [], "other", None, None
-            continue
-        if target is None:
-            first = {**refs[0], "theme_id": fresh[refs[0]["theme_id"]]}
-        else:
-            conf = confidence.get(rid) if confidence is not None else None
-            first = {"theme_id": target,
-                     "confidence": round(float(conf), 4) if conf is not None else (refs[0]["confidence"] if refs else 0.0)}
-        # A secondary theme (multi_label) follows its theme if that theme is still there as a new one.
-        rest = [{**r, "theme_id": fresh[r["theme_id"]]} for r in refs[1:] if r["theme_id"] in fresh]
-        a["themes"] = [first, *[r for r in rest if r["theme_id"] != first["theme_id"]]]
-        a["bucket"], a["broad"], a["fine"] = "theme", first["theme_id"], None
+def _recoded(
+    a: AssignmentOut, coded: Mapping[str, str | None], fresh: Mapping[str, str], confidence: Mapping[str, float] | None,
+) -> AssignmentOut:
+    """A usable assignment pointed at its earlier theme, its discovered theme's fresh id, or other."""
+    refs, rid = a.themes, str(a.response_id)
+    target = coded.get(rid)
+    if target == "" or (target is None and not refs):
+        return a.with_(themes=[], bucket="other", broad=None, fine=None)
+    if target is None:
+        first = refs[0].with_(theme_id=fresh[refs[0].theme_id])
+    else:
+        conf = confidence.get(rid) if confidence is not None else None
+        first = ThemeRef(theme_id=target,
+                         confidence=round(float(conf), 4) if conf is not None else (refs[0].confidence if refs else 0.0))
+    # A secondary theme (multi_label) follows its theme if that theme is still there as a new one.
+    rest = [r.with_(theme_id=fresh[r.theme_id]) for r in refs[1:] if r.theme_id in fresh]
+    return a.with_(themes=[first, *[r for r in rest if r.theme_id != first.theme_id]], bucket="theme",
+                   broad=first.theme_id, fine=None)
+
+
+def _recounted(themes: list[Theme], assignments: list[AssignmentOut]) -> list[Theme]:
+    """Counts and shares of every theme from the assignments (primary theme), largest first (as
+    ``codebook._recount`` does on a stored document, after an edit)."""
+    counts = Counter(a.themes[0].theme_id for a in assignments if a.themes)
+    usable = sum(1 for a in assignments if a.bucket != "unusable") or 1
+    recounted = [t.with_(count=counts.get(t.id, 0), share=round(counts.get(t.id, 0) / usable, 4)) for t in themes]
+    return sorted(recounted, key=lambda t: -t.count)

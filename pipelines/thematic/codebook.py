@@ -249,12 +249,9 @@ def _reassign(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
             a["bucket"] = "other"
 
 
-def recount(doc: dict[str, Any]) -> None:
-    """Counts and shares of every theme from the assignments (primary theme), themes largest first."""
-    _recount(doc)
-
-
 def _recount(doc: dict[str, Any]) -> None:
+    """Counts and shares of every theme from the assignments (primary theme), themes largest first (a stored
+    document's; ``baseline._recounted`` is the same on the result model)."""
     counts: Counter[str] = Counter(
         a["themes"][0]["theme_id"] for a in doc.get("assignments", []) if a.get("themes")
     )

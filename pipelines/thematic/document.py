@@ -5,9 +5,9 @@ insight stage writes a ``SentimentInfo``, the assign stage ``SeedCode``s and ``S
 the themes, levels, assignments and run info. What follows from the assignments (comparison rows, breakdowns,
 theme sentiment, impact: ``derive.derived``) is computed from the document, because a codebook edit
 (``edit.py``) re-derives a stored document with the same functions; the render stage validates each section it
-gets back and adds it to the model. The recoding against an earlier wave (``baseline.carry_over``) is a
-function of documents too: it rewrites a copy, validated at once. The model keeps the key order its builders
-gave (``result._Model``), so the stored bytes are what they were when the run built a dict.
+gets back and adds it to the model. The recoding against an earlier wave (``baseline.carry_over``) works on the
+model too: each recoded theme and assignment is a validated copy (``with_``). The model keeps the key order its
+builders gave (``result._Model``), so the stored bytes are what they were when the run built a dict.
 """
 
 from __future__ import annotations
@@ -206,14 +206,13 @@ def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
     earlier: dict[str, Any] = {}
     if r is not None:
         assert s.baseline is not None
-        # The recoding is a function of documents (``baseline.carry_over``, written for stored results): it
-        # rewrites a copy of this one, validated here before anything reads it. Its ``comparison`` is only the
-        # earlier wave (job, n, then) until ``derive`` fills the rows: it is handed on, not validated half-built.
+        # The recoding works on the model: each recoded theme and assignment is validated as it is built. Its
+        # ``comparison`` is only the earlier wave (job, n, then) until ``derive`` fills the rows: it is handed
+        # on, not validated half-built.
         quotes = {str(u.id): u.text[: describing.QUOTE_CHARS] for u in s.usable}
-        carried = earlier_wave.carry_over(result.document(), r.coded, s.baseline, quotes, then_counts=r.then_counts,
-                                          confidence=r.confidence)
-        earlier = {"comparison": {**carried.pop("comparison"), **r.facts}}
-        result = ThematicResult.model_validate(carried)
+        result, comparison = earlier_wave.carry_over(result, r.coded, s.baseline, quotes, then_counts=r.then_counts,
+                                                     confidence=r.confidence)
+        earlier = {"comparison": {**comparison, **r.facts}}
     d = derive.derived({**result.document(), **earlier}, _metadata(s), breakdown_by=p.breakdown_by,
                        min_group_size=p.min_group_size, seed=p.seed,
                        score=p.score.model_dump() if p.score is not None else None)

@@ -76,6 +76,11 @@ class _Model(BaseModel):
         """This part as the stored JSON has it (plain dicts and lists)."""
         return self.model_dump()
 
+    def without(self, *names: str) -> Self:
+        """A copy in which the fields ``names`` were not given (at their defaults, left out of the document); a
+        later :meth:`with_` of one of them puts it last."""
+        return self.model_validate({k: getattr(self, k) for k in self._given if k not in names})
+
     def with_(self, **changes: Any) -> Self:
         """A copy with ``changes`` validated: a field given before keeps its place, a new one comes last (as a
         dict's update would put it)."""

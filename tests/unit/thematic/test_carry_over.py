@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from pipelines.thematic import baseline, waves
 from pipelines.thematic.result import ThematicResult
@@ -106,9 +107,8 @@ QUOTES = {rid: f"quote {rid}" for rid in ("r1", "r2", "r3", "r4", "r5", "6", "r7
 
 def _carry(result: ThematicResult, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The carried-over document (as stored) and its comparison's earlier-wave part."""
-    carried = baseline.carry_over(result.document(), CODED, BASELINE, QUOTES, **kw)
-    comparison = carried.pop("comparison")
-    return ThematicResult.model_validate(carried).document(), comparison
+    carried, comparison = baseline.carry_over(result, CODED, BASELINE, QUOTES, **kw)
+    return carried.document(), comparison
 
 
 CASES = {
@@ -138,3 +138,22 @@ def test_earlier_themes_keep_their_ids_and_names_new_ones_get_fresh_ids_and_unus
     assert [t["count"] for t in doc["themes"]] == sorted((t["count"] for t in doc["themes"]), reverse=True)
     assert comparison["then"]["t1"] == {"label": "Delivery times", "count": 5, "family": "t1"}
     assert "family" not in comparison["then"]["t5"]
+
+
+def test_a_wrong_value_from_the_earlier_codebook_fails_where_its_theme_is_built() -> None:
+    """The recoding builds each theme on the model, so a bad earlier theme is a ``Theme`` error on its field;
+    a document rewritten as a dict and validated at the end would fail later, as a place in the whole result."""
+    bad = {**BASELINE, "themes": [{**BASELINE["themes"][0], "label": None}, *BASELINE["themes"][1:]]}
+    with pytest.raises(ValidationError) as err:
+        baseline.carry_over(_result(), CODED, bad, QUOTES)
+    assert err.value.title == "Theme"
+    assert [e["loc"] for e in err.value.errors()] == [("label",)]
+
+
+def test_the_recoding_leaves_the_result_it_was_given_as_it_was() -> None:
+    """The parts are copies (``with_``): pydantic models are mutable, and an in-place recoding would change the
+    result the caller still holds."""
+    result = _result()
+    before = json.dumps(result.document())
+    baseline.carry_over(result, CODED, BASELINE, QUOTES, **CASES["inherit"])
+    assert json.dumps(result.document()) == before
