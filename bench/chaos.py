@@ -166,7 +166,7 @@ def webhook_main(n_jobs: int, deadline_s: float, refusals: int) -> int:
             kind = "hang" if i % 2 == 0 else "ok"
             now = jobs_module.utcnow()
             job_id = new_job_id()
-            store.track(IndexRow("local", job_id, due_at=now + SWEEP_AFTER))
+            store.put_index_row(IndexRow("local", job_id, due_at=now + SWEEP_AFTER))
             backend.stores.jobs.create(Job(tenant="local", id=job_id, pipeline="echo", status=Status.SUCCEEDED,
                                            params={}, created_at=now, available_at=now, max_attempts=3,
                                            finished_at=now, callback_url=urls[kind], callback_status="pending"))

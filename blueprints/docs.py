@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from pathlib import Path
+from types import MappingProxyType
 
 import azure.functions as func
 
@@ -41,11 +42,11 @@ def openapi(req: func.HttpRequest) -> func.HttpResponse:
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 #: The tags docs.html references; the page is refused if one is missing (``inline``).
-_TAGS = {
+_TAGS = MappingProxyType({
     "css": '<link rel="stylesheet" href="build/swagger-ui/swagger-ui.css">',
     "bundle": '<script src="build/swagger-ui/swagger-ui-bundle.js"></script>',
     "init": '<script src="docs.js"></script>',
-}
+})
 
 
 def build_docs_page(static_dir: Path = STATIC_DIR, assets_dir: Path | None = None) -> Page:
