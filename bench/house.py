@@ -21,7 +21,8 @@ Checks, each from the code as it is (AST or the tools themselves, nothing record
 * the lifecycle: at most 26 public methods, each returning one of at most 3 outcome types (``None``, a procedure
   with no outcome, is counted apart);
 * import-linter: every contract kept (``.venv/bin/lint-imports``, as ``scripts/test`` runs it);
-* small rot: every ``shared.…`` / ``pipelines.…`` dotted name in a docstring resolves (module, then attributes);
+* small rot: every ``shared.…`` / ``pipelines.…`` dotted name in a docstring resolves, backticked or not (module,
+  then attributes, by ``tests/unit/test_docstring_refs.py``'s resolver, which checks backticked names everywhere);
   every repository path a docstring names exists; the README's layout table names every tracked top-level folder
   and every trigger module; ``docs/glossary.md`` has an entry for each word issue 26 lists.
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
 import os
 import re
 import resource
@@ -259,25 +259,13 @@ def _docstrings(tree: ast.Module) -> Iterator[tuple[int, str]]:
                 yield (getattr(node, "lineno", 1), doc)
 
 
-def _resolves(dotted: str) -> bool:
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj: object = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            if not hasattr(obj, attr):
-                return False
-            obj = getattr(obj, attr)
-        return True
-    return False
-
-
 def docstring_references() -> list[Row]:
     # This script's folder holds bench/platform.py, which would shadow the standard library's platform module.
     here = Path(__file__).resolve().parent
     sys.path[:] = [str(ROOT), *(x for x in sys.path if Path(x or ".").resolve() != here)]
+    # The resolver of the unit test that checks backticked names in every file; here: every name in a docstring.
+    from tests.unit.test_docstring_refs import resolves
+
     names: list[str] = []
     paths: list[str] = []
     seen = checked = 0
@@ -286,7 +274,7 @@ def docstring_references() -> list[Row]:
         for line, doc in _docstrings(_tree(p)):
             for m in _DOTTED.finditer(doc):
                 seen += 1
-                if not _resolves(m.group(1)):
+                if not resolves(m.group(1)):
                     names.append(f"{_rel(p)}:{line}: {m.group(1)}")
             for m in _PATH.finditer(doc):
                 ref = m.group(1).rstrip(".")
