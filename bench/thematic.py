@@ -650,6 +650,8 @@ def _curve_code(mod: Any) -> str:
         # The split path's helper is part of the curve (issue 22, fourth round): a change to it is a new curve.
         if hasattr(mod, "_bisect_to"):
             code += inspect.getsource(mod._bisect_to) + f" {mod.SPLIT_MIN}"
+        # So is the silhouette (issue 27: from group sums since 2026-12-02, a curve that differs in rounding).
+        code += inspect.getsource(mod.silhouette_values)
         _CURVE_CODE[id(mod)] = code
     return _CURVE_CODE[id(mod)]
 
