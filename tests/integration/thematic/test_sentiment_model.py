@@ -62,6 +62,8 @@ DEFAULT_NOT_POSITIVE = [
     "The chat support is a bot that doesn't understand anything.",  # r026
     "Password reset email never shows up, not even in spam.",  # r205
     "Referral code didn't give me or my friend the credit we were promised.",  # r283 (the lexicon +0.81)
+    # Written for senti (2026-12-02) after reading the training domains' product sentences ("X, but ..."):
+    "Nice idea, but the refund still hasn't arrived after three weeks.",  # neutral, -0.31 (the lexicon +0.23)
 ]
 # ... and these it calls negative outright, on both graphs.
 DEFAULT_NEGATIVE = [
@@ -71,6 +73,9 @@ DEFAULT_NEGATIVE = [
     "The 'free delivery' promotion still charged me delivery.",  # r148
     "Chat support disconnected me twice.",  # r233
     "Customer support takes forever to reply.",  # r113
+    # senti: sarcasm the classifier does read (-0.26 / -0.74 on both graphs; the lexicon +0.62 / +0.40).
+    "Great, the order was marked delivered and nothing came.",
+    "Perfect, another cancelled order.",
 ]
 # Plain praise must stay positive under the default (the lexicon gets these right too: a guard, not a gain).
 DEFAULT_POSITIVE = [
@@ -79,6 +84,10 @@ DEFAULT_POSITIVE = [
     "Driver was lovely, thank you!",  # r310
     "Our usual driver knows our building and is always cheerful. Great service.",  # r230
     "Shoutout to the driver who came in the pouring rain with a smile.",  # r338
+    # senti: praise after a problem or a cost (+0.82, +0.42 / +0.51, +0.80; the lexicon -0.25 on "Not cheap").
+    "The case is bulky, but it protects the phone perfectly and I'm happy with it.",
+    "Not cheap, but worth every penny.",
+    "It took a while to arrive, but honestly the best curry I've had in ages.",
 ]
 # Known misses of the classifier on the survey, both graphs (strict: a refit that fixes one must say so here).
 # Praise that mentions a problem is read as a complaint, where the lexicon says positive (r074, r251, r175) or
@@ -91,12 +100,30 @@ DEFAULT_PRAISE_WITH_PROBLEM_WORDS = [
     pytest.param("Drivers have always been kind to me, even when the app messed up.", marks=_MISS),  # r175
     # Not from the survey: a template of tests/support/thematic_data.py ("staff"), -0.5 on either graph.
     pytest.param("Customer service agent was really kind and solved my issue.", marks=_MISS),
+    # senti (2026-12-02), written after reading the product and drug reviews: a problem word negated ("never
+    # had a problem", "can't fault", "not a single cold meal") or a problem that was put right reads as a
+    # complaint, -0.41 to -0.77 on both graphs. None is fixed by the designs of bench/sentiment_variants.py
+    # that were measured but not adopted (docs/sentiment.md, "Variants").
+    pytest.param("Never had a single problem with any order.", marks=_MISS),  # the lexicon -0.40 too
+    pytest.param("The first delivery was late, but they refunded it without me even asking. Impressed.",
+                 marks=_MISS),
+    pytest.param("I can't fault them.", marks=_MISS),
+    pytest.param("The app crashed once, but support sorted it out in minutes and gave me a voucher.", marks=_MISS),
+    pytest.param("Dizzy for two days, then nothing but relief. My migraines are gone.", marks=_MISS),
+    pytest.param("Not a single cold meal in a year of ordering.", marks=_MISS),
 ]
 DEFAULT_FLAT_COMPLAINTS = [
     pytest.param("Support should be faster for Plus members at least.", marks=_MISS),  # r297: +0.38 / +0.40
     pytest.param("Ordered breakfast, got it around lunchtime.", marks=_MISS),  # r177: +0.49 / +0.44
     pytest.param("The Plus subscription used to be worth it but now there are still fees on most orders.",
                  marks=_MISS),  # r039: +0.31 / +0.37
+    # senti: a faint-praise or ironic complaint reads as praise (+0.10 to +0.81 on both graphs).
+    pytest.param("The app has all the features you could want, but none of them work when you need them.",
+                 marks=_MISS),
+    pytest.param("The battery life is adequate at best, and it dies by lunchtime.", marks=_MISS),
+    pytest.param("Thanks a lot for charging me twice.", marks=_MISS),
+    pytest.param("Love how the driver just left my food at the wrong door.", marks=_MISS),
+    pytest.param("The new menu looks amazing, shame half of it is always sold out.", marks=_MISS),
 ]
 
 
