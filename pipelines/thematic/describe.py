@@ -192,6 +192,12 @@ OTHER_WEIGHT = 0.0
 COVER_WEIGHT = 0.2
 #: Weight of the distinctiveness bonus: share / (share + the highest share of one other theme using it).
 DIST_WEIGHT = 0.05
+#: A clash (the best option taken by a larger theme) is resolved by a longer phrase of this theme holding it.
+EXTEND_CLASH = True
+#: A single word is a label only when no other theme uses it commonly (>= GENERIC_SHARE of its responses).
+OWN_WORD = True
+#: A label has at most this many words (a longer phrase is not offered to resolve a clash).
+MAX_LABEL_WORDS = 4
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
 PHRASE_BONUS = 0.03
 #: Score bonus of a phrase of 2+ words holding a verb, an adjective or a negation ("promo code rejected").
@@ -215,6 +221,9 @@ class Ranked:
     """Distinguishing single words (not generic), most distinctive first: to tell two same-named themes apart."""
     lone: bool = False
     """The only option is one generic word: it is never a label alone."""
+    longer: list[str] = field(default_factory=list)
+    """Longer phrases holding the best option, as written, most used first: what the theme says when another
+    theme has taken the option ("shopping list" -> "add to my shopping list")."""
 
 
 def contextual_vectors(
@@ -243,7 +252,7 @@ def contextual_vectors(
 def word_stats(member_texts: list[list[str]]) -> tuple[Counter[str], Counter[str], frozenset[str]]:
     """Per content word: responses using it, responses using it after a verb/adjective cue; the generic words.
 
-    Generic = :data:`stopwords.GENERIC` (words that spread over the themes of several labelled sets) plus
+    Generic = :data:`stopwords.GENERIC` (evaluative words, greetings, request frames: no domain words) plus
     the words that spread over this job's themes (:data:`GENERIC_SHARE` / :data:`GENERIC_SPREAD`).
     """
     uses: Counter[str] = Counter()
@@ -385,7 +394,24 @@ def _rank_theme(
         {v for w in split for v in w if v not in words.generic and v != "not"},
         key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w),
     )
-    return Ranked(phrases[:KEY_PHRASES], options, solo, lone)
+    return Ranked(phrases[:KEY_PHRASES], options, solo, lone, _longer(options[0], texts) if options and not lone else [])
+
+
+#: A clash is resolved by a longer phrase holding the label that at least this many of the theme's responses say.
+EXTEND_MIN_USES = 2
+
+
+def _longer(shown: str, texts: list[Analysed]) -> list[str]:
+    """Phrases of up to four words holding ``shown``'s key that >= :data:`EXTEND_MIN_USES` responses say, as written,
+    most used first (ties: the shorter)."""
+    key = phrase_key(shown.lower())
+    seen: Counter[str] = Counter()
+    for a in texts:
+        if key in a.keys:
+            seen.update(p for p in a.keys if p != key and f" {key} " in f" {p} ")
+    ranked = sorted((p for p, f in seen.items() if f >= EXTEND_MIN_USES), key=lambda p: (-seen[p], len(p), p))
+    out = [display(p, texts) for p in ranked[:KEY_PHRASES]]
+    return [p for p in out if len(p.split()) <= MAX_LABEL_WORDS]
 
 
 def _label_options(
@@ -404,6 +430,8 @@ def _label_options(
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
             shown = said(c[i].key)
+            if OWN_WORD and " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
+                continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
                 options.append(shown)
         if options:
@@ -499,6 +527,13 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         if p.lower() not in used:
             used.add(p.lower())
             return _cap(p)
+        if EXTEND_CLASH and p == (r.options or r.phrases)[0]:
+            # Taken by another theme: say more of the same phrase ("Add to my shopping list") rather than fall
+            # back to a weaker one ("Please add"), which loses what the theme is about.
+            for q in r.longer:
+                if q.lower() not in used:
+                    used.add(q.lower())
+                    return _cap(q)
     base = (r.options or r.phrases)[0]
     stems = {_stem(w) for w in base.split()}
     extra = [v for x in [*r.words, *(keywords or [])] for v in x.split()]
@@ -804,7 +839,8 @@ def name_parents(
             c.update(k for k in phrase_set(texts[i]) if k in vocab)
         counts[p.id] = c
     generic = word_stats([[texts[i] for i in p.members] for p in parents])[2] if len(parents) else frozenset()
-    generic = generic | GENERIC
+    # And the words generic across the themes: a parent has few siblings to show them generic ("Mg" in drug reviews).
+    generic = generic | GENERIC | word_stats([[texts[i] for i in th.members] for th in themes.values()])[2]
     for p in parents:
         mine = kids[p.id]
         if not mine:
@@ -824,6 +860,8 @@ def name_parents(
             if share < PARENT_MIN_SHARE or (len(mine) >= 2 and len(holders) < 2):
                 continue
             other = max((counts[q.id][key] / max(1, len(q.members)) for q in parents if q.id != p.id), default=0.0)
+            if " " not in key and other >= GENERIC_SHARE:
+                continue  # a word common in another group too names neither alone ("Transfer", "Card")
             score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
             score *= 1.0 + 0.2 * min(key.count(" "), 2)
             if best is None or score > best[0]:
@@ -920,6 +958,7 @@ def build_levels(
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}
     taken = {th.label.lower() for th in themes}
+    job_generic = word_stats([[texts[i] for i in th.members] for th in themes])[2]
     for t, th in sorted(theme_by_index.items(), key=lambda p: p[1].id):
         del t
         mine = sorted({int(v) for v in sub[th.members]})
@@ -930,7 +969,8 @@ def build_levels(
             local[sub == s_idx] = j
         cent = K.normalise(K.group_sums(local, emb, len(mine)))
         # A sub-theme says what sets it apart inside its theme: the theme's own words never name it alone.
-        avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not")
+        # Nor do the words generic across the job's themes (a sub-theme has few siblings to show them generic).
+        avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not") | job_generic
         # One set of taken labels for the whole level: two themes' sub-themes never share a label either
         # (long Yahoo answers gave "Good luck" under two themes).
         subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used=taken, avoid=avoid)

@@ -8,7 +8,15 @@ import re
 
 import numpy as np
 
-from pipelines.thematic.describe import CONTEXTUAL, Ranked, ThemeInfo, describe, name_parents, pick_label
+from pipelines.thematic.describe import (
+    CONTEXTUAL,
+    Ranked,
+    ThemeInfo,
+    describe,
+    name_parents,
+    pick_label,
+    word_stats,
+)
 from pipelines.thematic.keywords import analyse, looks_predicate, phrase_key, phrases
 from pipelines.thematic.stopwords import GENERIC
 
@@ -76,14 +84,63 @@ APP2 = [
 
 
 def test_a_generic_word_is_never_a_whole_label() -> None:
-    assert {"good", "app"} <= GENERIC
+    # "good" is generic in any feedback (evaluative: the sentiment stage's business); "app" is generic here because
+    # two of three themes say it: no theme owns it, so it names neither alone.
+    assert "good" in GENERIC and "app" not in GENERIC
     themes = _themes([GOOD, APP, APP2])
     for th in themes:
         words = th.label.lower().replace("(", "").replace(")", "").split()
-        assert not all(w in GENERIC for w in words), th.label
+        assert not all(w in GENERIC | {"app"} for w in words), th.label
     labels = {th.members[0]: th.label for th in themes}
     assert labels[len(GOOD)] == "App slow" and labels[len(GOOD) + len(APP)] == "App crashes"
     assert "good" in labels[0].lower() and labels[0].lower() != "good"
+
+
+def test_the_generic_words_come_from_the_job_not_from_a_list_of_one_data_set() -> None:
+    # No domain word is fixed in code (the list of 2026-12-01 held Banking77's and the feedback sample's words).
+    assert not {"card", "food", "order", "money", "delivery", "transfer", "app"} & GENERIC
+    # A word common in >= 30 % of a job's themes is generic in that job: here "card", said in all six.
+    topics = ["declined", "lost", "frozen", "expired", "stolen", "blocked"]
+    groups = [[f"my card was {t} today {n}" for n in range(8)] for t in topics]
+    assert "card" in word_stats(groups)[2] and "declined" not in word_stats(groups)[2]
+
+
+def test_a_word_another_theme_says_too_is_never_a_label_alone() -> None:
+    # "pizza" is the most common word of the second theme, but the first says it as often: "Pizza" would not
+    # say which of the two this is (before 2026-12-02 it was this theme's label: "pizza" was on no list).
+    cold = [f"pizza was cold {w}" for w in ("again", "tonight", "today", "sadly", "twice", "honestly", "", "ugh")]
+    late = ["pizza came an hour late", "pizza, after ninety minutes", "pizza late again", "where is my pizza",
+            "pizza still not here", "pizza arrived at midnight", "pizza took forever", "pizza order delayed"]
+    themes = _themes([cold, late, TOPUP])
+    label = next(th.label for th in themes if th.members[0] == len(cold))
+    assert "pizza" not in label.lower().split() or len(label.split()) >= 2, label
+
+
+def test_a_frame_shared_by_the_themes_loses_to_the_category_phrase() -> None:
+    # Every theme asks "how long does it take"; the first says it in all its responses, the category phrase
+    # ("transfer arrive") in half. Coverage and closeness alone name it by the frame; the frame is common in
+    # every other theme too, so it loses to what sets this theme apart.
+    transfer = [f"how long does it take {e}" for e in ("please", "now", "today", "then", "exactly", "usually")] + [
+        f"how long does it take for a transfer to arrive {e}" for e in ("please", "now", "today", "then", "ok", "so")]
+    others = [[f"{topic} {n}" for n in range(8)] + ["how long does it take", "how long does it take now"]
+              for topic in ("card was declined", "pin is blocked", "cash withdrawal fee", "exchange rate wrong")]
+    themes = _themes([transfer, *others])
+    label = next(th.label for th in themes if th.members[0] == 0)
+    assert "transfer" in label.lower(), label
+
+
+def test_a_clash_is_resolved_by_saying_more_not_by_a_weaker_phrase() -> None:
+    # The best option of a smaller theme is taken by a larger one: it says a longer phrase holding it.
+    r = Ranked(["shopping list", "please add"], ["shopping list", "please add"], ["milk"],
+               longer=["add to shopping list"])
+    assert pick_label(r, {"shopping list"}) == "Add to shopping list"
+    show = [f"what is on my shopping list {e}" for e in ("today", "now", "please", "again", "tonight", "so",
+                                                         "then", "exactly", "ok", "quickly", "first", "here")]
+    add = [f"please add to shopping list {w}" for w in ("milk", "eggs", "bread", "rice", "tea", "jam", "ham", "oil")]
+    themes = _themes([show, add])
+    labels = {th.members[0]: th.label for th in themes}
+    assert labels[0] == "Shopping list", labels
+    assert "shopping list" in labels[len(show)].lower() and labels[len(show)] != "Shopping list", labels
 
 
 def test_two_themes_never_share_a_label_and_none_is_numbered() -> None:
@@ -228,3 +285,47 @@ def test_urls_addresses_and_written_out_line_breaks_are_no_phrase() -> None:
     # An address ends a phrase: the words either side of it are not one span.
     assert "refund today" in phrases("refund today")
     assert "refund today" not in phrases("refund to bob@shop.com today")
+
+
+def test_a_parent_is_not_named_by_a_word_another_parent_says_too() -> None:
+    # Both parents' children say "box"; only the first says "parcel". "Box" would not tell them apart.
+    texts = (["box parcel arrived late"] * 5 + ["box parcel damaged"] * 5 + ["box refund never came"] * 5
+             + ["box screen froze"] * 5)
+    themes = {
+        "t1": _info("t1", "Box parcel late", list(range(0, 5)), ["box parcel arrived late"]),
+        "t2": _info("t2", "Box parcel damaged", list(range(5, 10)), ["box parcel damaged"]),
+        "t3": _info("t3", "Box refund", list(range(10, 15)), ["box refund never came"]),
+        "t4": _info("t4", "Box screen froze", list(range(15, 20)), ["box screen froze"]),
+    }
+    parents = [_info("p1", "Late", list(range(10)), []), _info("p2", "Came", list(range(10, 20)), [])]
+    name_parents(parents, {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}, themes, texts,
+                 {th.label.lower() for th in themes.values()})
+    labels = [p.label for p in parents]
+    assert labels[0].lower() in {"parcel", "box parcel"} and "box" != labels[1].lower(), labels
+
+
+def test_a_word_generic_across_the_themes_never_names_a_sub_theme_alone(monkeypatch: object) -> None:
+    # "folks" is said in every one of six themes (generic in this job); inside the first theme one sub-theme
+    # says it in every response and little else. Among two siblings nothing shows it generic, so before
+    # 2026-12-02 that sub-theme was "Folks" (long Yahoo answers had "Folks", "State", "Body").
+    import pytest
+
+    from pipelines.thematic import cluster as K
+    from pipelines.thematic.describe import build_levels
+
+    extra = ["say", "think", "often", "claim", "believe", "argue"]
+    first = [f"folks {e} {n}" for e in extra for n in ("so", "that")] + [
+        f"refund came late {n}" for n in ("again", "today", "twice", "sadly", "now", "then")]
+    groups = [first] + [[f"{topic} {n}" for n in range(8)] + ["folks say so", "folks think so"]
+                        for topic in ("card declined", "pin blocked", "cash fee", "rate wrong", "app froze")]
+    texts = [t for g in groups for t in g]
+    y = np.array([n for n, g in enumerate(groups) for _ in g], dtype=np.int64)
+    x = _vecs(list(y))
+    cents = K.normalise(K.group_sums(y, x, len(groups)))
+    themes = describe(y, cents, x, texts, embed=CONTEXTUAL)
+    sub = np.array([0] * 12 + [1] * 6 + [2 + n for n in range(len(texts) - 18)])
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(K, "sub_level", lambda *a, **k: (sub, []))
+    levels = build_levels(themes, y, x, texts, min_size=3, seed=0, embed=CONTEXTUAL)
+    labels = [s.label.lower() for s in levels.subthemes]
+    assert labels and "folks" not in labels, labels
