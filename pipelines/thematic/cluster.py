@@ -482,14 +482,11 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, dist: F32 
     :func:`silhouette_curve`: the path scores each k by the best partition it reaches, so it picks its cuts by
     that score.
 
-    Not the group of largest spread, neither in total (bisecting k-means' usual choice: the dominant group
-    whenever one holds a third of the responses) nor per member (the least cohesive group, the rule before): a
-    real theme that is looser than the others is least cohesive in every piece, so that rule shredded it into
-    pieces of ~8 before it separated the lumps of tight themes k-means had merged (a diffuse group of 200 beside
-    16 tight ones of 25: 24 pieces of it at k = 39, and the silhouette rose there because the lumps were
-    separated last). Cutting a real theme lowers the silhouette of all its members, separating a lump raises
-    it, so the silhouette orders the cuts the right way round. Exact and incremental: the sums of distances from
-    each point to each group are kept, so a candidate cut costs O(n) and each group is bisected once."""
+    Not the largest spread in total (the dominant group whenever one holds a third) nor per member (the rule of
+    round four: a real theme looser than the others is least cohesive in every piece of it, so it was shredded
+    before the lumps of tight themes were separated, and the path's score rose to k = 39 for 17 groups; see
+    docs/thematic.md, issue 22, fifth round). Exact and incremental: each point's distance sums to each group are
+    kept, so a candidate cut costs O(n), and each group is bisected once."""
     out = labels.copy()
     n = len(out)
     if dist is None:
