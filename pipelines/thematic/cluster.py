@@ -23,8 +23,9 @@ Algorithm:
    seed spread is recorded in the run metadata as the reason for the choice.
    (Superseded in issue 22: the curve is now read by :func:`decide`, in units of its own seed noise, with
    bands for 2-4, 5-12 and finer counts; see there and docs/thematic.md. Since its fourth round each candidate
-   is also scored on its *split path*, the previous candidate's partition with groups bisected, which a count of
-   2-4 must beat: see :func:`silhouette_curve` and :func:`_small_guard`.)
+   is also scored on its *split path*, the previous candidate's partition with groups bisected; since its fifth
+   round each candidate counts as the better of the two: see :func:`silhouette_curve`, :func:`_bisect_to` and
+   :func:`_envelope`.)
 4. The final partition is spherical k-means at the chosen k on all points in
    the full space (``FINAL_RESTARTS`` k-means++ restarts, best objective), so
    no sampling error reaches the assignments. It runs on *neighbour-smoothed*
@@ -400,7 +401,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     Each row also carries the *split path* (issue 22): ``split`` / ``split_median`` / ``split_top`` are the
     silhouette, median and largest share of the partition made by bisecting groups of the previous candidate's
     best partition (the k-means one or its own split path, whichever scored higher) until it has k groups, the
-    least cohesive group first (:func:`_bisect_to`). A k-means++ run at k + 1 can lose a solution that the k
+    cut that leaves the best silhouette first (:func:`_bisect_to`). A k-means++ run at k + 1 can lose a solution that the k
     solution plus one split has (one dominant group kept whole, a lump of the rest cut in two): its silhouette
     then falls below what a split achieves, and the curve's maximum drifts to coarse counts. The split path
     bounds that loss; it uses its own random stream, so the k-means fields are those of the plain curve.
@@ -438,7 +439,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng) if prev is not None else None
+        split = _bisect_to(reduced, prev, k, split_rng, full) if prev is not None else None
         if split is not None and int(split.max()) + 1 == k:
             sp = silhouette_values(full, split)
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
@@ -476,41 +477,81 @@ def _ari(a: I64, b: I64) -> float:
     return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
 
 
-def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator) -> I64:
-    """``labels`` with groups bisected (2-means) until there are ``k``, the least cohesive group first (largest
-    mean 1 - cosine to its centre, among groups of >= ``SPLIT_MIN`` members while there are any). Not the
-    largest spread in total (bisecting k-means' usual choice): that is the dominant group whenever one holds a
-    third of the responses, and cutting a real theme in two is what the path must not prefer over a lump of
-    several. The split path of :func:`silhouette_curve`."""
+def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None) -> I64:
+    """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
+    the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
+    ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
+    :func:`silhouette_curve`: the path scores each k by the best partition it reaches, so it picks its cuts by
+    that score.
+
+    Not the largest spread in total (the dominant group whenever one holds a third) nor per member (the rule of
+    round four: a real theme looser than the others is least cohesive in every piece of it, so it was shredded
+    before the lumps of tight themes were separated, and the path's score rose to k = 39 for 17 groups; see
+    docs/thematic.md, issue 22, fifth round). Exact and incremental: each point's distance sums to each group are
+    kept, so a candidate cut costs O(n), and each group is bisected once."""
     out = labels.copy()
+    n = len(out)
+    v = x if space is None else space
     groups = int(out.max()) + 1
-    blocked: set[int] = set()
-    tries = 0
-    # The groups' spreads depend on ``out`` only: computed again after a cut, not after a blocked try.
-    spreads: NDArray[np.float64] | None = None
-    while groups < k and tries < 4 * k:
-        tries += 1
-        if spreads is None:
-            cents = normalise(_group_sums(out, x, groups, labels_ok=True))
-            sizes = np.bincount(out, minlength=groups)
-            spreads = np.bincount(out, weights=1.0 - (x * cents[out]).sum(axis=1), minlength=groups) / np.maximum(
-                sizes, 1)
-            spreads[sizes < (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2)] = -1.0
-        spread = spreads.copy()
-        spread[list(blocked)] = -1.0
-        g = int(np.argmax(spread))
-        if spread[g] < 0:
+    sizes = np.bincount(out, minlength=groups).astype(np.float64)
+    # tot[i, g]: the sum of cosine distances from point i to the members of group g, from the groups' vector sums
+    # (sum of 1 - v_i . v_j = |g| - v_i . sum_g), as silhouette_values does: no n x n matrix.
+    tot = (sizes[None, :] - v @ group_sums(out, v, groups).T).astype(np.float32)
+    rows = np.arange(n)
+    # Each group's bisection, drawn once (a cut changes only the group it cuts): (members, halves, distance sums
+    # to half 1), or None when it only peels off fewer than SPLIT_MIN // 2 points (no split into two themes: the
+    # rest gets tighter and the silhouette rises for it, while the peeled points would be folded back anyway).
+    cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None] = {}
+    while groups < k:
+        eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
+        mean_d = tot / np.maximum(sizes, 1.0)
+        a = tot[rows, out] / np.maximum(sizes[out] - 1.0, 1.0)
+        mean_d[rows, out] = np.inf
+        near = mean_d.argmin(axis=1)
+        b1 = mean_d[rows, near]
+        mean_d[rows, near] = np.inf
+        b2 = mean_d.min(axis=1)  # the second nearest other group (inf when there is none)
+        del mean_d
+        best_total, best_g = -np.inf, -1
+        for g in (int(v) for v in eligible):
+            if g not in cuts:
+                m = np.flatnonzero(out == g)
+                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
+                ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
+                cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
+            cut = cuts[g]
+            if cut is None:
+                continue
+            m, sub, s1 = cut
+            c1 = float((sub == 1).sum())
+            c0 = float(len(m)) - c1
+            s0 = tot[:, g] - s1
+            d0, d1 = s0 / c0, s1 / c1
+            # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
+            bx = np.where(near == g, b2, b1)
+            b = np.minimum(bx, np.minimum(d0, d1))
+            aa = a.copy()
+            h0, h1 = m[sub == 0], m[sub == 1]
+            aa[h0], b[h0] = s0[h0] / (c0 - 1.0), np.minimum(bx[h0], d1[h0])
+            aa[h1], b[h1] = s1[h1] / (c1 - 1.0), np.minimum(bx[h1], d0[h1])
+            own = sizes[out]
+            own[h0], own[h1] = c0, c1
+            s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+            total = float(s.sum())
+            if total > best_total:
+                best_total, best_g = total, g
+        if best_g < 0:
             break
-        m = np.flatnonzero(out == g)
-        sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
-        # A cut that peels off a few outliers is no split into two themes: the rest of the group gets tighter and
-        # the silhouette rises for it, while the peeled points (below a theme's size) would be folded back anyway.
-        if min(int((sub == 0).sum()), int((sub == 1).sum())) < SPLIT_MIN // 2:
-            blocked.add(g)
-            continue
+        chosen = cuts.pop(best_g)
+        assert chosen is not None
+        m, sub, s1 = chosen
         out[m[sub == 1]] = groups
+        tot[:, best_g] -= s1
+        tot = np.concatenate([tot, s1[:, None]], axis=1)
+        c1 = float((sub == 1).sum())
+        sizes[best_g] -= c1
+        sizes = np.append(sizes, c1)
         groups += 1
-        spreads = None
     return out
 
 
@@ -595,8 +636,11 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     3. Weak structure (best silhouette < ``WEAK_STRUCTURE``): the count is a judgement, the best-scoring k
        within a factor ``PRIOR_WINDOW`` of :func:`prior_k`.
 
-    The small guard credits every larger count with its split path (``split`` of :func:`silhouette_curve`): a 2-4
-    count must beat what cutting groups of it achieves, not a k-means restart that lost that solution.
+    Every candidate is read as the better of its k-means partition and its split path (:func:`_envelope`; issue
+    22, fifth round), so the curve does not fall below what cutting groups of the previous count achieves, and a
+    2-4 count must beat that too, not a k-means restart that lost the solution. Whether a fine level competes with a
+    very unequal broad one is asked of k-means' own fine partitions (the split path's are refinements of the broad
+    one, see :func:`_broad_or_fine`).
 
     Confidence: how far the chosen count's silhouette stands above the best count at least 2x away from it
     (:func:`_rival`), in noise units, scaled by ``CONF_MARGIN`` (``high`` >= 0.6: the nearest 2x-wrong reading
@@ -605,6 +649,7 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     beats on the median, and for a coarse answer (2-4) without substantial structure (see :func:`_confidence`).
     """
     noise = curve_noise(rows)
+    rows = _envelope(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
     broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
     fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
@@ -614,7 +659,10 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     ]
     levels = [r for r in (broad, fine) if r is not None]
     if broad is not None and fine is not None:
-        chosen, guarded = _broad_or_fine(broad, fine, noise, notes)
+        # The fine reading k-means finds on its own (the split path's fine partitions are refinements of the broad
+        # one: they carry its dominant group, so they always score close to it when one group holds most).
+        plain_fine = max(r.get("kmeans", r["silhouette"]) for r in rows if r["k"] > BROAD_MAX)
+        chosen, guarded = _broad_or_fine(broad, fine, noise, notes, plain_fine)
     else:
         chosen, guarded = (levels[0] if levels else (small if small is not None else rows[0])), False
     guarded_small = False
@@ -632,18 +680,35 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     return _count_choice(rows, chosen, (small, broad, fine), window, criterion, confidence, noise, notes, k_max)
 
 
+def _envelope(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each candidate scored by the better of its k-means partition and its split path (``split`` of
+    :func:`silhouette_curve`), with that partition's median and largest share; curves without a split path (from
+    before issue 22's fourth round) are read as they are. The rows are changed in place (``silhouette``,
+    ``median``, ``top``; the k-means value stays in ``kmeans``) so the reported scores are the ones decided on."""
+    for r in rows:
+        if "split" in r and "kmeans" not in r:
+            r["kmeans"] = r["silhouette"]
+            if r["split"] > r["silhouette"]:
+                r["silhouette"], r["median"], r["top"] = r["split"], r["split_median"], r["split_top"]
+    return rows
+
+
 def _describe_peak(tag: str, r: dict[str, float]) -> str:
     return f"{tag} peak k={int(r['k'])} (mean {r['silhouette']:.4f}, median {r['median']:.4f})"
 
 
 def _broad_or_fine(
-    broad: dict[str, float], fine: dict[str, float], noise: float, notes: list[str]
+    broad: dict[str, float], fine: dict[str, float], noise: float, notes: list[str], plain_fine: float | None = None
 ) -> tuple[dict[str, float], bool]:
-    """:func:`decide`'s step 2: the broad or the fine level's peak, and whether a guard overrode the mean."""
+    """:func:`decide`'s step 2: the broad or the fine level's peak, and whether a guard overrode the mean.
+
+    ``plain_fine``: the best k-means score of the fine band (default: the fine peak's), which the very unequal
+    exception asks whether the fine level is a competing reading at all (``UNEQUAL_RIVAL``)."""
     notes.append(_describe_peak("broad", broad) + ", " + _describe_peak("fine", fine))
     gap = (broad["silhouette"] - fine["silhouette"]) / noise
     med_gap = (broad["median"] - fine["median"]) / noise
-    if gap > TIE and _unequal(broad) and fine["silhouette"] >= UNEQUAL_RIVAL * broad["silhouette"]:
+    rival = fine["silhouette"] if plain_fine is None else plain_fine
+    if gap > TIE and _unequal(broad) and rival >= UNEQUAL_RIVAL * broad["silhouette"]:
         notes.append(
             f"the broad level scores {gap:.1f} noise units higher, but its largest group holds "
             f"{broad.get('top', 0.0):.0%} of the responses (> {UNEQUAL} x 1/{int(broad['k'])}): one distinct theme "
@@ -699,7 +764,7 @@ def _small_guard(
             "needs strong structure, so it is a coarser reading, not the themes"
         )
         return chosen, True, True
-    plain = max(r["silhouette"] for r in rows if r["k"] > SMALL_MAX)
+    plain = max(r.get("kmeans", r["silhouette"]) for r in rows if r["k"] > SMALL_MAX)
     if small["silhouette"] > plain:
         cut = max((r for r in rows if r["k"] > SMALL_MAX), key=lambda r: r.get("split", -1.0))
         notes.append(

@@ -8,7 +8,8 @@ the curve now also scores the previous candidate's partition with groups bisecte
 the confidence label:
 
 * a dominant group beside lumps, k-means falling after k = 3 while the split path holds: not 3, not "high";
-* the bisection cuts the least cohesive group (a lump of two themes), not the largest (the dominant theme);
+* the bisection cuts the group whose cut leaves the best silhouette (a lump of two themes), neither the largest
+  (the dominant theme) nor the least cohesive (a real theme that is looser than the others);
 * a curve without split fields (cached before this round) is decided as before;
 * the split path of real data: at every candidate it holds k groups, and on a dominant group it keeps it whole.
 """
@@ -16,6 +17,7 @@ the confidence label:
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pipelines.thematic.cluster import _bisect_to, candidate_ks, decide, silhouette_curve
 
@@ -76,6 +78,27 @@ def test_bisection_cuts_the_loosest_group_not_the_dominant_one() -> None:
     assert len(np.unique(halves[:25])) == 1 and len(np.unique(halves[25:])) == 1 and halves[0] != halves[-1]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bisection_separates_lumps_before_cutting_a_diffuse_theme(seed: int) -> None:
+    # One real theme of 200 that is looser than the others (its members agree less: cos ~0.5 between them) and two
+    # lumps of two tight themes of 25 each (cos ~0.85 inside a theme), as k-means merged them. The rule before cut
+    # the least cohesive group first: the diffuse theme, in every piece of it, so it shredded that theme before it
+    # separated the lumps (24 pieces of it at k = 39 on the dominant-group shape). Cutting a real theme lowers the
+    # silhouette of its 200 members, separating a lump raises that of its 50: the cut is chosen by that score.
+    rng = np.random.default_rng(seed)
+    d = 48
+    diffuse = rng.normal(size=d) + 1.0 * rng.normal(size=(200, d))
+    common = rng.normal(size=d)
+    tight = [common + rng.normal(size=d) + 0.6 * rng.normal(size=(25, d)) for _ in range(4)]
+    x = _unit(np.concatenate([diffuse, *tight]))
+    labels = np.array([0] * 200 + [1] * 50 + [2] * 50, dtype=np.int64)
+    out = _bisect_to(x, labels, 5, np.random.default_rng(0))
+    assert len(np.unique(out[:200])) == 1, "the diffuse theme was cut before the lumps were separated"
+    themes = [out[200 + 25 * i : 225 + 25 * i] for i in range(4)]
+    assert all(len(np.unique(t)) == 1 for t in themes)
+    assert len({int(t[0]) for t in themes}) == 4, "a lump of two themes was left whole"
+
+
 def test_split_path_has_k_groups_and_keeps_a_dominant_group_whole() -> None:
     rng = np.random.default_rng(2)
     centres = rng.normal(size=(9, 32))
@@ -105,3 +128,17 @@ def test_very_unequal_broad_level_does_not_win_a_near_tie() -> None:
     assert 10 <= c.k <= 38, c.explanation  # 0.5-2x of the 19 intents
     assert c.confidence_label == "low", c  # the broad reading, 2x away, scores higher: not a finding
     assert 5 in c.alternatives, c
+
+
+def test_split_path_refinements_of_a_real_broad_level_are_no_rival_fine_level() -> None:
+    # 400 answers on one theme beside six themes of 25 (test_count's shape): the split path reaches the seven groups
+    # (0.89, the largest 73 %: very unequal) and, above them, the same partition with small themes cut, which keeps
+    # the big theme whole and so still scores ~0.78 at k = 13. k-means on its own finds no fine level (<= 0.28).
+    # Read on every candidate's better partition, the very unequal exception compared the broad peak with those
+    # refinements of itself and answered 13; whether a fine level competes is asked of k-means' own fine partitions.
+    kmeans = {2: 0.69, 6: 0.85, 7: 0.24, 8: 0.28, 12: 0.23, 13: 0.23, 30: 0.15, 91: 0.05}
+    split = {2: 0.69, 6: 0.855, 7: 0.89, 8: 0.855, 12: 0.78, 13: 0.777, 30: 0.45, 91: 0.1}
+    rows = _curve(kmeans, split, spread=0.047, top={k: 0.73 for k in KS})
+    c = decide(rows, 550, 2, 93)
+    assert 6 <= c.k <= 9, c.explanation
+    assert c.confidence_label in ("high", "medium"), c
