@@ -279,6 +279,7 @@ class AttemptRunner:
                 self._proc = self._renewing_while(lambda: self._start(spec_path, write_fd, stderr.fileno()))
         except BaseException:
             os.close(read_fd)
+            self._join_renewal()  # a heartbeat the start's keeper began: not left running past the attempt
             raise
         finally:
             os.close(write_fd)
@@ -294,6 +295,10 @@ class AttemptRunner:
             self._renewals_settled()
         except LostClaim as lost:
             self._kill()
+            # The pipeline is stopped (the fence holds); a renewal still in flight would otherwise outlive the
+            # attempt and land a heartbeat on the abandoned row afterwards (holding off the reaper for another
+            # stale period), from a thread the host no longer watches. Bounded: it may be stuck in the SDK.
+            self._join_renewal()
             log.warning("%s: lost the claim (%s); attempt abandoned", self.lease.label, lost)
             self._leave_stage("lost")
             return AttemptResult("lost")

@@ -5,6 +5,7 @@ whose other scenarios need no process."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -31,6 +32,24 @@ def settings(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("HEARTBEAT_STALE_SECONDS", str(STALE_SECONDS))
     get_settings.cache_clear()
     return get_settings()
+
+
+class _KillTimedRunner(AttemptRunner):
+    """The real runner, noting when it first killed the attempt's process: when the fence stopped the pipeline.
+
+    ``run`` returns later than that: it lets the renewal that was still in flight end first (bounded).
+    """
+
+    killed_at: float | None = None
+
+    def _kill(self) -> None:
+        if self.killed_at is None and self._proc is not None:
+            self.killed_at = time.monotonic()
+        super()._kill()
+
+
+def _renewals_alive(label: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"renew {label}" and t.is_alive()]
 
 
 class _TimedLease:
@@ -78,15 +97,19 @@ def test_the_fence_stops_the_attempt_before_its_last_written_heartbeat_is_stale(
                        pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
     # A renewal that blocks past the stale threshold: the fence must act while it blocks, not only after it.
     lease = _TimedLease(JobLease(life, claimed), mode, block=STALE_SECONDS + 0.5)
-    outcome = AttemptRunner(lease, spec, 60, settings).run([1])  # type: ignore[arg-type]
-    ran_on = time.monotonic() - lease.heartbeat_written
-    assert outcome.kind == "lost"
+    runner = _KillTimedRunner(lease, spec, 60, settings)  # type: ignore[arg-type]
+    outcome = runner.run([1])
+    assert outcome.kind == "lost" and runner.killed_at is not None
+    ran_on = runner.killed_at - lease.heartbeat_written
     # The reaper hands the job on once the row's heartbeat is older than heartbeat_stale_seconds:
     # the fenced attempt must be gone by then, or two attempts run at once.
     assert ran_on < settings.heartbeat_stale_seconds, (
         f"the pipeline ran on {ran_on:.1f} s after the last heartbeat reached the row "
         f"(stale threshold {settings.heartbeat_stale_seconds} s)"
     )
+    # The renewal that blocked past the fence ended with the attempt, not after it: a late one would land a
+    # heartbeat on the abandoned row (or, in the test process, on the next test's meter: fresh-clone CI of 811b79b).
+    assert not _renewals_alive(lease.label)
 
 
 def test_the_fence_counts_from_the_claims_heartbeat_not_from_the_runners_start(
@@ -105,9 +128,10 @@ def test_the_fence_counts_from_the_claims_heartbeat_not_from_the_runners_start(
     time.sleep(STALE_SECONDS / 2)
     spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
                        pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
-    outcome = AttemptRunner(JobLease(life, claimed, claimed_at), spec, 60, settings).run([1])
-    ran_on = time.monotonic() - claimed_at
-    assert outcome.kind == "lost"
+    runner = _KillTimedRunner(JobLease(life, claimed, claimed_at), spec, 60, settings)
+    outcome = runner.run([1])
+    assert outcome.kind == "lost" and runner.killed_at is not None
+    ran_on = runner.killed_at - claimed_at
     assert ran_on < settings.heartbeat_stale_seconds, (
         f"the pipeline ran on {ran_on:.1f} s after the claim's heartbeat (stale {settings.heartbeat_stale_seconds} s)"
     )
@@ -124,7 +148,8 @@ def test_an_attempt_that_cannot_renew_its_lease_stops_before_the_reaper_hands_it
     spec = AttemptSpec(mode="run", job_id=j.id, tenant=TENANT, attempt=1, pipeline="sleep",
                        pipeline_ref="pipelines.sleep:PIPELINE", params=claimed.params, max_attempts=3)
     started = time.monotonic()
-    outcome = AttemptRunner(JobLease(Lifecycle(backend.stores), claimed), spec, 60, settings).run([1])
-    elapsed = time.monotonic() - started
-    assert outcome.kind == "lost"
+    runner = _KillTimedRunner(JobLease(Lifecycle(backend.stores), claimed), spec, 60, settings)
+    outcome = runner.run([1])
+    assert outcome.kind == "lost" and runner.killed_at is not None
+    elapsed = runner.killed_at - started
     assert elapsed < settings.heartbeat_stale_seconds + 1.5, elapsed  # gone before the reaper could hand it on
