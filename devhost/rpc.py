@@ -133,8 +133,10 @@ class LanguageWorker:
         #: Seconds of the last start, by phase (printed at start-up; bench/platform.py reads the line).
         self.start_phases: dict[str, float] = {}
         self.restarts = 0
+        # Kept to shut down in stop(): grpc's server.stop() leaves the executor it was given running.
+        self._executor = futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="devhost-grpc")
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="devhost-grpc"),
+            self._executor,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -418,3 +420,4 @@ class LanguageWorker:
             if self._stream is not None:
                 self._stream.close()
         self._server.stop(grace=0)
+        self._executor.shutdown(wait=False)

@@ -111,6 +111,21 @@ def hang(seconds: float, then: Reply | None = None) -> Reply:
     return Reply(base.status, base.body, base.headers, delay=seconds)
 
 
+#: The name of the thread that serves one connection: a client the test did not close keeps its connection alive
+#: (and the thread, which makes no storage call) after the test; tests/conftest.py's leak guard knows the name.
+CONNECTION_THREAD = "fake-llm-connection"
+
+
+class _Server(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` whose connection threads are named :data:`CONNECTION_THREAD` (daemons)."""
+
+    daemon_threads = True  # a hanging reply never blocks shutdown
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        threading.Thread(target=self.process_request_thread, args=(request, client_address),
+                         name=CONNECTION_THREAD, daemon=True).start()
+
+
 class FakeLLMServer:
     """The server. Use as a context manager or call :meth:`start` / :meth:`stop`."""
 
@@ -120,9 +135,7 @@ class FakeLLMServer:
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        # Handler threads are daemons, so a hanging reply never blocks shutdown.
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         # A short poll interval makes stop() (shutdown) return in ~50 ms instead of 500.
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-llm", daemon=True)

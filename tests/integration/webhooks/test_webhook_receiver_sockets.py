@@ -34,12 +34,18 @@ def _server(behaviour: Callable[[socket.socket], None],
                 return
             threading.Thread(target=_run, args=(behaviour, conn, stop, wrap), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
     try:
         yield listener.getsockname()[1]
     finally:
         stop.set()
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept(): close() alone leaves it blocked (Linux)
+        except OSError:
+            pass
         listener.close()
+        server.join(5)  # not left accepting into the next test (tests/conftest.py _no_thread_outlives_its_test)
 
 
 def _run(behaviour: Callable[[socket.socket], None], conn: socket.socket, stop: threading.Event,
