@@ -17,6 +17,8 @@ import os
 import secrets
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import CodeType, FunctionType, ModuleType
@@ -26,6 +28,7 @@ import pytest
 
 from devhost.azurite import Azurite
 from shared.platform import Platform, reset_process, use
+from tests.support.fake_llm_server import CONNECTION_THREAD
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -146,6 +149,55 @@ def _unit_tier_isolation(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     monkeypatch.setattr(socket.socket, "bind", bind)
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("a child process (subprocess)"))
     monkeypatch.setattr(os, "fork", refuse("a child process (fork)"))
+
+
+#: Threads a test may leave running, by name prefix, and why each is harmless. Anything else a unit or integration
+#: test started must have ended by its teardown: a heartbeat, a renewal, a reaper or a host thread that outlives its
+#: test makes storage calls during the next one on the same pytest-xdist worker (a fenced attempt's in-flight
+#: renewal put table:get + table:merge on the process-wide METER in a later unit test: fresh-clone CI of 811b79b).
+LIFETIME_THREADS = {
+    # shared.core.webhooks: the process's DNS resolver pool, kept for the process on purpose (a hung getaddrinfo
+    # cannot be cancelled, so each lookup runs on it under a deadline); it only resolves names.
+    "thematiq-dns_": "the webhook sender's resolver pool (process lifetime)",
+    # tests/support/fake_llm_server: a connection an LLM client of the test keeps alive to the module's fake LLM
+    # server; the thread only serves that socket and ends with the client or the server.
+    CONNECTION_THREAD: "a kept-alive connection to the fake LLM server",
+}
+#: How long the threads a test started get to end after its teardown before they count as leaked: a bound, so a
+#: loaded machine's slow thread end is not a failure, and paid only by a test that leaves a thread behind.
+THREAD_END_SECONDS = 2.0
+
+
+def _lifetime(thread: threading.Thread) -> bool:
+    return thread.name.startswith(tuple(LIFETIME_THREADS))
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A unit or integration test leaves no thread of its own running (``LIFETIME_THREADS`` aside).
+
+    Autouse, so set up before and torn down after the test's other function-scoped fixtures (a fixture that
+    stops a server or a host has done so when this looks); threads of module- and session-scoped fixtures were
+    started before it and are not the test's. tests/e2e is left out: its storage work happens in host processes,
+    and some of its tests leave client threads on purpose (a request the host is stopped under).
+    """
+    if tier_of(request.node.path) not in ("unit", "integration"):
+        yield
+        return
+    before = set(threading.enumerate())
+    yield
+    started = [t for t in threading.enumerate() if t not in before and not _lifetime(t)]
+    if not started:
+        return
+    deadline = time.monotonic() + THREAD_END_SECONDS
+    for thread in started:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t for t in started if t.is_alive()]
+    if alive:
+        names = ", ".join(f"{t.name!r} ({'daemon' if t.daemon else 'non-daemon'})" for t in alive)
+        pytest.fail(f"the test left threads running {THREAD_END_SECONDS:.0f} s after its teardown: {names}; stop and "
+                    "join them where they are started (or, for a process-lifetime thread, see LIFETIME_THREADS)",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")
