@@ -102,6 +102,8 @@ BROAD_MAX = 12
 #: Groups the split path (:func:`_bisect_to`) prefers to cut have at least this many members (2 x the default
 #: min_theme_size: two halves that can each stay a theme).
 SPLIT_MIN = 10
+#: Candidate cuts scored at once by :func:`_cut_totals` (rows of CHOICE_SAMPLE float64: ~1 MiB an array).
+CUT_BLOCK = 64
 #: Points used to choose k (the silhouette is O(sample · dim · k), the k-means O(sample · PCA_DIMS · k) per round).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -512,34 +514,21 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         mean_d[rows, near] = np.inf
         b2 = mean_d.min(axis=1)  # the second nearest other group (inf when there is none)
         del mean_d
-        best_total, best_g = -np.inf, -1
-        for g in (int(v) for v in eligible):
+        for g in (int(v) for v in eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
                 sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
-            cut = cuts[g]
-            if cut is None:
-                continue
-            m, sub, s1 = cut
-            c1 = float((sub == 1).sum())
-            c0 = float(len(m)) - c1
-            s0 = tot[:, g] - s1
-            d0, d1 = s0 / c0, s1 / c1
-            # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
-            bx = np.where(near == g, b2, b1)
-            b = np.minimum(bx, np.minimum(d0, d1))
-            aa = a.copy()
-            h0, h1 = m[sub == 0], m[sub == 1]
-            aa[h0], b[h0] = s0[h0] / (c0 - 1.0), np.minimum(bx[h0], d1[h0])
-            aa[h1], b[h1] = s1[h1] / (c1 - 1.0), np.minimum(bx[h1], d0[h1])
-            own = sizes[out]
-            own[h0], own[h1] = c0, c1
-            s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
-            total = float(s.sum())
-            if total > best_total:
-                best_total, best_g = total, g
+        best_total, best_g = -np.inf, -1
+        cand = [int(g) for g in eligible if cuts[int(g)] is not None]
+        own0 = sizes[out]
+        for start in range(0, len(cand), CUT_BLOCK):
+            for g, total in zip(cand[start : start + CUT_BLOCK],
+                                _cut_totals(cand[start : start + CUT_BLOCK], cuts, tot, a, near, b1, b2, own0),
+                                strict=True):
+                if total > best_total:
+                    best_total, best_g = total, g
         if best_g < 0:
             break
         chosen = cuts.pop(best_g)
@@ -553,6 +542,41 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         sizes = np.append(sizes, c1)
         groups += 1
     return out
+
+
+def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None], tot: F32,
+                a: NDArray[np.float64], near: I64, b1: NDArray[np.float64], b2: NDArray[np.float64],
+                own0: NDArray[np.float64]) -> list[float]:
+    """The summed silhouette of the partition after each cut of ``cand`` (:func:`_bisect_to`'s candidates), one
+    row per cut: the same elementwise operations, dtypes and per-row sums as scoring the cuts one at a time (a row
+    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut."""
+    r = len(cand)
+    if not r:
+        return []
+    m_all = [cuts[g] for g in cand]
+    s1 = np.stack([c[2] for c in m_all if c is not None])
+    c1 = np.array([float((c[1] == 1).sum()) for c in m_all if c is not None])
+    c0 = np.array([float(len(c[0])) for c in m_all if c is not None]) - c1
+    s0 = tot.T[cand] - s1
+    d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
+    # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
+    bx = np.where(near[None, :] == np.array(cand)[:, None], b2[None, :], b1[None, :])
+    b = np.minimum(bx, np.minimum(d0, d1))
+    aa = np.repeat(a[None, :], r, axis=0)
+    own = np.repeat(own0[None, :], r, axis=0)
+    # Each cut changes only its own group's members: (row, point) of every half-0 and half-1 member.
+    h0 = [c[0][c[1] == 0] for c in m_all if c is not None]
+    h1 = [c[0][c[1] == 1] for c in m_all if c is not None]
+    r0 = np.repeat(np.arange(r), [len(h) for h in h0])
+    r1 = np.repeat(np.arange(r), [len(h) for h in h1])
+    p0, p1 = np.concatenate(h0), np.concatenate(h1)
+    aa[r0, p0] = s0[r0, p0] / (c0 - 1.0).astype(np.float32)[r0]
+    b[r0, p0] = np.minimum(bx[r0, p0], d1[r0, p0])
+    aa[r1, p1] = s1[r1, p1] / (c1 - 1.0).astype(np.float32)[r1]
+    b[r1, p1] = np.minimum(bx[r1, p1], d0[r1, p1])
+    own[r0, p0], own[r1, p1] = c0[r0], c1[r1]
+    s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+    return [float(v) for v in s.sum(axis=1)]
 
 
 def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:
