@@ -351,3 +351,19 @@ def test_split_path_scoring_cuts_in_blocks_is_the_plain_one(monkeypatch: pytest.
     for k in (11, 20):
         got = K._bisect_to(x, start, k, np.random.default_rng(k))
         np.testing.assert_array_equal(got, plain_bisect_to(x, start, k, np.random.default_rng(k)))
+
+
+def test_split_path_from_the_silhouettes_product_is_the_one_it_computes() -> None:
+    # The curve hands _bisect_to the product its silhouette of the previous partition already computed
+    # (space @ group sums.T): the same one-hot product, so the same split path bit for bit; labels that skip a
+    # group (not 0..k-1) give no product.
+    x, _ = blobs(700, 9, 24, 4, spread=0.6)
+    reduced = K.pca(x, 8)
+    start, _ = K.spherical_kmeans(reduced, 5, seed=1, n_init=1)
+    s, sims = K._silhouette_and_sims(x, start)
+    assert sims is not None and (s == K.silhouette_values(x, start)).all()
+    np.testing.assert_array_equal(sims, x @ K.group_sums(start, x, 5).T)
+    for k in (8, 13):
+        got = K._bisect_to(reduced, start, k, np.random.default_rng(k), x, sims)
+        np.testing.assert_array_equal(got, K._bisect_to(reduced, start, k, np.random.default_rng(k), x))
+    assert K._silhouette_and_sims(x, np.where(start == 0, 7, start))[1] is None
