@@ -102,6 +102,8 @@ BROAD_MAX = 12
 #: Groups the split path (:func:`_bisect_to`) prefers to cut have at least this many members (2 x the default
 #: min_theme_size: two halves that can each stay a theme).
 SPLIT_MIN = 10
+#: Candidate cuts scored at once by :func:`_cut_totals` (rows of CHOICE_SAMPLE float64: ~1 MiB an array).
+CUT_BLOCK = 64
 #: Points used to choose k (the silhouette is O(sample · dim · k), the k-means O(sample · PCA_DIMS · k) per round).
 CHOICE_SAMPLE = 2000
 #: Dimensions kept by PCA for the k search.
@@ -302,12 +304,19 @@ def silhouette_values(x: F32, labels: I64) -> NDArray[np.float64]:
     double the products' cost): ``tests/unit/thematic/test_cluster_speed.py`` holds it to the textbook definition,
     sklearn's and the matrix form.
     """
+    return _silhouette_and_sims(x, labels)[0]
+
+
+def _silhouette_and_sims(x: F32, labels: I64) -> tuple[NDArray[np.float64], F32 | None]:
+    """:func:`silhouette_values` and its product ``x @ group_sums(labels, x, k).T`` when ``labels`` are all of
+    0..k-1 (then it is the very product :func:`_bisect_to` starts from: the same one-hot block), else None."""
     uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
     if len(uniq) < 2:
-        return np.zeros(len(labels))
+        return np.zeros(len(labels)), None
     own = own.reshape(-1).astype(np.int64, copy=False)
     sums = _group_sums(own, x, len(uniq), labels_ok=True)
-    tot = counts.astype(np.float32) - x @ sums.T
+    sims = x @ sums.T
+    tot = counts.astype(np.float32) - sims
     rows = np.arange(len(labels))
     own_count = counts[own]
     a = (tot[rows, own] - (1.0 - np.einsum("ij,ij->i", x, x))) / np.maximum(own_count - 1, 1)
@@ -315,7 +324,7 @@ def silhouette_values(x: F32, labels: I64) -> NDArray[np.float64]:
     mean_d[rows, own] = np.inf
     b = mean_d.min(axis=1)
     s: NDArray[np.float64] = np.where(own_count > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
-    return s
+    return s, (sims if uniq[0] == 0 and uniq[-1] == len(uniq) - 1 else None)
 
 
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
@@ -414,22 +423,24 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     reduced = pca(full, PCA_DIMS, seed=seed)
     rows: list[dict[str, float]] = []
     prev: I64 | None = None
+    prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
     for k in ks:
         vals = []
         median = top = 0.0
         runs: list[I64] = []
         best_labels: I64 | None = None
+        best_sims: F32 | None = None
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
-            per_point = silhouette_values(full, labels)
+            per_point, sims = _silhouette_and_sims(full, labels)
             vals.append(float(per_point.mean()))
             runs.append(labels)
             if vals[-1] >= max(vals):
                 median = float(np.median(per_point))
                 top = float(np.bincount(labels).max() / len(labels))
-                best_labels = labels
+                best_labels, best_sims = labels, sims
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit. ``median``: the typical
@@ -439,12 +450,13 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full) if prev is not None else None
+        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
+        nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
-            sp = silhouette_values(full, split)
+            sp, split_sims = _silhouette_and_sims(full, split)
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
                        split_top=float(np.bincount(split).max() / len(split)))
-            nxt = split if row["split"] > row["silhouette"] else best_labels
+            nxt, nxt_sims = (split, split_sims) if row["split"] > row["silhouette"] else (best_labels, best_sims)
         elif split is not None:
             # No cut into two theme-sized halves was left: the path has no partition into k groups.
             row.update(split=-1.0, split_median=-1.0, split_top=top)
@@ -453,7 +465,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
             row.update(split=row["silhouette"], split_median=median, split_top=top)
             nxt = best_labels
         rows.append(row)
-        prev = nxt
+        prev, prev_sims = nxt, nxt_sims
     return rows
 
 
@@ -477,7 +489,8 @@ def _ari(a: I64, b: I64) -> float:
     return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
 
 
-def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None) -> I64:
+def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
+               sims: F32 | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
     the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
     ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
@@ -488,7 +501,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     round four: a real theme looser than the others is least cohesive in every piece of it, so it was shredded
     before the lumps of tight themes were separated, and the path's score rose to k = 39 for 17 groups; see
     docs/thematic.md, issue 22, fifth round). Exact and incremental: each point's distance sums to each group are
-    kept, so a candidate cut costs O(n), and each group is bisected once."""
+    kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
+    space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here."""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space
@@ -496,7 +510,9 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     sizes = np.bincount(out, minlength=groups).astype(np.float64)
     # tot[i, g]: the sum of cosine distances from point i to the members of group g, from the groups' vector sums
     # (sum of 1 - v_i . v_j = |g| - v_i . sum_g), as silhouette_values does: no n x n matrix.
-    tot = (sizes[None, :] - v @ group_sums(out, v, groups).T).astype(np.float32)
+    if sims is None or sims.shape != (n, groups):
+        sims = v @ group_sums(out, v, groups).T
+    tot = (sizes[None, :] - sims).astype(np.float32)
     rows = np.arange(n)
     # Each group's bisection, drawn once (a cut changes only the group it cuts): (members, halves, distance sums
     # to half 1), or None when it only peels off fewer than SPLIT_MIN // 2 points (no split into two themes: the
@@ -512,34 +528,21 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         mean_d[rows, near] = np.inf
         b2 = mean_d.min(axis=1)  # the second nearest other group (inf when there is none)
         del mean_d
-        best_total, best_g = -np.inf, -1
-        for g in (int(v) for v in eligible):
+        for g in (int(v) for v in eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
                 sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
-            cut = cuts[g]
-            if cut is None:
-                continue
-            m, sub, s1 = cut
-            c1 = float((sub == 1).sum())
-            c0 = float(len(m)) - c1
-            s0 = tot[:, g] - s1
-            d0, d1 = s0 / c0, s1 / c1
-            # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
-            bx = np.where(near == g, b2, b1)
-            b = np.minimum(bx, np.minimum(d0, d1))
-            aa = a.copy()
-            h0, h1 = m[sub == 0], m[sub == 1]
-            aa[h0], b[h0] = s0[h0] / (c0 - 1.0), np.minimum(bx[h0], d1[h0])
-            aa[h1], b[h1] = s1[h1] / (c1 - 1.0), np.minimum(bx[h1], d0[h1])
-            own = sizes[out]
-            own[h0], own[h1] = c0, c1
-            s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
-            total = float(s.sum())
-            if total > best_total:
-                best_total, best_g = total, g
+        best_total, best_g = -np.inf, -1
+        cand = [int(g) for g in eligible if cuts[int(g)] is not None]
+        own0 = sizes[out]
+        for start in range(0, len(cand), CUT_BLOCK):
+            for g, total in zip(cand[start : start + CUT_BLOCK],
+                                _cut_totals(cand[start : start + CUT_BLOCK], cuts, tot, a, near, b1, b2, own0),
+                                strict=True):
+                if total > best_total:
+                    best_total, best_g = total, g
         if best_g < 0:
             break
         chosen = cuts.pop(best_g)
@@ -553,6 +556,41 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         sizes = np.append(sizes, c1)
         groups += 1
     return out
+
+
+def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None], tot: F32,
+                a: NDArray[np.float64], near: I64, b1: NDArray[np.float64], b2: NDArray[np.float64],
+                own0: NDArray[np.float64]) -> list[float]:
+    """The summed silhouette of the partition after each cut of ``cand`` (:func:`_bisect_to`'s candidates), one
+    row per cut: the same elementwise operations, dtypes and per-row sums as scoring the cuts one at a time (a row
+    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut."""
+    r = len(cand)
+    if not r:
+        return []
+    m_all = [cuts[g] for g in cand]
+    s1 = np.stack([c[2] for c in m_all if c is not None])
+    c1 = np.array([float((c[1] == 1).sum()) for c in m_all if c is not None])
+    c0 = np.array([float(len(c[0])) for c in m_all if c is not None]) - c1
+    s0 = tot.T[cand] - s1
+    d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
+    # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
+    bx = np.where(near[None, :] == np.array(cand)[:, None], b2[None, :], b1[None, :])
+    b = np.minimum(bx, np.minimum(d0, d1))
+    aa = np.repeat(a[None, :], r, axis=0)
+    own = np.repeat(own0[None, :], r, axis=0)
+    # Each cut changes only its own group's members: (row, point) of every half-0 and half-1 member.
+    h0 = [c[0][c[1] == 0] for c in m_all if c is not None]
+    h1 = [c[0][c[1] == 1] for c in m_all if c is not None]
+    r0 = np.repeat(np.arange(r), [len(h) for h in h0])
+    r1 = np.repeat(np.arange(r), [len(h) for h in h1])
+    p0, p1 = np.concatenate(h0), np.concatenate(h1)
+    aa[r0, p0] = s0[r0, p0] / (c0 - 1.0).astype(np.float32)[r0]
+    b[r0, p0] = np.minimum(bx[r0, p0], d1[r0, p0])
+    aa[r1, p1] = s1[r1, p1] / (c1 - 1.0).astype(np.float32)[r1]
+    b[r1, p1] = np.minimum(bx[r1, p1], d0[r1, p1])
+    own[r0, p0], own[r1, p1] = c0[r0], c1[r1]
+    s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+    return [float(v) for v in s.sum(axis=1)]
 
 
 def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:

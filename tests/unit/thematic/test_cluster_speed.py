@@ -288,3 +288,82 @@ def test_split_path_with_incremental_silhouettes_is_the_plain_one() -> None:
     for k in (5, 9, 14):
         got = K._bisect_to(x, start, k, np.random.default_rng(k))
         np.testing.assert_array_equal(got, plain_bisect_to(x, start, k, np.random.default_rng(k)))
+
+
+def one_cut_total(g: int, cut: tuple[np.ndarray, np.ndarray, np.ndarray], tot: np.ndarray, a: np.ndarray,
+                  near: np.ndarray, b1: np.ndarray, b2: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> float:
+    """The split path's score of one cut as it was computed before the cuts were scored together: group ``g``'s
+    members ``m`` split into halves ``sub``, ``s1`` the distance sums to half 1."""
+    m, sub, s1 = cut
+    c1 = float((sub == 1).sum())
+    c0 = float(len(m)) - c1
+    s0 = tot[:, g] - s1
+    d0, d1 = s0 / c0, s1 / c1
+    bx = np.where(near == g, b2, b1)
+    b = np.minimum(bx, np.minimum(d0, d1))
+    aa = a.copy()
+    h0, h1 = m[sub == 0], m[sub == 1]
+    aa[h0], b[h0] = s0[h0] / (c0 - 1.0), np.minimum(bx[h0], d1[h0])
+    aa[h1], b[h1] = s1[h1] / (c1 - 1.0), np.minimum(bx[h1], d0[h1])
+    own = sizes[out]
+    own[h0], own[h1] = c0, c1
+    s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+    return float(s.sum())
+
+
+@pytest.mark.parametrize(("n", "groups", "d", "seed"), [(400, 7, 16, 0), (2000, 90, 64, 1), (333, 40, 8, 2)])
+def test_cuts_scored_together_are_scored_one_at_a_time_bit_for_bit(n: int, groups: int, d: int, seed: int) -> None:
+    # The state _bisect_to holds at a step (distance sums to every group, a, the nearest and second nearest other
+    # group), random cuts of every group of >= 4 members, groups of 1..many members: the scores must be equal floats.
+    rng = np.random.default_rng(seed)
+    v = K.normalise(rng.normal(size=(n, d)).astype(np.float32))
+    out = np.sort(rng.integers(0, groups, n))
+    out = np.unique(out, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    groups = int(out.max()) + 1
+    sizes = np.bincount(out, minlength=groups).astype(np.float64)
+    tot = (sizes[None, :] - v @ K.group_sums(out, v, groups).T).astype(np.float32)
+    rows = np.arange(n)
+    mean_d = tot / np.maximum(sizes, 1.0)
+    a = tot[rows, out] / np.maximum(sizes[out] - 1.0, 1.0)
+    mean_d[rows, out] = np.inf
+    near = mean_d.argmin(axis=1)
+    b1 = mean_d[rows, near]
+    mean_d[rows, near] = np.inf
+    b2 = mean_d.min(axis=1)
+    cuts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+    for g in range(groups):
+        m = np.flatnonzero(out == g)
+        sub = rng.permutation(np.arange(len(m)) % 2).astype(np.int64)
+        cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) \
+            if len(m) >= 4 else None  # halves of >= 2 (the split path's are >= SPLIT_MIN // 2)
+    cand = [g for g in range(groups) if cuts[g] is not None]
+    got = K._cut_totals(cand, cuts, tot, a, near, b1, b2, sizes[out])
+    want = [one_cut_total(g, cuts[g], tot, a, near, b1, b2, sizes, out) for g in cand]  # type: ignore[arg-type]
+    assert got == want
+    assert K._cut_totals([], cuts, tot, a, near, b1, b2, sizes[out]) == []
+
+
+def test_split_path_scoring_cuts_in_blocks_is_the_plain_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Blocks of 3 candidate cuts (CUT_BLOCK is 64): the best cut is found across blocks, first of equals kept.
+    monkeypatch.setattr(K, "CUT_BLOCK", 3)
+    x, _ = blobs(600, 12, 16, 9, spread=0.6)
+    start, _ = K.spherical_kmeans(x, 4, seed=0, n_init=2)
+    for k in (11, 20):
+        got = K._bisect_to(x, start, k, np.random.default_rng(k))
+        np.testing.assert_array_equal(got, plain_bisect_to(x, start, k, np.random.default_rng(k)))
+
+
+def test_split_path_from_the_silhouettes_product_is_the_one_it_computes() -> None:
+    # The curve hands _bisect_to the product its silhouette of the previous partition already computed
+    # (space @ group sums.T): the same one-hot product, so the same split path bit for bit; labels that skip a
+    # group (not 0..k-1) give no product.
+    x, _ = blobs(700, 9, 24, 4, spread=0.6)
+    reduced = K.pca(x, 8)
+    start, _ = K.spherical_kmeans(reduced, 5, seed=1, n_init=1)
+    s, sims = K._silhouette_and_sims(x, start)
+    assert sims is not None and (s == K.silhouette_values(x, start)).all()
+    np.testing.assert_array_equal(sims, x @ K.group_sums(start, x, 5).T)
+    for k in (8, 13):
+        got = K._bisect_to(reduced, start, k, np.random.default_rng(k), x, sims)
+        np.testing.assert_array_equal(got, K._bisect_to(reduced, start, k, np.random.default_rng(k), x))
+    assert K._silhouette_and_sims(x, np.where(start == 0, 7, start))[1] is None
