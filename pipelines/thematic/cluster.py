@@ -489,6 +489,21 @@ def _ari(a: I64, b: I64) -> float:
     return 1.0 if top == expected else (sum_ij - expected) / (top - expected)
 
 
+def _step_state(tot: F32, sizes: NDArray[np.float64], out: I64) -> tuple[
+        NDArray[Any], I64, NDArray[Any], NDArray[Any]]:
+    """What a split-path step scores its cuts from, given each point's distance sums to every group: each point's
+    mean distance to its own group (``a``), its nearest other group, and the mean distances to the nearest and
+    the second nearest other group (inf when there is none)."""
+    rows = np.arange(len(out))
+    mean_d = tot / np.maximum(sizes, 1.0)
+    a = tot[rows, out] / np.maximum(sizes[out] - 1.0, 1.0)
+    mean_d[rows, out] = np.inf
+    near: I64 = mean_d.argmin(axis=1)
+    b1 = mean_d[rows, near]
+    mean_d[rows, near] = np.inf
+    return a, near, b1, mean_d.min(axis=1)
+
+
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
                sims: F32 | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
@@ -513,21 +528,13 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     if sims is None or sims.shape != (n, groups):
         sims = v @ group_sums(out, v, groups).T
     tot = (sizes[None, :] - sims).astype(np.float32)
-    rows = np.arange(n)
     # Each group's bisection, drawn once (a cut changes only the group it cuts): (members, halves, distance sums
     # to half 1), or None when it only peels off fewer than SPLIT_MIN // 2 points (no split into two themes: the
     # rest gets tighter and the silhouette rises for it, while the peeled points would be folded back anyway).
     cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None] = {}
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
-        mean_d = tot / np.maximum(sizes, 1.0)
-        a = tot[rows, out] / np.maximum(sizes[out] - 1.0, 1.0)
-        mean_d[rows, out] = np.inf
-        near = mean_d.argmin(axis=1)
-        b1 = mean_d[rows, near]
-        mean_d[rows, near] = np.inf
-        b2 = mean_d.min(axis=1)  # the second nearest other group (inf when there is none)
-        del mean_d
+        a, near, b1, b2 = _step_state(tot, sizes, out)
         for g in (int(v) for v in eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)

@@ -322,14 +322,7 @@ def test_cuts_scored_together_are_scored_one_at_a_time_bit_for_bit(n: int, group
     groups = int(out.max()) + 1
     sizes = np.bincount(out, minlength=groups).astype(np.float64)
     tot = (sizes[None, :] - v @ K.group_sums(out, v, groups).T).astype(np.float32)
-    rows = np.arange(n)
-    mean_d = tot / np.maximum(sizes, 1.0)
-    a = tot[rows, out] / np.maximum(sizes[out] - 1.0, 1.0)
-    mean_d[rows, out] = np.inf
-    near = mean_d.argmin(axis=1)
-    b1 = mean_d[rows, near]
-    mean_d[rows, near] = np.inf
-    b2 = mean_d.min(axis=1)
+    a, near, b1, b2 = K._step_state(tot, sizes, out)
     cuts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
     for g in range(groups):
         m = np.flatnonzero(out == g)
