@@ -294,13 +294,7 @@ def main() -> None:
     ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")
     ap.add_argument("--seeds", type=int, default=1,
                     help="k-means partitions of seeds 0..N-1 per set; prints the pooled hits of TUNE and CHECK apart")
-    ap.add_argument("--own-word-ratio", type=float, default=None,
-                    help="trial: describe.OWN_WORD_RATIO (a single word is forbidden only when another theme's share "
-                         "saying it is >= this x this theme's share)")
     args = ap.parse_args()
-    if args.own_word_ratio is not None:
-        from pipelines.thematic import describe as D
-        D.OWN_WORD_RATIO = args.own_word_ratio
     names = [s for s in args.sets.split(",") if s]
     if args.generic:
         generic_words(names)

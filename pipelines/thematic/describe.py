@@ -194,11 +194,8 @@ COVER_WEIGHT = 0.2
 DIST_WEIGHT = 0.05
 #: A clash (the best option taken by a larger theme) is resolved by a longer phrase of this theme holding it.
 EXTEND_CLASH = True
-#: A single word is a label only when no other theme uses it commonly (>= GENERIC_SHARE of its responses) ...
+#: A single word is a label only when no other theme uses it commonly (>= GENERIC_SHARE of its responses).
 OWN_WORD = True
-#: ... and at least this fraction of this theme's share (None: any common use elsewhere forbids it). With 1.0
-#: the theme where the word is said most keeps it: a true theme k-means split in two keeps its word in one half.
-OWN_WORD_RATIO: float | None = None
 #: A label has at most this many words (a longer phrase is not offered to resolve a clash).
 MAX_LABEL_WORDS = 4
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
@@ -433,8 +430,7 @@ def _label_options(
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
             shown = said(c[i].key)
-            if OWN_WORD and " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE and (
-                    OWN_WORD_RATIO is None or c[i].other >= OWN_WORD_RATIO * c[i].share):
+            if OWN_WORD and " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
                 options.append(shown)
