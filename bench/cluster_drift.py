@@ -52,7 +52,6 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=0, help="also score the final partition with N restarts")
     args = ap.parse_args()
     from pipelines.thematic.assign import fold_small
-    from pipelines.thematic.clean import clean
 
     print(machine())
     old, new = B._cluster_module(args.ref), B._cluster_module(None)
@@ -67,12 +66,7 @@ def main() -> None:
               f"CPU s {args.ref} / now |")
         print("|---|---:|---:|---|---|---:|---:|" + ("---:|" if args.restarts else "") + "---|", flush=True)
         for name in members:
-            texts, all_labels = B.suite_set(name)
-            rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
-            keep = [r.index for r in rows if all_labels[r.index] != "unusable"]
-            x, _ = B.embed_cached([r.text for r in rows])
-            pos = [n for n, r in enumerate(rows) if all_labels[r.index] != "unusable"]
-            truth = [all_labels[i].split("|")[0] for i in keep]
+            x, pos, truth = B.cluster_input(name)
             res: dict[str, dict[str, list[Any]]] = {}
             for tag, mod in (("ref", old), ("now", new)):
                 res[tag] = {"k": [], "nmi": [], "curve": [], "cpu": 0.0}

@@ -707,6 +707,18 @@ def _group(name: str) -> str:
     return "tune" if name in TUNE else "check"
 
 
+def cluster_input(name: str) -> tuple[np.ndarray, list[int], list[str]]:
+    """A suite set as the cluster stage sees it: the embeddings of its cleaned texts (cached), the positions in
+    them of the labelled responses, and those responses' true labels (the first of a multi-label one)."""
+    from pipelines.thematic.clean import clean
+
+    texts, all_labels = suite_set(name)
+    rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
+    x, _ = embed_cached([r.text for r in rows])
+    labelled = [(n, all_labels[r.index].split("|")[0]) for n, r in enumerate(rows) if all_labels[r.index] != "unusable"]
+    return x, [n for n, _ in labelled], [t for _, t in labelled]
+
+
 class _FixedK:
     """NMI / ARI of the cluster stage (final partition + folding) at a given k and seed, each computed once."""
 
@@ -735,7 +747,6 @@ def counts(names: list[str], ref: str, n_seeds: int) -> None:
     (``TUNE`` / ``CHECK``), then the confidence table of the current rule. The last columns are the cluster
     stage given the true k (``num_themes``, at most 200), seed 0.
     """
-    from pipelines.thematic.clean import clean
 
     old, new = _cluster_module(ref), _cluster_module(None)
     records: list[tuple[str, str, bool]] = []
@@ -750,14 +761,9 @@ def counts(names: list[str], ref: str, n_seeds: int) -> None:
         print(head)
         print("|---|---:|---:|---|---:|---:|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|", flush=True)
         for name in members:
-            texts, all_labels = suite_set(name)
-            rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
-            keep = [r.index for r in rows if all_labels[r.index] != "unusable"]
-            x, _ = embed_cached([r.text for r in rows])
-            pos = {r.index: n for n, r in enumerate(rows)}
-            truth = [all_labels[i].split("|")[0] for i in keep]
+            x, pos, truth = cluster_input(name)
             true_k = len(set(truth))
-            scored_at = _FixedK(new, x, [pos[i] for i in keep], truth)
+            scored_at = _FixedK(new, x, pos, truth)
             out: dict[str, tuple[list[int], list[float], list[float], list[float], list[str]]] = {}
             for tag, mod in ((ref, old), ("now", new)):
                 ks, ns, as_, accs, conf = [], [], [], [], []
@@ -803,17 +809,14 @@ def confidence_vs(names: list[str], ref: str, n_seeds: int) -> None:
     count; a rule change that moves a k is reported), the label and value of both rules, then the confidence
     table of each, tune and check sets apart.
     """
-    from pipelines.thematic.clean import clean
 
     old, new = _cluster_module(ref), _cluster_module(None)
     records: dict[str, list[tuple[str, str, bool]]] = {ref: [], "now": []}
     print(f"| split | set | true k | k per seed | confidence {ref} | confidence now |")
     print("|---|---|---:|---|---|---|", flush=True)
     for name in [n for n in names if _group(n) == "tune"] + [n for n in names if _group(n) == "check"]:
-        texts, all_labels = suite_set(name)
-        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
-        truth = {all_labels[r.index].split("|")[0] for r in rows if all_labels[r.index] != "unusable"}
-        x, _ = embed_cached([r.text for r in rows])
+        x, _, labels = cluster_input(name)
+        truth = set(labels)
         cap = new.auto_cap(len(x), 5, None)
         ks: list[str] = []
         cells: dict[str, list[str]] = {ref: [], "now": []}
@@ -840,15 +843,12 @@ def peaks(names: list[str], n_seeds: int) -> None:
     silhouette, and the count chosen. Same embeddings as ``--counts-vs`` (cached).
     """
     from pipelines.thematic import cluster as K
-    from pipelines.thematic.clean import clean
 
     print("| set | seed | coarse k | mean | median | fine k | mean | median | fine/coarse mean | fine/coarse median "
           "| seed spread coarse / fine | chosen k | confidence |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for name in names:
-        texts, _ = suite_set(name)
-        rows = [r for r in clean([{"id": i, "text": t} for i, t in enumerate(texts)]) if r.status == "ok"]
-        x, _ = embed_cached([r.text for r in rows])
+        x, _, _ = cluster_input(name)
         for seed in range(n_seeds):
             c = K.choose_k(x, 2, K.auto_cap(len(x), 5, None), seed=seed)
             coarse = K._parsimonious([r for r in c.scores if r["k"] <= K.BROAD_MAX])
