@@ -535,7 +535,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
         a, near, b1, b2 = _step_state(tot, sizes, out)
-        for g in (int(v) for v in eligible):  # draws first, in the order of eligible (the rng's sequence)
+        for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
                 sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
@@ -574,10 +574,10 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
     r = len(cand)
     if not r:
         return []
-    m_all = [cuts[g] for g in cand]
-    s1 = np.stack([c[2] for c in m_all if c is not None])
-    c1 = np.array([float((c[1] == 1).sum()) for c in m_all if c is not None])
-    c0 = np.array([float(len(c[0])) for c in m_all if c is not None]) - c1
+    m_all = [c for c in (cuts[g] for g in cand) if c is not None]  # every one: the candidates are the cut groups
+    s1 = np.stack([c[2] for c in m_all])
+    c1 = np.array([float((c[1] == 1).sum()) for c in m_all])
+    c0 = np.array([float(len(c[0])) for c in m_all]) - c1
     s0 = tot.T[cand] - s1
     d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
     # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
@@ -586,8 +586,8 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
     aa = np.repeat(a[None, :], r, axis=0)
     own = np.repeat(own0[None, :], r, axis=0)
     # Each cut changes only its own group's members: (row, point) of every half-0 and half-1 member.
-    h0 = [c[0][c[1] == 0] for c in m_all if c is not None]
-    h1 = [c[0][c[1] == 1] for c in m_all if c is not None]
+    h0 = [c[0][c[1] == 0] for c in m_all]
+    h1 = [c[0][c[1] == 1] for c in m_all]
     r0 = np.repeat(np.arange(r), [len(h) for h in h0])
     r1 = np.repeat(np.arange(r), [len(h) for h in h1])
     p0, p1 = np.concatenate(h0), np.concatenate(h1)
