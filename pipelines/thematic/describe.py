@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -192,10 +192,6 @@ OTHER_WEIGHT = 0.0
 COVER_WEIGHT = 0.2
 #: Weight of the distinctiveness bonus: share / (share + the highest share of one other theme using it).
 DIST_WEIGHT = 0.05
-#: A clash (the best option taken by a larger theme) is resolved by a longer phrase of this theme holding it.
-EXTEND_CLASH = True
-#: A single word is a label only when no other theme uses it commonly (>= GENERIC_SHARE of its responses).
-OWN_WORD = True
 #: A label has at most this many words (a longer phrase is not offered to resolve a clash).
 MAX_LABEL_WORDS = 4
 #: Score bonus per extra word of a phrase (up to two): "arrived cold" says more than "cold".
@@ -269,6 +265,12 @@ def word_stats(member_texts: list[list[str]]) -> tuple[Counter[str], Counter[str
     k = len(member_texts)
     dynamic = {w for w, n in spread.items() if n >= GENERIC_SPREAD * k} if k >= GENERIC_MIN_THEMES else set()
     return uses, cued, frozenset(GENERIC | dynamic)
+
+
+def generic_words(groups: Iterable[ThemeInfo], texts: list[str]) -> frozenset[str]:
+    """The words generic across these groups of responses (:func:`word_stats`: :data:`stopwords.GENERIC` and the
+    words that spread over the groups)."""
+    return word_stats([[texts[i] for i in g.members] for g in groups])[2]
 
 
 def rank_labels(
@@ -430,7 +432,7 @@ def _label_options(
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
             shown = said(c[i].key)
-            if OWN_WORD and " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
+            if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
                 options.append(shown)
@@ -527,7 +529,7 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         if p.lower() not in used:
             used.add(p.lower())
             return _cap(p)
-        if EXTEND_CLASH and p == (r.options or r.phrases)[0]:
+        if p == (r.options or r.phrases)[0]:
             # Taken by another theme: say more of the same phrase ("Add to my shopping list") rather than fall
             # back to a weaker one ("Please add"), which loses what the theme is about.
             for q in r.longer:
@@ -838,9 +840,8 @@ def name_parents(
         for i in p.members:
             c.update(k for k in phrase_set(texts[i]) if k in vocab)
         counts[p.id] = c
-    generic = word_stats([[texts[i] for i in p.members] for p in parents])[2] if len(parents) else frozenset()
     # And the words generic across the themes: a parent has few siblings to show them generic ("Mg" in drug reviews).
-    generic = generic | GENERIC | word_stats([[texts[i] for i in th.members] for th in themes.values()])[2]
+    generic = generic_words(parents, texts) | generic_words(themes.values(), texts)
     for p in parents:
         mine = kids[p.id]
         if not mine:
@@ -958,7 +959,7 @@ def build_levels(
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}
     taken = {th.label.lower() for th in themes}
-    job_generic = word_stats([[texts[i] for i in th.members] for th in themes])[2]
+    job_generic = generic_words(themes, texts)
     for t, th in sorted(theme_by_index.items(), key=lambda p: p[1].id):
         del t
         mine = sorted({int(v) for v in sub[th.members]})
