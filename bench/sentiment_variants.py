@@ -36,7 +36,6 @@ The training embeddings come from ``train_sentiment.embed`` (cached under ``--ca
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -50,14 +49,10 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
+from bench import sentiment as B  # noqa: E402  (its sets, embedding cache and scores)
 from pipelines.thematic import train_sentiment as T  # noqa: E402
 from pipelines.thematic.embed import fast_graph  # noqa: E402
 from pipelines.thematic.sentiment import _analyzer, lexicon  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_sentiment", Path(__file__).with_name("sentiment.py"))
-assert _spec is not None and _spec.loader is not None
-B = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(B)
 
 CLASSES = ("negative", "neutral", "positive")
 _CONTRAST = re.compile(r"\b(?:but|however|yet|although|though|except)\b", re.I)
