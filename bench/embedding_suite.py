@@ -23,6 +23,17 @@ Usage::
 
     .venv/bin/python bench/embedding_suite.py [--n 1000] [--seeds 3] [--encoders fast,legacy,...] [--sets ...]
     .venv/bin/python bench/thematic.py --embedding   # the same
+    .venv/bin/python bench/embedding_suite.py --paired --encoders fp32,fast-int8-vnni --sets stackoverflow \
+        --n all --seeds 20            # per-seed NMI and the paired differences against the first encoder
+    .venv/bin/python bench/embedding_suite.py --paired --encoders fp32,fast-int8-vnni --sets stackoverflow \
+        --n 1000 --seeds 5 --subsamples 20   # the suite's measure (1,000 texts, 5 seeds) on 20 subsamples
+
+``--paired`` embeds each set's whole split once per encoder (a text's vector does not depend on its batch, so a
+subsample's vectors are rows of the whole split's) and clusters each population with the same seeds for every
+encoder. Subsample ``j`` is ``random.Random(j).sample`` of the split, so subsample 0 is the set the suite's
+default run uses. ``--encoders`` also takes in-memory candidates built from the same weights: ``cand:ffn_out``
+(every linear layer int8 but those whose name ends with one of the ``+``-separated suffixes, fused nodes, e.g.
+``cand:l0.ffn_out+l5.ffn_out``).
 """
 
 from __future__ import annotations
@@ -177,7 +188,28 @@ def make_encoder(name: str, threads: int = 2) -> Any:
         return Fp32Reference(threads, key="mpnet")
     if name == "fast+quality":
         return Concatenated(make_encoder("fast", threads), make_encoder("quality", threads))
+    if name.startswith("cand:"):  # in memory: every layer int8 but the named suffixes (fp32), fused nodes
+        return candidate(tuple(x for x in name.removeprefix("cand:").split("+") if x), threads)
     raise ValueError(name)
+
+
+def candidate(skip: tuple[str, ...], threads: int = 2) -> Any:
+    """A MiniLM OnnxEncoder running an int8 graph built in memory with the ``skip`` layers fp32 (fused nodes)."""
+    import onnxruntime as ort
+
+    from pipelines.thematic import embed as E
+    from pipelines.thematic import models as M
+
+    spec = M.SPECS["minilm"]
+    enc = E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    model = M.build_graph(spec, M.load_weights(spec), int8=M.INT8, skip=skip, fused=True)
+    enc._session = ort.InferenceSession(
+        model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"]
+    )
+    return enc
 
 
 def speed(enc: Any, texts: list[str]) -> tuple[float, float]:
@@ -188,7 +220,8 @@ def speed(enc: Any, texts: list[str]) -> tuple[float, float]:
     return len(texts) / (time.perf_counter() - w), len(texts) / max(1e-9, time.process_time() - c)
 
 
-def quality(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[float, float]:
+def per_seed(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[list[float], list[float]]:
+    """NMI and ARI of spherical k-means at the true k for seeds 0 .. seeds-1 (the pipeline's k-means, 3 starts)."""
     from pipelines.thematic.cluster import spherical_kmeans
 
     k = len(set(truth))
@@ -197,7 +230,97 @@ def quality(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[float, float
         labels, _ = spherical_kmeans(emb.astype(np.float32), k, seed=s, n_init=3)
         ns.append(nmi(truth, labels.tolist()))
         as_.append(ari(truth, labels.tolist()))
+    return ns, as_
+
+
+def quality(emb: np.ndarray, truth: list[str], seeds: int) -> tuple[float, float]:
+    ns, as_ = per_seed(emb, truth, seeds)
     return float(np.mean(ns)), float(np.mean(as_))
+
+
+def _spread(d: list[float], sign: str = "+") -> str:
+    """mean, sd, and a 95 % t interval of the mean of ``d`` (``sign=""``: plain numbers, for NMI itself)."""
+    from scipy import stats
+
+    a = np.asarray(d, dtype=float)
+    m = float(a.mean())
+    if len(a) < 2:
+        return f"{m:{sign}.4f}"
+    sd = float(a.std(ddof=1))
+    half = float(stats.t.ppf(0.975, len(a) - 1)) * sd / np.sqrt(len(a))
+    return f"{m:{sign}.4f} (sd {sd:.4f}, 95 % CI {m - half:{sign}.4f} .. {m + half:{sign}.4f}, n {len(a)})"
+
+
+def paired(encoders: list[str], args: Any) -> None:
+    """Per set: each encoder's NMI per seed (and per subsample), and its paired difference to the first encoder."""
+    pops: list[tuple[str, list[int] | None]] = []
+    for s in args.sets.split(","):
+        texts, truth = load_set(s, None)
+        size = len(texts) if args.n == "all" else int(args.n or SETS[s][1] or len(texts))
+        if size >= len(texts):
+            pops = [("whole split", None)]
+        else:
+            pops = [
+                (f"subsample {j}", random.Random(j).sample(range(len(texts)), size)) for j in range(args.subsamples)
+            ]
+        emb = {}
+        for name in encoders:
+            t = time.process_time()
+            emb[name] = np.asarray(make_encoder(name).embed(texts), dtype=np.float32)
+            cos = (emb[name] * emb[encoders[0]]).sum(1)
+            print(
+                f"{s}: {name} embedded {len(texts)} texts in {time.process_time() - t:.0f} CPU-s; cosine to "
+                f"{encoders[0]} mean {cos.mean():.4f} min {cos.min():.4f}",
+                flush=True,
+            )
+        print(
+            f"\n{s}: {len(pops)} population(s) of {size} of {len(texts)} texts, k = {len(set(truth))}, "
+            f"seeds 0..{args.seeds - 1}; NMI (arithmetic), spherical k-means at the true k, 3 starts"
+        )
+        means: dict[str, list[float]] = {n: [] for n in encoders}
+        deltas: dict[str, list[float]] = {n: [] for n in encoders[1:]}
+        for label, idx in pops:
+            sel = slice(None) if idx is None else idx
+            tr = truth if idx is None else [truth[i] for i in idx]
+            nm = {n: per_seed(emb[n][sel], tr, args.seeds)[0] for n in encoders}
+            for n in encoders:
+                means[n].append(float(np.mean(nm[n])))
+            if len(pops) == 1:
+                print(
+                    f"{'seed':>4} "
+                    + " ".join(f"{n:>16}" for n in encoders)
+                    + "".join(f" {'Δ ' + n:>18}" for n in encoders[1:])
+                )
+                for i in range(args.seeds):
+                    print(
+                        f"{i:>4} "
+                        + " ".join(f"{nm[n][i]:>16.4f}" for n in encoders)
+                        + "".join(f" {nm[n][i] - nm[encoders[0]][i]:>+18.4f}" for n in encoders[1:])
+                    )
+                for n in encoders:
+                    print(f"{n}: NMI {_spread(nm[n], '')}")
+                for n in encoders[1:]:
+                    d = [a - b for a, b in zip(nm[n], nm[encoders[0]], strict=True)]
+                    r = float(np.corrcoef(nm[n], nm[encoders[0]])[0, 1])
+                    print(f"Δ {n} − {encoders[0]}, paired by seed: {_spread(d)}; seed-to-seed correlation {r:+.2f}")
+            else:
+                row = " ".join(f"{n} {means[n][-1]:.4f}" for n in encoders)
+                ds = " ".join(f"Δ {n} {means[n][-1] - means[encoders[0]][-1]:+.4f}" for n in encoders[1:])
+                print(f"{label:>14}: mean of {args.seeds} seeds: {row}; {ds}", flush=True)
+            for n in encoders[1:]:
+                deltas[n].append(means[n][-1] - means[encoders[0]][-1])
+        if len(pops) > 1:
+            for n in encoders:
+                print(f"{n}: mean-of-seeds NMI over subsamples: {_spread(means[n], '')}")
+            for n in encoders[1:]:
+                d = deltas[n]
+                print(
+                    f"Δ {n} − {encoders[0]} (mean of {args.seeds} seeds) over {len(d)} subsamples: {_spread(d)}; "
+                    f"range {min(d):+.4f} .. {max(d):+.4f}; |Δ| > 0.01 in {sum(abs(x) > 0.01 for x in d)}"
+                )
+    from bench.int8_speed import machine
+
+    print("after: " + machine().split("; ")[-1])
 
 
 def cross_lingual(encoders: list[str]) -> None:
@@ -285,11 +408,21 @@ def lengths(encoders: list[str], args: Any) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=None, help="texts per English set (default 1000)")
+    ap.add_argument(
+        "--n", default=None, help="texts per English set (default 1000); with --paired also 'all' (the whole split)"
+    )
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--encoders", default="fp32,legacy,fast,quality,multilingual")
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--no-cross", action="store_true")
+    ap.add_argument(
+        "--paired",
+        action="store_true",
+        help="per-seed NMI of each encoder and its paired difference to the first (see the module docstring)",
+    )
+    ap.add_argument(
+        "--subsamples", type=int, default=1, help="with --paired and --n below the split: seeded subsamples 0..K-1"
+    )
     ap.add_argument(
         "--lengths",
         default="",
@@ -301,6 +434,11 @@ def main() -> None:
     from bench.int8_speed import machine
 
     print(machine())
+    if args.paired:
+        paired(encoders, args)
+        return
+    if args.n is not None:
+        args.n = 10**9 if args.n == "all" else int(args.n)
     if args.lengths:
         lengths(encoders, args)
         return

@@ -94,6 +94,117 @@ def graphs(names: list[str], files: list[str]) -> dict[str, str | bytes]:
     return out
 
 
+def xcomp_perm() -> int | None:
+    """This process's permitted extended-state components (Linux ``arch_prctl(ARCH_GET_XCOMP_PERM)``; None elsewhere).
+
+    Bit 18 is AMX tile data (XTILEDATA): a process gets it only by asking the kernel, which MLAS (onnxruntime 1.32)
+    does when it is loaded, if the CPU has AMX, and then dispatches its u8·s8 GEMM to its AMX kernel.
+    """
+    import ctypes
+    import platform
+
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    mask = ctypes.c_uint64(0)
+    if libc.syscall(158, 0x1022, ctypes.byref(mask)) != 0:  # SYS_arch_prctl, ARCH_GET_XCOMP_PERM
+        return None
+    return int(mask.value)
+
+
+XCOMP_AT_START = xcomp_perm()
+
+
+def deny_amx() -> None:
+    """Make this process's requests for AMX tile state fail (a seccomp filter: ``arch_prctl(ARCH_REQ_XCOMP_PERM)``
+    returns EPERM), so that onnxruntime, imported afterwards, finds no AMX and runs its AVX-512 VNNI kernels: the
+    same machine with and without AMX. Must run before onnxruntime is imported (MLAS asks once, at import)."""
+    import ctypes
+    import struct
+
+    if "onnxruntime" in sys.modules:
+        raise RuntimeError("--no-amx must act before onnxruntime is imported")
+    prog = [
+        (0x20, 0, 0, 0),  # A = syscall number
+        (0x15, 0, 3, 158),  # arch_prctl?
+        (0x20, 0, 0, 16),  # A = low half of its first argument
+        (0x15, 0, 1, 0x1023),  # ARCH_REQ_XCOMP_PERM?
+        (0x06, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
+        (0x06, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
+    ]
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *f) for f in prog))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "seccomp filter not installed")
+
+
+def kernel_check(reps: int = 20) -> None:
+    """Does onnxruntime's int8 GEMM run on AMX here? XTILEDATA permission before onnxruntime was imported and after
+    one u8·s8 MatMulInteger, and its one-thread speed against fp32 MatMul on the embed stage's largest shape (2,048
+    tokens × 384 × 1,536). Run it again with ``--no-amx`` for the same GEMM on the VNNI kernel."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    def session(op: str, a_type: int, b: np.ndarray) -> Any:
+        nodes = [helper.make_node(op, ["a", "b"], ["y"])]
+        inits = [onnx.numpy_helper.from_array(b, "b")]
+        out = TensorProto.INT32 if op == "MatMulInteger" else TensorProto.FLOAT
+        g = helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("a", a_type, [None, 384])],
+            [helper.make_tensor_value_info("y", out, [None, 1536])],
+            inits,
+        )
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        return ort.InferenceSession(m.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+
+    rng = np.random.default_rng(0)
+    macs = 2048 * 384 * 1536
+    rows = []
+    for op, a, b in (
+        (
+            "MatMulInteger",
+            rng.integers(0, 256, (2048, 384), dtype=np.uint8),
+            rng.integers(-128, 128, (384, 1536), dtype=np.int8),
+        ),
+        (
+            "MatMul",
+            rng.standard_normal((2048, 384), dtype=np.float32),
+            rng.standard_normal((384, 1536), dtype=np.float32),
+        ),
+    ):
+        a_type = TensorProto.UINT8 if a.dtype == np.uint8 else TensorProto.FLOAT
+        sess = session(op, a_type, b)
+        sess.run(None, {"a": a})
+        best = float("inf")
+        for _ in range(reps):
+            t = time.process_time()
+            sess.run(None, {"a": a})
+            best = min(best, time.process_time() - t)
+        rows.append((op, macs / best / 1e9))
+    bit = 1 << 18
+
+    def show(m: int | None) -> str:
+        return "unknown" if m is None else f"{m:#x} (XTILEDATA {'granted' if m & bit else 'not granted'})"
+
+    print(
+        f"onnxruntime {ort.__version__}; XCOMP_PERM before importing it {show(XCOMP_AT_START)}, "
+        f"after the int8 GEMM {show(xcomp_perm())}"
+    )
+    for op, g in rows:
+        print(f"{op:<14} 2048x384x1536, 1 thread, best of {reps} (CPU time): {g:,.0f} GMAC/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graphs", default="fp32,int8,int8-vnni,all-int8-fused")
@@ -108,7 +219,23 @@ def main() -> None:
         help="speed as texts per CPU-second of this process (process_time) instead of wall-clock: on a machine "
         "loaded far beyond its cores the wall clock measures the other processes",
     )
+    ap.add_argument(
+        "--kernel-check",
+        action="store_true",
+        help="only check whether onnxruntime's int8 GEMM uses AMX here (XTILEDATA permission, GMAC/s)",
+    )
+    ap.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="deny this process AMX tile state before onnxruntime loads (seccomp), so MLAS falls back to VNNI",
+    )
     args = ap.parse_args()
+    if args.no_amx:
+        deny_amx()
+    if args.kernel_check:
+        print(machine())
+        kernel_check()
+        return
     names = args.graphs.split(",")
     if "fp32" not in names:
         names.insert(0, "fp32")
