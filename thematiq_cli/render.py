@@ -216,6 +216,13 @@ def _meta_text(value: Any) -> str:
     return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _meta_cell(value: Any) -> str:
+    # A JSON number cannot hold a formula, and "'-3" would be text in Excel: numbers as written.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _meta_text(value)
+    return _safe(_meta_text(value))
+
+
 def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:
     themes = r.get("themes") or []
     sentiment = r.get("sentiment") or {}
@@ -227,7 +234,7 @@ def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:
         (r.get("broad") or {}).get("id", ""), (r.get("fine") or {}).get("id", ""), sentiment.get("label", ""),
         # A number the service computed: a leading "-" is a sign, not a formula.
         f"{score:.4f}" if isinstance(score, int | float) else "",
-        *(_safe(_meta_text((r.get("metadata") or {}).get(k))) for k in keys),
+        *(_meta_cell((r.get("metadata") or {}).get(k)) for k in keys),
     ]
 
 

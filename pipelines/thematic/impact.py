@@ -24,6 +24,8 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+from .insight import finite
+
 Scale = Literal["nps", "csat", "numeric"]
 RESAMPLES: Final = 1000
 #: Resamples drawn per matrix product: bounds the memory of one step to BATCH × responses weights.
@@ -35,7 +37,7 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return float(value) if math.isfinite(float(value)) else None
+        return finite(value)
     if isinstance(value, str) and value.strip():
         try:
             x = float(value.strip())

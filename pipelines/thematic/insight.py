@@ -32,8 +32,20 @@ class Bucketing:
     labels: list[str]  # one per response
 
 
+def finite(v: Any) -> float | None:
+    """A JSON number as a finite float, or None: not a bool, NaN or infinity, nor an integer too large for a
+    float (JSON allows 10**400; ``float()`` of it raises OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    try:
+        x = float(v)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+    return finite(v) is not None
 
 
 def bucket(values: Sequence[Any]) -> Bucketing:

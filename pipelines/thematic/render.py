@@ -20,6 +20,14 @@ def _cell(value: Any) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
+def _meta_cell(value: Any) -> str:
+    """A metadata value: a JSON number as written (it cannot hold a formula, and "'-3" would be text in Excel);
+    anything else through the formula guard."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return verbatims.meta_text(value)
+    return _cell(verbatims.meta_text(value))
+
+
 def _score(value: Any) -> str:
     return f"{float(value):.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
 
@@ -45,9 +53,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     for r in rows:
         a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
         meta = r.item.get("metadata") or {}
-        tail = ([] if data is None else [_cell(r.item.get("text") or "")]) + [
-            _cell(verbatims.meta_text(meta.get(k))) for k in keys
-        ]
+        tail = ([] if data is None else [_cell(r.item.get("text") or "")]) + [_meta_cell(meta.get(k)) for k in keys]
         codes = ";".join(c["name"] for c in (a.get("seed_codes") or []))
         refs = a.get("themes") or [None]
         for ref in refs:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -37,6 +36,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .describe import LLMUsage
+from .insight import finite
 from .llm_port import ChatClient, llm_errors
 from .sentiment_model import MODEL_NAME as _MODEL_NAME
 
@@ -91,9 +91,7 @@ def lexicon(texts: Sequence[str]) -> list[Scored]:
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(float(v)):
-        return None
-    return float(v)
+    return finite(v)
 
 
 def rating_scale(values: Sequence[Any]) -> RatingScale | str:

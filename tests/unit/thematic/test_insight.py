@@ -82,3 +82,9 @@ def test_bh_q_values_are_monotone_in_p() -> None:
     order = sorted(range(len(p)), key=lambda i: p[i])
     assert all(q[order[i]] <= q[order[i + 1]] for i in range(len(p) - 1))
     assert q[0] == 0.005
+
+
+def test_an_integer_too_large_for_a_float_makes_the_field_categorical_not_a_crash() -> None:
+    # Accepted at submission (a breakdown takes any values), so float() raising OverflowError failed the job.
+    b = insight.bucket([10**400, *range(50)])
+    assert b.kind == "categorical" and b.labels[1] == "0"

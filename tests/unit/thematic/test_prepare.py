@@ -59,3 +59,16 @@ def test_compare_to_reads_the_earlier_result_once_and_stores_its_baseline() -> N
     # A stored input (a retry resubmits it) drops its baseline: prepare computes it afresh.
     assert validate_input({"responses": ITEMS, "baseline": {"forged": True}}) == data
     assert PIPELINE.memory_mb is not None and PIPELINE.memory_mb(None, out) == PIPELINE.memory_mb(None, data)
+
+
+def test_an_integer_too_large_for_a_float_is_not_a_number_for_score_or_sentiment_from() -> None:
+    # JSON allows 10**400 (the body parser accepts integers up to 4,300 digits); float() of it raises
+    # OverflowError, which was a 500 at submission instead of the 422 naming the field.
+    data = validate_input([{**it, "metadata": {**it["metadata"], "stars": 10**400 if i == 0 else it["metadata"]["stars"]}}
+                           for i, it in enumerate(ITEMS)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(score={"key": "stars", "scale": "numeric"}), data, Earlier())
+    assert _fields(err) == ["params.score.key"] and "not a number" in err.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="stars"), data, Earlier())
+    assert _fields(err) == ["params.sentiment_from"]

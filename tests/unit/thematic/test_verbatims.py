@@ -84,3 +84,18 @@ def test_xlsx_gives_broad_columns_when_the_broad_level_is_parents() -> None:
         assert r[col] == ({"p1": "Broad one", "p2": "Broad two"}.get(a.get("broad") or ""))
     levels = {r[1] for r in wb["Themes"].iter_rows(min_row=2, values_only=True)}
     assert levels == {"broad", "theme"}
+
+
+def test_csv_writes_a_numeric_metadata_value_as_a_number_and_a_string_one_formula_safe() -> None:
+    # A JSON number cannot carry a formula, so -3 stays -3 (Excel reads it as a number); the text "-3+A1" is
+    # prefixed as before. Before, a negative number became the text '-3 in Excel.
+    import csv
+
+    from pipelines.thematic.render import render_csv
+
+    items, doc = synthetic_job(4, seed=1)
+    for it, v in zip(items, (-3, -0.5, "-3+A1", "=1+1"), strict=True):
+        it["metadata"] = {"delta": v}
+    rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
+    first = {r["response_id"]: r["delta"] for r in reversed(rows)}
+    assert [first[str(it["id"])] for it in items] == ["-3", "-0.5", "'-3+A1", "'=1+1"]
