@@ -27,3 +27,19 @@ def test_expand_word_with_the_themes_bare_word_counts_given_equals_counting_them
         expanded += got != w
     assert expanded > 0  # some words do become phrases, so the counts were read
     assert said == plain  # reading it left it as it was
+
+
+def test_memoised_terms_equal_the_plain_computation_in_every_language_context() -> None:
+    from pipelines.thematic import keywords as K
+    from pipelines.thematic import lang as L
+
+    texts = [it["text"] for it in feedback(per_theme=3)[0]] + ["客服态度很好", "Die Rückerstattung kam nicht"]
+    for langs in (("en",), ("en", "zh"), ("de",), ("en",)):
+        with L.keyword_languages(langs):
+            for t in texts:
+                plain = K._terms.__wrapped__(t, L.current_stopwords(), L.current_languages())
+                assert K.terms(t) == plain == K.terms(t)
+                assert K.terms(t, frozenset()) == K._terms.__wrapped__(t, frozenset(), L.current_languages())
+    with L.keyword_languages(("en", "zh")):
+        zh = K.terms("客服态度很好")
+    assert "客服" in zh and K.terms("客服态度很好") != zh  # English outside: the memo does not leak a context
