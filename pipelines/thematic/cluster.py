@@ -134,7 +134,7 @@ GROUP_BLOCK = 8192
 
 def normalise(x: NDArray[Any]) -> F32:
     n = np.linalg.norm(x, axis=1, keepdims=True)
-    out: F32 = (x / np.maximum(n, 1e-12)).astype(np.float32)
+    out: F32 = (x / np.maximum(n, 1e-12)).astype(np.float32, copy=False)  # the quotient is new: no second copy
     return out
 
 

@@ -374,11 +374,14 @@ def _rank_theme(
     texts = [analyse(x) for x in member_texts]  # once per theme: the helpers below read them often
     stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
     memo: dict[str, str] = {}
+    bare: list[Counter[str]] = []  # the theme's bare-word counts, built at the first bare word (_bare_words)
 
     def said(key: str) -> str:
         """The key expanded and shown as written, once per theme and key."""
         if key not in memo:
-            memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems), texts)
+            if " " not in key and not bare:
+                bare.append(_bare_words(texts))
+            memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems, bare[0]), texts)
         return memo[key]
 
     options, lone = _label_options(c, score, n_words, lead, said, words, texts)
@@ -471,20 +474,31 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
     return max(best)[2] if best else phrase
 
 
-def _expand_word(word: str, texts: list[Analysed], stems: list[frozenset[str]] | None = None) -> str:
+def _bare_words(texts: list[Analysed]) -> Counter[str]:
+    """How many of ``texts`` hold each one-word key."""
+    said: Counter[str] = Counter()
+    for t in texts:
+        said.update(p for p in t.keys if " " not in p)
+    return said
+
+
+def _expand_word(
+    word: str, texts: list[Analysed], stems: list[frozenset[str]] | None = None, said: Counter[str] | None = None
+) -> str:
     """A bare word said as a phrase its uses share: "cold" -> "food cold" (shown "food was cold").
 
     Of the longer phrases holding the word that >= ``LABEL_EXPAND_SHARE`` of its uses say, the one whose
     added words the theme uses most ("food", in 43 % of a cold-food theme) x how often it is said; the
-    word itself when no phrase is said that often.
+    word itself when no phrase is said that often. ``said``: ``_bare_words(texts)`` when the caller has it (it
+    does not depend on the word: issue 27, once per theme instead of once per word).
     """
     stem = _stem(word)
     uses = 0
     longer: Counter[str] = Counter()
-    said: Counter[str] = Counter()
+    if said is None:
+        said = _bare_words(texts)
     for n_t, t in enumerate(texts):
         ps = t.keys
-        said.update(p for p in ps if " " not in p)
         # Any spelling counts: "fees" is said as "delivery fee" too.
         if (stem in stems[n_t]) if stems is not None else any(" " not in p and _stem(p) == stem for p in ps):
             uses += 1

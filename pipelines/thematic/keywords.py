@@ -42,10 +42,20 @@ def tokens(text: str) -> list[str]:
     return lang.tokenize(text)
 
 
-def terms(text: str, stopwords: frozenset[str] | None = None) -> set[str]:
-    """Distinct unigrams and bigrams of content words (presence per response, so one rant cannot dominate)."""
+def terms(text: str, stopwords: frozenset[str] | None = None) -> frozenset[str]:
+    """Distinct unigrams and bigrams of content words (presence per response, so one rant cannot dominate).
+
+    Memoised like :func:`analyse` (issue 27: a job's c-TF-IDF reads every response twice, for the themes and for
+    their parents)."""
     if stopwords is None:
         stopwords = lang.current_stopwords()  # the job's languages (lang.keyword_languages); English by default
+    return _terms(text, stopwords, lang.current_languages())
+
+
+@functools.lru_cache(maxsize=PHRASE_CACHE)
+def _terms(text: str, stopwords: frozenset[str], languages: tuple[str, ...]) -> frozenset[str]:
+    # ``languages`` is part of the key: the tokeniser (lang.tokenize) follows the job's languages.
+    del languages
     toks = tokens(scrub(text))
     out: set[str] = set()
     prev: str | None = None
@@ -58,7 +68,7 @@ def terms(text: str, stopwords: frozenset[str] | None = None) -> set[str]:
             out.add(f"{prev} {t}")
         # CJK tokens are overlapping character bigrams already: no phrases of them.
         prev = None if lang.is_cjk(t) else t
-    return out
+    return frozenset(out)
 
 
 def ctfidf(

@@ -137,6 +137,15 @@ def test_a_texts_vector_does_not_depend_on_its_batch(graph: str) -> None:
     assert np.array_equal(alone, np.vstack([together[:8], together[-4:]]))
 
 
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_batches_bounded_by_positions_give_the_vectors_of_plain_batches(graph: str) -> None:
+    # embed.BATCH_TOKENS (issue 27) only regroups the length-sorted texts: bit for bit the vectors of fixed batches.
+    enc = E.get_embedder("fast", graph)
+    plain = enc.embed(SAMPLE, batch_size=E.BATCH_SIZE, batch_tokens=0)
+    for budget in (E.BATCH_TOKENS, 40, 1):
+        assert np.array_equal(enc.embed(SAMPLE, batch_tokens=budget), plain), budget
+
+
 def test_model_path_override_accepts_the_built_file_and_refuses_others(tmp_path: Path, monkeypatch: Any) -> None:
     copy = tmp_path / "m.onnx"
     shutil.copy(E.model_path(), copy)

@@ -360,3 +360,14 @@ def test_split_path_from_the_silhouettes_product_is_the_one_it_computes() -> Non
         got = K._bisect_to(reduced, start, k, np.random.default_rng(k), x, sims)
         np.testing.assert_array_equal(got, K._bisect_to(reduced, start, k, np.random.default_rng(k), x))
     assert K._silhouette_and_sims(x, np.where(start == 0, 7, start))[1] is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_normalise_without_the_second_copy_equals_the_plain_one_and_leaves_its_input_alone(dtype: type) -> None:
+    x = np.random.default_rng(3).normal(size=(50, 16)).astype(dtype)
+    x[4] = 0.0
+    before = x.copy()
+    plain = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    got = K.normalise(x)
+    assert got.dtype == np.float32 and np.array_equal(got, plain) and not np.shares_memory(got, x)
+    assert np.array_equal(x, before)
