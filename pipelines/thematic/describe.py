@@ -397,7 +397,9 @@ def _rank_theme(
     split = [x.key.split() for x in c]
     solo = sorted(
         {v for w in split for v in w if v not in words.generic and v != "not"},
-        key=lambda v: -max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w),
+        # The word breaks a tie: a set's order follows the process's string-hash seed, so without it two
+        # processes (a retry, a fan-out) could name one theme differently.
+        key=lambda v: (-max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w), v),
     )
     return Ranked(phrases[:KEY_PHRASES], options, solo, lone, _longer(options[0], texts) if options and not lone else [])
 
