@@ -55,10 +55,11 @@ MAX_TOKENS: Final = 256
 #: activations outgrow the core's 2 MiB of L2. Vectors do not depend on the batch, so nothing else changes.
 BATCH_SIZE: Final = 32
 #: ... and at most this many positions (texts x the longest one's word pieces, padding included) per call, so a
-#: batch of longer texts holds fewer (issue 27, 2026-12-03, Intel Xeon with AMX, 1 thread, CPU time, the same
-#: vectors): 2,000 BBC texts of ~28 pieces 0.80x the time of batches of 32, 400 20NG posts of ~217 pieces 0.60x;
-#: 384 and 512 positions no better. 0: no limit (``batch_size`` texts whatever their length, as before).
-BATCH_TOKENS: Final = 256
+#: batch of longer texts holds fewer. Same vectors whatever the bound. bench/embed_batches.py, 2026-12-03, Intel
+#: Xeon with AMX, time x plain batches of 32 (1 thread CPU-s / 2 threads wall): 2,000 mixed BBC texts 256: 0.86 /
+#: 1.17 (two threads share too small a product), 512: 0.84 / 1.01, 1,024: 0.94 / 0.98; 300 20NG posts 256: 0.59 /
+#: 0.77, 512: 0.60 / 0.66, 1,024: 0.66 / 0.66. 512 is good at both thread counts. 0: no limit.
+BATCH_TOKENS: Final = 512
 #: Intra-op threads. The Functions plan gives 2 vCPUs; more threads than
 #: cores only adds contention.
 DEFAULT_THREADS: Final = 2
