@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 WORKER = r"""
-import hashlib, json, os, re, resource, sys, time
+import hashlib, json, os, resource, sys, time
 from pathlib import Path
 code_root, bench_root, name, seed, out = sys.argv[1:6]
 sys.path.insert(0, bench_root)
@@ -54,10 +54,7 @@ def cpu():
     return r.ru_utime + r.ru_stime
 
 if name == "scale2000":
-    texts = []
-    for a in b.bbc():
-        texts += [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
-    texts = list(dict.fromkeys(texts))[:2000]
+    texts = b.scale_texts(2000)
 else:
     texts = b.suite_set(name)[0]
 

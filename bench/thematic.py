@@ -89,6 +89,20 @@ def bbc() -> list[tuple[str, str, list[str], str]]:
     return out
 
 
+def body_sentences(article: tuple[str, str, list[str], str]) -> list[str]:
+    """The sentences of an article's body after its lead, of at least 6 words."""
+    return [s for p in article[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
+
+
+def scale_texts(n: int, kind: str = "mixed") -> list[str]:
+    """What ``--scale`` runs on: ``mixed`` (each article's lead, headline and body sentences) or ``leads``; the first
+    ``n`` distinct texts."""
+    texts: list[str] = []
+    for a in bbc():
+        texts += [a[1]] if kind == "leads" else [a[1], a[0], *body_sentences(a)]
+    return list(dict.fromkeys(texts))[:n]
+
+
 def datasets(quick: bool) -> dict[str, tuple[list[str], list[str]]]:
     arts = bbc()
     rng = random.Random(0)
@@ -99,7 +113,7 @@ def datasets(quick: bool) -> dict[str, tuple[list[str], list[str]]]:
         sets["headlines"] = ([a[0] for a in arts], [a[3] for a in arts])
         texts, labels = [], []
         for n, a in enumerate(rng.sample(arts, 60)):
-            sents = [s for p in a[2][1:] for s in re.split(r"(?<=[.!?])\s+", p) if len(s.split()) >= 6]
+            sents = body_sentences(a)
             for s in sents[: rng.choice([4, 6, 8, 10, 15, 25])]:
                 texts.append(s)
                 labels.append(f"a{n}")
@@ -879,7 +893,7 @@ def scale(n: int, kind: str = "mixed", baseline: str = "", cpu_time: bool = Fals
     number taken at load > 1 is not a quiet-machine number.
     """
     code = f"""
-import sys, json, os, resource, time, random, re
+import sys, json, os, resource, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.append({str(ROOT / 'bench')!r})
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime
@@ -888,10 +902,7 @@ from pipelines.thematic import embed as E
 import pipelines.thematic.mapped as mapped
 threads = 1 if {cpu_time!r} else E.DEFAULT_THREADS
 E.LocalEmbedder.__init__.__defaults__ = (threads, None)
-arts = b.bbc(); texts = []
-for a in arts:
-    texts += [a[1]] if {kind!r} == "leads" else [a[1], a[0]] + [s for p in a[2][1:] for s in re.split(r'(?<=[.!?])\\s+', p) if len(s.split()) >= 6]
-texts = list(dict.fromkeys(texts))[:{n}]
+texts = b.scale_texts({n}, {kind!r})
 stage_cpu = {{"embed": 0.0, "load": 0.0}}
 real_job_embedder, real_local = mapped.job_embedder, E.LocalEmbedder.__init__
 def timed_init(self, *a, **k):
