@@ -195,21 +195,12 @@ def make_encoder(name: str, threads: int = 2) -> Any:
 
 def candidate(skip: tuple[str, ...], threads: int = 2) -> Any:
     """A MiniLM OnnxEncoder running an int8 graph built in memory with the ``skip`` layers fp32 (fused nodes)."""
-    import onnxruntime as ort
-
-    from pipelines.thematic import embed as E
+    from bench.int8_speed import encoder
     from pipelines.thematic import models as M
 
     spec = M.SPECS["minilm"]
-    enc = E.OnnxEncoder(E.model_path(), E.tokenizer_path(), E.MODEL_INFO, threads=threads)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
     model = M.build_graph(spec, M.load_weights(spec), int8=M.INT8, skip=skip, fused=True)
-    enc._session = ort.InferenceSession(
-        model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"]
-    )
-    return enc
+    return encoder(model.SerializeToString(), threads)
 
 
 def speed(enc: Any, texts: list[str]) -> tuple[float, float]:
