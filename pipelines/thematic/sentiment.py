@@ -90,10 +90,6 @@ def lexicon(texts: Sequence[str]) -> list[Scored]:
     return out
 
 
-def _number(v: Any) -> float | None:
-    return finite(v)
-
-
 def rating_scale(values: Sequence[Any]) -> RatingScale | str:
     """The scale of a rating field's present values, or why they are not a rating (a message for the 422)."""
     present = [v for v in values if v is not None and v != ""]
@@ -101,7 +97,7 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         return "no response has this metadata key"
     if all(isinstance(v, str) and v.strip().lower() in _WORDS for v in present):
         return RatingScale("words", -1.0, 1.0)
-    nums = [_number(v) for v in present]
+    nums = [finite(v) for v in present]
     if any(n is None for n in nums):
         return "expected numbers (a 1-5 or 0-10 rating) or positive/neutral/negative"
     lo, hi = min(n for n in nums if n is not None), max(n for n in nums if n is not None)
@@ -119,7 +115,7 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
     if scale.kind == "words":
         score = _WORDS.get(str(value).strip().lower())
         return None if score is None else Scored(label_of(score), score)
-    n = _number(value)
+    n = finite(value)
     if n is None:
         return None
     score = (n - (scale.low + scale.high) / 2) / ((scale.high - scale.low) / 2)
