@@ -192,7 +192,7 @@ class _EarlierResults:
 
 def check_job_id(job_id: str) -> str:
     # Checked before any storage call: ids never reach a filter or a URL unvalidated.
-    if not JOB_ID_RE.match(job_id):
+    if not JOB_ID_RE.fullmatch(job_id):
         raise NotFound("job not found")
     return job_id
 
@@ -420,7 +420,7 @@ class JobService:
                 "invalid status", [{"field": "status", "message": f"one of {', '.join(s.value for s in Status)}"}]
             )
         pipeline = query.get("pipeline") or None
-        if pipeline is not None and not PIPELINE_NAME_RE.match(pipeline):
+        if pipeline is not None and not PIPELINE_NAME_RE.fullmatch(pipeline):
             raise ValidationFailed("invalid pipeline", [{"field": "pipeline", "message": "not a pipeline name"}])
         limit_text = query.get("limit") or "50"
         # isascii(): str.isdigit() also accepts '²' or '٣', which int() then rejects or reads as a number.
