@@ -21,7 +21,7 @@ ROUTES = [
 
 
 def _submit(platform: Platform, body: dict[str, Any]) -> dict[str, Any]:
-    resp = http("submit_job", "POST", "jobs", body=body)
+    resp = http("submit_job", "POST", "jobs", raw=json.dumps(body, ensure_ascii=False).encode("utf-8"))
     assert resp.status_code == 202, resp.get_body()
     return body_of(resp)  # type: ignore[no-any-return]
 
@@ -58,3 +58,27 @@ def test_an_idempotency_key_or_tenant_with_a_trailing_newline_is_a_400_naming_th
         assert resp.status_code == 400, resp.get_body()
         assert [e["field"] for e in json.loads(resp.get_body())["errors"]] == [field]
     assert platform.service.list("local", {})[0] == []
+
+
+@pytest.mark.parametrize("text", ["\u00e9t\u00e9 " * 450, "\u914d\u9001\u304c\u9045\u3044 " * 180, "\U0001f600" * 700],
+                         ids=["latin", "cjk", "astral"])
+def test_a_job_near_the_size_limit_can_be_retried_whatever_its_script(platform: Platform,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      text: str) -> None:
+    # The retry re-sent the stored input as JSON with ensure_ascii: each non-ASCII character as a \\uXXXX escape
+    # (2-3 times its UTF-8 size), so a job the limit admitted could not be retried (413 naming "body").
+    from shared.config import settings
+
+    monkeypatch.setenv("MAX_INPUT_BYTES", "4000")
+    settings.get_settings.cache_clear()
+    job = _submit(platform, {"pipeline": "echo", "input": text})
+    assert 2000 < job["input_bytes"] <= 4000
+    assert http("cancel_job", "POST", f"jobs/{job['id']}/cancel", route_params={"id": job["id"]}).status_code == 200
+    resp = http("retry_job", "POST", f"jobs/{job['id']}/retry", route_params={"id": job["id"]})
+    assert resp.status_code == 202, resp.get_body()
+    again = body_of(resp)
+    assert again["input_bytes"] <= job["input_bytes"] + 64  # the params ({}) and compact separators, no escapes
+    from shared.storage.blobs import decode_input
+
+    row = platform.stores.jobs.get("local", again["id"], with_input=True)
+    assert row.input_inline is not None and decode_input(row.input_inline) == text
