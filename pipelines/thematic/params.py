@@ -139,6 +139,15 @@ class ThematicParams(BaseModel):
     #: A metadata score to measure each theme's impact on (``result.impact``): {"key", "scale"}.
     score: ScoreParam | None = None
 
+    @field_validator("num_themes", "max_themes", "min_theme_size", "seed", "fanout_min_responses",
+                     "fanout_chunk_size", "min_group_size", mode="before")
+    @classmethod
+    def _no_boolean_counts(cls, value: object) -> object:
+        # JSON true is no count: lax validation would read it as 1 (a one-theme job for {"num_themes": true}).
+        if isinstance(value, bool):
+            raise ValueError("expected an integer, not a boolean")
+        return value
+
     @field_validator("breakdown_by")
     @classmethod
     def _unique_keys(cls, keys: list[str] | None) -> list[str] | None:
