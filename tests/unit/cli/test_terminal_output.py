@@ -80,3 +80,34 @@ def test_json_output_keeps_the_data_as_it_is() -> None:
     import json
 
     assert json.loads(out.getvalue())["text"] == HOSTILE
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("fmt", ["csv", "md", "json"])
+def test_thematiq_result_on_a_terminal_prints_no_control_characters_and_piped_keeps_the_bytes(
+    fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+    import json
+
+    from thematiq_cli import main
+
+    body = {"csv": f"response_id,text\r\nr1,{HOSTILE}\r\n".encode(), "md": f"# Report\n\n> {HOSTILE}\n".encode(),
+            "json": json.dumps({"text": HOSTILE}, ensure_ascii=False).encode()}[fmt]
+
+    class _Client:
+        def result(self, job_id: str, format: str) -> bytes:
+            return body
+
+    monkeypatch.setattr(main, "client_of", lambda args: _Client())
+    args = argparse.Namespace(job_id="j", format=fmt, output=None)
+    tty = _Tty()
+    assert main.cmd_result(args, main.Io(out=tty, err=io.StringIO())) == 0
+    _clean(tty.getvalue())
+    piped = io.StringIO()
+    main.cmd_result(args, main.Io(out=piped, err=io.StringIO()))
+    assert piped.getvalue() == body.decode()  # not a terminal: what the API sent
