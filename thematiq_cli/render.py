@@ -221,6 +221,8 @@ def _safe(value: Any) -> str:
 def _meta_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)  # JSON, as the service writes it (not Python's repr)
     return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 

@@ -64,7 +64,8 @@ def test_paging_positions_and_total() -> None:
 
 
 @pytest.mark.parametrize(("value", "text"), [(7, "7"), (7.0, "7"), (7.5, "7.5"), (True, "true"), (None, ""),
-                                             ("pro", "pro")])
+                                             ("pro", "pro"), (["a", "b"], '["a", "b"]'),
+                                             ({"x": None, "y": True}, '{"x": null, "y": true}')])
 def test_metadata_values_compare_as_written(value: Any, text: str) -> None:
     assert meta_text(value) == text
 
@@ -119,3 +120,17 @@ def test_xlsx_keeps_an_integer_excel_cannot_hold_exactly_as_its_digits() -> None
     got = {str(r[0]): r[col] for r in rows[1:]}
     assert [got[str(it["id"])] for it in items] == [str(values[0]), str(values[1]), values[2], str(values[3])]
     assert rows[1][0] == str(2**60)
+
+
+def test_csv_writes_a_list_or_object_metadata_value_as_json_not_python() -> None:
+    # It wrote Python's repr (['a', 'b'], {'x': None, 'y': True}): no JSON reader takes that back.
+    import csv
+
+    from pipelines.thematic.render import render_csv
+
+    items, doc = synthetic_job(2, seed=1)
+    items[0]["metadata"] = {"tags": ["a", "b"]}
+    items[1]["metadata"] = {"tags": {"x": None, "y": True}}
+    rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
+    first = {r["response_id"]: r["tags"] for r in reversed(rows)}
+    assert [first[str(it["id"])] for it in items] == ['["a", "b"]', '{"x": null, "y": true}']
