@@ -82,3 +82,28 @@ def test_a_job_near_the_size_limit_can_be_retried_whatever_its_script(platform: 
 
     row = platform.stores.jobs.get("local", again["id"], with_input=True)
     assert row.input_inline is not None and decode_input(row.input_inline) == text
+
+
+def _nested(levels: int, leaf: str = "") -> bytes:
+    # Arrays and objects alternating, ``levels`` containers deep; the innermost is an array (it may be empty).
+    square = [i % 2 == (levels - 1) % 2 for i in range(levels)]
+    opens = "".join("[" if sq else '{"k":' for sq in square)
+    closes = "".join("]" if sq else "}" for sq in reversed(square))
+    return (opens + leaf + closes).encode()
+
+
+@pytest.mark.parametrize(("body", "ok"), [
+    (_nested(64), True), (_nested(64, "1"), True), (_nested(65), False), (_nested(65, '"x"'), False),
+    (b"[" * 64 + b"]" * 64, True), (b"[" * 65 + b"]" * 65, False),
+    (json.dumps({"a": "[" * 500 + "{" * 500, "b": ["\\\"[[[", {"c": "]]]}}}"}]}).encode(), True),
+], ids=["64-alternating", "64-with-leaf", "65", "65-with-leaf", "64-arrays", "65-arrays", "brackets-in-strings"])
+def test_nesting_is_counted_in_containers_and_brackets_in_strings_do_not_count(body: bytes, ok: bool) -> None:
+    from shared.api.service import parse_json_body
+    from shared.core.errors import BadRequest
+
+    if ok:
+        parse_json_body(body, 1 << 20)
+    else:
+        with pytest.raises(BadRequest, match="nested deeper than 64") as caught:
+            parse_json_body(body, 1 << 20)
+        assert caught.value.extra["field"] == "body"
