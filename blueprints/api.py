@@ -26,7 +26,7 @@ def _idempotency_key(req: func.HttpRequest) -> str | None:
     key = req.headers.get(IDEMPOTENCY_HEADER)
     if key is None:
         return None
-    if not IDEMPOTENCY_KEY_RE.match(key):
+    if not IDEMPOTENCY_KEY_RE.fullmatch(key):
         raise BadRequest("Idempotency-Key must be 1-200 visible ASCII characters", field="Idempotency-Key")
     return str(key)
 

@@ -29,6 +29,7 @@ from .render import (
     themes_table,
     write_responses,
 )
+from .terminal import visible
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -308,7 +309,12 @@ def cmd_result(args: argparse.Namespace, io: Io) -> int:
         return EXIT_OK
     if args.format == "json" and io.out.isatty():
         # Pretty for a human; piped output stays byte-for-byte what the API sent.
-        io.say(json.dumps(json.loads(body), indent=2, ensure_ascii=False))
+        io.say(visible(json.dumps(json.loads(body), indent=2, ensure_ascii=False)))
+        return EXIT_OK
+    if args.format in ("csv", "md", "codebook") and io.out.isatty():
+        # Read on a terminal: the tenant's texts as they are would reach it as control sequences.
+        io.out.write(visible(body.decode("utf-8", "replace").replace("\r\n", "\n")))
+        io.out.flush()
         return EXIT_OK
     buffer = getattr(io.out, "buffer", None)
     if buffer is not None:

@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from .terminal import visible
 from .waiting import fmt_elapsed
 
 
@@ -18,12 +19,19 @@ def term_width(default: int = 100) -> int:
 
 def clip(text: str, width: int) -> str:
     """One line, at most ``width`` characters, with an ellipsis when cut."""
-    one = " ".join(str(text).split())
+    one = visible(" ".join(str(text).split()))
     return one if len(one) <= width else one[: max(0, width - 1)] + "…"
 
 
+def _cell(text: str) -> str:
+    return visible(text).replace("\n", " ")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
-    """A simple aligned table; the last column takes the rest of the line and is clipped."""
+    """A simple aligned table; the last column takes the rest of the line and is clipped. Cells are data: each
+    prints as one line of visible text (``thematiq_cli.terminal``)."""
+    headers = [_cell(h) for h in headers]
+    rows = [[_cell(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row[:-1]):
@@ -92,7 +100,7 @@ def job_details(job: dict[str, Any]) -> str:
     result = (job.get("links") or {}).get("result")
     if result:
         lines.append(f"result     {result}  (thematiq result {job.get('id')} [--format json|md|csv])")
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
@@ -153,7 +161,7 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         out.append(row_line)
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
-    return "\n".join(out)
+    return visible("\n".join(out))
 
 
 def elapsed_between(job: dict[str, Any]) -> str | None:
@@ -197,7 +205,7 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
     kind = breakdown.get("kind")
     note = f"By {field} ({kind}): share of each group, x lift against the rest, * significant (BH q < 0.05)."
-    return "\n".join([note, "", *lines])
+    return visible("\n".join([note, "", *lines]))
 
 
 RESPONSE_CSV_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_ids", "theme_labels", "confidence",
@@ -213,6 +221,8 @@ def _safe(value: Any) -> str:
 def _meta_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)  # JSON, as the service writes it (not Python's repr)
     return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -307,4 +317,4 @@ def impact_table(imp: dict[str, Any]) -> str:
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
             "95% bootstrap interval, * the interval excludes 0.")
-    return "\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))])
+    return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .client import ApiError, Client, ConnectionFailed, dump_job
+from .terminal import visible
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 BAR_WIDTH = 24
@@ -69,7 +70,8 @@ def progress_text(job: dict[str, Any], elapsed: float, width: int | None = None,
         parts.append("cancelling")
     if p.get("message"):
         parts.append(str(p["message"]))
-    line = "  ".join(parts)
+    # The message is the pipeline's text: one line, nothing in it acts on the terminal (thematiq_cli.terminal).
+    line = visible("  ".join(parts)).replace("\n", " ")
     if width is not None and len(line) > width:
         line = line[: max(0, width - 1)] + "…"
     return line

@@ -26,6 +26,7 @@ DEFAULT_TOLERANCE_SECONDS = 300
 #: signature of ``job.succeeded`` + ``<id>``: a replay under a fresh delivery id, past de-duplication.
 _EVENT_RE = re.compile(r"[a-z]+(?:\.[a-z]+)*")
 _DELIVERY_RE = re.compile(r"[0-9a-f]{32}")
+_MAC_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class WebhookVerificationError(ValueError):
@@ -60,7 +61,8 @@ def verify(
         name, _, value = item.strip().partition("=")
         if name == "t" and value.isascii() and value.isdigit():  # int() also takes "²" or "٣": not ours
             timestamp = int(value)
-        elif name == "v1":
+        elif name == "v1" and _MAC_RE.fullmatch(value):
+            # Only what an HMAC-SHA256 hex digest looks like: compare_digest raises TypeError on a non-ASCII str.
             macs.append(value)
     if timestamp is None or not macs:
         raise WebhookVerificationError("malformed Thematiq-Signature")

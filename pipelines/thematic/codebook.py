@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from .params import SEED_DESCRIPTION_MAX, SEED_EXAMPLE_MAX, SEED_KEYWORD_MAX, SEED_KEYWORDS_MAX, SEED_NAME_MAX
+
 
 class _Edit(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,14 +64,18 @@ class EditError(ValueError):
 
 
 def codebook(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The themes as a codebook: what seeds the next wave (``seed_themes``) and what a researcher edits."""
+    """The themes as a codebook: what seeds the next wave (``seed_themes``) and what a researcher edits.
+
+    Within ``params.SeedTheme``'s limits, so it can always be sent back as it is: a keyword longer than a seed's
+    (a long hyphenated token is one) is left out, and an LLM's long label or description is cut.
+    """
     return [
         {
             "id": t["id"],
-            "name": t["label"],
-            "description": t.get("description", ""),
-            "keywords": list(t.get("keywords", [])),
-            "examples": [q["text"] for q in t.get("quotes", [])[:3]],
+            "name": str(t["label"])[:SEED_NAME_MAX],
+            "description": str(t.get("description", ""))[:SEED_DESCRIPTION_MAX],
+            "keywords": [k for k in t.get("keywords", []) if len(k) <= SEED_KEYWORD_MAX][:SEED_KEYWORDS_MAX],
+            "examples": [str(q["text"])[:SEED_EXAMPLE_MAX] for q in t.get("quotes", [])[:3]],
             "count": t.get("count", 0),
         }
         for t in doc.get("themes", [])

@@ -70,6 +70,7 @@ def points(x: float, scale: Scale) -> float:
     return x
 
 
+@np.errstate(over="ignore", invalid="ignore")  # sums of scores near 1e308 overflow: _round makes those None
 def impact(
     values: Sequence[Any], themes_of: Sequence[Sequence[str]], themes: Sequence[Mapping[str, Any]], *,
     key: str, scale: Scale, seed: int = 0, resamples: int = RESAMPLES,
@@ -107,7 +108,9 @@ def impact(
 
 
 def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
+    # Finite scores can still overflow a sum (1e308 + 1e308): such a statistic is no number, and the document
+    # (stored as is after a codebook edit, derive.refresh) must stay JSON, which has no Infinity or NaN.
+    return None if x is None or not math.isfinite(x) else round(x, 4)
 
 
 def _bootstrap(

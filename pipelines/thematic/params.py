@@ -50,18 +50,31 @@ MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
 
 
+#: The limits of a codebook entry; a served codebook (``codebook.codebook``) keeps within them.
+SEED_NAME_MAX: Final = 120
+SEED_DESCRIPTION_MAX: Final = 1000
+SEED_KEYWORD_MAX: Final = 60
+SEED_KEYWORDS_MAX: Final = 20
+SEED_EXAMPLE_MAX: Final = 2000
+SEED_EXAMPLES_MAX: Final = 10
+
+
 class SeedTheme(BaseModel):
     """One entry of a user-supplied codebook."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=120)
-    description: str = Field(default="", max_length=1000)
+    name: str = Field(min_length=1, max_length=SEED_NAME_MAX)
+    description: str = Field(default="", max_length=SEED_DESCRIPTION_MAX)
     #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
     #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.
-    keywords: list[Annotated[str, StringConstraints(max_length=60)]] = Field(default_factory=list, max_length=20)
+    keywords: list[Annotated[str, StringConstraints(max_length=SEED_KEYWORD_MAX)]] = Field(
+        default_factory=list, max_length=SEED_KEYWORDS_MAX
+    )
     id: str | None = Field(default=None, max_length=40)
-    examples: list[Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=list, max_length=10)
+    examples: list[Annotated[str, StringConstraints(max_length=SEED_EXAMPLE_MAX)]] = Field(
+        default_factory=list, max_length=SEED_EXAMPLES_MAX
+    )
     count: int | None = None
 
 
@@ -138,6 +151,15 @@ class ThematicParams(BaseModel):
     compare_mode: Literal["inherit", "discover"] = "inherit"
     #: A metadata score to measure each theme's impact on (``result.impact``): {"key", "scale"}.
     score: ScoreParam | None = None
+
+    @field_validator("num_themes", "max_themes", "min_theme_size", "seed", "fanout_min_responses",
+                     "fanout_chunk_size", "min_group_size", mode="before")
+    @classmethod
+    def _no_boolean_counts(cls, value: object) -> object:
+        # JSON true is no count: lax validation would read it as 1 (a one-theme job for {"num_themes": true}).
+        if isinstance(value, bool):
+            raise ValueError("expected an integer, not a boolean")
+        return value
 
     @field_validator("breakdown_by")
     @classmethod

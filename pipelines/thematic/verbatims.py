@@ -7,6 +7,7 @@ meet. Pure functions of (result, input): the platform does the reads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,13 +38,16 @@ class Joined:
 
 
 def meta_text(value: Any) -> str:
-    """A metadata value as a filter compares it (and a spreadsheet shows it): 7, "7" and 7.0 are all "7"."""
+    """A metadata value as a filter compares it (and a spreadsheet shows it): 7, "7" and 7.0 are all "7"; a list or
+    an object is its JSON."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)  # as written, in JSON (str() gave Python's repr)
     return str(value)
 
 

@@ -21,6 +21,8 @@ from .render import metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
+#: Integers below this in magnitude (15 digits) are exact in Excel; larger ones are written as text.
+EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
                  "positive", "neutral", "negative", "sentiment_mean")
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
@@ -45,9 +47,11 @@ class _Cells:
     def value(self, ws: Any, v: Any) -> Any:
         if v is None or v == "":
             return None  # skipped by the writer, where "" would still cost an element
-        if isinstance(v, bool | int | float):
+        if isinstance(v, bool | float) or (isinstance(v, int) and -EXCEL_EXACT_INT < v < EXCEL_EXACT_INT):
             return v
-        s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        # An integer Excel cannot hold exactly (it keeps 15 significant digits; past 1.8e308 openpyxl cannot even
+        # write it: OverflowError, a 500) is kept as the text of its digits, like an id.
+        s = str(v) if isinstance(v, int) else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
         s = self._illegal.sub("", s)[:EXCEL_CELL_MAX]
         if s[:1] != "=":
             # openpyxl writes any other string as a string cell; + - @ are only a risk in CSV.

@@ -88,7 +88,7 @@ def parse_query(params: Mapping[str, str], allowed: frozenset[str]) -> ParsedQue
         value = params[name]
         if name in _ALWAYS:
             continue
-        m = _METADATA.match(name)
+        m = _METADATA.fullmatch(name)
         if name in allowed:
             target, key = filters, name
         elif m:

@@ -44,5 +44,7 @@ def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | 
     request: dict[str, object] = {"pipeline": job.pipeline, "params": job.params, "input": data}
     if job.callback_url:
         request["callback"] = {"url": job.callback_url}  # the new job notifies the same receiver
-    body = json.dumps(request, separators=(",", ":"))
-    return service.submit(tenant, body.encode(), retry_idempotency_key(job.id), traceparent)
+    # UTF-8, not \\u escapes: escaped, a non-ASCII input grows 2-3 times and a job the size limit admitted
+    # could not be retried (413).
+    body = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
+    return service.submit(tenant, body.encode("utf-8"), retry_idempotency_key(job.id), traceparent)

@@ -192,22 +192,33 @@ class _EarlierResults:
 
 def check_job_id(job_id: str) -> str:
     # Checked before any storage call: ids never reach a filter or a URL unvalidated.
-    if not JOB_ID_RE.match(job_id):
+    if not JOB_ID_RE.fullmatch(job_id):
         raise NotFound("job not found")
     return job_id
 
 
-def _depth(value: Any) -> int:
-    depth, stack = 0, [(value, 1)]
-    while stack:
-        node, d = stack.pop()
-        depth = max(depth, d)
-        if d > _MAX_JSON_DEPTH:
-            return d
-        if isinstance(node, dict):
-            stack.extend((v, d + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, d + 1) for v in node)
+#: A JSON string (its escapes included), and any run of characters that is not a bracket.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_SQUARE = str.maketrans("{}", "[]")
+
+
+def _nesting(text: str) -> int:
+    """How many containers deep the (parsed, so well-formed) JSON ``text`` goes, counted up to one past the limit.
+
+    On the text, not the parsed value: with the strings and everything but brackets gone, each pass removes the
+    innermost pairs, one level. A walk of the parsed value cost a stack entry per node, about 12 times the parse
+    itself: ``parse_json_body`` of a 5.7 MB body of 2 million ``{}`` took 2.2 s of CPU, now 0.54 s (25 MiB of
+    them: some 9 s with the GIL held in the host's worker); 22 MB of survey answers, 0.58 s either way
+    (2026-12-03, Intel Xeon, 2 cores, load average 6.4).
+    """
+    s = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).translate(_SQUARE)
+    depth = 0
+    while s:
+        depth += 1
+        if depth > _MAX_JSON_DEPTH:
+            break
+        s = s.replace("[]", "")
     return depth
 
 
@@ -229,7 +240,7 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except ValueError as err:
         # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits).
         raise BadRequest(f"invalid JSON value: {str(err)[:100]}", field="body") from None
-    if _depth(value) > _MAX_JSON_DEPTH:
+    if _nesting(text) > _MAX_JSON_DEPTH:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body")
     if _SURROGATE_ESCAPE.search(text):
         # "\ud800" parses, but a lone surrogate cannot be encoded as UTF-8 when the input is stored (was a 500).
@@ -420,7 +431,7 @@ class JobService:
                 "invalid status", [{"field": "status", "message": f"one of {', '.join(s.value for s in Status)}"}]
             )
         pipeline = query.get("pipeline") or None
-        if pipeline is not None and not PIPELINE_NAME_RE.match(pipeline):
+        if pipeline is not None and not PIPELINE_NAME_RE.fullmatch(pipeline):
             raise ValidationFailed("invalid pipeline", [{"field": "pipeline", "message": "not a pipeline name"}])
         limit_text = query.get("limit") or "50"
         # isascii(): str.isdigit() also accepts '²' or '٣', which int() then rejects or reads as a number.

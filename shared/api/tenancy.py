@@ -130,7 +130,7 @@ def tenant_of(headers: Mapping[str, str]) -> str:
     value = sent if gateway_principal() else (sent or get_settings().default_tenant)
     if not value:
         raise UntrustedCaller("no tenant: this API must be called through API Management")
-    if not TENANT_RE.match(value):
+    if not TENANT_RE.fullmatch(value):
         raise BadRequest("invalid tenant header", field=TENANT_HEADER)
     return value
 
@@ -140,17 +140,17 @@ def base_url(headers: Mapping[str, str]) -> str:
     prefix; else the app's own ``/api`` (a path, resolved against whatever host the client called)."""
     public = raw("PUBLIC_BASE_URL").strip().rstrip("/")
     if public:
-        if not _BASE_URL_RE.match(public):
+        if not _BASE_URL_RE.fullmatch(public):
             raise RuntimeError("PUBLIC_BASE_URL must be an http(s) URL with an optional path, e.g. https://x/thematiq")
         return public
     if not from_gateway(headers):
         return APP_BASE
     h = _lower(headers)
     prefix = h.get(FORWARDED_PREFIX, "").strip().rstrip("/")
-    if not _PREFIX_RE.match(prefix):
+    if not _PREFIX_RE.fullmatch(prefix):
         prefix = ""
     host = h.get(FORWARDED_HOST, "").split(",")[0].strip()
     proto = h.get(FORWARDED_PROTO, "https").split(",")[0].strip().lower()
-    if host and _HOST_RE.match(host) and proto in ("http", "https"):
+    if host and _HOST_RE.fullmatch(host) and proto in ("http", "https"):
         return f"{proto}://{host}{prefix}"
     return prefix or APP_BASE

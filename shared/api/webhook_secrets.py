@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.config.settings import get_settings, raw
+from shared.config.settings import get_settings, secret
 from shared.core import conditional
 from shared.core.jobs import utcnow
 from shared.core.ports import Stores
@@ -41,7 +41,7 @@ class WebhookSecrets:
     def _current(self, tenant: str) -> SecretSet:
         # The default tenant's WEBHOOK_SECRET is its first secret until it stores a set: the first rotation
         # migrates it into the row (id "deployment"), so receivers keep verifying through the rotation.
-        return with_deployment_secret(self.store.secrets(tenant), raw("WEBHOOK_SECRET") or None,
+        return with_deployment_secret(self.store.secrets(tenant), secret("WEBHOOK_SECRET") or None,
                                       get_settings().default_tenant)
 
     def list(self, tenant: str) -> list[SecretInfo]:

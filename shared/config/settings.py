@@ -9,6 +9,7 @@ reads ``os.environ`` for configuration.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
@@ -221,6 +222,29 @@ _BY_NAME: Final = {s.name: s for s in SETTINGS}
 def raw(name: str) -> str:
     """The setting's value from the environment, or its documented default."""
     return os.environ.get(name, _BY_NAME[name].default)
+
+
+#: How App Service presents a Key Vault (or App Configuration) reference it could not resolve: as the setting's
+#: value, the reference text itself ("If a reference isn't resolved properly, the reference string is used
+#: instead", Microsoft Learn, "Use Key Vault references as app settings"). The text names the vault and the
+#: secret, both in the template: as a key or a signing secret it is public.
+_UNRESOLVED_REFERENCE: Final = re.compile(r"\s*@Microsoft\.(?:KeyVault|AppConfiguration)\(", re.IGNORECASE)
+
+
+class UnresolvedSecret(RuntimeError):
+    """A secret setting holds a reference the platform did not resolve: refused, never used as the secret."""
+
+
+def secret(name: str) -> str:
+    """A secret setting's value (``raw``), or :class:`UnresolvedSecret` if it is an unresolved reference.
+
+    Fails closed: webhook secrets are then neither sealed nor opened, and no delivery is signed, until the
+    reference resolves (the app's identity needs "get" on the vault's secrets; docs/deploy.md).
+    """
+    value = raw(name)
+    if _UNRESOLVED_REFERENCE.match(value):
+        raise UnresolvedSecret(f"{name} is a Key Vault reference App Service did not resolve: not used as a secret")
+    return value
 
 
 class Settings(BaseModel):

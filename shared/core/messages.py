@@ -68,7 +68,7 @@ class JobMessage:
             )
         except (ValueError, KeyError, TypeError) as err:
             raise BadMessage("not a job message") from err
-        if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1:
+        if not TENANT_RE.fullmatch(msg.tenant) or not JOB_ID_RE.fullmatch(msg.job_id) or msg.attempt < 1:
             raise BadMessage("job message with invalid ids")
         if msg.row is not None and (msg.row.get("PartitionKey") != msg.tenant or msg.row.get("RowKey") != msg.job_id):
             raise BadMessage("job message whose row is another job's")
@@ -99,8 +99,8 @@ class ChunkMessage:
             msg = cls(str(body["t"]), str(body["j"]), str(body["s"]), int(body["i"]), int(body["a"]), body.get("tp"))
         except (ValueError, KeyError, TypeError) as err:
             raise BadMessage("not a chunk message") from err
-        if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1 or msg.index < 0:
+        if not TENANT_RE.fullmatch(msg.tenant) or not JOB_ID_RE.fullmatch(msg.job_id) or msg.attempt < 1 or msg.index < 0:
             raise BadMessage("chunk message with invalid ids")
-        if not STAGE_RE.match(msg.stage):
+        if not STAGE_RE.fullmatch(msg.stage):
             raise BadMessage("chunk message with an invalid stage")
         return msg

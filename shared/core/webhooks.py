@@ -78,7 +78,7 @@ class WebhookMessage:
             msg = cls(str(b["t"]), str(b["j"]), str(b["d"]), int(b.get("a", 1)), float(b.get("f", 0.0)))
         except (ValueError, KeyError, TypeError) as err:
             raise BadMessage("not a webhook message") from err
-        if not TENANT_RE.match(msg.tenant) or not JOB_ID_RE.match(msg.job_id) or msg.attempt < 1:
+        if not TENANT_RE.fullmatch(msg.tenant) or not JOB_ID_RE.fullmatch(msg.job_id) or msg.attempt < 1:
             raise BadMessage("webhook message with invalid ids")
         return msg
 

@@ -292,6 +292,17 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+def _token_start(token: dict[str, str]) -> tuple[str, str]:
+    """Where a continuation token resumes. Either key may be missing (the service can send a NextPartitionKey
+    alone); a value the service never issued is its 400 ``InvalidInput``, as for a malformed continuation."""
+    try:
+        pk, rk = token.get("PartitionKey"), token.get("RowKey")
+        return (base64.b64decode(pk, validate=True).decode() if pk else "",
+                base64.b64decode(rk, validate=True).decode() if rk else "")
+    except (ValueError, TypeError, AttributeError):
+        raise _bad(400, "InvalidInput", "One of the request inputs is not valid.") from None
+
+
 class _Client:
     """What every fake client shares: its account, and the meter its requests are also counted on.
 
@@ -434,10 +445,7 @@ class FakeTableClient(_Client):
             with self._call("table:query"):
                 rows, page, start = self._rows(), list[TableEntity](), ("", "")
                 if token:
-                    start = (
-                        base64.b64decode(token["PartitionKey"]).decode(),
-                        base64.b64decode(token["RowKey"]).decode(),
-                    )
+                    start = _token_start(token)
                 budget = self._s.rows_per_scan
                 for key in sorted(k for k in rows if k >= start):
                     if budget is not None and budget <= 0:

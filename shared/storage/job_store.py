@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import json
 import logging
+import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -34,7 +35,7 @@ from shared.config.constants import (
     SWEEP_ROW,
     TENANTS_PARTITION,
 )
-from shared.core.errors import AlreadyExists, BadRequest, NotFound, ThematiqError
+from shared.core.errors import AlreadyExists, BadRequest, NotFound, StorageError, ThematiqError
 from shared.core.jobs import Job, Status, error_fields, progress_fields
 from shared.core.ports import IndexState
 from shared.storage.connections import get_table_client
@@ -42,6 +43,8 @@ from shared.storage.errors import storage_call
 from shared.storage.keys import prefix_range
 
 log = logging.getLogger(__name__)
+#: One value of a continuation token: Azure's (``1!8!bG9jYWw-``) and Azurite's (base64) are visible ASCII.
+_TOKEN_VALUE = re.compile(r"[\x21-\x7e]{1,1024}")
 
 # Columns the API needs; the inline input (up to 48 KiB) stays in Storage.
 _PUBLIC_COLUMNS = [
@@ -122,9 +125,12 @@ def _index_op(job: Job, status: Status | None) -> tuple[str, dict[str, Any]] | N
 
 
 def encode_cursor(token: Any) -> str | None:
-    if not token:
+    # The service may answer a NextPartitionKey without a NextRowKey (a large table split across servers); the
+    # SDK's token then holds RowKey None, which is left out here: sent back empty (``NextRowKey=``) it is a 400.
+    kept = {k: v for k, v in (token or {}).items() if v}
+    if not kept:
         return None
-    return base64.urlsafe_b64encode(json.dumps(token, separators=(",", ":")).encode()).decode().rstrip("=")
+    return base64.urlsafe_b64encode(json.dumps(kept, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> dict[str, str]:
@@ -135,8 +141,12 @@ def decode_cursor(cursor: str) -> dict[str, str]:
         token = json.loads(raw)
         if not isinstance(token, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in token.items()):
             raise ValueError("not a token")
-        if set(token) - {"PartitionKey", "RowKey"}:
+        if not token or set(token) - {"PartitionKey", "RowKey"}:
             raise ValueError("unknown keys")
+        if not all(_TOKEN_VALUE.fullmatch(v) for v in token.values()):
+            # The service's continuation values are short printable ASCII: anything else would reach the
+            # request URL as a NextPartitionKey/NextRowKey the service refuses.
+            raise ValueError("not a continuation value")
         return token
     except (ValueError, binascii.Error, UnicodeDecodeError) as err:
         raise BadRequest("cursor is not a valid continuation token", field="cursor") from err
@@ -268,14 +278,20 @@ class JobStore:
         # A filtered query may come back short, even empty, with a token (the service stops a request after
         # 1,000 rows scanned or 5 s): follow the token for what is still missing, at most
         # LIST_MAX_SERVICE_PAGES requests, then answer what there is with the cursor to go on from.
-        for _ in range(LIST_MAX_SERVICE_PAGES):
-            with storage_call("list jobs"):
-                pages = self.table.query_entities(
-                    " and ".join(filters), parameters=params, results_per_page=limit - len(jobs),
-                    select=_PUBLIC_COLUMNS,
-                ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
-                page: list[Any] = list(next(pages, []))
-                token = pages.continuation_token  # type: ignore[attr-defined]
+        for request in range(LIST_MAX_SERVICE_PAGES):
+            try:
+                with storage_call("list jobs"):
+                    pages = self.table.query_entities(
+                        " and ".join(filters), parameters=params, results_per_page=limit - len(jobs),
+                        select=_PUBLIC_COLUMNS,
+                    ).by_page(continuation_token=token)  # type: ignore[arg-type]  # the token is a dict
+                    page: list[Any] = list(next(pages, []))
+                    token = pages.continuation_token  # type: ignore[attr-defined]
+            except StorageError as err:
+                if request == 0 and cursor and getattr(err.__cause__, "status_code", None) == 400:
+                    # The service refused the client's cursor (one it never issued): the client's error, not ours.
+                    raise BadRequest("cursor is not a valid continuation token", field="cursor") from err
+                raise
             jobs.extend(Job.from_entity(e) for e in page)
             if not token or len(jobs) >= limit:
                 break

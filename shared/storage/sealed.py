@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from shared.config.settings import raw
+from shared.config.settings import secret
 from shared.core.errors import StorageError
 
 #: Used only when ``WEBHOOK_SECRETS_KEY`` is empty (local development): anyone can read this, on purpose.
@@ -50,12 +50,12 @@ def key_of(text: str) -> Key:
 
 
 def current_key() -> Key:
-    return key_of(raw("WEBHOOK_SECRETS_KEY") or DEV_KEY_TEXT)
+    return key_of(secret("WEBHOOK_SECRETS_KEY") or DEV_KEY_TEXT)
 
 
 def _keys() -> dict[str, Key]:
     keys = [current_key()]
-    previous = raw("WEBHOOK_SECRETS_KEY_PREVIOUS")
+    previous = secret("WEBHOOK_SECRETS_KEY_PREVIOUS")
     if previous:
         keys.append(key_of(previous))
     return {k.id: k for k in keys}

@@ -255,10 +255,10 @@ def _context(tenant: str) -> str:
 
 def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:
     """The tenant's signing secrets, the deployment's ``WEBHOOK_SECRET`` standing in for the default tenant's first."""
-    from shared.config.settings import get_settings, raw
+    from shared.config.settings import get_settings, secret
     from shared.core.webhooks import with_deployment_secret
 
-    return with_deployment_secret(store.secrets(tenant), raw("WEBHOOK_SECRET") or None, get_settings().default_tenant)
+    return with_deployment_secret(store.secrets(tenant), secret("WEBHOOK_SECRET") or None, get_settings().default_tenant)
 
 
 __all__ = ["IndexRow", "WebhookStore", "active_secrets", "index_key"]

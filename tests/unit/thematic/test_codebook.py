@@ -61,3 +61,21 @@ def test_the_codebook_lists_names_descriptions_keywords_and_examples() -> None:
     book = codebook.codebook(doc)
     assert [c["name"] for c in book] == ["Late delivery", "Cold food", "Refunds"]
     assert book[1]["examples"] == ["cold food", "cold pizza and late"]
+
+
+def test_a_served_codebook_is_always_valid_as_seed_themes() -> None:
+    # "A codebook can be sent back as it is" (params.SeedTheme): a hyphenated token longer than 60 characters is
+    # a keyword like any other (keywords.TOKEN_RE has no length bound), and an LLM's label or description has no
+    # cap; sent back, such an entry was a 422 naming params.seed_themes[i].keywords[j] (or .name, .description).
+    from pipelines.thematic.params import ThematicParams
+
+    doc, _ = _doc()
+    long = "state-of-the-art-customer-service-experience-with-the-new-mobile-application"
+    doc["themes"][0]["keywords"] = [long, *(f"kw{i}" for i in range(30))]
+    doc["themes"][1]["label"] = "A label an LLM wrote at length " * 6
+    doc["themes"][2]["description"] = "Long. " * 300
+    doc["themes"][2]["quotes"] = [{"response_id": str(i), "text": "q" * 3000} for i in range(12)]
+    book = codebook.codebook(doc)
+    params = ThematicParams.model_validate({"seed_themes": book})
+    assert params.seed_themes is not None and [s.id for s in params.seed_themes] == ["t1", "t2", "t3"]
+    assert long not in book[0]["keywords"] and book[0]["keywords"][0] == "kw0"

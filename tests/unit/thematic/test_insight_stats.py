@@ -137,3 +137,17 @@ def test_the_bootstrap_interval_is_the_seeded_percentile_interval_of_the_resampl
     # Every score equal: no resample can move the score, the interval is [0, 0].
     lo, hi = impact._bootstrap(np.full(50, 3.0), m[:50], seed=0, resamples=100)
     assert lo == pytest.approx(0.0) and hi == pytest.approx(0.0)
+
+
+def test_scores_that_overflow_a_float_give_no_number_never_infinity() -> None:
+    # Scores near 1e308 are finite, but their sums are not: overall, a theme's score and its impact came out
+    # inf/nan. A codebook edit stores the recomputed impact as it is, so the result then held Infinity and NaN,
+    # which no JSON parser takes (the dashboard's JSON.parse fails on the whole result).
+    import json
+
+    scores = [1e308, 1e308, 5, -1e308, 3, 4]
+    doc = impact.impact(scores, [["t1"], ["t1"], ["t2"], ["t2"], ["t1"], ["t2"]],
+                        [{"id": "t1", "label": "a"}, {"id": "t2", "label": "b"}], key="k", scale="numeric",
+                        resamples=50)
+    json.dumps(doc, allow_nan=False)  # raises on inf or nan
+    assert doc["overall"] is None and all(t["impact"] is None for t in doc["themes"])

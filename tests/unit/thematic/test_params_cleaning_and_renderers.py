@@ -31,6 +31,20 @@ def test_params_defaults_and_forbid_extra() -> None:
     assert p.max_themes is None and ThematicParams.model_validate({"num_themes": 150}).num_themes == 150
 
 
+_INT_PARAMS = ["num_themes", "max_themes", "min_theme_size", "seed", "min_group_size", "fanout_min_responses",
+               "fanout_chunk_size"]
+
+
+@pytest.mark.parametrize("field", _INT_PARAMS)
+@pytest.mark.parametrize("value", [True, False])
+def test_a_boolean_is_no_count_a_422_naming_the_field(field: str, value: bool) -> None:
+    # Lax pydantic took true as 1: {"num_themes": true} (or the CLI's --param num_themes=true) ran a one-theme job.
+    with pytest.raises(ValidationError) as caught:
+        ThematicParams.model_validate({field: value})
+    assert [e["loc"] for e in caught.value.errors()] == [(field,)]
+    assert ThematicParams.model_validate({field: 3}).model_dump()[field] == 3  # a number still is one
+
+
 def test_llm_required_without_provider_is_422(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_PROVIDER", "none")
     with pytest.raises(ValidationFailed) as e:

@@ -64,7 +64,8 @@ def test_paging_positions_and_total() -> None:
 
 
 @pytest.mark.parametrize(("value", "text"), [(7, "7"), (7.0, "7"), (7.5, "7.5"), (True, "true"), (None, ""),
-                                             ("pro", "pro")])
+                                             ("pro", "pro"), (["a", "b"], '["a", "b"]'),
+                                             ({"x": None, "y": True}, '{"x": null, "y": true}')])
 def test_metadata_values_compare_as_written(value: Any, text: str) -> None:
     assert meta_text(value) == text
 
@@ -99,3 +100,37 @@ def test_csv_writes_a_numeric_metadata_value_as_a_number_and_a_string_one_formul
     rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
     first = {r["response_id"]: r["delta"] for r in reversed(rows)}
     assert [first[str(it["id"])] for it in items] == ["-3", "-0.5", "'-3+A1", "'=1+1"]
+
+
+def test_xlsx_keeps_an_integer_excel_cannot_hold_exactly_as_its_digits() -> None:
+    # Excel keeps 15 significant digits: a customer number 12345678901234567890 written as a number cell showed
+    # (and saved back) as 12345678901234500000. Beyond 15 digits the integer is a text cell of its digits.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(4, seed=2)
+    values = (12345678901234567890, -(10**15), 999_999_999_999_999, 10**400)
+    for it, v in zip(items, values, strict=True):
+        it["metadata"] = {"customer": v}
+    items[0]["id"] = 2**60  # an id given as a number, likewise
+    for a in doc["assignments"]:
+        if a["response_id"] == "r0":
+            a["response_id"] = str(2**60)
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Responses"].iter_rows(values_only=True))
+    col = list(rows[0]).index("customer")
+    got = {str(r[0]): r[col] for r in rows[1:]}
+    assert [got[str(it["id"])] for it in items] == [str(values[0]), str(values[1]), values[2], str(values[3])]
+    assert rows[1][0] == str(2**60)
+
+
+def test_csv_writes_a_list_or_object_metadata_value_as_json_not_python() -> None:
+    # It wrote Python's repr (['a', 'b'], {'x': None, 'y': True}): no JSON reader takes that back.
+    import csv
+
+    from pipelines.thematic.render import render_csv
+
+    items, doc = synthetic_job(2, seed=1)
+    items[0]["metadata"] = {"tags": ["a", "b"]}
+    items[1]["metadata"] = {"tags": {"x": None, "y": True}}
+    rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
+    first = {r["response_id"]: r["tags"] for r in reversed(rows)}
+    assert [first[str(it["id"])] for it in items] == ['["a", "b"]', '{"x": null, "y": true}']

@@ -119,3 +119,13 @@ def test_a_timestamp_that_is_not_ascii_digits_is_a_verification_error(t: str) ->
     headers = {"Thematiq-Signature": f"t={t},v1=00", "Thematiq-Event": "job.succeeded", "Thematiq-Delivery": "0" * 32}
     with pytest.raises(webhooks.WebhookVerificationError, match="malformed"):
         webhooks.verify(SECRET, b"{}", headers)
+
+
+@pytest.mark.parametrize("v1", ["\u00e9" * 64, "\u0660" * 64, "zz", ""], ids=["latin", "arabic-digits", "short", "empty"])
+def test_a_signature_that_is_not_hex_is_a_verification_error_not_a_type_error(v1: str) -> None:
+    # hmac.compare_digest raises TypeError for a str with a non-ASCII character: a forged header made a receiver
+    # that catches WebhookVerificationError (to answer 401) fail with a 500 instead.
+    headers = {"Thematiq-Signature": f"t={int(time.time())},v1={v1}", "Thematiq-Event": "job.succeeded",
+               "Thematiq-Delivery": "0" * 32}
+    with pytest.raises(webhooks.WebhookVerificationError):
+        webhooks.verify(SECRET, b"{}", headers)

@@ -4,13 +4,18 @@ read without the key, or moved into another tenant's partition, reveals nothing.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
 
 from shared.api.webhook_secrets import WebhookSecrets
+from shared.config.settings import UnresolvedSecret
+from shared.core.webhooks import WebhookMessage, delivery_id
 from shared.storage.sealed import Unsealable
 from shared.storage.webhook_store import SECRETS_ROW, WebhookStore
 from tests.support.backends import Backend
+from tests.support.webhooks import Recorder, finished_job
 
 KEY = "test-key-" + "k" * 32
 
@@ -79,3 +84,41 @@ def test_after_a_key_rotation_the_previous_key_still_opens_old_rows(
     monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "the new key " + "n" * 32)
     monkeypatch.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", KEY)
     assert [s.value for s in WebhookStore.of(backend.stores).secrets("tenant-a").secrets] == [value]
+
+
+#: What App Service leaves as the setting's value when it cannot resolve a Key Vault reference: the reference.
+UNRESOLVED = "@Microsoft.KeyVault(SecretUri=https://thematiq-kv.vault.azure.net/secrets/webhook-secrets-key)"
+
+
+def test_an_unresolved_key_vault_reference_never_seals_or_opens_a_secret(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reference text names the vault and the secret, both in the template: a key derived from it is public.
+    # Sealing with it put every tenant's signing secret in the table under a key anyone could derive.
+    secrets = WebhookSecrets(backend.stores)
+    secrets.create("tenant-a")  # sealed under the real key
+    with monkeypatch.context() as m:
+        m.setenv("WEBHOOK_SECRETS_KEY", UNRESOLVED)
+        with pytest.raises(UnresolvedSecret):
+            secrets.create("tenant-b")
+        with pytest.raises(UnresolvedSecret):
+            WebhookStore.of(backend.stores).secrets("tenant-a")
+    with monkeypatch.context() as m:
+        m.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", UNRESOLVED)  # a rotation whose old key's reference is broken
+        with pytest.raises(UnresolvedSecret):
+            WebhookStore.of(backend.stores).secrets("tenant-a")
+    with pytest.raises(ResourceNotFoundError):
+        _raw(backend, "tenant-b")  # nothing was stored
+    assert len(WebhookStore.of(backend.stores).secrets("tenant-a").secrets) == 1  # resolved again: all there
+
+
+def test_an_unresolved_webhook_secret_signs_nothing(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    # WEBHOOK_SECRET (the default tenant's first secret) as the reference text: a signature anyone could forge.
+    monkeypatch.setenv("WEBHOOK_SECRET", UNRESOLVED)
+    job = finished_job(backend, "local", index=False)
+    rec = Recorder()
+    with pytest.raises(UnresolvedSecret):
+        rec.sender(backend).handle(WebhookMessage("local", job.id, delivery_id(job), 1, time.time()).encode())
+    assert rec.calls == []  # not sent; the message is delivered again once the reference resolves
+    with pytest.raises(UnresolvedSecret):
+        WebhookSecrets(backend.stores).list("local")
