@@ -854,25 +854,28 @@ def peaks(names: list[str], n_seeds: int) -> None:
     """The signals of the coarse-vs-fine decision of ``choose_k`` per set and seed (cluster stage only).
 
     Coarse peak (best k <= 12) and fine peak (best k > 12), each with its mean and median per-point
-    silhouette, and the count chosen. Same embeddings as ``--counts-vs`` (cached).
+    silhouette, the fine band's flat top (candidates within ``FLAT`` noise units of its best, issue 22 seventh round)
+    and the count chosen. Same embeddings as ``--counts-vs`` and the same cached curves (:func:`curve_cached`).
     """
     from pipelines.thematic import cluster as K
 
     print("| set | seed | coarse k | mean | median | fine k | mean | median | fine/coarse mean | fine/coarse median "
-          "| seed spread coarse / fine | chosen k | confidence |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+          "| seed spread coarse / fine | noise | fine flat top | chosen k | confidence |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|")
     for name in names:
         x, _, _ = cluster_input(name)
         for seed in range(n_seeds):
-            c = K.choose_k(x, 2, K.auto_cap(len(x), 5, None), seed=seed)
+            c = K.decide(curve_cached(K, x, seed), len(x), 2, K.auto_cap(len(x), 5, None))
             coarse = K._parsimonious([r for r in c.scores if r["k"] <= K.BROAD_MAX])
             fine_rows = [r for r in c.scores if r["k"] > K.BROAD_MAX]
             fine = K._parsimonious(fine_rows) if fine_rows else coarse
+            top = K._flat_top(fine_rows, c.noise) if fine_rows else [coarse]
             print(f"| {name} | {seed} | {int(coarse['k'])} | {coarse['silhouette']:.4f} | {coarse['median']:.4f} | "
                   f"{int(fine['k'])} | {fine['silhouette']:.4f} | {fine['median']:.4f} | "
                   f"{fine['silhouette'] / coarse['silhouette']:.2f} | {fine['median'] / coarse['median']:.2f} | "
-                  f"{coarse['seed_spread']:.4f} / {fine['seed_spread']:.4f} | {c.k}{' (prior)' if c.criterion == 'prior' else ''} | {c.confidence_label} {c.confidence:.2f} |",
-                  flush=True)
+                  f"{coarse['seed_spread']:.4f} / {fine['seed_spread']:.4f} | {c.noise:.4f} | "
+                  f"{int(top[0]['k'])}-{int(top[-1]['k'])} | {c.k}{' (prior)' if c.criterion == 'prior' else ''} | "
+                  f"{c.confidence_label} {c.confidence:.2f} |", flush=True)
 
 
 def scale(n: int, kind: str = "mixed", baseline: str = "", cpu_time: bool = False) -> None:

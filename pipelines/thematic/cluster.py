@@ -88,6 +88,14 @@ CONF_MARGIN = 4.0
 SUBSTANTIAL = 0.25
 #: Other readings reported: level peaks within this many noise units of the chosen count.
 ALT = 3.0
+#: The fine level's count is read on its *flat top*: every fine candidate within this many noise units of the level's
+#: best (:func:`_flat_middle`). Measured on the tune sets (issue 22, seventh round): the seed-to-seed spread of the curve
+#: at one k is ~0.45 noise units (median of the 7 tune sets, 3 seeds), and the fine band holds 15-25 candidates, whose
+#: noise alone spans ~4 of those spreads, ~2 noise units: a candidate closer than that to the best is not told apart.
+#: Only where the fine level shows no substantial structure (silhouette <= ``SUBSTANTIAL``): on clean structure the
+#: best restart is reproducible while the others miss it, so the seed spread overstates the noise of the maximum (the
+#: synthetic nested and dominant shapes: noise 0.12 and 0.03 from failed restarts, a smooth falling fine band).
+FLAT = 2.0
 #: Lower bound of the curve's noise estimate (a curve whose seeds all agree is not noise-free).
 NOISE_FLOOR = 0.002
 #: Relative band around the best silhouette reported as equally supported counts.
@@ -643,6 +651,31 @@ def _middle(rows: list[dict[str, float]]) -> dict[str, float] | None:
     return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
 
 
+def _flat_top(rows: list[dict[str, float]], noise: float) -> list[dict[str, float]]:
+    """The candidates of ``rows`` scoring within ``FLAT`` noise units of their best (in k order)."""
+    best = max(r["silhouette"] for r in rows)
+    return [r for r in rows if r["silhouette"] >= best - FLAT * noise]
+
+
+def _flat_middle(rows: list[dict[str, float]], noise: float) -> dict[str, float] | None:
+    """The fine level's count: of the candidates within ``FLAT`` noise units of the level's best (its flat top,
+    :func:`_flat_top`), the one nearest the geometric middle of their range (issue 22, seventh round).
+
+    On a fine band that is flat within its noise, where the best candidate falls is the seed's luck: one k-means
+    restart that scores a noise unit high, carried forward by the split path to the next few counts, makes a bump
+    of several candidates (long 20NG posts, seed 2: a restart at k=45, 1.5 noise units above its neighbours' level,
+    lifted 45-69, and :func:`_middle`'s 2 % tie, a third of a noise unit, answered 60 for 20; 16 and 34 on the other
+    seeds). The flat top is what the curve supports, and its geometric middle is the count whose ratio to any count
+    of the flat top is smallest in the worst case (the target is a ratio band, 0.5-2x). :func:`_middle` still picks
+    the level's evidence (its mean and median) that :func:`_broad_or_fine` weighs against the broad level.
+    :func:`decide` reads the flat top only when the level's silhouette is at most ``SUBSTANTIAL`` (see ``FLAT``)."""
+    if not rows:
+        return None
+    tied = _flat_top(rows, noise)
+    mid = math.sqrt(tied[0]["k"] * tied[-1]["k"])
+    return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
+
+
 def _unequal(r: dict[str, float]) -> bool:
     """The candidate's largest group holds more than ``UNEQUAL`` x its fair share (1/k) of the sample."""
     return r.get("top", 0.0) * r["k"] > UNEQUAL
@@ -670,7 +703,11 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
        band by ``STRONG`` x the noise (and by ``SMALL_GAIN``), and not be very unequal (:func:`_unequal`:
        2-4 very unequal groups are one distinct theme against the rest, not the themes);
     2. *broad* (``SMALL_MAX`` < k <= ``BROAD_MAX``, the 5-12 broad themes researchers read) and *fine*
-       (k > ``BROAD_MAX``): each level's peak is its smallest k within ``PARSIMONY`` of its best. The fine
+       (k > ``BROAD_MAX``): the broad peak is its smallest k within ``PARSIMONY`` of its best, the fine level's
+       evidence the candidate nearest the middle of those within ``PARSIMONY`` of its best (:func:`_middle`), and
+       its count, when the level's silhouette is at most ``SUBSTANTIAL``, the geometric middle of its flat top, the
+       candidates within ``FLAT`` noise units of its best (:func:`_flat_middle`; issue 22, seventh round: where a
+       flat band's best falls is the seed's luck; above that bound, the evidence row's own k). The fine
        level is the themes unless the broad peak beats it by more than ``TIE`` x the noise on the mean (and is
        not very unequal: one dominant theme beside lumps of the rest carries the broad level's mean), or leads on
        both the mean and the median, however slightly (and is not very unequal either), or
@@ -697,7 +734,11 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
     rows = _envelope(rows)
     small = _best([r for r in rows if r["k"] <= SMALL_MAX])
     broad = _best([r for r in rows if SMALL_MAX < r["k"] <= BROAD_MAX])
-    fine = _middle([r for r in rows if r["k"] > BROAD_MAX])
+    fine_rows = [r for r in rows if r["k"] > BROAD_MAX]
+    fine = _middle(fine_rows)
+    # The fine level's count: the middle of its flat top where the level shows no substantial structure (see
+    # _flat_middle); above that bound its peak is a finding, and the noise unit is inflated by restarts that missed it.
+    fine_at = _flat_middle(fine_rows, noise) if fine is not None and fine["silhouette"] <= SUBSTANTIAL else fine
     notes = [
         f"cosine silhouette (best of {SEEDS} k-means seeds, full embedding space) over k in {k_min}..{k_max}, "
         f"seed noise {noise:.4f}"
@@ -710,6 +751,15 @@ def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> Coun
         chosen, guarded = _broad_or_fine(broad, fine, noise, notes, plain_fine)
     else:
         chosen, guarded = (levels[0] if levels else (small if small is not None else rows[0])), False
+    if chosen is fine and fine_at is not None and fine_at is not fine:
+        top = _flat_top(fine_rows, noise)
+        notes.append(
+            f"the fine level is flat within {FLAT:g} noise units from k={int(top[0]['k'])} to k={int(top[-1]['k'])}: "
+            f"its count is the geometric middle of that range, k={int(fine_at['k'])}"
+        )
+        chosen = fine_at
+    # The fine level's count is reported as the fine reading (alternatives, fine_k) whichever level is the themes.
+    fine = fine_at
     guarded_small = False
     if small is not None and levels:
         chosen, guarded, guarded_small = _small_guard(rows, small, chosen, guarded, noise, notes)
