@@ -60,6 +60,10 @@ SEEDS = 3
 SEEDS_LARGE_K = 2
 #: k-means iterations per run of the k search (the final partition runs to convergence).
 SEARCH_ITER = 25
+#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
+SPLIT_RESTARTS = 2
+#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
+CANDIDATE_STEP = 1.15
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
 CAP_SQRT = 4.0
@@ -333,7 +337,7 @@ def candidate_ks(k_min: int, k_max: int) -> list[int]:
     k = k_min
     while k <= k_max:
         ks.append(k)
-        k = k + 1 if k < 20 else max(k + 1, round(k * 1.15))
+        k = k + 1 if k < 20 else max(k + 1, round(k * CANDIDATE_STEP))
     if ks and ks[-1] != k_max:
         ks.append(k_max)
     return ks
@@ -538,7 +542,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
+                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
+                                          max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
         best_total, best_g = -np.inf, -1
@@ -570,7 +575,13 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
                 own0: NDArray[np.float64]) -> list[float]:
     """The summed silhouette of the partition after each cut of ``cand`` (:func:`_bisect_to`'s candidates), one
     row per cut: the same elementwise operations, dtypes and per-row sums as scoring the cuts one at a time (a row
-    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut."""
+    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut.
+
+    Most points' silhouettes do not change with a cut (issue 27): a point outside the cut group whose nearest other
+    group is not that group keeps its ``a``, its size and its ``b`` unless one half lies nearer than ``b1``. Those
+    points get the value of the uncut state (the same operations on the same numbers, so the same floats); only
+    the cut group's members, the points whose nearest other group it was and the points a half pulls nearer are
+    computed, and every row is then summed whole, as before."""
     r = len(cand)
     if not r:
         return []
@@ -580,23 +591,34 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
     c0 = np.array([float(len(c[0])) for c in m_all]) - c1
     s0 = tot.T[cand] - s1
     d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
-    # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
-    bx = np.where(near[None, :] == np.array(cand)[:, None], b2[None, :], b1[None, :])
-    b = np.minimum(bx, np.minimum(d0, d1))
-    aa = np.repeat(a[None, :], r, axis=0)
-    own = np.repeat(own0[None, :], r, axis=0)
-    # Each cut changes only its own group's members: (row, point) of every half-0 and half-1 member.
+    dmin = np.minimum(d0, d1)
+    cand_a = np.array(cand)
+    # Points whose b or a may change: a half nearer than b1, or g was their nearest other group; then the members.
+    chg = dmin < b1[None, :]
+    chg |= near[None, :] == cand_a[:, None]
     h0 = [c[0][c[1] == 0] for c in m_all]
     h1 = [c[0][c[1] == 1] for c in m_all]
     r0 = np.repeat(np.arange(r), [len(h) for h in h0])
     r1 = np.repeat(np.arange(r), [len(h) for h in h1])
     p0, p1 = np.concatenate(h0), np.concatenate(h1)
-    aa[r0, p0] = s0[r0, p0] / (c0 - 1.0).astype(np.float32)[r0]
-    b[r0, p0] = np.minimum(bx[r0, p0], d1[r0, p0])
-    aa[r1, p1] = s1[r1, p1] / (c1 - 1.0).astype(np.float32)[r1]
-    b[r1, p1] = np.minimum(bx[r1, p1], d0[r1, p1])
-    own[r0, p0], own[r1, p1] = c0[r0], c1[r1]
-    s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+    chg[r0, p0] = False
+    chg[r1, p1] = False
+    # The uncut state's per-point silhouette (aa = a, b = b1, own = own0), as the plain form computes it there.
+    base = np.where(own0 > 1, (b1 - a) / np.maximum(np.maximum(a, b1), 1e-12), 0.0)
+    s = np.repeat(base[None, :], r, axis=0)
+    # Non-members that change: aa and own as before, b = min(bx, min(d0, d1)).
+    rc, pc = np.nonzero(chg)
+    bx = np.where(near[pc] == cand_a[rc], b2[pc], b1[pc])
+    ac, oc = a[pc], own0[pc]
+    bc = np.minimum(bx, dmin[rc, pc])
+    s[rc, pc] = np.where(oc > 1, (bc - ac) / np.maximum(np.maximum(ac, bc), 1e-12), 0.0)
+    # The cut group's members: a within their half, b the nearer of bx and the other half, own the half's size.
+    for rr, pp, same, other, cs in ((r0, p0, s0, d1, c0), (r1, p1, s1, d0, c1)):
+        bxm = np.where(near[pp] == cand_a[rr], b2[pp], b1[pp])
+        am = (same[rr, pp] / (cs - 1.0).astype(np.float32)[rr]).astype(np.float64)
+        bm = np.minimum(bxm, other[rr, pp])
+        om = cs[rr]
+        s[rr, pp] = np.where(om > 1, (bm - am) / np.maximum(np.maximum(am, bm), 1e-12), 0.0)
     return [float(v) for v in s.sum(axis=1)]
 
 
