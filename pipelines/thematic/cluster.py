@@ -62,6 +62,8 @@ SEEDS_LARGE_K = 2
 SEARCH_ITER = 25
 #: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
 SPLIT_RESTARTS = 2
+#: The split path reuses the bisections of the groups its previous candidate left whole (see :func:`_bisect_to`).
+SPLIT_MEMO = False
 #: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
 CANDIDATE_STEP = 1.15
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
@@ -235,6 +237,45 @@ def kmeans_pp_init(x: F32, k: int, rng: np.random.Generator) -> F32:
     return centers
 
 
+class PlusPlusPrefix:
+    """The k-means++ centres of one random stream, drawn once and handed out as prefixes (issue 27).
+
+    :func:`kmeans_pp_init` draws its centres one after the other, each from the stream and the distances to the
+    centres before it, so its first k centres for a k' > k are its k centres: the same draws from the same state,
+    the same distance updates in place. The k search seeds every candidate count with the same stream per seed
+    (``seed * 1000 + s``), so ``first(k)`` gives what ``kmeans_pp_init(x, k, default_rng(seed))`` gives, bit for
+    bit, while the draws are made once up to the largest count instead of once per candidate.
+    """
+
+    def __init__(self, x: F32, seed: int) -> None:
+        self.x, self.rng = x, np.random.default_rng(seed)
+        self.centers = np.empty((0, x.shape[1]), dtype=np.float32)
+        self.d: F32 | None = None
+
+    def first(self, k: int) -> F32:
+        x, rng, n = self.x, self.rng, self.x.shape[0]
+        have = len(self.centers)
+        if k > have:
+            centers = np.empty((k, x.shape[1]), dtype=np.float32)
+            centers[:have] = self.centers
+            if have == 0:
+                centers[0] = x[int(rng.integers(n))]
+                self.d = np.maximum(1.0 - x @ centers[0], 0.0)
+                have = 1
+            d = self.d
+            assert d is not None
+            for i in range(have, k):
+                total = float(d.sum())
+                idx = int(rng.integers(n)) if total <= 0 else weighted_draw(rng, d / total)
+                centers[i] = x[idx]
+                s = x @ centers[i]
+                np.subtract(1.0, s, out=s)
+                np.maximum(s, 0.0, out=s)
+                np.minimum(d, s, out=d)
+            self.centers = centers
+        return self.centers[:k].copy()
+
+
 def weighted_draw(rng: np.random.Generator, p: F32) -> int:
     """``int(rng.choice(len(p), p=p))``: the same index from the same state of ``rng``, which it leaves as
     ``choice`` does (one ``random()`` draw), without ``choice``'s checks of ``p`` (half its cost, and k-means++
@@ -250,16 +291,20 @@ def weighted_draw(rng: np.random.Generator, p: F32) -> int:
 
 
 def spherical_kmeans(
-    x: F32, k: int, *, seed: int = 0, n_init: int = 2, max_iter: int = 40, tol: float = 1e-5
+    x: F32, k: int, *, seed: int = 0, n_init: int = 2, max_iter: int = 40, tol: float = 1e-5,
+    init: F32 | None = None,
 ) -> tuple[I64, F32]:
-    """Cluster unit vectors by cosine; returns (labels, unit centroids), best of ``n_init`` runs."""
+    """Cluster unit vectors by cosine; returns (labels, unit centroids), best of ``n_init`` runs.
+
+    ``init``: the first run's k-means++ centres when the caller has them (:class:`PlusPlusPrefix`: exactly
+    ``kmeans_pp_init(x, k, default_rng(seed))``, so for ``n_init=1`` the same result)."""
     n = x.shape[0]
     k = max(1, min(k, n))
     rng = np.random.default_rng(seed)
     best: tuple[float, I64, F32] | None = None
     rows = np.arange(n)
-    for _ in range(n_init):
-        c = kmeans_pp_init(x, k, rng)
+    for run in range(n_init):
+        c = init if run == 0 and init is not None else kmeans_pp_init(x, k, rng)
         prev = -np.inf
         labels = np.zeros(n, dtype=np.int64)
         last: I64 | None = None
@@ -429,6 +474,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     prev: I64 | None = None
     prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
+    memo: dict[bytes, Any] = {}  # the split path's bisections of the groups it left whole (see _bisect_to)
+    plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
     for k in ks:
         vals = []
         median = top = 0.0
@@ -437,7 +484,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         best_sims: F32 | None = None
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
-            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
+            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER,
+                                         init=plus[s].first(max(1, min(k, len(reduced)))))
             per_point, sims = _silhouette_and_sims(full, labels)
             vals.append(float(per_point.mean()))
             runs.append(labels)
@@ -454,7 +502,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
+        split = (_bisect_to(reduced, prev, k, split_rng, full, prev_sims, memo if SPLIT_MEMO else None)
+                 if prev is not None else None)
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
             sp, split_sims = _silhouette_and_sims(full, split)
@@ -509,7 +558,7 @@ def _step_state(tot: F32, sizes: NDArray[np.float64], out: I64) -> tuple[
 
 
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
-               sims: F32 | None = None) -> I64:
+               sims: F32 | None = None, memo: dict[bytes, Any] | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
     the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
     ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
@@ -521,7 +570,13 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     before the lumps of tight themes were separated, and the path's score rose to k = 39 for 17 groups; see
     docs/thematic.md, issue 22, fifth round). Exact and incremental: each point's distance sums to each group are
     kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
-    space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here."""
+    space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
+
+    ``memo`` (the curve's, issue 27): bisections by their group's members (the bytes of its sorted indices). A group
+    found there is not bisected again (no draw from ``rng``); on return it holds the bisections of the groups left
+    whole in the result, which the next candidate's path, when it starts from this result, meets again: the
+    curve's path continues from its own split partition at most candidates, so most of its groups were bisected
+    one candidate before (~1,250 2-means runs -> ~400 at 2,000 responses)."""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space
@@ -542,6 +597,9 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
+                if memo is not None and m.tobytes() in memo:
+                    cuts[g] = memo[m.tobytes()]
+                    continue
                 sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
                                           max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
@@ -567,6 +625,9 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         sizes[best_g] -= c1
         sizes = np.append(sizes, c1)
         groups += 1
+    if memo is not None:
+        memo.clear()
+        memo.update((c[0].tobytes(), c) for c in cuts.values() if c is not None)
     return out
 
 
