@@ -140,7 +140,7 @@ open(out, "w").write(json.dumps(res))
 def counts(args: argparse.Namespace, tmp: Path) -> None:
     """k, confidence and NMI at the chosen k of the whole cluster stage in both trees, per set and seed."""
     sys.path.insert(0, str(ROOT))
-    from bench.thematic import CHECK, TUNE
+    from bench.thematic import TUNE
 
     names = [s for s in args.sets.split(",") if s]
     env = dict(os.environ)
@@ -172,7 +172,7 @@ def counts(args: argparse.Namespace, tmp: Path) -> None:
             rows = {tag: [got[tag][f"{name}/{s}"] for s in range(args.seeds)] for tag in got}
             t = rows["now"][0]["true_k"]
 
-            def ks(rs: list[dict[str, Any]]) -> str:
+            def ks(rs: list[dict[str, Any]], t: int = t) -> str:
                 return ", ".join(str(r["k"]) if 0.5 * min(t, 200) <= r["k"] <= 2 * min(t, 200) else f"**{r['k']}**"
                                  for r in rs)
 

@@ -557,6 +557,10 @@ def _step_state(tot: F32, sizes: NDArray[np.float64], out: I64) -> tuple[
     return a, near, b1, mean_d.min(axis=1)
 
 
+#: A split-path cut: (members, halves 0/1, distance sums of every point to half 1[, half 0's members, half 1's]).
+_Cut = tuple[NDArray[Any], ...]
+
+
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
                sims: F32 | None = None, memo: dict[bytes, Any] | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
@@ -590,7 +594,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     # Each group's bisection, drawn once (a cut changes only the group it cuts): (members, halves, distance sums
     # to half 1), or None when it only peels off fewer than SPLIT_MIN // 2 points (no split into two themes: the
     # rest gets tighter and the silhouette rises for it, while the peeled points would be folded back anyway).
-    cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None] = {}
+    cuts: dict[int, _Cut | None] = {}
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
         a, near, b1, b2 = _step_state(tot, sizes, out)
@@ -603,7 +607,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
                 sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
                                           max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
-                cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
+                h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
+                cuts[g] = (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
@@ -617,7 +622,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
             break
         chosen = cuts.pop(best_g)
         assert chosen is not None
-        m, sub, s1 = chosen
+        m, sub, s1 = chosen[:3]
         out[m[sub == 1]] = groups
         tot[:, best_g] -= s1
         tot = np.concatenate([tot, s1[:, None]], axis=1)
@@ -631,7 +636,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     return out
 
 
-def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None], tot: F32,
+def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,
                 a: NDArray[np.float64], near: I64, b1: NDArray[np.float64], b2: NDArray[np.float64],
                 own0: NDArray[np.float64]) -> list[float]:
     """The summed silhouette of the partition after each cut of ``cand`` (:func:`_bisect_to`'s candidates), one
@@ -647,8 +652,12 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
     if not r:
         return []
     m_all = [c for c in (cuts[g] for g in cand) if c is not None]  # every one: the candidates are the cut groups
+    # Each cut's halves (members in order): kept in the cut by _bisect_to (a cut is scored at every step until it
+    # is made), else taken here.
+    h0 = [c[3] if len(c) > 3 else c[0][c[1] == 0] for c in m_all]
+    h1 = [c[4] if len(c) > 3 else c[0][c[1] == 1] for c in m_all]
     s1 = np.stack([c[2] for c in m_all])
-    c1 = np.array([float((c[1] == 1).sum()) for c in m_all])
+    c1 = np.array([float(len(h)) for h in h1])
     c0 = np.array([float(len(c[0])) for c in m_all]) - c1
     s0 = tot.T[cand] - s1
     d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
@@ -657,8 +666,6 @@ def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.floa
     # Points whose b or a may change: a half nearer than b1, or g was their nearest other group; then the members.
     chg = dmin < b1[None, :]
     chg |= near[None, :] == cand_a[:, None]
-    h0 = [c[0][c[1] == 0] for c in m_all]
-    h1 = [c[0][c[1] == 1] for c in m_all]
     r0 = np.repeat(np.arange(r), [len(h) for h in h0])
     r1 = np.repeat(np.arange(r), [len(h) for h in h1])
     p0, p1 = np.concatenate(h0), np.concatenate(h1)

@@ -333,6 +333,9 @@ def test_cuts_scored_together_are_scored_one_at_a_time_bit_for_bit(n: int, group
     got = K._cut_totals(cand, cuts, tot, a, near, b1, b2, sizes[out])
     want = [one_cut_total(g, cuts[g], tot, a, near, b1, b2, sizes, out) for g in cand]  # type: ignore[arg-type]
     assert got == want
+    # The split path keeps each cut's halves with it (members, halves, sums, half 0, half 1): the same scores.
+    kept = {g: (*c, c[0][c[1] == 0], c[0][c[1] == 1]) if c is not None else None for g, c in cuts.items()}
+    assert K._cut_totals(cand, kept, tot, a, near, b1, b2, sizes[out]) == want
     assert K._cut_totals([], cuts, tot, a, near, b1, b2, sizes[out]) == []
 
 
@@ -420,7 +423,8 @@ def test_split_path_memo_reuses_the_bisections_of_groups_left_whole(monkeypatch:
     np.testing.assert_array_equal(first, plain_bisect_to(x, start, 8, np.random.default_rng(1)))
     whole = {np.flatnonzero(first == g).tobytes() for g in range(8)}
     assert memo and set(memo) <= whole
-    for key, (m, sub, s1) in memo.items():
+    for key, cut in memo.items():
+        m, sub, s1 = cut[:3]
         assert m.tobytes() == key and min((sub == 0).sum(), (sub == 1).sum()) >= K.SPLIT_MIN // 2
         np.testing.assert_array_equal(s1, (float((sub == 1).sum()) - x @ x[m[sub == 1]].sum(axis=0)).astype(np.float32))
     given = {key: c[1] for key, c in memo.items()}
