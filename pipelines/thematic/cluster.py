@@ -577,7 +577,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
 
     ``memo`` (the curve's, issue 27): bisections by their group's members (the bytes of its sorted indices). A group
-    found there is not bisected again (no draw from ``rng``); on return it holds the bisections of the groups left
+    found there is not bisected again (its draw from ``rng`` is made and unused, so every other group gets the seed
+    it gets without the memo); on return it holds the bisections of the groups left
     whole in the result, which the next candidate's path, when it starts from this result, meets again: the
     curve's path continues from its own split partition at most candidates, so most of its groups were bisected
     one candidate before (~1,250 2-means runs -> ~400 at 2,000 responses)."""
@@ -601,11 +602,11 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
+                draw = int(rng.integers(1 << 31))
                 if memo is not None and m.tobytes() in memo:
-                    cuts[g] = memo[m.tobytes()]
+                    cuts[g] = memo[m.tobytes()]  # its draw is made all the same: the other groups' are unchanged
                     continue
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
-                                          max_iter=SEARCH_ITER)
+                sub, _ = spherical_kmeans(x[m], 2, seed=draw, n_init=SPLIT_RESTARTS, max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
                 cuts[g] = (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None

@@ -378,7 +378,8 @@ def test_normalise_without_the_second_copy_equals_the_plain_one_and_leaves_its_i
 
 def memo_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Generator,
                    given: dict[bytes, np.ndarray]) -> np.ndarray:
-    """The plain split path, except that a group whose members are in ``given`` takes that bisection (no draw)."""
+    """The plain split path, except that a group whose members are in ``given`` takes that bisection (its draw is
+    made and not used)."""
     out = labels.copy()
     groups = int(out.max()) + 1
     cuts: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
@@ -389,11 +390,11 @@ def memo_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Gen
             g = int(g)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
+                draw = int(rng.integers(1 << 31))
                 if m.tobytes() in given:
                     cuts[g] = (m, given[m.tobytes()])
                 else:
-                    sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2,
-                                                max_iter=K.SEARCH_ITER)
+                    sub, _ = K.spherical_kmeans(x[m], 2, seed=draw, n_init=2, max_iter=K.SEARCH_ITER)
                     cuts[g] = (m, sub) if min(int((sub == 0).sum()), int((sub == 1).sum())) >= K.SPLIT_MIN // 2 else None
             cut = cuts[g]
             if cut is None:
@@ -414,7 +415,7 @@ def memo_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Gen
 def test_split_path_memo_reuses_the_bisections_of_groups_left_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     # The curve continues its split path from the previous candidate's split partition: a group it left whole is
     # not bisected again (issue 27). The memo then holds, by members, the accepted bisections of the groups whole
-    # in the result; the next path takes those (no draw from its rng) and bisects only the other groups, and is
+    # in the result; the next path takes those (their draws made, unused) and bisects only the other groups, and is
     # otherwise the plain rule.
     x, _ = blobs(700, 10, 16, 11, spread=0.6)
     start, _ = K.spherical_kmeans(x, 4, seed=0, n_init=2)
