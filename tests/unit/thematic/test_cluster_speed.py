@@ -455,3 +455,16 @@ def test_plus_plus_prefixes_are_kmeans_pp_init_bit_for_bit() -> None:
         np.testing.assert_array_equal(got[1], want[1])
     tight = K.normalise(np.repeat(x[:3], 10, axis=0))  # 3 distinct points: from the 4th centre on, total <= 0
     np.testing.assert_array_equal(K.PlusPlusPrefix(tight, 7).first(6), K.kmeans_pp_init(tight, 6, np.random.default_rng(7)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_normalise_is_the_linalg_norm_quotient_bit_for_bit(dtype: type) -> None:
+    # normalise takes numpy's own formula for np.linalg.norm(axis=1) of a float array (sqrt of add.reduce of
+    # x * x) without the call's argument handling: the same norms, so the same unit vectors.
+    gen = np.random.default_rng(8)
+    for n, d in ((1, 3), (7, 64), (300, 384), (2000, 2)):
+        x = (gen.normal(size=(n, d)) * gen.choice([1e-8, 1.0, 1e8], size=(n, 1)) * 100).astype(dtype) \
+            if dtype is not np.int64 else gen.integers(-1000, 1000, size=(n, d))
+        x[0] = 0
+        plain = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        assert np.array_equal(K.normalise(x), plain, equal_nan=True)
