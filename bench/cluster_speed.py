@@ -150,7 +150,15 @@ def counts(args: argparse.Namespace, tmp: Path) -> None:
 
     sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.ref], capture_output=True, text=True,
                          check=True).stdout.strip()
-    for tag, code, knobs in (("ref", ref_tree(args.ref, tmp / "ref"), ""), ("now", ROOT, args.knobs)):
+    now = ROOT
+    if args.snapshot:
+        # This tree's pipelines as they are now, so that editing it while the run goes on does not change "now".
+        now = tmp / "now"
+        (now / "pipelines").mkdir(parents=True)
+        subprocess.run(["cp", "-r", str(ROOT / "shared"), str(now)], check=True)
+        subprocess.run(["cp", "-r", str(ROOT / "pipelines" / "thematic"), str(now / "pipelines")], check=True)
+        subprocess.run(["cp", str(ROOT / "pipelines" / "__init__.py"), str(now / "pipelines")], check=False)
+    for tag, code, knobs in (("ref", ref_tree(args.ref, tmp / "ref"), ""), ("now", now, args.knobs)):
         # The ref's results are kept (by commit, sets and seeds): a second knob against the same ref reruns only now.
         out = (cache_dir() / f"cluster-counts-{sha[:12]}-{hashlib.sha256(f'{names} {args.seeds}'.encode()).hexdigest()[:12]}.json"
                if tag == "ref" else tmp / f"counts-{tag}.json")
@@ -246,6 +254,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="BLAS/onnxruntime threads of each run (CPU time: 1)")
     ap.add_argument("--counts", action="store_true", help="k, confidence and NMI of each tree's own cluster stage")
     ap.add_argument("--seeds", type=int, default=3, help="--counts: seeds 0..N-1")
+    ap.add_argument("--snapshot", action="store_true", help="--counts: run a copy of this tree taken at the start")
     ap.add_argument("--knobs", default="", help="--counts: NAME=VALUE,... constants of this tree's cluster.py")
     args = ap.parse_args()
     if args.counts:
