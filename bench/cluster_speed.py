@@ -19,11 +19,20 @@ Usage::
     .venv/bin/python bench/cluster_speed.py --ref main                      # scale2000, 3 rounds
     .venv/bin/python bench/cluster_speed.py --ref main --sets leads,banking,clinc --rounds 1
     .venv/bin/python bench/cluster_speed.py --ref main --threads 2          # identity at the production setting
+    .venv/bin/python bench/cluster_speed.py --ref main --counts --seeds 3 --sets leads,banking,...
+                                    # a change to the k search's cost knobs: the count each tree chooses itself
+
+``--counts``: for a change that alters the count's evidence (the curve itself), which ``bench/thematic.py
+--counts-vs`` cannot show (it runs both decision rules on the current tree's curve): each tree runs the whole
+cluster stage (its own curve, decision and final partition, then folding) per set and seed, and the table gives k,
+confidence and NMI at the chosen k of both, with the TUNE and CHECK sets apart. ``--knobs NAME=VALUE,...`` sets
+module constants of this tree's ``cluster.py`` first (to try a cost knob before changing the code).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -99,6 +108,97 @@ print(json.dumps({"n": len(texts), "k": len(doc["themes"]), "confidence": tc.get
 """
 
 
+COUNTS_WORKER = r"""
+import json, os, sys, time
+code_root, bench_root, names, seeds, knobs, out = sys.argv[1:7]
+sys.path.insert(0, bench_root)
+import bench.thematic as b
+sys.path.insert(0, code_root)
+import importlib
+K = importlib.import_module("pipelines.thematic.cluster")
+assert K.__file__.startswith(code_root), K.__file__
+from pipelines.thematic.assign import fold_small
+for kv in [x for x in knobs.split(",") if x]:
+    name, val = kv.split("=")
+    setattr(K, name, type(getattr(K, name))(float(val)) if isinstance(getattr(K, name), int) else float(val))
+res = {}
+for name in names.split(","):
+    x, pos, truth = b.cluster_input(name)
+    for seed in range(int(seeds)):
+        c0 = time.process_time()
+        cl = K.cluster(x, num_themes=None, max_themes=None, min_theme_size=5, seed=seed)
+        cpu = time.process_time() - c0
+        lab, k = fold_small(cl.labels, x, cl.k, 5)
+        pred = [int(lab[i]) for i in pos]
+        res[f"{name}/{seed}"] = {"k": int(cl.k), "true_k": len(set(truth)), "nmi": b.nmi(truth, pred),
+                                 "conf": cl.count.confidence_label, "conf_v": cl.count.confidence, "cpu": cpu}
+        print(name, seed, res[f"{name}/{seed}"], file=sys.stderr, flush=True)
+open(out, "w").write(json.dumps(res))
+"""
+
+
+def counts(args: argparse.Namespace, tmp: Path) -> None:
+    """k, confidence and NMI at the chosen k of the whole cluster stage in both trees, per set and seed."""
+    sys.path.insert(0, str(ROOT))
+    from bench.thematic import TUNE
+
+    names = [s for s in args.sets.split(",") if s]
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    got = {}
+    from bench.thematic import cache_dir
+
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.ref], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    now = ROOT
+    if args.snapshot:
+        # This tree's pipelines as they are now, so that editing it while the run goes on does not change "now".
+        now = tmp / "now"
+        (now / "pipelines").mkdir(parents=True)
+        subprocess.run(["cp", "-r", str(ROOT / "shared"), str(now)], check=True)
+        subprocess.run(["cp", "-r", str(ROOT / "pipelines" / "thematic"), str(now / "pipelines")], check=True)
+        subprocess.run(["cp", str(ROOT / "pipelines" / "__init__.py"), str(now / "pipelines")], check=False)
+    for tag, code, knobs in (("ref", ref_tree(args.ref, tmp / "ref"), ""), ("now", now, args.knobs)):
+        # The ref's results are kept (by commit, sets and seeds): a second knob against the same ref reruns only now.
+        out = (cache_dir() / f"cluster-counts-{sha[:12]}-{hashlib.sha256(f'{names} {args.seeds}'.encode()).hexdigest()[:12]}.json"
+               if tag == "ref" else tmp / f"counts-{tag}.json")
+        if tag == "ref" and out.exists():
+            got[tag] = json.loads(out.read_text())
+            continue
+        subprocess.run([sys.executable, "-c", COUNTS_WORKER, str(code), str(ROOT), ",".join(names), str(args.seeds),
+                        knobs, str(out)], check=True, env=env, cwd=str(code))
+        got[tag] = json.loads(out.read_text())
+    print(f"knobs now: {args.knobs or '(none)'}")
+    for group, members in (("tune", [n for n in names if n in TUNE]), ("check", [n for n in names if n not in TUNE])):
+        if not members:
+            continue
+        print(f"\n**{group} sets** ({'CHECK' if group == 'check' else 'TUNE'})\n")
+        print("| set | true k | k ref | k now | NMI ref | NMI now | ΔNMI | conf. ref | conf. now | cpu s ref / now |")
+        print("|---|---:|---|---|---:|---:|---:|---|---|---|")
+        d_all = []
+        for name in members:
+            rows = {tag: [got[tag][f"{name}/{s}"] for s in range(args.seeds)] for tag in got}
+            t = rows["now"][0]["true_k"]
+
+            def ks(rs: list[dict[str, Any]], t: int = t) -> str:
+                return ", ".join(str(r["k"]) if 0.5 * min(t, 200) <= r["k"] <= 2 * min(t, 200) else f"**{r['k']}**"
+                                 for r in rs)
+
+            def conf(rs: list[dict[str, Any]]) -> str:
+                return ", ".join(f"{r['conf']} {r['conf_v']:.2f}" for r in rs)
+
+            nr, nn = (statistics.mean(r["nmi"] for r in rows[tag]) for tag in ("ref", "now"))
+            d_all.append(nn - nr)
+            cr, cn = (sum(r["cpu"] for r in rows[tag]) for tag in ("ref", "now"))
+            print(f"| {name} | {t} | {ks(rows['ref'])} | {ks(rows['now'])} | {nr:.3f} | {nn:.3f} | {nn - nr:+.3f} | "
+                  f"{conf(rows['ref'])} | {conf(rows['now'])} | {cr:.1f} / {cn:.1f} |")
+        high_out = [f"{n}/{s}" for n in members for s in range(args.seeds)
+                    for r in [got["now"][f"{n}/{s}"]] if r["conf"] == "high"
+                    and not 0.5 * min(r["true_k"], 200) <= r["k"] <= 2 * min(r["true_k"], 200)]
+        print(f"\nmean ΔNMI over the {group} sets: {statistics.mean(d_all):+.4f}; 'high' outside 0.5-2x now: "
+              f"{high_out or 'none'}")
+
+
 def ref_tree(ref: str, into: Path) -> Path:
     """``pipelines`` and ``shared`` at ``ref`` under ``into``, with this worktree's models linked in."""
     into.mkdir(parents=True, exist_ok=True)
@@ -152,7 +252,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per tree and set (min/median shown)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="BLAS/onnxruntime threads of each run (CPU time: 1)")
+    ap.add_argument("--counts", action="store_true", help="k, confidence and NMI of each tree's own cluster stage")
+    ap.add_argument("--seeds", type=int, default=3, help="--counts: seeds 0..N-1")
+    ap.add_argument("--snapshot", action="store_true", help="--counts: run a copy of this tree taken at the start")
+    ap.add_argument("--knobs", default="", help="--counts: NAME=VALUE,... constants of this tree's cluster.py")
     args = ap.parse_args()
+    if args.counts:
+        with tempfile.TemporaryDirectory(prefix="cluster-counts-") as tmp:
+            counts(args, Path(tmp))
+        return
     sys.path.insert(0, str(ROOT))
     from bench.int8_speed import machine
 

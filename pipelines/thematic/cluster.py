@@ -60,6 +60,12 @@ SEEDS = 3
 SEEDS_LARGE_K = 2
 #: k-means iterations per run of the k search (the final partition runs to convergence).
 SEARCH_ITER = 25
+#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
+SPLIT_RESTARTS = 2
+#: The split path reuses the bisections of the groups its previous candidate left whole (see :func:`_bisect_to`).
+SPLIT_MEMO = False
+#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
+CANDIDATE_STEP = 1.15
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
 CAP_SQRT = 4.0
@@ -134,14 +140,21 @@ SMOOTH_FULL_MAX = 20_000
 SMOOTH_BLOCK_CELLS = 1 << 23
 #: k-means restarts of the final partition; the best objective wins. Cheap
 #: next to embedding (a few seconds at 100k), and it removes most of the
-#: seed-to-seed variation of the result.
-FINAL_RESTARTS = 10
+#: seed-to-seed variation of the result. 5 since issue 27 (was 10; a quarter of the 2,000-answer job's time after
+#: embedding at 2 threads): on the TUNE sets, 3 seeds, the count and its confidence cannot move (the final partition
+#: comes after them) and NMI at the chosen count fell 0.0034 on the mean (dominant-20ng -0.021, the rest within
+#: 0.005); 3 restarts fell 0.0068 (docs/thematic.md, issue 27).
+FINAL_RESTARTS = 5
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
 
 def normalise(x: NDArray[Any]) -> F32:
-    n = np.linalg.norm(x, axis=1, keepdims=True)
+    # np.linalg.norm(x, axis=1, keepdims=True) for a float array, without its argument handling (k-means
+    # normalises its centres every round): numpy's own code for this case is sqrt(add.reduce(x.conj() * x)), and
+    # x.conj() of a real array is x.
+    n = (np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True)) if x.dtype.kind == "f"
+         else np.linalg.norm(x, axis=1, keepdims=True))
     out: F32 = (x / np.maximum(n, 1e-12)).astype(np.float32, copy=False)  # the quotient is new: no second copy
     return out
 
@@ -239,6 +252,45 @@ def kmeans_pp_init(x: F32, k: int, rng: np.random.Generator) -> F32:
     return centers
 
 
+class PlusPlusPrefix:
+    """The k-means++ centres of one random stream, drawn once and handed out as prefixes (issue 27).
+
+    :func:`kmeans_pp_init` draws its centres one after the other, each from the stream and the distances to the
+    centres before it, so its first k centres for a k' > k are its k centres: the same draws from the same state,
+    the same distance updates in place. The k search seeds every candidate count with the same stream per seed
+    (``seed * 1000 + s``), so ``first(k)`` gives what ``kmeans_pp_init(x, k, default_rng(seed))`` gives, bit for
+    bit, while the draws are made once up to the largest count instead of once per candidate.
+    """
+
+    def __init__(self, x: F32, seed: int) -> None:
+        self.x, self.rng = x, np.random.default_rng(seed)
+        self.centers = np.empty((0, x.shape[1]), dtype=np.float32)
+        self.d: F32 | None = None
+
+    def first(self, k: int) -> F32:
+        x, rng, n = self.x, self.rng, self.x.shape[0]
+        have = len(self.centers)
+        if k > have:
+            centers = np.empty((k, x.shape[1]), dtype=np.float32)
+            centers[:have] = self.centers
+            if have == 0:
+                centers[0] = x[int(rng.integers(n))]
+                self.d = np.maximum(1.0 - x @ centers[0], 0.0)
+                have = 1
+            d = self.d
+            assert d is not None
+            for i in range(have, k):
+                total = float(d.sum())
+                idx = int(rng.integers(n)) if total <= 0 else weighted_draw(rng, d / total)
+                centers[i] = x[idx]
+                s = x @ centers[i]
+                np.subtract(1.0, s, out=s)
+                np.maximum(s, 0.0, out=s)
+                np.minimum(d, s, out=d)
+            self.centers = centers
+        return self.centers[:k].copy()
+
+
 def weighted_draw(rng: np.random.Generator, p: F32) -> int:
     """``int(rng.choice(len(p), p=p))``: the same index from the same state of ``rng``, which it leaves as
     ``choice`` does (one ``random()`` draw), without ``choice``'s checks of ``p`` (half its cost, and k-means++
@@ -254,16 +306,20 @@ def weighted_draw(rng: np.random.Generator, p: F32) -> int:
 
 
 def spherical_kmeans(
-    x: F32, k: int, *, seed: int = 0, n_init: int = 2, max_iter: int = 40, tol: float = 1e-5
+    x: F32, k: int, *, seed: int = 0, n_init: int = 2, max_iter: int = 40, tol: float = 1e-5,
+    init: F32 | None = None,
 ) -> tuple[I64, F32]:
-    """Cluster unit vectors by cosine; returns (labels, unit centroids), best of ``n_init`` runs."""
+    """Cluster unit vectors by cosine; returns (labels, unit centroids), best of ``n_init`` runs.
+
+    ``init``: the first run's k-means++ centres when the caller has them (:class:`PlusPlusPrefix`: exactly
+    ``kmeans_pp_init(x, k, default_rng(seed))``, so for ``n_init=1`` the same result)."""
     n = x.shape[0]
     k = max(1, min(k, n))
     rng = np.random.default_rng(seed)
     best: tuple[float, I64, F32] | None = None
     rows = np.arange(n)
-    for _ in range(n_init):
-        c = kmeans_pp_init(x, k, rng)
+    for run in range(n_init):
+        c = init if run == 0 and init is not None else kmeans_pp_init(x, k, rng)
         prev = -np.inf
         labels = np.zeros(n, dtype=np.int64)
         last: I64 | None = None
@@ -274,16 +330,19 @@ def spherical_kmeans(
             fit = sims[rows, labels]
             score = float(fit.sum())
             counts = np.bincount(labels, minlength=k)
-            if last is not None and counts.all() and np.array_equal(labels, last):
+            # count_nonzero, not .all() / np.array_equal: the same answers without their per-call overhead (this
+            # loop runs ~5,000 times in the k search of 2,000 responses, mostly on the split path's small groups).
+            full = np.count_nonzero(counts) == k
+            if last is not None and full and not np.count_nonzero(labels != last):
                 # No point moved and no group is empty, so ``c`` already is the mean of these groups: the update
                 # would give back ``c`` bit for bit, the next round the same labels and score, and the loop would
                 # stop there with (labels, c, score). Stopping now returns exactly that, two matrix products
                 # sooner (~20 % of the k search's k-means rounds end this way).
                 break
             sums = _group_sums(labels, x, k, labels_ok=True)
-            empty = np.flatnonzero(counts == 0)
-            if empty.size:
+            if not full:
                 # Re-seed empty clusters with the worst-fitting points.
+                empty = np.flatnonzero(counts == 0)
                 sums[empty] = x[np.argsort(fit)[: empty.size]]
             c = normalise(sums)
             if score - prev <= tol * n:
@@ -341,7 +400,7 @@ def candidate_ks(k_min: int, k_max: int) -> list[int]:
     k = k_min
     while k <= k_max:
         ks.append(k)
-        k = k + 1 if k < 20 else max(k + 1, round(k * 1.15))
+        k = k + 1 if k < 20 else max(k + 1, round(k * CANDIDATE_STEP))
     if ks and ks[-1] != k_max:
         ks.append(k_max)
     return ks
@@ -433,6 +492,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     prev: I64 | None = None
     prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
+    memo: dict[bytes, Any] = {}  # the split path's bisections of the groups it left whole (see _bisect_to)
+    plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
     for k in ks:
         vals = []
         median = top = 0.0
@@ -441,7 +502,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         best_sims: F32 | None = None
         # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
-            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER)
+            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER,
+                                         init=plus[s].first(max(1, min(k, len(reduced)))))
             per_point, sims = _silhouette_and_sims(full, labels)
             vals.append(float(per_point.mean()))
             runs.append(labels)
@@ -458,7 +520,8 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
+        split = (_bisect_to(reduced, prev, k, split_rng, full, prev_sims, memo if SPLIT_MEMO else None)
+                 if prev is not None else None)
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
             sp, split_sims = _silhouette_and_sims(full, split)
@@ -512,8 +575,12 @@ def _step_state(tot: F32, sizes: NDArray[np.float64], out: I64) -> tuple[
     return a, near, b1, mean_d.min(axis=1)
 
 
+#: A split-path cut: (members, halves 0/1, distance sums of every point to half 1[, half 0's members, half 1's]).
+_Cut = tuple[NDArray[Any], ...]
+
+
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
-               sims: F32 | None = None) -> I64:
+               sims: F32 | None = None, memo: dict[bytes, Any] | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
     the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
     ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
@@ -525,7 +592,14 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     before the lumps of tight themes were separated, and the path's score rose to k = 39 for 17 groups; see
     docs/thematic.md, issue 22, fifth round). Exact and incremental: each point's distance sums to each group are
     kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
-    space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here."""
+    space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
+
+    ``memo`` (the curve's, issue 27): bisections by their group's members (the bytes of its sorted indices). A group
+    found there is not bisected again (its draw from ``rng`` is made and unused, so every other group gets the seed
+    it gets without the memo); on return it holds the bisections of the groups left
+    whole in the result, which the next candidate's path, when it starts from this result, meets again: the
+    curve's path continues from its own split partition at most candidates, so most of its groups were bisected
+    one candidate before (~1,250 2-means runs -> ~400 at 2,000 responses)."""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space
@@ -539,16 +613,21 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     # Each group's bisection, drawn once (a cut changes only the group it cuts): (members, halves, distance sums
     # to half 1), or None when it only peels off fewer than SPLIT_MIN // 2 points (no split into two themes: the
     # rest gets tighter and the silhouette rises for it, while the peeled points would be folded back anyway).
-    cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None] = {}
+    cuts: dict[int, _Cut | None] = {}
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
         a, near, b1, b2 = _step_state(tot, sizes, out)
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=SEARCH_ITER)
+                draw = int(rng.integers(1 << 31))
+                if memo is not None and m.tobytes() in memo:
+                    cuts[g] = memo[m.tobytes()]  # its draw is made all the same: the other groups' are unchanged
+                    continue
+                sub, _ = spherical_kmeans(x[m], 2, seed=draw, n_init=SPLIT_RESTARTS, max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
-                cuts[g] = (m, sub, (float((sub == 1).sum()) - v @ v[m[sub == 1]].sum(axis=0)).astype(np.float32)) if ok else None
+                h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
+                cuts[g] = (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
@@ -562,7 +641,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
             break
         chosen = cuts.pop(best_g)
         assert chosen is not None
-        m, sub, s1 = chosen
+        m, sub, s1 = chosen[:3]
         out[m[sub == 1]] = groups
         tot[:, best_g] -= s1
         tot = np.concatenate([tot, s1[:, None]], axis=1)
@@ -570,41 +649,63 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         sizes[best_g] -= c1
         sizes = np.append(sizes, c1)
         groups += 1
+    if memo is not None:
+        memo.clear()
+        memo.update((c[0].tobytes(), c) for c in cuts.values() if c is not None)
     return out
 
 
-def _cut_totals(cand: list[int], cuts: dict[int, tuple[I64, I64, NDArray[np.float32]] | None], tot: F32,
+def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,
                 a: NDArray[np.float64], near: I64, b1: NDArray[np.float64], b2: NDArray[np.float64],
                 own0: NDArray[np.float64]) -> list[float]:
     """The summed silhouette of the partition after each cut of ``cand`` (:func:`_bisect_to`'s candidates), one
     row per cut: the same elementwise operations, dtypes and per-row sums as scoring the cuts one at a time (a row
-    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut."""
+    of a C-ordered 2-D array sums like the 1-D array), in a dozen array operations instead of a dozen per cut.
+
+    Most points' silhouettes do not change with a cut (issue 27): a point outside the cut group whose nearest other
+    group is not that group keeps its ``a``, its size and its ``b`` unless one half lies nearer than ``b1``. Those
+    points get the value of the uncut state (the same operations on the same numbers, so the same floats); only
+    the cut group's members, the points whose nearest other group it was and the points a half pulls nearer are
+    computed, and every row is then summed whole, as before."""
     r = len(cand)
     if not r:
         return []
     m_all = [c for c in (cuts[g] for g in cand) if c is not None]  # every one: the candidates are the cut groups
+    # Each cut's halves (members in order): kept in the cut by _bisect_to (a cut is scored at every step until it
+    # is made), else taken here.
+    h0 = [c[3] if len(c) > 3 else c[0][c[1] == 0] for c in m_all]
+    h1 = [c[4] if len(c) > 3 else c[0][c[1] == 1] for c in m_all]
     s1 = np.stack([c[2] for c in m_all])
-    c1 = np.array([float((c[1] == 1).sum()) for c in m_all])
+    c1 = np.array([float(len(h)) for h in h1])
     c0 = np.array([float(len(c[0])) for c in m_all]) - c1
     s0 = tot.T[cand] - s1
     d0, d1 = s0 / c0.astype(np.float32)[:, None], s1 / c1.astype(np.float32)[:, None]
-    # Nearest other group without g (for g's own members ``near`` is never g: their own column is inf).
-    bx = np.where(near[None, :] == np.array(cand)[:, None], b2[None, :], b1[None, :])
-    b = np.minimum(bx, np.minimum(d0, d1))
-    aa = np.repeat(a[None, :], r, axis=0)
-    own = np.repeat(own0[None, :], r, axis=0)
-    # Each cut changes only its own group's members: (row, point) of every half-0 and half-1 member.
-    h0 = [c[0][c[1] == 0] for c in m_all]
-    h1 = [c[0][c[1] == 1] for c in m_all]
+    dmin = np.minimum(d0, d1)
+    cand_a = np.array(cand)
+    # Points whose b or a may change: a half nearer than b1, or g was their nearest other group; then the members.
+    chg = dmin < b1[None, :]
+    chg |= near[None, :] == cand_a[:, None]
     r0 = np.repeat(np.arange(r), [len(h) for h in h0])
     r1 = np.repeat(np.arange(r), [len(h) for h in h1])
     p0, p1 = np.concatenate(h0), np.concatenate(h1)
-    aa[r0, p0] = s0[r0, p0] / (c0 - 1.0).astype(np.float32)[r0]
-    b[r0, p0] = np.minimum(bx[r0, p0], d1[r0, p0])
-    aa[r1, p1] = s1[r1, p1] / (c1 - 1.0).astype(np.float32)[r1]
-    b[r1, p1] = np.minimum(bx[r1, p1], d0[r1, p1])
-    own[r0, p0], own[r1, p1] = c0[r0], c1[r1]
-    s = np.where(own > 1, (b - aa) / np.maximum(np.maximum(aa, b), 1e-12), 0.0)
+    chg[r0, p0] = False
+    chg[r1, p1] = False
+    # The uncut state's per-point silhouette (aa = a, b = b1, own = own0), as the plain form computes it there.
+    base = np.where(own0 > 1, (b1 - a) / np.maximum(np.maximum(a, b1), 1e-12), 0.0)
+    s = np.repeat(base[None, :], r, axis=0)
+    # Non-members that change: aa and own as before, b = min(bx, min(d0, d1)).
+    rc, pc = np.nonzero(chg)
+    bx = np.where(near[pc] == cand_a[rc], b2[pc], b1[pc])
+    ac, oc = a[pc], own0[pc]
+    bc = np.minimum(bx, dmin[rc, pc])
+    s[rc, pc] = np.where(oc > 1, (bc - ac) / np.maximum(np.maximum(ac, bc), 1e-12), 0.0)
+    # The cut group's members: a within their half, b the nearer of bx and the other half, own the half's size.
+    for rr, pp, same, other, cs in ((r0, p0, s0, d1, c0), (r1, p1, s1, d0, c1)):
+        bxm = np.where(near[pp] == cand_a[rr], b2[pp], b1[pp])
+        am = (same[rr, pp] / (cs - 1.0).astype(np.float32)[rr]).astype(np.float64)
+        bm = np.minimum(bxm, other[rr, pp])
+        om = cs[rr]
+        s[rr, pp] = np.where(om > 1, (bm - am) / np.maximum(np.maximum(am, bm), 1e-12), 0.0)
     return [float(v) for v in s.sum(axis=1)]
 
 
