@@ -20,6 +20,9 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
 * rule breaks: generic single-word labels (generic by the job's own rule, describe.word_stats, or on the fixed
   list of before 2026-12-02, :data:`DOMAIN_GENERIC_2026_12`, so the count stays comparable), "(n)" suffixes,
   labels shared by two themes, at both levels;
+* content words per label, ours and BERTopic's top words at our length (:func:`content_words`: the words that
+  are no stopword or number; 2026-12-03): at the same word budget the side with more content words has more
+  chances to hit;
 * the describe stage's seconds (levels included).
 
 TUNE sets (the weights in describe.py were chosen on these) and CHECK sets (never looked at while tuning) are
@@ -182,6 +185,13 @@ def _n_words(label: str) -> int:
     return len(re.findall(r"[^\W_]+(?:['-][^\W_]+)*", label))
 
 
+def content_words(label: str) -> int:
+    """Words of ``label`` that are no English stopword and no number ("Change my pin": 2, "how long does it": 1)."""
+    from pipelines.thematic.stopwords import EN
+
+    return sum(w.lower() not in EN and not w.isdigit() for w in re.findall(r"[^\W_]+(?:['-][^\W_]+)*", label))
+
+
 def at_length(hits: dict[int, float | None], mean_words: float) -> float:
     """The hit rate of n-word labels at our mean label length: interpolated between the two whole lengths around it.
 
@@ -255,6 +265,10 @@ def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, An
     out["ctfidf"] = ct
     out["ctfidf_ceil"] = ct[min(4, max(1, math.ceil(mean_words)))]
     out["ctfidf_same"] = at_length(ct, mean_words)
+    out["content"] = float(np.mean([content_words(th.label) for th in themes])) if themes else 0.0
+    per_n: dict[int, float | None] = {n: float(np.mean([content_words(" ".join(w[:n])) for w in words.values()])) if words else 0.0
+             for n in (1, 2, 3, 4)}
+    out["ctfidf_content"] = at_length(per_n, mean_words)
     out["phrases_hit"] = T.label_hits(truth, pred, {th.id: " ".join(th.key_phrases) for th in themes})
     return out
 
@@ -306,14 +320,17 @@ def main() -> None:
     print("| split | set | themes | label hit ours | mean words | BERTopic own topics @1/2/3/4 words | "
           "BERTopic own topics @ our length (rounded up) | BERTopic topics, outliers | "
           "BERTopic's c-TF-IDF words on OUR themes @1/2/3/4 | same @ our length (rounded up) | our 3 key phrases | "
-          "2-4-word labels (themes >= 10) | same, sub-themes >= 10 | generic 1-word | '(n)' | shared | describe s |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|")
+          "2-4-word labels (themes >= 10) | same, sub-themes >= 10 | generic 1-word | '(n)' | shared | "
+          "content words per label, ours / BERTopic's @ our length | describe s |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|---:|")
     pool: dict[str, Counter[str]] = {"tune": Counter(), "check": Counter()}
     runs = [(name, seed) for name in names for seed in range(args.seeds if args.partition == "kmeans" else 1)]
     for name, seed in runs:
         r = evaluate(name, args, seed)
         split = "tune" if name in TUNE else "check"
         pool[split].update(themes=len(r["named"]), hits=r["n_hit"], big=r["big"], phrase=round(r["phrase"] * r["big"]),
+                           content=round(100 * r["content"] * len(r["named"])),
+                           ct_content=round(100 * r["ctfidf_content"] * len(r["named"])),
                            breaks=sum(len(r[kind][key]) for kind in ("themes", "second")
                                       for key in ("generic", "numbered", "shared")))
         if args.seeds > 1:
@@ -330,7 +347,7 @@ def main() -> None:
               f"{'-' if r['sub_phrase'] is None else format(r['sub_phrase'], '.0%') + ' of ' + str(r['big_subs'])} | "
               f"{len(lv[0]['generic'])} + {len(lv[1]['generic'])} | "
               f"{len(lv[0]['numbered'])} + {len(lv[1]['numbered'])} | {len(lv[0]['shared'])} + {len(lv[1]['shared'])} |"
-              f" {r['secs']:.1f} |", flush=True)
+              f" {r['content']:.2f} / {r['ctfidf_content']:.2f} | {r['secs']:.1f} |", flush=True)
         if args.show:
             for lab, n, true, kp in r["labels"][: args.show]:
                 print(f"    {n:4d}  {lab!r:36}  true: {true:28} key phrases: {'; '.join(kp)}")
@@ -345,7 +362,9 @@ def main() -> None:
     for split, c in pool.items():
         if c["themes"]:
             print(f"# pooled {split}: label hits {c['hits']} of {c['themes']} themes ({c['hits'] / c['themes']:.1%}); "
-                  f"2-4-word labels {c['phrase']} of {c['big']} themes >= 10; generic / '(n)' / shared: {c['breaks']}")
+                  f"2-4-word labels {c['phrase']} of {c['big']} themes >= 10; generic / '(n)' / shared: {c['breaks']}; "
+                  f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
+                  f"{c['ct_content'] / 100 / c['themes']:.2f})")
 
 
 if __name__ == "__main__":

@@ -437,6 +437,8 @@ def _label_options(
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
             shown = said(c[i].key)
+            if len(shown.split()) > MAX_LABEL_WORDS:
+                continue  # a five-token span that drops no determiner: a key phrase, not a label
             if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
@@ -448,7 +450,10 @@ def _label_options(
     # Every candidate is generic: a phrase of them ("good value"), else the best word, which
     # pick_label joins with a keyword ("good and quick").
     multi = [i for i in np.argsort(-score, kind="stable") if n_words[i] > 1]
-    return [display(c[multi[0] if multi else int(np.argmax(score))].key, texts)], not multi
+    key = c[multi[0] if multi else int(np.argmax(score))].key
+    shown = display(key, texts)
+    # Five tokens that drop no determiner: its content words ("card was not yet delivered" -> "card not delivered").
+    return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi
 
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
@@ -514,15 +519,28 @@ def _expand_word(
     return max(best)[2] if best else word
 
 
+#: Words a label does not show (headline style: "Change my pin" -> "Change pin", "Cash from an atm" -> "Cash from
+#: atm"): determiners and possessives name nothing, and every word shown counts toward a label's 2-4 words.
+LABEL_DROP = frozenset("a an the my your our their his her its".split())
+
+
 def display(key: str, texts: list[Analysed]) -> str:
-    """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed")."""
+    """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed"), without
+    :data:`LABEL_DROP` words."""
     seen: Counter[str] = Counter()
     for a in texts:
         if key in a.keys:
             seen[dict(a.surfaces).get(key, key)] += 1
             if sum(seen.values()) >= DISPLAY_SAMPLE:
                 break
-    return max(seen.items(), key=lambda p: (p[1], p[0] == key))[0] if seen else key
+    shown = max(seen.items(), key=lambda p: (p[1], p[0] == key))[0] if seen else key
+    return headline(shown)
+
+
+def headline(phrase: str) -> str:
+    """``phrase`` without determiners and possessives (:data:`LABEL_DROP`), unless nothing else is left."""
+    kept = [w for w in phrase.split() if w not in LABEL_DROP]
+    return " ".join(kept) if kept else phrase
 
 
 def _cap(phrase: str) -> str:

@@ -147,8 +147,13 @@ def label_from_keywords(keywords: Sequence[str], used: set[str] | None = None) -
     return label
 
 
-#: A label candidate spans at most this many tokens (stopwords inside included), so a label has <= 4 words.
+#: A label candidate holds at most this many content words (negations included) ...
 MAX_SPAN: Final = 4
+#: ... within at most this many tokens (stopwords inside included): "long does a transfer take" is a candidate
+#: ("long transfer take"), which four tokens cut to "long does it take" (until 2026-12-03). A label still shows at
+#: most four words (describe.MAX_LABEL_WORDS): a fifth token is a determiner or possessive it drops, or the span
+#: is a key phrase only.
+MAX_SPAN_TOKENS: Final = 5
 #: Clause breaks: a phrase never runs across a sentence or a comma ("late. customer service" is no phrase).
 CLAUSE_RE: Final = re.compile(r"[.,;:!?()\[\]\"\u3001\u3002\uff01\uff1f\uff0c]+")
 #: Conjunctions end a phrase too: "late and the courier" is two things.
@@ -182,7 +187,8 @@ class Analysed:
 
 
 def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = MAX_SPAN) -> frozenset[str]:
-    """Label candidate keys of a response: 1..``max_n``-token spans inside a clause, as their content words.
+    """Label candidate keys of a response: spans of 1..``max_n`` content words (and <= :data:`MAX_SPAN_TOKENS`
+    tokens) inside a clause, as their content words.
 
     A span starts and ends with a content word and may hold stopwords ("top up failed", "card has not
     arrived"); its key drops them but keeps negations as "not" ("top failed", "card not arrived"), so the
@@ -227,16 +233,19 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
             if kind[i] == "c" and _particle(toks, kind, i + 1):
                 surfaces.setdefault(t, f"{t} {toks[i + 1]}")  # "top" is said "top up"
             words: list[str] = []
-            for j in range(i, min(len(toks), i + max_n)):
+            span = max(max_n, MAX_SPAN_TOKENS)
+            for j in range(i, min(len(toks), i + span)):
                 if kind[j] == "c" and lang.is_cjk(toks[j]):
                     break
                 if kind[j] != "s":
+                    if len(words) >= max_n:
+                        break
                     words.append("not" if kind[j] == "n" else toks[j])
                 if kind[j] == "c" and any(w != "not" for w in words):
                     key = " ".join(words)
                     keys.add(key)
                     # A verb's particle belongs to it as written: "can't log in", "top up".
-                    end = j + 1 if _particle(toks, kind, j + 1) and j + 1 - i < max_n else j
+                    end = j + 1 if _particle(toks, kind, j + 1) and j + 1 - i < span else j
                     if end - i + 1 > len(words):
                         surfaces.setdefault(key, " ".join(toks[i : end + 1]))
     return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued))

@@ -27,3 +27,10 @@ def test_a_tied_majority_is_broken_by_name_in_every_process() -> None:
         pred = ["t1"] * 4
         assert thematic.label_hits(truth, pred, {"t1": "Card"}) == 1.0, n
         assert thematic.label_hits(truth, pred, {"t1": "Pin"}) == 0.0, n
+
+
+def test_content_words_count_no_stopword_and_no_number() -> None:
+    # At the same word budget the side with more content words has more chances to hit (2026-12-03).
+    labels = load_bench("labels")
+    assert labels.content_words("Change my pin") == 2 and labels.content_words("Change pin") == 2
+    assert labels.content_words("long does it take") == 2 and labels.content_words("how to 25") == 0

@@ -329,3 +329,29 @@ def test_a_word_generic_across_the_themes_never_names_a_sub_theme_alone(monkeypa
     levels = build_levels(themes, y, x, texts, min_size=3, seed=0, embed=CONTEXTUAL)
     labels = [s.label.lower() for s in levels.subthemes]
     assert labels and "folks" not in labels, labels
+
+
+def test_a_candidate_counts_content_words_not_tokens() -> None:
+    # Four tokens cut "how long does a transfer take" to the frame "long does it take" (until 2026-12-03): a span
+    # holds up to four content words within five tokens, so the theme's subject fits in.
+    a = analyse("How long does a transfer take?")
+    assert "long transfer take" in a.keys
+    assert dict(a.surfaces)["long transfer take"] == "long does a transfer take"
+    assert "card not arrived" in phrases("my card has still not arrived")  # "still" is a stopword: five tokens
+    assert not {k for k in phrases("one two three four five six") if len(k.split()) > 4}
+
+
+def test_a_label_drops_determiners_and_shows_at_most_four_words() -> None:
+    # Headline style: "my", "the", "an" name nothing and each shown word counts toward the 2-4 (BERTopic's label is
+    # compared at our mean length in words). A five-token span that drops none is a key phrase, not a label.
+    pin = [f"I want to change my pin {e}" for e in ("now", "today", "please", "again", "asap", "quickly", "", "ok")]
+    atm = [f"got cash from an atm {e}" for e in ("today", "abroad", "again", "tonight", "twice", "sadly", "", "ugh")]
+    late = [f"card was not yet delivered {e}" for e in ("sadly", "still", "today", "again", "hmm", "", "ugh", "why")]
+    themes = _themes([pin, atm, late])
+    labels = {th.members[0]: th.label for th in themes}
+    assert labels[0] == "Change pin", labels
+    assert labels[len(pin)] == "Cash from atm", labels
+    assert labels[len(pin) + len(atm)] == "Card not delivered", labels  # every span of it says all five tokens
+    for th in themes:
+        assert not {"my", "the", "a", "an"} & set(th.label.lower().split()), th.label
+        assert 1 <= len(th.label.split()) <= 4, th.label
