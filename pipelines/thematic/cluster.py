@@ -62,8 +62,6 @@ SEEDS_LARGE_K = 2
 SEARCH_ITER = 25
 #: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
 SPLIT_RESTARTS = 2
-#: The split path reuses the bisections of the groups its previous candidate left whole (see :func:`_bisect_to`).
-SPLIT_MEMO = False
 #: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
 CANDIDATE_STEP = 1.15
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
@@ -235,21 +233,8 @@ def knn_smooth(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0) -> F32:
 
 
 def kmeans_pp_init(x: F32, k: int, rng: np.random.Generator) -> F32:
-    """k-means++ seeding with cosine distance (``1 - x·c``) on unit vectors."""
-    n = x.shape[0]
-    centers = np.empty((k, x.shape[1]), dtype=np.float32)
-    centers[0] = x[int(rng.integers(n))]
-    d = np.maximum(1.0 - x @ centers[0], 0.0)
-    for i in range(1, k):
-        total = float(d.sum())
-        idx = int(rng.integers(n)) if total <= 0 else weighted_draw(rng, d / total)
-        centers[i] = x[idx]
-        # d = min(d, max(1 - x·c, 0)), the same operations in place (no temporaries: this loop runs k times).
-        s = x @ centers[i]
-        np.subtract(1.0, s, out=s)
-        np.maximum(s, 0.0, out=s)
-        np.minimum(d, s, out=d)
-    return centers
+    """k-means++ seeding with cosine distance (``1 - x·c``) on unit vectors (:class:`PlusPlusPrefix`'s draws)."""
+    return PlusPlusPrefix(x, rng=rng).first(k)
 
 
 class PlusPlusPrefix:
@@ -262,8 +247,8 @@ class PlusPlusPrefix:
     bit, while the draws are made once up to the largest count instead of once per candidate.
     """
 
-    def __init__(self, x: F32, seed: int) -> None:
-        self.x, self.rng = x, np.random.default_rng(seed)
+    def __init__(self, x: F32, seed: int | None = None, *, rng: np.random.Generator | None = None) -> None:
+        self.x, self.rng = x, rng if rng is not None else np.random.default_rng(seed)
         self.centers = np.empty((0, x.shape[1]), dtype=np.float32)
         self.d: F32 | None = None
 
@@ -283,6 +268,7 @@ class PlusPlusPrefix:
                 total = float(d.sum())
                 idx = int(rng.integers(n)) if total <= 0 else weighted_draw(rng, d / total)
                 centers[i] = x[idx]
+                # d = min(d, max(1 - x·c, 0)), the same operations in place (no temporaries: this loop runs k times).
                 s = x @ centers[i]
                 np.subtract(1.0, s, out=s)
                 np.maximum(s, 0.0, out=s)
@@ -492,7 +478,6 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     prev: I64 | None = None
     prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
-    memo: dict[bytes, Any] = {}  # the split path's bisections of the groups it left whole (see _bisect_to)
     plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
     for k in ks:
         vals = []
@@ -520,8 +505,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = (_bisect_to(reduced, prev, k, split_rng, full, prev_sims, memo if SPLIT_MEMO else None)
-                 if prev is not None else None)
+        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
             sp, split_sims = _silhouette_and_sims(full, split)
@@ -580,7 +564,7 @@ _Cut = tuple[NDArray[Any], ...]
 
 
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
-               sims: F32 | None = None, memo: dict[bytes, Any] | None = None) -> I64:
+               sims: F32 | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
     the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
     ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
@@ -594,12 +578,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
     space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
 
-    ``memo`` (the curve's, issue 27): bisections by their group's members (the bytes of its sorted indices). A group
-    found there is not bisected again (its draw from ``rng`` is made and unused, so every other group gets the seed
-    it gets without the memo); on return it holds the bisections of the groups left
-    whole in the result, which the next candidate's path, when it starts from this result, meets again: the
-    curve's path continues from its own split partition at most candidates, so most of its groups were bisected
-    one candidate before (~1,250 2-means runs -> ~400 at 2,000 responses)."""
+    (Reusing the bisections of groups the previous candidate left whole halves the 2-means runs but moves counts on
+    the tune sets, so it is not done: docs/thematic.md, issue 27, 2026-12-03.)"""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space
@@ -620,11 +600,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                draw = int(rng.integers(1 << 31))
-                if memo is not None and m.tobytes() in memo:
-                    cuts[g] = memo[m.tobytes()]  # its draw is made all the same: the other groups' are unchanged
-                    continue
-                sub, _ = spherical_kmeans(x[m], 2, seed=draw, n_init=SPLIT_RESTARTS, max_iter=SEARCH_ITER)
+                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
+                                          max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
                 cuts[g] = (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
@@ -649,9 +626,6 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         sizes[best_g] -= c1
         sizes = np.append(sizes, c1)
         groups += 1
-    if memo is not None:
-        memo.clear()
-        memo.update((c[0].tobytes(), c) for c in cuts.values() if c is not None)
     return out
 
 

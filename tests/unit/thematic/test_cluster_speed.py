@@ -376,68 +376,17 @@ def test_normalise_without_the_second_copy_equals_the_plain_one_and_leaves_its_i
     assert np.array_equal(x, before)
 
 
-def memo_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Generator,
-                   given: dict[bytes, np.ndarray]) -> np.ndarray:
-    """The plain split path, except that a group whose members are in ``given`` takes that bisection (its draw is
-    made and not used)."""
-    out = labels.copy()
-    groups = int(out.max()) + 1
-    cuts: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
-    while groups < k:
-        sizes = np.bincount(out, minlength=groups)
-        best, best_g = -np.inf, -1
-        for g in np.flatnonzero(sizes >= (K.SPLIT_MIN if (sizes >= K.SPLIT_MIN).any() else 2)):
-            g = int(g)
-            if g not in cuts:
-                m = np.flatnonzero(out == g)
-                draw = int(rng.integers(1 << 31))
-                if m.tobytes() in given:
-                    cuts[g] = (m, given[m.tobytes()])
-                else:
-                    sub, _ = K.spherical_kmeans(x[m], 2, seed=draw, n_init=2, max_iter=K.SEARCH_ITER)
-                    cuts[g] = (m, sub) if min(int((sub == 0).sum()), int((sub == 1).sum())) >= K.SPLIT_MIN // 2 else None
-            cut = cuts[g]
-            if cut is None:
-                continue
-            trial = out.copy()
-            trial[cut[0][cut[1] == 1]] = groups
-            score = float(K.silhouette_values(x, trial).mean())
-            if score > best:
-                best, best_g = score, g
-        if best_g < 0:
-            break
-        m, sub = cuts.pop(best_g)  # type: ignore[misc]
-        out[m[sub == 1]] = groups
-        groups += 1
-    return out
-
-
-def test_split_path_memo_reuses_the_bisections_of_groups_left_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The curve continues its split path from the previous candidate's split partition: a group it left whole is
-    # not bisected again (issue 27). The memo then holds, by members, the accepted bisections of the groups whole
-    # in the result; the next path takes those (their draws made, unused) and bisects only the other groups, and is
-    # otherwise the plain rule.
-    x, _ = blobs(700, 10, 16, 11, spread=0.6)
-    start, _ = K.spherical_kmeans(x, 4, seed=0, n_init=2)
-    memo: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    first = K._bisect_to(x, start, 8, np.random.default_rng(1), memo=memo)
-    np.testing.assert_array_equal(first, plain_bisect_to(x, start, 8, np.random.default_rng(1)))
-    whole = {np.flatnonzero(first == g).tobytes() for g in range(8)}
-    assert memo and set(memo) <= whole
-    for key, cut in memo.items():
-        m, sub, s1 = cut[:3]
-        assert m.tobytes() == key and min((sub == 0).sum(), (sub == 1).sum()) >= K.SPLIT_MIN // 2
-        np.testing.assert_array_equal(s1, (float((sub == 1).sum()) - x @ x[m[sub == 1]].sum(axis=0)).astype(np.float32))
-    given = {key: c[1] for key, c in memo.items()}
-    runs = []
-    real = K.spherical_kmeans
-    monkeypatch.setattr(K, "spherical_kmeans", lambda v, *a, **kw: runs.append(len(v)) or real(v, *a, **kw))
-    second = K._bisect_to(x, first, 13, np.random.default_rng(2), memo=memo)
-    monkeypatch.setattr(K, "spherical_kmeans", real)
-    np.testing.assert_array_equal(second, memo_bisect_to(x, first, 13, np.random.default_rng(2), given))
-    sizes = np.bincount(first)
-    eligible = int((sizes >= K.SPLIT_MIN).sum())
-    assert len(runs) <= eligible - len(given) + 2 * (13 - 8)  # the memo's groups were not bisected again
+def plain_pp_init(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding as cluster.kmeans_pp_init drew it before it became PlusPlusPrefix's first(k)."""
+    n = x.shape[0]
+    centers = np.empty((k, x.shape[1]), dtype=np.float32)
+    centers[0] = x[int(rng.integers(n))]
+    d = np.maximum(1.0 - x @ centers[0], 0.0)
+    for i in range(1, k):
+        total = float(d.sum())
+        centers[i] = x[int(rng.integers(n)) if total <= 0 else K.weighted_draw(rng, d / total)]
+        d = np.minimum(d, np.maximum(1.0 - x @ centers[i], 0.0))
+    return centers
 
 
 def test_plus_plus_prefixes_are_kmeans_pp_init_bit_for_bit() -> None:
@@ -449,12 +398,13 @@ def test_plus_plus_prefixes_are_kmeans_pp_init_bit_for_bit() -> None:
     pp = K.PlusPlusPrefix(x, 1234)
     for k in (1, 2, 7, 3, 20, 20, 45, 9):
         np.testing.assert_array_equal(pp.first(k), K.kmeans_pp_init(x, k, np.random.default_rng(1234)))
+        np.testing.assert_array_equal(pp.first(k), plain_pp_init(x, k, np.random.default_rng(1234)))
         got = K.spherical_kmeans(x, k, seed=1234, n_init=1, max_iter=K.SEARCH_ITER, init=pp.first(k))
         want = K.spherical_kmeans(x, k, seed=1234, n_init=1, max_iter=K.SEARCH_ITER)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
     tight = K.normalise(np.repeat(x[:3], 10, axis=0))  # 3 distinct points: from the 4th centre on, total <= 0
-    np.testing.assert_array_equal(K.PlusPlusPrefix(tight, 7).first(6), K.kmeans_pp_init(tight, 6, np.random.default_rng(7)))
+    np.testing.assert_array_equal(K.PlusPlusPrefix(tight, 7).first(6), plain_pp_init(tight, 6, np.random.default_rng(7)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
