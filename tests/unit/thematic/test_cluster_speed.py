@@ -376,19 +376,6 @@ def test_normalise_without_the_second_copy_equals_the_plain_one_and_leaves_its_i
     assert np.array_equal(x, before)
 
 
-def plain_pp_init(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeding as cluster.kmeans_pp_init drew it before it became PlusPlusPrefix's first(k)."""
-    n = x.shape[0]
-    centers = np.empty((k, x.shape[1]), dtype=np.float32)
-    centers[0] = x[int(rng.integers(n))]
-    d = np.maximum(1.0 - x @ centers[0], 0.0)
-    for i in range(1, k):
-        total = float(d.sum())
-        centers[i] = x[int(rng.integers(n)) if total <= 0 else K.weighted_draw(rng, d / total)]
-        d = np.minimum(d, np.maximum(1.0 - x @ centers[i], 0.0))
-    return centers
-
-
 def test_plus_plus_prefixes_are_kmeans_pp_init_bit_for_bit() -> None:
     # The k search draws each seed's k-means++ centres once and hands out prefixes: for every k, asked in any order
     # (growing, then smaller, then larger again), the same centres as kmeans_pp_init from a fresh stream; and a
@@ -398,13 +385,13 @@ def test_plus_plus_prefixes_are_kmeans_pp_init_bit_for_bit() -> None:
     pp = K.PlusPlusPrefix(x, 1234)
     for k in (1, 2, 7, 3, 20, 20, 45, 9):
         np.testing.assert_array_equal(pp.first(k), K.kmeans_pp_init(x, k, np.random.default_rng(1234)))
-        np.testing.assert_array_equal(pp.first(k), plain_pp_init(x, k, np.random.default_rng(1234)))
+        np.testing.assert_array_equal(pp.first(k), plain_kmeans_pp(x, k, np.random.default_rng(1234)))
         got = K.spherical_kmeans(x, k, seed=1234, n_init=1, max_iter=K.SEARCH_ITER, init=pp.first(k))
         want = K.spherical_kmeans(x, k, seed=1234, n_init=1, max_iter=K.SEARCH_ITER)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
     tight = K.normalise(np.repeat(x[:3], 10, axis=0))  # 3 distinct points: from the 4th centre on, total <= 0
-    np.testing.assert_array_equal(K.PlusPlusPrefix(tight, 7).first(6), plain_pp_init(tight, 6, np.random.default_rng(7)))
+    np.testing.assert_array_equal(K.PlusPlusPrefix(tight, 7).first(6), plain_kmeans_pp(tight, 6, np.random.default_rng(7)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
