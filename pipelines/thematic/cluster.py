@@ -559,8 +559,8 @@ def _step_state(tot: F32, sizes: NDArray[np.float64], out: I64) -> tuple[
     return a, near, b1, mean_d.min(axis=1)
 
 
-#: A split-path cut: (members, halves 0/1, distance sums of every point to half 1[, half 0's members, half 1's]).
-_Cut = tuple[NDArray[Any], ...]
+#: A split-path cut: (members, halves 0/1, distance sums of every point to half 1, half 0's members, half 1's).
+_Cut = tuple[I64, I64, F32, I64, I64]
 
 
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
@@ -645,10 +645,9 @@ def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,
     if not r:
         return []
     m_all = [c for c in (cuts[g] for g in cand) if c is not None]  # every one: the candidates are the cut groups
-    # Each cut's halves (members in order): kept in the cut by _bisect_to (a cut is scored at every step until it
-    # is made), else taken here.
-    h0 = [c[3] if len(c) > 3 else c[0][c[1] == 0] for c in m_all]
-    h1 = [c[4] if len(c) > 3 else c[0][c[1] == 1] for c in m_all]
+    # Each cut's halves (members in order), kept in the cut by _bisect_to: a cut is scored at every step until made.
+    h0 = [c[3] for c in m_all]
+    h1 = [c[4] for c in m_all]
     s1 = np.stack([c[2] for c in m_all])
     c1 = np.array([float(len(h)) for h in h1])
     c0 = np.array([float(len(c[0])) for c in m_all]) - c1
@@ -665,22 +664,29 @@ def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,
     chg[r0, p0] = False
     chg[r1, p1] = False
     # The uncut state's per-point silhouette (aa = a, b = b1, own = own0), as the plain form computes it there.
-    base = np.where(own0 > 1, (b1 - a) / np.maximum(np.maximum(a, b1), 1e-12), 0.0)
+    base = _point_silhouettes(a, b1, own0)
     s = np.repeat(base[None, :], r, axis=0)
     # Non-members that change: aa and own as before, b = min(bx, min(d0, d1)).
     rc, pc = np.nonzero(chg)
     bx = np.where(near[pc] == cand_a[rc], b2[pc], b1[pc])
     ac, oc = a[pc], own0[pc]
     bc = np.minimum(bx, dmin[rc, pc])
-    s[rc, pc] = np.where(oc > 1, (bc - ac) / np.maximum(np.maximum(ac, bc), 1e-12), 0.0)
+    s[rc, pc] = _point_silhouettes(ac, bc, oc)
     # The cut group's members: a within their half, b the nearer of bx and the other half, own the half's size.
     for rr, pp, same, other, cs in ((r0, p0, s0, d1, c0), (r1, p1, s1, d0, c1)):
         bxm = np.where(near[pp] == cand_a[rr], b2[pp], b1[pp])
         am = (same[rr, pp] / (cs - 1.0).astype(np.float32)[rr]).astype(np.float64)
         bm = np.minimum(bxm, other[rr, pp])
         om = cs[rr]
-        s[rr, pp] = np.where(om > 1, (bm - am) / np.maximum(np.maximum(am, bm), 1e-12), 0.0)
+        s[rr, pp] = _point_silhouettes(am, bm, om)
     return [float(v) for v in s.sum(axis=1)]
+
+
+def _point_silhouettes(a: NDArray[np.float64], b: NDArray[np.float64], own: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-point silhouettes from each point's mean distance ``a`` to its own group and ``b`` to the nearest other,
+    0 for a point alone in its group (``own`` its group's size): :func:`_cut_totals`' one formula, whatever points
+    it is applied to."""
+    return np.where(own > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
 
 
 def _plateau(rows: list[dict[str, float]], i: int) -> tuple[int, int]:
@@ -721,7 +727,11 @@ def _middle(rows: list[dict[str, float]]) -> dict[str, float] | None:
     if not rows:
         return None
     best = max(r["silhouette"] for r in rows)
-    tied = [r for r in rows if r["silhouette"] >= best - abs(best) * PARSIMONY]
+    return _geometric_middle([r for r in rows if r["silhouette"] >= best - abs(best) * PARSIMONY])
+
+
+def _geometric_middle(tied: list[dict[str, float]]) -> dict[str, float]:
+    """Of candidates in k order, the one nearest the geometric middle of their range."""
     mid = math.sqrt(tied[0]["k"] * tied[-1]["k"])
     return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
 
@@ -746,9 +756,7 @@ def _flat_middle(rows: list[dict[str, float]], noise: float) -> dict[str, float]
     :func:`decide` reads the flat top only when the level's silhouette is at most ``SUBSTANTIAL`` (see ``FLAT``)."""
     if not rows:
         return None
-    tied = _flat_top(rows, noise)
-    mid = math.sqrt(tied[0]["k"] * tied[-1]["k"])
-    return min(tied, key=lambda r: abs(math.log(r["k"] / mid)))
+    return _geometric_middle(_flat_top(rows, noise))
 
 
 def _unequal(r: dict[str, float]) -> bool:
