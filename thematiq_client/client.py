@@ -111,8 +111,28 @@ class ResponseFilters(TypedDict, total=False):
     subtheme: str
     bucket: str
     sentiment: str
-    metadata: dict[str, str]
+    #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`_meta_query`.
+    metadata: dict[str, MetadataValue]
     limit: int
+
+
+#: A metadata value, as a response's metadata holds it (JSON).
+MetadataValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+def _meta_query(value: MetadataValue) -> str:
+    """A metadata filter value as the service writes the stored value to compare it (pipelines/thematic/verbatims.py,
+    ``meta_text``): true/false, 7.0 as 7, a list or an object as its JSON, null as empty. ``str()`` sent True as
+    "True" and a list as Python's repr, which matched nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def _id(job: JobRef) -> str:
@@ -346,7 +366,7 @@ class Client:
         """
         meta = filters.get("metadata") or {}
         base: dict[str, Any] = {k: v for k, v in filters.items() if k != "metadata"}
-        base.update({f"metadata[{k}]": v for k, v in meta.items()})
+        base.update({f"metadata[{k}]": _meta_query(v) for k, v in meta.items()})
         path = f"/jobs/{_seg(_id(job))}/responses"
         while True:
             page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))
