@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -111,8 +111,8 @@ class ResponseFilters(TypedDict, total=False):
     subtheme: str
     bucket: str
     sentiment: str
-    #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`_meta_query`.
-    metadata: dict[str, MetadataValue]
+    #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`metadata_text`.
+    metadata: Mapping[str, MetadataValue]
     limit: int
 
 
@@ -120,10 +120,10 @@ class ResponseFilters(TypedDict, total=False):
 MetadataValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 
-def _meta_query(value: MetadataValue) -> str:
-    """A metadata filter value as the service writes the stored value to compare it (pipelines/thematic/verbatims.py,
-    ``meta_text``): true/false, 7.0 as 7, a list or an object as its JSON, null as empty. ``str()`` sent True as
-    "True" and a list as Python's repr, which matched nothing."""
+def metadata_text(value: MetadataValue) -> str:
+    """A metadata value as the service writes it to compare a filter with it (pipelines/thematic/insight.py,
+    ``meta_text``), and as the CLI's exports show it: true/false, 7.0 as 7, a list or an object as its JSON, null as
+    empty. ``str()`` sent a filter's True as "True" and a list as Python's repr, which matched nothing."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -366,7 +366,7 @@ class Client:
         """
         meta = filters.get("metadata") or {}
         base: dict[str, Any] = {k: v for k, v in filters.items() if k != "metadata"}
-        base.update({f"metadata[{k}]": _meta_query(v) for k, v in meta.items()})
+        base.update({f"metadata[{k}]": metadata_text(v) for k, v in meta.items()})
         path = f"/jobs/{_seg(_id(job))}/responses"
         while True:
             page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))
