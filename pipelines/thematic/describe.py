@@ -478,7 +478,17 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
             uses += 1
             longer.update(p for p in ps if p != phrase and f" {phrase} " in f" {p} ")
     best = [(f, -len(p), p) for p, f in longer.items() if f >= min_share * uses and f >= 2]
-    return max(best)[2] if best else phrase
+    return _fitting(best, texts, phrase)
+
+
+def _fitting(best: list[tuple[float, int, str]], texts: list[Analysed], fallback: str) -> str:
+    """The best-scored phrase of ``best`` that shows in at most :data:`MAX_LABEL_WORDS` words, else ``fallback``: a
+    five-token expansion ("refund for something i bought") must not cost a candidate its label ("refund" ->
+    "refund of item")."""
+    for *_, p in sorted(best, reverse=True):
+        if len(display(p, texts).split()) <= MAX_LABEL_WORDS:
+            return p
+    return fallback
 
 
 def _bare_words(texts: list[Analysed]) -> Counter[str]:
@@ -516,7 +526,7 @@ def _expand_word(
         for p, f in longer.items()
         if f >= max(2, LABEL_EXPAND_SHARE * uses) and any(_stem(v) != stem and v != "not" for v in p.split())
     ]
-    return max(best)[2] if best else word
+    return _fitting(best, texts, word)
 
 
 #: Words a label does not show (headline style: "Change my pin" -> "Change pin", "Cash from an atm" -> "Cash from

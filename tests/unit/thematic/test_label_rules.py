@@ -355,3 +355,14 @@ def test_a_label_drops_determiners_and_shows_at_most_four_words() -> None:
     for th in themes:
         assert not {"my", "the", "a", "an"} & set(th.label.lower().split()), th.label
         assert 1 <= len(th.label.split()) <= 4, th.label
+
+
+def test_a_word_whose_most_said_phrase_is_too_long_is_said_by_one_that_fits() -> None:
+    # "refund" is said most as "refund for something I bought" (five words, too long for a label): it is said by
+    # a phrase that fits, or alone, not dropped for a weaker candidate ("Cancel purchase"; dominant-banking,
+    # 2026-12-03).
+    refund = ([f"refund for something I bought {e}" for e in ("please", "now", "today", "sadly")]
+              + [f"I want a refund {e}" for e in ("please", "asap", "today", "ok")] + ["cancel purchase", "cancel it"])
+    themes = _themes([refund, PROMO, TOPUP])
+    label = next(th.label for th in themes if th.members[0] == 0)
+    assert "refund" in label.lower() and len(label.split()) <= 4, label
