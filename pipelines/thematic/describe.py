@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -481,7 +481,7 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
     return _fitting(best, texts, phrase)
 
 
-def _fitting(best: list[tuple[float, int, str]], texts: list[Analysed], fallback: str) -> str:
+def _fitting(best: Sequence[tuple[float, int, str]], texts: list[Analysed], fallback: str) -> str:
     """The best-scored phrase of ``best`` that shows in at most :data:`MAX_LABEL_WORDS` words, else ``fallback``: a
     five-token expansion ("refund for something i bought") must not cost a candidate its label ("refund" ->
     "refund of item")."""
