@@ -236,15 +236,44 @@ def parse_csv(
             delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;\t").delimiter
         except csv.Error:
             delimiter = ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        rows = _csv_rows(text, delimiter, strict=True)
+    except _UnclosedQuote as err:
+        raise InputError(f"error: line {err.line}: a quoted cell opens here and is never closed; "
+                         'close it with " (a quote inside a quoted cell is written "")') from None
+    except csv.Error:
+        # Strict mode also refuses text after a closing quote ("a"b), which the lenient reader keeps (ab); only
+        # a quote still open at the end of the file is refused, since the lenient reader makes the rest of the
+        # file one cell of it.
+        rows = _csv_rows(text, delimiter, strict=False)
+    # Errors name the physical line (a quoted cell may span lines); ids are the row number under the header.
+    return table_items(rows, column, id_column, where="line")
+
+
+class _UnclosedQuote(Exception):
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
+def _csv_rows(text: str, delimiter: str, *, strict: bool) -> Rows:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
     rows: Rows = []
     try:
         for row in reader:
             rows.append((reader.line_num, list(row)))
     except csv.Error as err:
+        if strict and str(err) == "unexpected end of data":  # the file ends inside a quoted cell
+            raise _UnclosedQuote(_unclosed_quote_line(text, rows[-1][0] if rows else 0)) from None
+        if strict:
+            raise
         raise InputError(f"error: malformed CSV near line {reader.line_num}: {err}") from None
-    # Errors name the physical line (a quoted cell may span lines); ids are the row number under the header.
-    return table_items(rows, column, id_column, where="line")
+    return rows
+
+
+def _unclosed_quote_line(text: str, done: int) -> int:
+    """The line of the quote left open: the first quote of the file's part after the last complete row."""
+    rest = io.StringIO(text, newline="").readlines()[done:]  # the lines as the reader counts them
+    return done + 1 + next((i for i, line in enumerate(rest) if '"' in line), 0)
 
 
 def _cell_text(value: Any) -> str | None:

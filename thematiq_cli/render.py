@@ -9,6 +9,8 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from thematiq_client import metadata_text
+
 from .terminal import visible
 from .waiting import fmt_elapsed
 
@@ -218,19 +220,11 @@ def _safe(value: Any) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
-def _meta_text(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False)  # JSON, as the service writes it (not Python's repr)
-    return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def _meta_cell(value: Any) -> str:
     # A JSON number cannot hold a formula, and "'-3" would be text in Excel: numbers as written.
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _meta_text(value)
-    return _safe(_meta_text(value))
+        return metadata_text(value)
+    return _safe(metadata_text(value))
 
 
 def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:

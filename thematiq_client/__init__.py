@@ -10,7 +10,16 @@ from __future__ import annotations
 
 __version__ = "0.2.0"
 
-from .client import Client, Codebook, Poll, ResponseFilters, Submitted, parse_retry_after
+from .client import (
+    Client,
+    Codebook,
+    MetadataValue,
+    Poll,
+    ResponseFilters,
+    Submitted,
+    metadata_text,
+    parse_retry_after,
+)
 from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
 from .models import (
     CallbackView,
@@ -37,6 +46,7 @@ __all__ = [
     "Job",
     "JobList",
     "JobView",
+    "MetadataValue",
     "Page",
     "Poll",
     "Problem",
@@ -49,5 +59,6 @@ __all__ = [
     "ThematiqError",
     "TransportError",
     "WaitTimeout",
+    "metadata_text",
     "parse_retry_after",
 ]

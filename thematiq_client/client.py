@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -111,8 +111,28 @@ class ResponseFilters(TypedDict, total=False):
     subtheme: str
     bucket: str
     sentiment: str
-    metadata: dict[str, str]
+    #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`metadata_text`.
+    metadata: Mapping[str, MetadataValue]
     limit: int
+
+
+#: A metadata value, as a response's metadata holds it (JSON).
+MetadataValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+def metadata_text(value: MetadataValue) -> str:
+    """A metadata value as the service writes it to compare a filter with it (pipelines/thematic/insight.py,
+    ``meta_text``), and as the CLI's exports show it: true/false, 7.0 as 7, a list or an object as its JSON, null as
+    empty. ``str()`` sent a filter's True as "True" and a list as Python's repr, which matched nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def _id(job: JobRef) -> str:
@@ -346,7 +366,7 @@ class Client:
         """
         meta = filters.get("metadata") or {}
         base: dict[str, Any] = {k: v for k, v in filters.items() if k != "metadata"}
-        base.update({f"metadata[{k}]": v for k, v in meta.items()})
+        base.update({f"metadata[{k}]": metadata_text(v) for k, v in meta.items()})
         path = f"/jobs/{_seg(_id(job))}/responses"
         while True:
             page = ResponseList.model_validate(self._json("GET", path, query={**base, "cursor": cursor}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -478,7 +478,17 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
             uses += 1
             longer.update(p for p in ps if p != phrase and f" {phrase} " in f" {p} ")
     best = [(f, -len(p), p) for p, f in longer.items() if f >= min_share * uses and f >= 2]
-    return max(best)[2] if best else phrase
+    return _fitting(best, texts, phrase)
+
+
+def _fitting(best: Sequence[tuple[float, int, str]], texts: list[Analysed], fallback: str) -> str:
+    """The best-scored phrase of ``best`` that shows in at most :data:`MAX_LABEL_WORDS` words, else ``fallback``: a
+    five-token expansion ("refund for something i bought") must not cost a candidate its label ("refund" ->
+    "refund of item")."""
+    for *_, p in sorted(best, reverse=True):
+        if len(display(p, texts).split()) <= MAX_LABEL_WORDS:
+            return p
+    return fallback
 
 
 def _bare_words(texts: list[Analysed]) -> Counter[str]:
@@ -516,17 +526,24 @@ def _expand_word(
         for p, f in longer.items()
         if f >= max(2, LABEL_EXPAND_SHARE * uses) and any(_stem(v) != stem and v != "not" for v in p.split())
     ]
-    return max(best)[2] if best else word
+    return _fitting(best, texts, word)
 
 
 #: Words a label does not show (headline style: "Change my pin" -> "Change pin", "Cash from an atm" -> "Cash from
 #: atm"): determiners and possessives name nothing, and every word shown counts toward a label's 2-4 words.
 LABEL_DROP = frozenset("a an the my your our their his her its".split())
+#: Forms of "to be" a label does not show either (headline style, as issue 22 writes its labels: "promo code
+#: rejected", not "promo code was rejected"); "has been" goes as a pair ("Top-up has been cancelled" -> "Top-up
+#: cancelled"). A negation, a modal or "does" stays: "Card not working", "Card will be accepted"; so does a form
+#: after a subject pronoun, whose verb it is ("since it is damaged" is no "since it damaged").
+LABEL_DROP_BE = frozenset("is are was were".split())
+_PERFECT = frozenset("has have had".split())
+_SUBJECTS = frozenset("i you he she it we they there this that".split())
 
 
 def display(key: str, texts: list[Analysed]) -> str:
-    """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed"), without
-    :data:`LABEL_DROP` words."""
+    """A phrase key as the theme's responses write it most often ("top failed" -> "top up failed"), in headline
+    style (:func:`headline`)."""
     seen: Counter[str] = Counter()
     for a in texts:
         if key in a.keys:
@@ -538,8 +555,18 @@ def display(key: str, texts: list[Analysed]) -> str:
 
 
 def headline(phrase: str) -> str:
-    """``phrase`` without determiners and possessives (:data:`LABEL_DROP`), unless nothing else is left."""
-    kept = [w for w in phrase.split() if w not in LABEL_DROP]
+    """``phrase`` without determiners, possessives and auxiliary "to be" (:data:`LABEL_DROP`,
+    :data:`LABEL_DROP_BE`), unless nothing else is left."""
+    ws = phrase.split()
+    aux: set[int] = set()
+    for n, w in enumerate(ws):
+        if n and ws[n - 1] in _SUBJECTS:
+            continue  # the pronoun's verb
+        if w in LABEL_DROP_BE:
+            aux.add(n)
+        elif w in _PERFECT and ws[n + 1 : n + 2] == ["been"]:
+            aux |= {n, n + 1}
+    kept = [w for n, w in enumerate(ws) if w not in LABEL_DROP and n not in aux]
     return " ".join(kept) if kept else phrase
 
 

@@ -9,6 +9,7 @@ expected share of false discoveries at ``alpha`` however many cells a table has.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,20 @@ class Bucketing:
 
     kind: str  # "categorical" | "nps" | "numeric"
     labels: list[str]  # one per response
+
+
+def meta_text(value: Any) -> str:
+    """A metadata value as a filter compares it (and a spreadsheet shows it): 7, "7" and 7.0 are all "7"; a list or
+    an object is its JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)  # as written, in JSON (str() gave Python's repr)
+    return str(value)
 
 
 def finite(v: Any) -> float | None:
@@ -75,7 +90,9 @@ def bucket(values: Sequence[Any]) -> Bucketing:
             return f"{_fmt(lo)}–{_fmt(hi)}"
 
         return Bucketing("numeric", [rng(v) for v in values])
-    return Bucketing("categorical", [MISSING if v is None or v == "" else str(v)[:80] for v in values])
+    # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a
+    # group's label finds its responses; str() gave Python's syntax (['a', 'b'], True).
+    return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v)[:80] for v in values])
 
 
 def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:

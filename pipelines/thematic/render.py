@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any
 
-from pipelines.thematic import mdsafe, verbatims
+from pipelines.thematic import insight, mdsafe, verbatims
 
 CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
@@ -24,8 +24,8 @@ def _meta_cell(value: Any) -> str:
     """A metadata value: a JSON number as written (it cannot hold a formula, and "'-3" would be text in Excel);
     anything else through the formula guard."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return verbatims.meta_text(value)
-    return _cell(verbatims.meta_text(value))
+        return insight.meta_text(value)
+    return _cell(insight.meta_text(value))
 
 
 def _score(value: Any) -> str:

@@ -7,7 +7,6 @@ meet. Pure functions of (result, input): the platform does the reads.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from shared.sdk import (
     ValidationFailed,
 )
 
+from .insight import meta_text
 from .validate import responses_of
 
 FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment"})
@@ -35,20 +35,6 @@ class Joined:
 
     item: dict[str, Any]
     assignment: dict[str, Any] | None
-
-
-def meta_text(value: Any) -> str:
-    """A metadata value as a filter compares it (and a spreadsheet shows it): 7, "7" and 7.0 are all "7"; a list or
-    an object is its JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False)  # as written, in JSON (str() gave Python's repr)
-    return str(value)
 
 
 def join(doc: Mapping[str, Any], data: Any) -> list[Joined]:

@@ -61,7 +61,7 @@ class Problem(BaseModel):
 _MODELS: tuple[type[BaseModel], ...] = (SubmitBody, JobView, JobList, ResponseList, Health, Problem)
 
 _PROBLEMS = {
-    "400": "Malformed JSON, invalid UTF-8, nesting deeper than 64, a bad cursor or header.",
+    "400": "Malformed JSON, invalid UTF-8, nesting deeper than 64, a key twice in one object, a bad cursor or header.",
     "401": "Missing or wrong function key (empty body, from the host), or no tenant (problem+json).",
     "404": "Unknown job, or another tenant's job (never 403).",
     "409": "Idempotency-Key reused with another body; cancel of a finished job; result (or responses) of an "

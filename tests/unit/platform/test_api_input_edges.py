@@ -107,3 +107,23 @@ def test_nesting_is_counted_in_containers_and_brackets_in_strings_do_not_count(b
         with pytest.raises(BadRequest, match="nested deeper than 64") as caught:
             parse_json_body(body, 1 << 20)
         assert caught.value.extra["field"] == "body"
+
+
+@pytest.mark.parametrize(("raw", "key"), [
+    (b'{"pipeline": "echo", "input": 1, "pipeline": "sleep"}', "pipeline"),
+    (b'{"pipeline": "echo", "input": [{"id": 1, "text": "a", "metadata": {"plan": "pro", "plan": "free"}}]}', "plan"),
+])
+def test_a_key_twice_in_one_object_is_a_400_naming_it_and_nothing_is_stored(platform: Platform, raw: bytes,
+                                                                           key: str) -> None:
+    # Parsers disagree on which one wins (Python's json the last, others the first or an error), so a gateway
+    # policy and the app could each read another pipeline; and a metadata value was dropped without a word.
+    assert platform.fake is not None
+    platform.fake.reset_ops()
+    resp = http("submit_job", "POST", "jobs", raw=raw)
+    assert resp.status_code == 400, resp.get_body()
+    problem = body_of(resp)
+    assert resp.mimetype == "application/problem+json" and [e["field"] for e in problem["errors"]] == ["body"]
+    assert f'the key "{key}" twice' in problem["detail"], problem
+    assert not [op for op in platform.fake.ops() if not op.endswith((":get", ":query"))], platform.fake.ops()
+    # The same key in two objects is no duplicate.
+    assert _submit(platform, {"pipeline": "echo", "input": [{"id": 1}, {"id": 2}]})["status"] == "queued"

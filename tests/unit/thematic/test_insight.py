@@ -88,3 +88,12 @@ def test_an_integer_too_large_for_a_float_makes_the_field_categorical_not_a_cras
     # Accepted at submission (a breakdown takes any values), so float() raising OverflowError failed the job.
     b = insight.bucket([10**400, *range(50)])
     assert b.kind == "categorical" and b.labels[1] == "0"
+
+
+def test_list_object_and_boolean_values_are_labelled_as_the_metadata_filter_writes_them() -> None:
+    # str() gave Python's syntax ("['a', 'b']", "{'x': None}", "True"), which no JSON reader takes and which the
+    # responses route's metadata[KEY]= filter (insight.meta_text) never matches: a label could not be followed up.
+    values = [["a", "b"], {"x": None}, True, "pro", None, 7.0]
+    labels = insight.bucket(values).labels
+    assert labels == ['["a", "b"]', '{"x": null}', "true", "pro", insight.MISSING, "7"]
+    assert labels[:4] == [insight.meta_text(v) for v in values[:4]]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.thematic.verbatims import meta_text, page
+from pipelines.thematic.insight import meta_text
+from pipelines.thematic.verbatims import page
 from pipelines.thematic.xlsx import render_xlsx
 from shared.sdk import ResponseQuery, ValidationFailed
 from tests.support.synthetic_result import synthetic_job
