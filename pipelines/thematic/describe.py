@@ -217,6 +217,9 @@ class Ranked:
     """Distinguishing single words (not generic), most distinctive first: to tell two same-named themes apart."""
     lone: bool = False
     """The only option is one generic word: it is never a label alone."""
+    topic: bool = False
+    """The lone word is no generic word and no verb or adjective alone, only one another theme says too ("luggage"
+    beside "lost luggage"): with nothing to join it to it names the theme, not "General comments (luggage)"."""
     longer: list[str] = field(default_factory=list)
     """Longer phrases holding the best option, as written, most used first: what the theme says when another
     theme has taken the option ("shopping list" -> "add to my shopping list")."""
@@ -384,7 +387,7 @@ def _rank_theme(
             memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems, bare[0]), texts)
         return memo[key]
 
-    options, lone = _label_options(c, score, n_words, lead, said, words, texts)
+    options, lone, topic = _label_options(c, score, n_words, lead, said, words, texts)
     first = int(np.argmax(np.where(lead, score, -np.inf))) if lead.any() else int(np.argmax(score))
     picked = [first]
     while len(picked) < min(KEY_PHRASES, len(c)):
@@ -401,7 +404,8 @@ def _rank_theme(
         # processes (a retry, a fan-out) could name one theme differently.
         key=lambda v: (-max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w), v),
     )
-    return Ranked(phrases[:KEY_PHRASES], options, solo, lone, _longer(options[0], texts) if options and not lone else [])
+    return Ranked(phrases[:KEY_PHRASES], options, solo, lone, topic,
+                  _longer(options[0], texts) if options and not lone else [])
 
 
 #: A clash is resolved by a longer phrase holding the label that at least this many of the theme's responses say.
@@ -424,8 +428,9 @@ def _longer(shown: str, texts: list[Analysed]) -> list[str]:
 def _label_options(
     c: list[Candidate], score: NDArray[np.float32], n_words: NDArray[np.float32], lead: NDArray[np.bool_],
     said: Callable[[str], str], words: _Words, texts: list[Analysed],
-) -> tuple[list[str], bool]:
-    """:func:`rank_labels`' step 3: label options as written, best first, and whether the only one is generic.
+) -> tuple[list[str], bool, bool]:
+    """:func:`rank_labels`' step 3: label options as written, best first, whether the only one is generic and
+    whether that one is a topic word another theme says too (:attr:`Ranked.topic`).
 
     A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
     ("minutes" -> "minutes late"); an option must hold a word that is not generic.
@@ -446,14 +451,14 @@ def _label_options(
         if options:
             break
     if options:
-        return options, False
-    # Every candidate is generic: a phrase of them ("good value"), else the best word, which
-    # pick_label joins with a keyword ("good and quick").
+        return options, False, False
+    # No option (every candidate generic, or a word another theme says too): a phrase of them ("good value"),
+    # else the best word, which pick_label joins with a keyword ("good and quick").
     multi = [i for i in np.argsort(-score, kind="stable") if n_words[i] > 1]
     key = c[multi[0] if multi else int(np.argmax(score))].key
     shown = display(key, texts)
     # Five tokens that drop no determiner: its content words ("card was not yet delivered" -> "card not delivered").
-    return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi
+    return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi, not multi and not words.plain(key)
 
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
@@ -584,6 +589,8 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         for w in dict.fromkeys([*r.words, *(keywords or []), *r.phrases[1:]]):
             if not {_stem(v) for v in w.split()} & stems:
                 return pick_label(Ranked(r.phrases, [f"{r.options[0]} and {w}"], r.words), used, keywords)
+        if r.topic:  # nothing else is said twice, but the word names what the theme is about
+            return pick_label(Ranked(r.phrases, r.options, r.words), used, keywords)
         # Nothing else is said twice: the theme is short general remarks like "good".
         return pick_label(Ranked(r.phrases, [f"general comments ({r.options[0]})"], r.words), used, keywords)
     for p in r.options or r.phrases:

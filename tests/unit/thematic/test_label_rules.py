@@ -382,3 +382,16 @@ def test_a_label_drops_to_be_as_a_headline_does() -> None:
     assert headline("card will be accepted") == "card will be accepted"
     assert headline("payment has been declined") == "payment declined" and headline("has been") == "has been"
     assert headline("card since it is damaged") == "card since it is damaged"  # the pronoun's verb
+
+
+def test_a_topic_word_another_theme_says_too_names_a_theme_with_nothing_else() -> None:
+    # The second, small theme about luggage says nothing twice but "luggage", which the first says too (so it is
+    # no label option). It is no generic word: the theme is "Luggage", not "General comments (luggage)", which
+    # reads as short remarks like "good" (CLINC150's lost_luggage split in two, 2026-12-03).
+    lost = [f"i lost my luggage {e}" for e in ("today", "again", "help", "now", "ugh", "sadly", "at the airport", "")]
+    other = ["why is my luggage not here", "where are my bags", "who can i call about my luggage",
+             "i'm at dia but my luggage isn't", "i need to find my luggage", "do you know where my package is"]
+    themes = _themes([lost, other, PROMO, TOPUP])
+    labels = {th.members[0]: th.label for th in themes}
+    assert not labels[len(lost)].startswith("General comments"), labels
+    assert "luggage" in labels[len(lost)].lower() and len(set(labels.values())) == len(labels), labels
