@@ -87,9 +87,9 @@ params = ThematicParams(llm="off", seed=int(seed), num_themes="auto")
 items = [{"id": i, "text": t} for i, t in enumerate(texts)]
 R.run_with(b.Ctx(), params, items, client=None)  # warm-up: embeddings cached, imports and first calls paid
 stage_cpu.clear()
-c0 = cpu()
+c0, w0 = cpu(), time.perf_counter()
 doc = R.run_with(b.Ctx(), params, items, client=None)
-job = cpu() - c0
+job, job_wall = cpu() - c0, time.perf_counter() - w0
 
 CLOCK = ("timings_seconds", "started_at", "finished_at", "created_at", "duration_seconds", "elapsed_seconds")
 def strip(v):
@@ -104,6 +104,7 @@ Path(out).write_text(blob, encoding="utf-8")
 tc = doc["run"]["theme_count"]
 print(json.dumps({"n": len(texts), "k": len(doc["themes"]), "confidence": tc.get("confidence"),
                   "sha": hashlib.sha256(blob.encode()).hexdigest()[:16], "job_cpu": round(job, 3),
+                  "job_wall": round(job_wall, 3),
                   "stage_cpu": {k: round(v, 3) for k, v in stage_cpu.items()}}))
 """
 
@@ -211,9 +212,11 @@ def ref_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def run_one(code: Path, name: str, seed: int, threads: int, out: Path) -> dict[str, Any]:
+def run_one(code: Path, name: str, seed: int, threads: int, out: Path, blas: int | None = None) -> dict[str, Any]:
+    """One worker run of ``name`` at ``threads`` (onnxruntime and BLAS; ``blas`` sets BLAS apart)."""
     env = dict(os.environ)
-    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    b = str(threads if blas is None else blas)
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=b, MKL_NUM_THREADS=b)
     p = subprocess.run([sys.executable, "-c", WORKER, str(code), str(ROOT), name, str(seed), str(out)],
                        capture_output=True, text=True, env=env, cwd=str(code))
     if p.returncode:

@@ -67,10 +67,17 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from shared.runtime.blas import ONE_BLAS_THREAD  # noqa: E402
+
+# As every attempt's process (shared/runtime/blas.py): numpy's BLAS on one thread, set before numpy loads, unless
+# the caller's environment says otherwise (bench/blas_threads.py measures 2).
+for _name, _value in ONE_BLAS_THREAD.items():
+    os.environ.setdefault(_name, _value)
+
+import numpy as np  # noqa: E402
+
 from bench.bolt import read_split  # noqa: E402
 from bench.metrics import _contingency, ari, nmi  # noqa: E402
 

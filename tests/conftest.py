@@ -24,11 +24,18 @@ from pathlib import Path
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
-import pytest
+from shared.runtime.blas import ONE_BLAS_THREAD
 
-from devhost.azurite import Azurite
-from shared.platform import Platform, reset_process, use
-from tests.support.fake_llm_server import CONNECTION_THREAD
+# In-process pipelines in a test run as an attempt's process does (one BLAS thread: shared/runtime/blas.py), set
+# before anything imports numpy; it also keeps 3 xdist workers on 2 cores from spinning each other's BLAS threads.
+for _name, _value in ONE_BLAS_THREAD.items():
+    os.environ.setdefault(_name, _value)
+
+import pytest  # noqa: E402
+
+from devhost.azurite import Azurite  # noqa: E402
+from shared.platform import Platform, reset_process, use  # noqa: E402
+from tests.support.fake_llm_server import CONNECTION_THREAD  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent

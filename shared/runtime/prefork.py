@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from shared.runtime.runner import APP_ROOT, AttemptRunner, ChildProcess
+from shared.runtime.runner import APP_ROOT, AttemptRunner, ChildProcess, child_env
 from shared.runtime.zygote import TITLE_ROOM
 
 log = logging.getLogger(__name__)
@@ -184,14 +184,13 @@ class Zygote:
         self._stop()
         self._owner = os.getpid()
         self._dir = tempfile.mkdtemp(prefix="thematiq-zygote-")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "shared.runtime.zygote", self.socket_path, TITLE_ROOM],
             stdin=subprocess.PIPE,  # the lifeline: end of file means this host is gone
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=str(APP_ROOT),
-            env=env,
+            env=child_env(),
             start_new_session=True,
         )
         assert self._proc.stdout is not None
@@ -273,7 +272,7 @@ class Zygote:
         """
         request = json.dumps(
             {"spec": str(spec_path), "cwd": str(APP_ROOT),
-             "env": {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}}
+             "env": child_env()}
         ).encode()
         last: Exception | None = None
         for _ in range(2):

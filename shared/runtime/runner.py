@@ -51,11 +51,21 @@ from shared.observability import telemetry
 from shared.observability.metering import TransactionMeter
 from shared.runtime import protocol
 from shared.runtime.admission import MemoryBudget
+from shared.runtime.blas import ONE_BLAS_THREAD
 from shared.runtime.protocol import AttemptSpec
 from shared.sdk.pipeline import Pipeline
 from shared.sdk.retry import RetryDecision, RetryPolicy
 
 APP_ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of an attempt's process, and of the zygote that forks them (so the numpy it pre-imports
+    starts its BLAS on one thread): the host's, one BLAS thread (``shared.runtime.blas``: a result must not depend
+    on the instance's core count), and the app on the import path."""
+    return {**os.environ, **ONE_BLAS_THREAD, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
+
+
 #: How long the pipeline process may linger after it reported how the attempt ended.
 _EXIT_GRACE_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -329,7 +339,6 @@ class AttemptRunner:
 
     def _start(self, spec_path: Path, event_fd: int, stderr_fd: int) -> ChildProcess:
         """Start the attempt's process: a fresh interpreter (``spawn``); ``ForkRunner`` forks a warm zygote."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(APP_ROOT), *sys.path])}
         return subprocess.Popen(
             [sys.executable, "-m", "shared.runtime.child", str(spec_path), str(event_fd)],
             stdin=subprocess.PIPE,
@@ -337,7 +346,7 @@ class AttemptRunner:
             stderr=stderr_fd,
             pass_fds=(event_fd,),
             cwd=str(APP_ROOT),
-            env=env,
+            env=child_env(),
             start_new_session=True,
         )
 
