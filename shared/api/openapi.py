@@ -71,7 +71,8 @@ _PROBLEMS = {
     "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
-    "503": "Storage unavailable; retry after `Retry-After` seconds.",
+    "503": "Storage unavailable, or a secret setting the route needs is an unresolved Key Vault reference; retry after "
+    "`Retry-After` seconds.",
 }
 
 
