@@ -41,7 +41,9 @@ class Misconfigured(ThematiqError):
     not resolve, ``shared.config.settings.UnresolvedSecret``): nothing was done; the caller may retry later, once the
     operator has fixed it (a 503, not a 500: the code is not at fault, and nothing is half done)."""
 
-    retry_after_seconds = 60
+    #: Above the typed client's max_retry_wait (60 s), so it raises at once instead of blocking for five waits on
+    #: something only the operator can fix.
+    retry_after_seconds = 120
 
 
 class StorageUnavailable(ThematiqError):
