@@ -386,7 +386,7 @@ def _create_webhook_secret() -> dict[str, Any]:
         "responses": {
             "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
                     "content": {"application/json": {"schema": _SECRET_CREATED}}},
-            **_problems(409, *_COMMON),
+            **_problems(400, 409, *_COMMON),
         },
     }
 
@@ -400,7 +400,7 @@ def _list_webhook_secrets() -> dict[str, Any]:
         "responses": {
             "200": {"description": "At most two: two during a rotation.",
                     "content": {"application/json": {"schema": _SECRET_LIST}}},
-            **_problems(*_COMMON),
+            **_problems(400, *_COMMON),
         },
     }
 
@@ -411,7 +411,7 @@ def _revoke_webhook_secret() -> dict[str, Any]:
         "operationId": "revoke_webhook_secret",
         "summary": "Stop signing with a secret (a rotation ends); never the last one",
         "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
-        "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
+        "responses": {"204": {"description": "Revoked."}, **_problems(400, 404, 409, *_COMMON)},
     }
 
 
