@@ -176,6 +176,18 @@ def _header_index(rows: Rows, column: str | None) -> int | None:
     return next(i for i in candidates[:20] if _filled(rows[i][1]) == widest)
 
 
+def _refuse_repeated_names(header: list[str], where: str, letters: bool) -> None:
+    """A name twice in the header: each response's metadata is keyed by name, so one column would replace the other."""
+    first: dict[str, int] = {}
+    for j, name in enumerate(header):
+        if not name:
+            continue
+        if name in first:
+            a, b = ((_column_letter(i) if letters else str(i + 1)) for i in (first[name], j))
+            raise InputError(f"error: {where}: the header has {name!r} twice (columns {a} and {b}); rename one")
+        first[name] = j
+
+
 def table_items(
     rows: Rows, column: str | None = None, id_column: str | None = None, *, where: str = "row",
     letters: bool = False,
@@ -184,9 +196,10 @@ def table_items(
     h = _header_index(rows, column)
     if h is None:
         return []
-    _, raw_header = rows[h]
+    header_number, raw_header = rows[h]
     header = [(c or "").strip() for c in raw_header]
     named = [n for n in header if n]
+    _refuse_repeated_names(header, f"{where} {header_number}", letters)
     text_col = _pick(named, column, TEXT_COLUMNS, "text")
     if text_col is None:
         if len(named) == 1:

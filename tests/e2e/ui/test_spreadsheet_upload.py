@@ -124,3 +124,21 @@ def test_a_csv_quote_never_closed_is_refused_naming_its_line(page: Any, host: Ho
     expect(page.locator("#file-info")).to_contain_text("2 rows")
     body = _submit_and_wait(page, posted, api)
     assert [(i["id"], i["text"]) for i in body["input"]] == [("a", 'it is 5" long'), ("b", "two\nlines")]
+
+
+def test_a_column_name_twice_in_the_header_is_refused_naming_both_columns(page: Any, host: HostProcess, api: Api,
+                                                                       tmp_path: Path) -> None:
+    # Records are keyed by column name: the later "plan" replaced the earlier one, a column of answers lost.
+    bad = tmp_path / "twice.csv"
+    bad.write_text("id,comment,plan,plan\na,fine,pro,free\n", encoding="utf-8")
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(bad))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert "line 1: the header has \"plan\" twice (columns 3 and 4); rename one" in alert.inner_text()
+    f = make_xlsx(tmp_path / "twice.xlsx", [["text", "Plan", "id", "Plan"], ["a", "x", "1", "y"]], extra_sheet=False)
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(f))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    assert "row 1: the header has \"Plan\" twice (columns B and D); rename one" in alert.inner_text()

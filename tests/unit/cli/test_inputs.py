@@ -164,3 +164,17 @@ def test_csv_quote_never_closed_is_an_error_naming_the_line_it_opens_on() -> Non
         parse_csv(text)
     # A quote closed before the end still spans lines, and text after a closing quote is kept as before.
     assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n')] == ["two\nlines", "ab"]
+
+
+def test_a_column_name_twice_in_the_header_is_an_error_naming_both_columns(tmp_path: Path) -> None:
+    # Each response's metadata is keyed by column name, so the later "plan" replaced the earlier one without a word
+    # (survey tools export two questions with one label): one column of answers lost.
+    with pytest.raises(InputError, match=r"line 1: the header has 'plan' twice \(columns 3 and 4\); rename one"):
+        parse_csv("id,text,plan,plan\n1,hello,pro,free\n")
+    from tests.unit.cli.test_spreadsheets import make_xlsx
+
+    f = make_xlsx(tmp_path / "twice.xlsx", [["text", "Plan", "id", "Plan "], ["a", "x", "1", "y"]], extra_sheet=False)
+    with pytest.raises(InputError, match=r"row 1: the header has 'Plan' twice \(columns B and D\); rename one"):
+        load_responses(f)
+    # Names that differ only in case are two keys: nothing is lost, and they stay accepted.
+    assert parse_csv("id,text,Plan,plan\n1,a,x,y\n")[0]["metadata"] == {"Plan": "x", "plan": "y"}
