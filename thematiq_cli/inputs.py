@@ -393,24 +393,45 @@ def _from_object(obj: Any, where: str, n: int, column: str | None, id_column: st
     return item
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        names = [k for k, _ in pairs]
+        raise _RepeatedKey(f"the key {next(k for k in names if names.count(k) > 1)!r} appears twice in one object")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """JSON as the service reads it: a key twice in one object is refused (json.loads kept the last, silently)."""
+    return json.loads(text, object_pairs_hook=_one_value_per_key)
+
+
 def parse_jsonl(text: str, column: str | None = None, id_column: str | None = None) -> list[dict[str, Any]]:
     items = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = _loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"error: line {n} is not valid JSON: {err.msg} (column {err.colno})") from None
+        except _RepeatedKey as err:
+            raise InputError(f"error: line {n}: {err}") from None
         items.append(_from_object(obj, f"line {n}", n, column, id_column))
     return items
 
 
 def parse_json(text: str, column: str | None = None, id_column: str | None = None) -> list[dict[str, Any]]:
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"error: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except _RepeatedKey as err:
+        raise InputError(f"error: {err}") from None
     if isinstance(value, dict) and isinstance(value.get("responses"), list):
         value = value["responses"]
     if not isinstance(value, list):
@@ -428,9 +449,11 @@ def parse_params(pairs: list[str], params_json: str | None = None) -> dict[str, 
     params: dict[str, Any] = {}
     if params_json:
         try:
-            value = json.loads(params_json)
+            value = _loads(params_json)
         except json.JSONDecodeError as err:
             raise InputError(f"error: --params-json is not valid JSON: {err.msg} (column {err.colno})") from None
+        except _RepeatedKey as err:
+            raise InputError(f"error: --params-json: {err}") from None
         if not isinstance(value, dict):
             raise InputError("error: --params-json must be a JSON object, e.g. '{\"min_theme_size\": 5}'")
         params.update(value)
@@ -440,8 +463,10 @@ def parse_params(pairs: list[str], params_json: str | None = None) -> dict[str, 
         if not sep or not key:
             raise InputError(f"error: --param expects KEY=VALUE, got {pair!r}")
         try:
-            params[key] = json.loads(raw)
+            params[key] = _loads(raw)
         except json.JSONDecodeError:
             # Not JSON: a bare word such as auto or off is meant as a string.
             params[key] = raw
+        except _RepeatedKey as err:
+            raise InputError(f"error: --param {key}: {err}") from None
     return params

@@ -178,3 +178,16 @@ def test_a_column_name_twice_in_the_header_is_an_error_naming_both_columns(tmp_p
         load_responses(f)
     # Names that differ only in case are two keys: nothing is lost, and they stay accepted.
     assert parse_csv("id,text,Plan,plan\n1,a,x,y\n")[0]["metadata"] == {"Plan": "x", "plan": "y"}
+
+
+def test_a_key_twice_in_a_json_or_jsonl_object_is_an_error_naming_it() -> None:
+    # json.loads keeps the last, so the CLI sent one of the two values and the service (which refuses a key twice)
+    # never saw the other: refused here, where the line can be named.
+    from thematiq_cli.inputs import parse_json
+
+    with pytest.raises(InputError, match=r"line 2: the key 'plan' appears twice in one object"):
+        parse_jsonl('{"id": 1, "text": "a"}\n{"id": 2, "text": "b", "metadata": {"plan": "pro", "plan": "free"}}\n')
+    with pytest.raises(InputError, match=r"the key 'text' appears twice in one object"):
+        parse_json('[{"id": 1, "text": "a", "text": "b"}]')
+    with pytest.raises(InputError, match=r"the key 'k' appears twice"):
+        parse_params([], '{"k": 1, "k": 2}')
