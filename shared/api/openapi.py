@@ -311,7 +311,8 @@ def _list_job_responses() -> dict[str, Any]:
              "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
              "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
-             "compare as written: `metadata[nps]=7`). A key no response has is a 422.",
+             "compare as written: `metadata[nps]=7`, so 7.0 is `7`; booleans as `true`/`false`; a list or "
+             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422.",
              "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
              "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},
