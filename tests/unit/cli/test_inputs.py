@@ -162,8 +162,13 @@ def test_csv_quote_never_closed_is_an_error_naming_the_line_it_opens_on() -> Non
     text = 'id,text\n1,fine\n2,"the quote opens here\n3,and swallows\n4,every later row\n'
     with pytest.raises(InputError, match=r"line 3: a quoted cell opens here and is never closed"):
         parse_csv(text)
-    # A quote closed before the end still spans lines, and text after a closing quote is kept as before.
-    assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n')] == ["two\nlines", "ab"]
+    # Also after text that follows a closing quote ("a"b, which the strict reader refuses and the lenient one keeps).
+    with pytest.raises(InputError, match=r"line 4: a quoted cell opens here"):
+        parse_csv('id;text\r\n1;"a"b\r\n2;"x""y"\r\n3;"open ""here\r\n4;more\r\n', delimiter=";")
+    # A quote closed before the end still spans lines, text after a closing quote is kept as before, and a quote
+    # inside an unquoted cell is a character.
+    assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n3,5" long\n')] == [
+        "two\nlines", "ab", '5" long']
 
 
 def test_a_column_name_twice_in_the_header_is_an_error_naming_both_columns(tmp_path: Path) -> None:
