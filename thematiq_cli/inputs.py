@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,18 @@ def _header_index(rows: Rows, column: str | None) -> int | None:
     return next(i for i in candidates[:20] if _filled(rows[i][1]) == widest)
 
 
+def _refuse_repeated_names(header: list[str], where: str, letters: bool) -> None:
+    """A name twice in the header: each response's metadata is keyed by name, so one column would replace the other."""
+    first: dict[str, int] = {}
+    for j, name in enumerate(header):
+        if not name:
+            continue
+        if name in first:
+            a, b = ((_column_letter(i) if letters else str(i + 1)) for i in (first[name], j))
+            raise InputError(f"error: {where}: the header has {name!r} twice (columns {a} and {b}); rename one")
+        first[name] = j
+
+
 def table_items(
     rows: Rows, column: str | None = None, id_column: str | None = None, *, where: str = "row",
     letters: bool = False,
@@ -184,9 +197,10 @@ def table_items(
     h = _header_index(rows, column)
     if h is None:
         return []
-    _, raw_header = rows[h]
+    header_number, raw_header = rows[h]
     header = [(c or "").strip() for c in raw_header]
     named = [n for n in header if n]
+    _refuse_repeated_names(header, f"{where} {header_number}", letters)
     text_col = _pick(named, column, TEXT_COLUMNS, "text")
     if text_col is None:
         if len(named) == 1:
@@ -236,44 +250,42 @@ def parse_csv(
             delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;\t").delimiter
         except csv.Error:
             delimiter = ","
-    try:
-        rows = _csv_rows(text, delimiter, strict=True)
-    except _UnclosedQuote as err:
-        raise InputError(f"error: line {err.line}: a quoted cell opens here and is never closed; "
-                         'close it with " (a quote inside a quoted cell is written "")') from None
-    except csv.Error:
-        # Strict mode also refuses text after a closing quote ("a"b), which the lenient reader keeps (ab); only
-        # a quote still open at the end of the file is refused, since the lenient reader makes the rest of the
-        # file one cell of it.
-        rows = _csv_rows(text, delimiter, strict=False)
-    # Errors name the physical line (a quoted cell may span lines); ids are the row number under the header.
-    return table_items(rows, column, id_column, where="line")
-
-
-class _UnclosedQuote(Exception):
-    def __init__(self, line: int) -> None:
-        self.line = line
-
-
-def _csv_rows(text: str, delimiter: str, *, strict: bool) -> Rows:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
+    line = _unclosed_quote_line(text, delimiter)
+    if line is not None:
+        raise InputError(f"error: line {line}: a quoted cell opens here and is never closed; "
+                         'close it with " (a quote inside a quoted cell is written "")')
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows: Rows = []
     try:
         for row in reader:
             rows.append((reader.line_num, list(row)))
     except csv.Error as err:
-        if strict and str(err) == "unexpected end of data":  # the file ends inside a quoted cell
-            raise _UnclosedQuote(_unclosed_quote_line(text, rows[-1][0] if rows else 0)) from None
-        if strict:
-            raise
         raise InputError(f"error: malformed CSV near line {reader.line_num}: {err}") from None
-    return rows
+    # Errors name the physical line (a quoted cell may span lines); ids are the row number under the header.
+    return table_items(rows, column, id_column, where="line")
 
 
-def _unclosed_quote_line(text: str, done: int) -> int:
-    """The line of the quote left open: the first quote of the file's part after the last complete row."""
-    rest = io.StringIO(text, newline="").readlines()[done:]  # the lines as the reader counts them
-    return done + 1 + next((i for i, line in enumerate(rest) if '"' in line), 0)
+#: Line breaks as the csv reader counts lines (it reads the text split on \n, \r\n and \r).
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _unclosed_quote_line(text: str, delimiter: str) -> int | None:
+    """The line of a quote left open at the end of the file, or None.
+
+    Python's csv reader (lenient, its default) reads from such a quote to the end as one cell: every later row
+    in one response, without a word. Read as it reads: a quote opens a quoted cell only at a cell's start (after
+    the delimiter or a line break), ``""`` inside is a quote, and what follows the closing quote is plain text up
+    to the delimiter, so a quote there is a character. The possessive ``*+`` never gives back a ``""``, so a cell
+    is closed only by a quote that is not one of a pair. Agrees with the strict reader's "unexpected end of data" on
+    200,000 random texts of a b , " \n \r and space (the 93 % the strict reader reads without another error).
+    """
+    if '"' not in text:
+        return None
+    cell = re.compile(r'(?<![^' + re.escape(delimiter) + r'\r\n])"(?:[^"]|"")*+("|\Z)')
+    for m in cell.finditer(text):
+        if not m.group(1):
+            return len(_LINE_BREAK.findall(text, 0, m.start())) + 1
+    return None
 
 
 def _cell_text(value: Any) -> str | None:
@@ -380,24 +392,45 @@ def _from_object(obj: Any, where: str, n: int, column: str | None, id_column: st
     return item
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        names = [k for k, _ in pairs]
+        raise _RepeatedKey(f"the key {next(k for k in names if names.count(k) > 1)!r} appears twice in one object")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """JSON as the service reads it: a key twice in one object is refused (json.loads kept the last, silently)."""
+    return json.loads(text, object_pairs_hook=_one_value_per_key)
+
+
 def parse_jsonl(text: str, column: str | None = None, id_column: str | None = None) -> list[dict[str, Any]]:
     items = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = _loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"error: line {n} is not valid JSON: {err.msg} (column {err.colno})") from None
+        except _RepeatedKey as err:
+            raise InputError(f"error: line {n}: {err}") from None
         items.append(_from_object(obj, f"line {n}", n, column, id_column))
     return items
 
 
 def parse_json(text: str, column: str | None = None, id_column: str | None = None) -> list[dict[str, Any]]:
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"error: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except _RepeatedKey as err:
+        raise InputError(f"error: {err}") from None
     if isinstance(value, dict) and isinstance(value.get("responses"), list):
         value = value["responses"]
     if not isinstance(value, list):
@@ -415,9 +448,11 @@ def parse_params(pairs: list[str], params_json: str | None = None) -> dict[str, 
     params: dict[str, Any] = {}
     if params_json:
         try:
-            value = json.loads(params_json)
+            value = _loads(params_json)
         except json.JSONDecodeError as err:
             raise InputError(f"error: --params-json is not valid JSON: {err.msg} (column {err.colno})") from None
+        except _RepeatedKey as err:
+            raise InputError(f"error: --params-json: {err}") from None
         if not isinstance(value, dict):
             raise InputError("error: --params-json must be a JSON object, e.g. '{\"min_theme_size\": 5}'")
         params.update(value)
@@ -427,8 +462,10 @@ def parse_params(pairs: list[str], params_json: str | None = None) -> dict[str, 
         if not sep or not key:
             raise InputError(f"error: --param expects KEY=VALUE, got {pair!r}")
         try:
-            params[key] = json.loads(raw)
+            params[key] = _loads(raw)
         except json.JSONDecodeError:
             # Not JSON: a bare word such as auto or off is meant as a string.
             params[key] = raw
+        except _RepeatedKey as err:
+            raise InputError(f"error: --param {key}: {err}") from None
     return params

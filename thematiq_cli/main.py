@@ -29,7 +29,7 @@ from .render import (
     themes_table,
     write_responses,
 )
-from .terminal import visible
+from .terminal import VisibleWriter, visible
 from .waiting import Poller, wait_for_job
 
 EXIT_OK = 0
@@ -189,6 +189,10 @@ class Io:
     def note(self, text: str = "") -> None:
         print(text, file=self.err, flush=True)
 
+    def data(self, text: str) -> None:
+        """A data view (JSON): as it is when piped; on a terminal without the characters that act on it."""
+        self.say(visible(text) if self.out.isatty() else text)
+
 
 def client_of(args: argparse.Namespace) -> Client:
     return Client.from_env(args.url, args.key, args.tenant, args.subscription_key)
@@ -250,7 +254,10 @@ def report_outcome(job: dict[str, Any], io: Io) -> int:
 
 def cmd_status(args: argparse.Namespace, io: Io) -> int:
     job = client_of(args).get(args.job_id)
-    io.say(json.dumps(job, indent=2, ensure_ascii=False) if args.json else job_details(job))
+    if args.json:
+        io.data(json.dumps(job, indent=2, ensure_ascii=False))
+    else:
+        io.say(job_details(job))
     return EXIT_OK
 
 
@@ -267,7 +274,7 @@ def cmd_list(args: argparse.Namespace, io: Io) -> int:
         if not cursor or not args.all:
             break
     if args.json:
-        io.say(json.dumps(items, indent=2, ensure_ascii=False))
+        io.data(json.dumps(items, indent=2, ensure_ascii=False))
     elif items:
         io.say(job_list(items))
     else:
@@ -386,7 +393,9 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
             if not cursor or (left is not None and left <= 0):
                 return
 
-    out = args.output.open("w", encoding="utf-8", newline="") if args.output else io.out
+    # On a terminal the json, jsonl and csv views lose what would act on it (the table view does so itself).
+    out: Any = args.output.open("w", encoding="utf-8", newline="") if args.output else (
+        VisibleWriter(io.out) if io.out.isatty() else io.out)
     try:
         n = write_responses(rows(), args.format, out)
     except OSError as err:
@@ -426,10 +435,10 @@ def run(argv: Sequence[str] | None = None, io: Io | None = None) -> int:
     try:
         return func(args, io)
     except ApiError as err:
-        io.note(err.render())
+        io.note(visible(err.render()))  # a problem's detail may quote data (an id, a label, a URL)
         return EXIT_API
     except CliError as err:
-        io.note(err.render())
+        io.note(visible(err.render()))
         return err.exit_code
     except KeyboardInterrupt:
         io.note("\ninterrupted")

@@ -10,6 +10,7 @@ tables' column widths stay right. The JSON, JSONL and CSV views keep the data ex
 from __future__ import annotations
 
 import unicodedata
+from typing import TextIO
 
 _REPLACEMENT = "\ufffd"
 #: Bidi embeddings, overrides, isolates and marks: invisible, and they reorder what a reader sees.
@@ -23,3 +24,17 @@ def visible(text: str) -> str:
     return "".join(
         _REPLACEMENT if ch in _BIDI or (ch != "\n" and unicodedata.category(ch) == "Cc") else ch for ch in text
     )
+
+
+class VisibleWriter:
+    """Writes to a terminal what :func:`visible` leaves of the text: for the data views (JSON, JSONL, CSV) when they
+    go to a terminal, where a reader, not a program, takes them. Piped or to a file, they stay as they are."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(visible(text))
+
+    def flush(self) -> None:
+        self.out.flush()

@@ -15,7 +15,8 @@ import azure.functions as func
 from shared.api import tenancy
 from shared.api.problems import problem_type
 from shared.config.constants import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
-from shared.core.errors import StorageUnavailable, ThematiqError, ValidationFailed
+from shared.config.settings import UnresolvedSecret
+from shared.core.errors import Misconfigured, StorageUnavailable, ThematiqError, ValidationFailed
 from shared.observability import telemetry
 
 log = logging.getLogger("thematiq.api")
@@ -49,11 +50,14 @@ def html_page(html: bytes, csp: str) -> func.HttpResponse:
     )
 
 
-def problem(status: int, slug: str, title: str, detail: str, instance: str, **extra: Any) -> func.HttpResponse:
-    """An RFC 9457 problem details response."""
+def problem(
+    status: int, slug: str, title: str, detail: str, instance: str, retry_after: int | None = None, **extra: Any
+) -> func.HttpResponse:
+    """An RFC 9457 problem details response; a 503 says when to retry (Storage's few seconds unless told)."""
     body = {"type": PROBLEM_TYPE_BASE + slug, "title": title, "status": status, "detail": detail, "instance": instance}
     body.update({k: v for k, v in extra.items() if v is not None})
-    headers = {"Retry-After": str(StorageUnavailable.retry_after_seconds)} if status == 503 else None
+    wait = retry_after if retry_after is not None else StorageUnavailable.retry_after_seconds
+    headers = {"Retry-After": str(wait)} if status == 503 else None
     return func.HttpResponse(
         json.dumps(body, separators=(",", ":"), ensure_ascii=False),
         status_code=status,
@@ -72,13 +76,17 @@ def problem_from(err: ThematiqError, instance: str) -> func.HttpResponse:
     ptype = problem_type(err)
     if ptype.status >= 500:
         # Internal details stay in the log; the client gets a stable message.
-        return problem(ptype.status, ptype.slug, ptype.title, _public_detail(err), instance)
+        return problem(ptype.status, ptype.slug, ptype.title, _public_detail(err), instance,
+                       retry_after=getattr(err, "retry_after_seconds", None))
     return problem(ptype.status, ptype.slug, ptype.title, err.detail, instance, **extra)
 
 
 def _public_detail(err: ThematiqError) -> str:
     if isinstance(err, StorageUnavailable):
         return "Storage is temporarily unavailable. Retry after the number of seconds in Retry-After."
+    if isinstance(err, Misconfigured):
+        return ("The service cannot serve this request until its operator fixes a setting. "
+                "Retry after the number of seconds in Retry-After.")
     return "An internal error occurred."
 
 
@@ -153,6 +161,11 @@ def _handle(fn: Handler, req: func.HttpRequest, check: bool) -> func.HttpRespons
                 exc_info=err.__cause__ is not None,
             )
         return problem_from(err, instance)
+    except UnresolvedSecret as err:
+        # The operator's to fix (the app's identity and the vault): said in the log by the setting's name, never
+        # its value; the caller gets a 503 that nothing was done.
+        log.error("%s %s -> 503: %s", req.method, instance, err)
+        return problem_from(Misconfigured(str(err)), instance)
     except Exception:
         incident = uuid.uuid4().hex[:12]
         log.exception("%s %s failed (incident %s)", req.method, instance, incident)

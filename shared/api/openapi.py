@@ -71,7 +71,8 @@ _PROBLEMS = {
     "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
-    "503": "Storage unavailable; retry after `Retry-After` seconds.",
+    "503": "Storage unavailable, or a secret setting the route needs is an unresolved Key Vault reference; retry after "
+    "`Retry-After` seconds.",
 }
 
 
@@ -310,7 +311,8 @@ def _list_job_responses() -> dict[str, Any]:
              "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
              "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
-             "compare as written: `metadata[nps]=7`). A key no response has is a 422.",
+             "compare as written: `metadata[nps]=7`, so 7.0 is `7`; booleans as `true`/`false`; a list or "
+             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422.",
              "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
              "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},
@@ -385,7 +387,7 @@ def _create_webhook_secret() -> dict[str, Any]:
         "responses": {
             "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
                     "content": {"application/json": {"schema": _SECRET_CREATED}}},
-            **_problems(409, *_COMMON),
+            **_problems(400, 409, *_COMMON),
         },
     }
 
@@ -399,7 +401,7 @@ def _list_webhook_secrets() -> dict[str, Any]:
         "responses": {
             "200": {"description": "At most two: two during a rotation.",
                     "content": {"application/json": {"schema": _SECRET_LIST}}},
-            **_problems(*_COMMON),
+            **_problems(400, *_COMMON),
         },
     }
 
@@ -410,7 +412,7 @@ def _revoke_webhook_secret() -> dict[str, Any]:
         "operationId": "revoke_webhook_secret",
         "summary": "Stop signing with a secret (a rotation ends); never the last one",
         "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}, _TENANT],
-        "responses": {"204": {"description": "Revoked."}, **_problems(404, 409, *_COMMON)},
+        "responses": {"204": {"description": "Revoked."}, **_problems(400, 404, 409, *_COMMON)},
     }
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from shared.core.errors import (
     BadRequest,
     Conflict,
+    Misconfigured,
     NotFound,
     PayloadTooLarge,
     StorageError,
@@ -45,6 +46,7 @@ PROBLEMS: tuple[tuple[type[ThematiqError], ProblemType], ...] = (
     (PreconditionFailed, ProblemType(412, "precondition-failed", "Precondition failed")),
     (PreconditionRequired, ProblemType(428, "precondition-required", "Precondition required")),
     (StorageUnavailable, ProblemType(503, "storage-unavailable", "Storage temporarily unavailable")),
+    (Misconfigured, ProblemType(503, "service-misconfigured", "Service unavailable")),
     (StorageError, ProblemType(500, "storage-error", "Storage error")),
 )
 

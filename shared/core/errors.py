@@ -36,6 +36,16 @@ class PayloadTooLarge(ThematiqError):
     """The body or a part of it is over a limit."""
 
 
+class Misconfigured(ThematiqError):
+    """The deployment lacks something the request needs (a secret setting whose Key Vault reference App Service did
+    not resolve, ``shared.config.settings.UnresolvedSecret``): nothing was done; the caller may retry later, once the
+    operator has fixed it (a 503, not a 500: the code is not at fault, and nothing is half done)."""
+
+    #: Above the typed client's max_retry_wait (60 s), so it raises at once instead of blocking for five waits on
+    #: something only the operator can fix.
+    retry_after_seconds = 120
+
+
 class StorageUnavailable(ThematiqError):
     """Storage could not be reached or timed out: retry later.
 
@@ -85,6 +95,7 @@ __all__ = [
     "Conflict",
     "EtagMismatch",
     "LostClaim",
+    "Misconfigured",
     "NotFound",
     "PayloadTooLarge",
     "PermanentError",

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.config.settings import get_settings
+from shared.config.settings import UnresolvedSecret, get_settings
 from shared.core.errors import NotFound, ThematiqError
 from shared.core.jobs import Job, WebhookStatus, utcnow
 from shared.core.lifecycle import Lifecycle
@@ -300,9 +300,17 @@ class WebhookSender:
         if job.callback_attempts >= msg.attempt:
             return "stale-attempt"  # this attempt is recorded already (a re-sent or duplicated message)
         started = msg.first_at or self.clock()
+        unsigned: str | None = None
         try:
-            keys = [s.value for s in active_secrets(self.index, job.tenant).secrets]
-            if not keys:
+            try:
+                keys = [s.value for s in active_secrets(self.index, job.tenant).secrets]
+            except UnresolvedSecret as err:
+                # The deployment's to fix, not the URL's fault: a failed attempt, retried with the backoff for the
+                # 24 h (raising left it unrecorded, and the sweep failed it as lost within the hour). Nothing is
+                # signed with the reference's text; the job says why in words of its own (the tenant reads it).
+                log.error("job %s: webhook not signed: %s", job.id, err)
+                keys, unsigned = [], "failed: the signing secrets are unavailable (a deployment setting); retried"
+            if not keys and unsigned is None:
                 raise UnsafeUrl("the tenant has no webhook signing secret")
             # Rows stored before URLs were normalised at submission are normalised (or refused) here.
             url = normalise_url(job.callback_url)
@@ -317,19 +325,10 @@ class WebhookSender:
             # Re-checked at send time: a host that now resolves to a private address is never called.
             self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}")
             return "refused"
-        body = json.dumps(self.public(job), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        timestamp = int(self.clock())
-        event = event_of(job)
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
-            "Thematiq-Event": event,
-            "Thematiq-Delivery": msg.delivery,
-            "Thematiq-Signature": sign(keys, timestamp, event, msg.delivery, body),
-        }
         t0 = time.monotonic()
         try:
-            outcome = DeliveryOutcome(False, unresolved) if unresolved else self.transport(url, addresses, body, headers)
+            failed = unsigned or unresolved
+            outcome = DeliveryOutcome(False, failed) if failed else self._post(job, msg, url, addresses, keys)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
             outcome = DeliveryOutcome(False, f"failed: could not send ({type(err).__name__})")
         telemetry.event(
@@ -353,6 +352,20 @@ class WebhookSender:
         nxt = WebhookMessage(msg.tenant, msg.job_id, msg.delivery, msg.attempt + 1, started)
         self.send(nxt, min(backoff(msg.attempt), max(1.0, started + DEADLINE_SECONDS - self.clock())))
         return "retrying"
+
+    def _post(self, job: Job, msg: WebhookMessage, url: str, addresses: list[str], keys: list[str]) -> DeliveryOutcome:
+        """The job's public JSON, signed with each of ``keys``, POSTed by the transport."""
+        body = json.dumps(self.public(job), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        timestamp = int(self.clock())
+        event = event_of(job)
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Thematiq-Event": event,
+            "Thematiq-Delivery": msg.delivery,
+            "Thematiq-Signature": sign(keys, timestamp, event, msg.delivery, body),
+        }
+        return self.transport(url, addresses, body, headers)
 
     def _record(self, job: Job, status: WebhookStatus, attempts: int, error: str | None) -> bool:
         """Write how the webhook stands on the job row (a lifecycle transition, decided by re-reading).

@@ -911,13 +911,19 @@ export async function readXlsx(buffer, sheetName) {
 
 const filled = (cells) => cells.filter((c) => c !== null && c !== undefined && String(c).trim() !== "").length;
 
-export function tableRecords(rows) {
+export function tableRecords(rows, where = "row") {
   // The header row (title rows above it and blank rows skipped); -> { columns, records, lines, headerLine }
   const candidates = rows.slice(0, 50).filter((r) => filled(r.cells)).slice(0, 20);
   if (!candidates.length) throw new Error("the file is empty");
   const header = candidates.find((r) => r.cells.some((c) => /^(text|response|answer|comment|feedback)s?$/i.test(String(c ?? "").trim())))
     || candidates.find((r) => filled(r.cells) === Math.max(...candidates.map((x) => filled(x.cells))));
   const columns = header.cells.map((c, i) => String(c ?? "").trim() || `column ${colLetter(i)}`);
+  // Records are keyed by name: a name twice would let one column replace the other (the CLI refuses it too).
+  columns.forEach((c, i) => {
+    const j = columns.indexOf(c);
+    const col = (k) => (where === "row" ? colLetter(k) : String(k + 1));
+    if (j !== i) throw new Error(`${where} ${header.line}: the header has "${c}" twice (columns ${col(j)} and ${col(i)}); rename one`);
+  });
   const body = rows.slice(rows.indexOf(header) + 1).filter((r) => r.cells.length && r.cells.some((c) => c !== null && c !== undefined));
   return {
     columns, headerLine: header.line, lines: body.map((r) => r.line),
@@ -929,7 +935,7 @@ async function parseFile(name, buffer, sheet) {
   // -> { columns: [...], records: [{col: value}], lines, headerLine, sheets?, sheet? }
   if (/\.(xlsx|xlsm)$/i.test(name)) {
     const book = await readXlsx(buffer, sheet);
-    return { ...tableRecords(book.rows), sheets: book.sheets, sheet: book.sheet, where: "row" };
+    return { ...tableRecords(book.rows, "row"), sheets: book.sheets, sheet: book.sheet, where: "row" };
   }
   const text = decodeText(buffer);
   if (/\.(jsonl|ndjson)$/i.test(name)) {
@@ -947,7 +953,7 @@ async function parseFile(name, buffer, sheet) {
   const first = text.split(/\r?\n/, 1)[0];
   const delimiter = [",", ";", "\t"].reduce((best, d) => (first.split(d).length > first.split(best).length ? d : best), ",");
   const rows = parseCsv(text, delimiter).map((r) => ({ line: r.line, cells: r.cells.every((c) => c.trim() === "") ? [] : r.cells }));
-  return { ...tableRecords(rows), where: "line" };
+  return { ...tableRecords(rows, "line"), where: "line" };
 }
 
 function newView() {

@@ -23,6 +23,15 @@ def _open_new(page: Any, host: HostProcess, api: Api) -> list[dict[str, Any]]:
     return posted
 
 
+def _refusal(page: Any, host: HostProcess, api: Api, path: Path) -> str:
+    """Choose ``path`` in the form; the text of the alert that refuses it."""
+    _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(path))
+    alert = page.locator("[role=alert]")
+    alert.wait_for()
+    return str(alert.inner_text())
+
+
 def _submit_and_wait(page: Any, posted: list[dict[str, Any]], api: Api) -> dict[str, Any]:
     page.click("#submit-job")
     page.wait_for_url("**#/jobs/*", timeout=20_000)
@@ -86,11 +95,7 @@ def test_a_zip_bomb_and_a_lying_zip_directory_are_refused(page: Any, host: HostP
 
     # Declared over the cap: refused from the directory, before anything is inflated.
     bomb = _write_sheet(tmp_path / "bomb.xlsx", _sheet(_rows(3)), {"xl/media/pad.bin": bytes(200 * 2**20)})
-    _open_new(page, host, api)
-    page.set_input_files("#responses-file", str(bomb))
-    alert = page.locator("[role=alert]")
-    alert.wait_for()
-    assert "inflates to 200 MiB, more than the 128 MiB" in alert.inner_text()
+    assert "inflates to 200 MiB, more than the 128 MiB" in _refusal(page, host, api, bomb)
 
     # A directory that says the sheet is 100 bytes while it inflates to 16 MiB: the inflate stops at the lie.
     padded = _sheet(b" " * (16 * 2**20) + _rows(3))
@@ -99,11 +104,7 @@ def test_a_zip_bomb_and_a_lying_zip_directory_are_refused(page: Any, host: HostP
     entry = data.rindex(b"PK\x01\x02", 0, data.rindex(b"xl/worksheets/sheet1.xml"))
     struct.pack_into("<I", data, entry + 24, 100)  # the central directory's uncompressed size
     liar.write_bytes(bytes(data))
-    _open_new(page, host, api)
-    page.set_input_files("#responses-file", str(liar))
-    alert = page.locator("[role=alert]")
-    alert.wait_for()
-    assert "xl/worksheets/sheet1.xml inflates to more than the workbook's ZIP directory says" in alert.inner_text()
+    assert "xl/worksheets/sheet1.xml inflates to more than the workbook's ZIP directory says" in _refusal(page, host, api, liar)
 
 
 def test_a_csv_quote_never_closed_is_refused_naming_its_line(page: Any, host: HostProcess, api: Api,
@@ -112,11 +113,7 @@ def test_a_csv_quote_never_closed_is_refused_naming_its_line(page: Any, host: Ho
     # every later line. A quote inside an unquoted cell stays a character, as the CLI's reader (Python's csv) has it.
     bad = tmp_path / "stray.csv"
     bad.write_text('id,comment\na,it is 5" long\nb,"opens here\nc,and swallows\nd,the rest\n', encoding="utf-8")
-    _open_new(page, host, api)
-    page.set_input_files("#responses-file", str(bad))
-    alert = page.locator("[role=alert]")
-    alert.wait_for()
-    assert "line 3: a quoted cell opens here and is never closed" in alert.inner_text()
+    assert "line 3: a quoted cell opens here and is never closed" in _refusal(page, host, api, bad)
     fine = tmp_path / "fine.csv"
     fine.write_text('id,comment\na,it is 5" long\nb,"two\nlines"\n', encoding="utf-8")
     posted = _open_new(page, host, api)
@@ -124,3 +121,13 @@ def test_a_csv_quote_never_closed_is_refused_naming_its_line(page: Any, host: Ho
     expect(page.locator("#file-info")).to_contain_text("2 rows")
     body = _submit_and_wait(page, posted, api)
     assert [(i["id"], i["text"]) for i in body["input"]] == [("a", 'it is 5" long'), ("b", "two\nlines")]
+
+
+def test_a_column_name_twice_in_the_header_is_refused_naming_both_columns(page: Any, host: HostProcess, api: Api,
+                                                                       tmp_path: Path) -> None:
+    # Records are keyed by column name: the later "plan" replaced the earlier one, a column of answers lost.
+    bad = tmp_path / "twice.csv"
+    bad.write_text("id,comment,plan,plan\na,fine,pro,free\n", encoding="utf-8")
+    assert "line 1: the header has \"plan\" twice (columns 3 and 4); rename one" in _refusal(page, host, api, bad)
+    f = make_xlsx(tmp_path / "twice.xlsx", [["text", "Plan", "id", "Plan"], ["a", "x", "1", "y"]], extra_sheet=False)
+    assert "row 1: the header has \"Plan\" twice (columns B and D); rename one" in _refusal(page, host, api, f)

@@ -162,5 +162,37 @@ def test_csv_quote_never_closed_is_an_error_naming_the_line_it_opens_on() -> Non
     text = 'id,text\n1,fine\n2,"the quote opens here\n3,and swallows\n4,every later row\n'
     with pytest.raises(InputError, match=r"line 3: a quoted cell opens here and is never closed"):
         parse_csv(text)
-    # A quote closed before the end still spans lines, and text after a closing quote is kept as before.
-    assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n')] == ["two\nlines", "ab"]
+    # Also after text that follows a closing quote ("a"b, which the strict reader refuses and the lenient one keeps).
+    with pytest.raises(InputError, match=r"line 4: a quoted cell opens here"):
+        parse_csv('id;text\r\n1;"a"b\r\n2;"x""y"\r\n3;"open ""here\r\n4;more\r\n', delimiter=";")
+    # A quote closed before the end still spans lines, text after a closing quote is kept as before, and a quote
+    # inside an unquoted cell is a character.
+    assert [i["text"] for i in parse_csv('id,text\n1,"two\nlines"\n2,"a"b\n3,5" long\n')] == [
+        "two\nlines", "ab", '5" long']
+
+
+def test_a_column_name_twice_in_the_header_is_an_error_naming_both_columns(tmp_path: Path) -> None:
+    # Each response's metadata is keyed by column name, so the later "plan" replaced the earlier one without a word
+    # (survey tools export two questions with one label): one column of answers lost.
+    with pytest.raises(InputError, match=r"line 1: the header has 'plan' twice \(columns 3 and 4\); rename one"):
+        parse_csv("id,text,plan,plan\n1,hello,pro,free\n")
+    from tests.unit.cli.test_spreadsheets import make_xlsx
+
+    f = make_xlsx(tmp_path / "twice.xlsx", [["text", "Plan", "id", "Plan "], ["a", "x", "1", "y"]], extra_sheet=False)
+    with pytest.raises(InputError, match=r"row 1: the header has 'Plan' twice \(columns B and D\); rename one"):
+        load_responses(f)
+    # Names that differ only in case are two keys: nothing is lost, and they stay accepted.
+    assert parse_csv("id,text,Plan,plan\n1,a,x,y\n")[0]["metadata"] == {"Plan": "x", "plan": "y"}
+
+
+def test_a_key_twice_in_a_json_or_jsonl_object_is_an_error_naming_it() -> None:
+    # json.loads keeps the last, so the CLI sent one of the two values and the service (which refuses a key twice)
+    # never saw the other: refused here, where the line can be named.
+    from thematiq_cli.inputs import parse_json
+
+    with pytest.raises(InputError, match=r"line 2: the key 'plan' appears twice in one object"):
+        parse_jsonl('{"id": 1, "text": "a"}\n{"id": 2, "text": "b", "metadata": {"plan": "pro", "plan": "free"}}\n')
+    with pytest.raises(InputError, match=r"the key 'text' appears twice in one object"):
+        parse_json('[{"id": 1, "text": "a", "text": "b"}]')
+    with pytest.raises(InputError, match=r"the key 'k' appears twice"):
+        parse_params([], '{"k": 1, "k": 2}')

@@ -111,3 +111,51 @@ def test_thematiq_result_on_a_terminal_prints_no_control_characters_and_piped_ke
     piped = io.StringIO()
     main.cmd_result(args, main.Io(out=piped, err=io.StringIO()))
     assert piped.getvalue() == body.decode()  # not a terminal: what the API sent
+
+
+@pytest.mark.parametrize("view", ["status", "list", "responses-jsonl", "responses-csv", "error"])
+def test_json_csv_and_error_views_on_a_terminal_print_no_control_characters_and_piped_keep_the_data(
+    view: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only `thematiq result` checked for a terminal: status --json, list --json, responses -f json/jsonl/csv and
+    # the service's error details printed a job's error, a response's text or a problem's detail as they came.
+    import json
+
+    from thematiq_cli import main
+    from thematiq_cli.client import ApiError
+
+    row = {"id": "r1", "text": HOSTILE, "bucket": "theme", "metadata": {"plan": HOSTILE}, "themes": []}
+
+    class _Client:
+        def get(self, job_id: str) -> dict[str, Any]:
+            return _job()
+
+        def list(self, **kw: Any) -> dict[str, Any]:
+            return {"items": [_job()]}
+
+        def response_page(self, *a: Any) -> dict[str, Any]:
+            return {"items": [row]}
+
+    def failing(args: Any, io: Any) -> int:
+        raise ApiError(422, {"title": "Request validation failed", "detail": HOSTILE,
+                             "errors": [{"field": "input[0].id", "message": HOSTILE}]})
+
+    monkeypatch.setattr(main, "client_of", lambda args: _Client())
+    argv = {"status": ["status", "j", "--json"], "list": ["list", "--json"],
+            "responses-jsonl": ["responses", "j", "-f", "jsonl"], "responses-csv": ["responses", "j", "-f", "csv"],
+            "error": ["status", "j"]}[view]
+    if view == "error":
+        monkeypatch.setattr(main, "cmd_status", failing)
+    for out_is_tty in (True, False):
+        out, err = (_Tty() if out_is_tty else io.StringIO()), _Tty()
+        code = main.run(argv, main.Io(out=out, err=err))
+        assert code == (3 if view == "error" else 0), err.getvalue()
+        if view == "error":
+            _clean(err.getvalue())
+        elif out_is_tty:
+            _clean(out.getvalue())
+        else:  # piped: the data as it is
+            got = {"status": lambda t: json.loads(t)["error"]["message"],
+                   "list": lambda t: json.loads(t)[0]["error"]["message"],
+                   "responses-jsonl": lambda t: json.loads(t)["text"], "responses-csv": lambda t: t}[view]
+            assert HOSTILE in got(out.getvalue())

@@ -112,13 +112,30 @@ def test_an_unresolved_key_vault_reference_never_seals_or_opens_a_secret(
     assert len(WebhookStore.of(backend.stores).secrets("tenant-a").secrets) == 1  # resolved again: all there
 
 
-def test_an_unresolved_webhook_secret_signs_nothing(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unresolved_webhook_secret_signs_nothing_and_the_delivery_is_a_failed_attempt_retried(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # WEBHOOK_SECRET (the default tenant's first secret) as the reference text: a signature anyone could forge.
+    # The delivery used to raise: never recorded, its message went round the host's dequeues to the poison queue,
+    # and the sweep, seeing no attempt, failed the webhook after 6 re-sends (about half an hour) as "lost 6 times
+    # in a row": a broken setting ended every pending webhook with a false reason. It is a failed attempt now,
+    # retried with the usual backoff for the usual 24 h, and delivered once the reference resolves.
+    from tests.support.webhooks import public_dns, row
+
+    public_dns(monkeypatch)
     monkeypatch.setenv("WEBHOOK_SECRET", UNRESOLVED)
     job = finished_job(backend, "local", index=False)
     rec = Recorder()
-    with pytest.raises(UnresolvedSecret):
-        rec.sender(backend).handle(WebhookMessage("local", job.id, delivery_id(job), 1, time.time()).encode())
-    assert rec.calls == []  # not sent; the message is delivered again once the reference resolves
+    first = WebhookMessage("local", job.id, delivery_id(job), 1, time.time())
+    assert rec.sender(backend).handle(first.encode()) == "retrying"
+    assert rec.calls == []  # not sent
+    stored = row(backend, job)
+    assert stored.callback_attempts == 1 and "signing secret" in (stored.callback_error or "")
+    assert "vault" not in (stored.callback_error or "").lower()  # the tenant reads it: no setting's text
+    [(nxt, delay)] = rec.sent
+    assert nxt.attempt == 2 and delay > 0
     with pytest.raises(UnresolvedSecret):
         WebhookSecrets(backend.stores).list("local")
+    monkeypatch.setenv("WEBHOOK_SECRET", "resolved-" + "s" * 32)
+    assert rec.sender(backend).handle(nxt.encode()) == "delivered"
+    assert len(rec.calls) == 1
