@@ -103,8 +103,9 @@ class ChunkWorker(AttemptHost):
     ) -> str:
         pipeline = self.registry.get(job.pipeline)
         if pipeline is None:
-            self.lifecycle.finish(chunk, Ending(Status.FAILED, JobError.of("UnknownPipeline", job.pipeline)))
-            return "failed"
+            # Disabled or not installed on this host: an ending like any other, so it settles the stage too.
+            return self._end(chunk, Ending(Status.FAILED, JobError.of("UnknownPipeline", job.pipeline)), traceparent,
+                             held)
         items = json.loads(gzip.decompress(chunk.input_inline or self.stores.blobs.get(chunk.input_blob or "")))
         settings = get_settings()
         spec = AttemptSpec(
@@ -165,6 +166,10 @@ class ChunkWorker(AttemptHost):
                 )
                 return "retrying" if retried.applied else "lost"
             ending = Ending(Status.FAILED, result.error or JobError.of("Error", "the chunk failed"))
+        return self._end(chunk, ending, traceparent, held)
+
+    def _end(self, chunk: Chunk, ending: Ending, traceparent: str | None, held: list[tuple[Chunk, Chunk]]) -> str:
+        """Record the chunk's ending, then refill the job's window or fan in: the last chunk to end settles it."""
         ended = self.lifecycle.finish(chunk, ending, traceparent)
         if not ended.applied:
             return "lost"
