@@ -277,9 +277,12 @@ class Worker(AttemptHost):
                 estimate = self._job_estimate(pipeline, job, input_value)
                 delivery.reservation = self.budget.try_reserve(estimate)
                 if delivery.reservation is None:
-                    self.lifecycle.release(job, delivery.before or job)  # give the claim back, attempts restored
+                    # Give the claim back (attempts restored), then defer the row as released: the claimed one no
+                    # longer matches it, so its due time would stay where it was and the reaper's lost-message
+                    # pass would add a copy of the message every period while the job waits for memory.
+                    released = self.lifecycle.release(job, delivery.before or job)
                     delivery.claimed = None
-                    return self._defer(job, msg, estimate)
+                    return self._defer(released.row, msg, estimate)
             log.info(
                 "job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline
             )
