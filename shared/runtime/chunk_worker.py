@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import time
 
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import get_settings
@@ -36,8 +37,8 @@ log = logging.getLogger(__name__)
 class ChunkLease(RowLease[Chunk]):
     """The claim on a running chunk. Its heartbeat also reads the parent, so cancelling the job stops it."""
 
-    def __init__(self, lifecycle: Lifecycle, chunk: Chunk) -> None:
-        super().__init__(lifecycle, chunk, f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}")  # just claimed
+    def __init__(self, lifecycle: Lifecycle, chunk: Chunk, claimed_at: float) -> None:
+        super().__init__(lifecycle, chunk, f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}", claimed_at)
 
     @property
     def chunk(self) -> Chunk:
@@ -88,17 +89,23 @@ class ChunkWorker(AttemptHost):
                 # A cancel that raced the suspension: end the job now rather than once every chunk is skipped.
                 self.lifecycle.cancel(job)
             return "cancelled"
+        # The fence counts from before the claim, as a job's does (shared.runtime.worker, _Delivery.claimed_at),
+        # not from once the chunk's input is read: that read (a blob, with its timeouts) is part of the lease.
+        claiming = time.monotonic()
         claimed = self.lifecycle.claim(chunk, msg.attempt)
         if not claimed.applied:
             return "noop-lost-race"
         held.append((claimed.row, chunk))
-        return self._run(claimed.row, job, msg.traceparent, held)
+        return self._run(claimed.row, job, msg.traceparent, held, claiming)
 
-    def _run(self, chunk: Chunk, job: Job, traceparent: str | None, held: list[tuple[Chunk, Chunk]]) -> str:
+    def _run(
+        self, chunk: Chunk, job: Job, traceparent: str | None, held: list[tuple[Chunk, Chunk]], claimed_at: float
+    ) -> str:
         pipeline = self.registry.get(job.pipeline)
         if pipeline is None:
-            self.lifecycle.finish(chunk, Ending(Status.FAILED, JobError.of("UnknownPipeline", job.pipeline)))
-            return "failed"
+            # Disabled or not installed on this host: an ending like any other, so it settles the stage too.
+            return self._end(chunk, Ending(Status.FAILED, JobError.of("UnknownPipeline", job.pipeline)), traceparent,
+                             held)
         items = json.loads(gzip.decompress(chunk.input_inline or self.stores.blobs.get(chunk.input_blob or "")))
         settings = get_settings()
         spec = AttemptSpec(
@@ -129,7 +136,7 @@ class ChunkWorker(AttemptHost):
             self._send_later(msg)
             return "deferred"
         try:
-            lease = ChunkLease(self.lifecycle, chunk)
+            lease = ChunkLease(self.lifecycle, chunk, claimed_at)
             outcome = self._attempt(lease, spec, timeout, settings, items)
         finally:
             reservation.release()
@@ -159,6 +166,10 @@ class ChunkWorker(AttemptHost):
                 )
                 return "retrying" if retried.applied else "lost"
             ending = Ending(Status.FAILED, result.error or JobError.of("Error", "the chunk failed"))
+        return self._end(chunk, ending, traceparent, held)
+
+    def _end(self, chunk: Chunk, ending: Ending, traceparent: str | None, held: list[tuple[Chunk, Chunk]]) -> str:
+        """Record the chunk's ending, then refill the job's window or fan in: the last chunk to end settles it."""
         ended = self.lifecycle.finish(chunk, ending, traceparent)
         if not ended.applied:
             return "lost"

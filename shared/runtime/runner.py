@@ -201,9 +201,9 @@ class AttemptRunner:
         self._usage: dict[str, float] = {}
         self._storage_ops: dict[str, int] = {}
         self._terminal_event: protocol.Terminal | None = None
-        # When the lease was last known to be ours: the self-fencing clock. It starts at the claim's own
-        # heartbeat, and each renewal moves it to when that renewal *started* (its heartbeat_at was
-        # planned then, not when the answer came back).
+        # When the lease was last known to be ours: the self-fencing clock. It starts when the claim was asked
+        # for (its heartbeat is planned after that), and each renewal moves it to when that renewal *started*
+        # (its heartbeat_at was planned then, not when the answer came back).
         self._renewed_at = getattr(lease, "renewed_at", time.monotonic())
         self._fence_after = FENCE_FRACTION * settings.heartbeat_stale_seconds
         # Renewals run on their own thread, so a renewal that blocks inside the SDK (a read timeout,

@@ -69,7 +69,9 @@ class _Delivery:
         self.claimed: Job | None = None
         #: This attempt's result, once stored: a release keeps it on the row.
         self.result: StoredResult | None = None
-        #: When this delivery's claim was written (monotonic): the start of the attempt's fence.
+        #: When this delivery's claim was asked for (monotonic): the start of the attempt's fence. Not when its
+        #: answer came back: the claim's heartbeat is planned before the write, and a write can take a read
+        #: timeout or two (30 s each) to answer, which the reaper's clock, counting from that heartbeat, does not wait.
         self.claimed_at: float | None = None
         #: This delivery's share of the host's memory budget, while its attempt runs.
         self.reservation: Reservation | None = None
@@ -186,6 +188,7 @@ class Worker(AttemptHost):
             if reservation is None:
                 return self._defer(job, msg, estimate)
         try:
+            claiming = time.monotonic()
             try:
                 claimed = self.lifecycle.claim(job, msg.attempt)
             except NotFound:
@@ -199,7 +202,7 @@ class Worker(AttemptHost):
                 return "noop-lost-race" if fresh else None
             if claimed.row.status == Status.SUCCEEDED:
                 return "succeeded"  # this attempt's result was stored: the claim finished the job from it
-            delivery.before, delivery.claimed, delivery.claimed_at = job, claimed.row, time.monotonic()
+            delivery.before, delivery.claimed, delivery.claimed_at = job, claimed.row, claiming
             return self._run(claimed.row, msg, delivery, input_value, reservation)
         finally:
             if reservation is not None:
@@ -233,13 +236,14 @@ class Worker(AttemptHost):
 
     def _resume(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery) -> str:
         """Continue a waiting job's attempt after its fan-in (same attempt number)."""
+        claiming = time.monotonic()
         resumed = self.lifecycle.resume(job, msg.attempt)
         if not resumed.applied:
             log.info("job %s: resume for attempt %d does not apply (%s); ignored", job.id, msg.attempt, job.status)
             return "noop-stale"
         if resumed.row.status == Status.SUCCEEDED:
             return "succeeded"  # this resumed attempt had stored its result, then released its claim
-        delivery.before, delivery.claimed, delivery.claimed_at = job, resumed.row, time.monotonic()
+        delivery.before, delivery.claimed, delivery.claimed_at = job, resumed.row, claiming
         return self._run(resumed.row, msg, delivery)
 
     # -- run ---------------------------------------------------------------------
@@ -273,9 +277,12 @@ class Worker(AttemptHost):
                 estimate = self._job_estimate(pipeline, job, input_value)
                 delivery.reservation = self.budget.try_reserve(estimate)
                 if delivery.reservation is None:
-                    self.lifecycle.release(job, delivery.before or job)  # give the claim back, attempts restored
+                    # Give the claim back (attempts restored), then defer the row as released: the claimed one no
+                    # longer matches it, so its due time would stay where it was and the reaper's lost-message
+                    # pass would add a copy of the message every period while the job waits for memory.
+                    released = self.lifecycle.release(job, delivery.before or job)
                     delivery.claimed = None
-                    return self._defer(job, msg, estimate)
+                    return self._defer(released.row, msg, estimate)
             log.info(
                 "job %s: attempt %d of %d started (pipeline %s)", job.id, job.attempts, job.max_attempts, job.pipeline
             )

@@ -124,8 +124,17 @@ def test_a_job_whose_input_can_never_be_read_still_ends(backend: Backend, monkey
     assert final.status.terminal, f"still {final.status} after {outcomes}"
 
 
-def test_jobs_deferred_by_admission_control_are_not_reenqueued_as_lost(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Review finding 8: admission deferral defeated the lost-message pass's backlog check."""
+@pytest.mark.parametrize("claim_checked", [False, True], ids=["inline-input", "claim-checked-input"])
+def test_jobs_deferred_by_admission_control_are_not_reenqueued_as_lost(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, claim_checked: bool
+) -> None:
+    """Review finding 8: admission deferral defeated the lost-message pass's backlog check.
+
+    A claim-checked input is judged after the claim, which is released before the deferral: the due time is
+    moved on from the released row (review37a: it was asked of the claimed row, which no longer applied).
+    """
+    import secrets
+
     if backend.name != "fake":
         pytest.skip("moves the platform's clock far past Azurite's message timestamps")
     from shared.config import settings as settings_mod
@@ -135,7 +144,8 @@ def test_jobs_deferred_by_admission_control_are_not_reenqueued_as_lost(backend: 
     settings_mod.get_settings.cache_clear()
     # The host's memory stays full for a while (every worker's budget: each worker(backend) is built anew).
     monkeypatch.setattr(MemoryBudget, "try_reserve", lambda _self, _mb: None)
-    j = submit(backend).job
+    j = submit(backend, input_=[secrets.token_hex(16) for _ in range(4000)] if claim_checked else None).job
+    assert bool(j.input_blob) == claim_checked
     delay = get_settings().admission_delay_seconds + 1
     requeued: list[str] = []
     for _period in range(4):

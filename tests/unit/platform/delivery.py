@@ -25,21 +25,28 @@ def http(name: str, method: str, path: str, body: Any = None, **route: str) -> f
     return resp
 
 
+def deliver_one(platform: Platform, queue: str, function: str) -> bool:
+    """Deliver the next visible message of ``queue`` to ``function`` as the host would; False if there is none."""
+    assert platform.fake is not None
+    client = platform.fake.queue(queue)
+    for m in client.receive_messages(max_messages=1, visibility_timeout=60):
+        msg = QueueMessage(id=m.id, body=base64.b64decode(m.content), dequeue_count=m.dequeue_count,
+                           pop_receipt=m.pop_receipt)
+        functions()[function](msg)
+        client.delete_message(m.id, m.pop_receipt)
+        return True
+    return False
+
+
 def deliver_all(platform: Platform) -> list[str]:
     """Deliver job and chunk messages as the host would (receive, run the function, delete) until none is left."""
-    assert platform.fake is not None
     s = get_settings()
     queues = {s.jobs_queue: "job_worker", s.chunks_queue: "chunk_worker"}
     delivered: list[str] = []
     while True:
         got = False
         for queue, function in queues.items():
-            client = platform.fake.queue(queue)
-            for m in client.receive_messages(max_messages=1, visibility_timeout=60):
-                msg = QueueMessage(id=m.id, body=base64.b64decode(m.content), dequeue_count=m.dequeue_count,
-                                   pop_receipt=m.pop_receipt)
-                functions()[function](msg)
-                client.delete_message(m.id, m.pop_receipt)
+            if deliver_one(platform, queue, function):
                 delivered.append(function)
                 got = True
         if not got:

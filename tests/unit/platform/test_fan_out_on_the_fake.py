@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from shared.config.settings import get_settings
 from shared.core.chunks import ChunkStatus
 from shared.core.jobs import Status
 from shared.core.names import checkpoint_blob_name
+from shared.core.registry import Registry
 from shared.platform import Platform
 
-from .delivery import deliver_all, http
+from .delivery import deliver_all, deliver_one, http
 
 REF = "tests.unit.platform.pipes:PIPELINE"
 
@@ -55,3 +59,25 @@ def test_the_installed_platform_serves_the_app_and_its_clock_is_the_process_cloc
     platform.fake.clock.advance(7200)  # the reaper's staleness and the fake's visibility move together
     assert abs((utcnow() - platform.fake.clock.now()).total_seconds()) < 1
     assert platform.service.list("local", {})[0] == []  # a fresh account: no other test's jobs
+
+
+def test_chunks_a_host_cannot_run_end_the_stage_without_the_reaper(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pipeline disabled (DISABLED_PIPELINES) or gone from the chunk worker's host while its map stage runs: each
+    # chunk fails at once, and, as for any other chunk ending, the last one settles the stage (here: the job fails,
+    # every item lost). It used to end the chunk and stop, leaving the job waiting for the reaper's next run.
+    platform.registry.register(REF)
+    submitted = http("submit_job", "POST", "jobs", {"pipeline": "staged", "params": {"chunk_size": 4},
+                                                     "input": list(range(1, 11))})
+    job_id = json.loads(submitted.get_body())["id"]
+    assert deliver_one(platform, get_settings().jobs_queue, "job_worker")  # the first attempt suspends
+    assert platform.stores.jobs.get("local", job_id).status == Status.WAITING
+    monkeypatch.setattr(Registry, "get", lambda self, name: None)
+
+    assert deliver_all(platform) == ["chunk_worker"] * 3
+
+    chunks = platform.stores.chunks.list_stage("local", job_id, "cube")
+    assert [(c.status, c.error_type) for c in chunks] == [(ChunkStatus.FAILED, "UnknownPipeline")] * 3
+    job = platform.stores.jobs.get("local", job_id)
+    assert job.status == Status.FAILED and job.error is not None and job.error.type == "ChunkFailed", job
