@@ -139,6 +139,11 @@ class RowKind(ABC, Generic[R]):
         """A queued row whose message is lost: the fields that move its due time on, if it is still as seen."""
 
     @abstractmethod
+    def postpone(self, row: R, seen: R, due: datetime) -> Fields | None:
+        """A queued row whose delivery was deferred (no memory on this host): the fields that make it due at
+        ``due`` at the earliest, so the reaper does not take it for a row whose message was lost."""
+
+    @abstractmethod
     def retried(self, row: R) -> bool:
         """Whether a write left ``row`` waiting for its next attempt's message (a retry, a reap, a requeue)."""
 
@@ -217,6 +222,11 @@ class JobRows(RowKind[Job]):
             return None
         return {"available_at": now, "requeues": row.requeues + 1}
 
+    def postpone(self, row: Job, seen: Job, due: datetime) -> Fields | None:
+        if not row.status.claimable or row.attempts != seen.attempts:
+            return None
+        return {"available_at": max(row.available_at, due)}
+
 
 class ChunkRows(RowKind[Chunk]):
     name = "chunk"
@@ -270,6 +280,11 @@ class ChunkRows(RowKind[Chunk]):
         if row.status != ChunkStatus.QUEUED or row.queued_at != seen.queued_at:
             return None
         return {"queued_at": now}
+
+    def postpone(self, row: Chunk, seen: Chunk, due: datetime) -> Fields | None:
+        if row.status != ChunkStatus.QUEUED or row.attempts != seen.attempts:
+            return None
+        return {"queued_at": due if row.queued_at is None else max(row.queued_at, due)}
 
 
 JOBS = JobRows()

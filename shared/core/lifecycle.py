@@ -465,23 +465,18 @@ class Lifecycle:
         # The row is read whole: a small result lives in it, and the caller needs the stored version back.
         return self._apply(job, "themes-edit", plan, with_input=True)
 
-    def postpone(self, job: Job, delay: timedelta) -> Applied[Job]:
-        """A queued or retrying job whose delivery was deferred (no memory on this host): due again later.
+    def postpone(self, row: R, delay: timedelta) -> Applied[R]:
+        """A queued (or retrying) job or chunk whose delivery was deferred (no memory on this host): due again later.
 
         Best effort (not applied if the write failed): if the row moved on, the deferred message is a no-op.
         """
+        kind: RowKind[R] = kind_of(row)
         due = utcnow() + delay
-
-        def plan(row: Job) -> Fields | None:
-            if not row.status.claimable or row.attempts != job.attempts:
-                return None
-            return {"available_at": max(row.available_at, due)}
-
         try:
-            return self._apply(job, "postpone", plan)
+            return self._apply(row, "postpone", lambda current: kind.postpone(current, row, due))
         except ThematiqError:
-            log.warning("job %s: could not move its due time on after a deferral", job.id)
-            return Applied(job, False)
+            log.warning("%s: could not move its due time on after a deferral", kind.label(row))
+            return Applied(row, False)
 
     def resend_resume(self, job: Job) -> Applied[Job]:
         """A waiting job that fanned in long ago but never resumed: its resume message was lost."""

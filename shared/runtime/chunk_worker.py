@@ -130,10 +130,10 @@ class ChunkWorker(AttemptHost):
         reservation = self.budget.try_reserve(estimate)
         if reservation is None:
             # No room now: give the claim back (attempts restored) and send the message again a little later.
-            self.lifecycle.release(chunk, held[-1][1])
+            released = self.lifecycle.release(chunk, held[-1][1])
             held.clear()
             msg = ChunkMessage(chunk.tenant, chunk.job_id, chunk.stage, chunk.index, chunk.attempts, traceparent)
-            self._send_later(msg)
+            self._send_later(msg, released.row)
             return "deferred"
         try:
             lease = ChunkLease(self.lifecycle, chunk, claimed_at)

@@ -560,13 +560,17 @@ class AttemptHost:
 
         return get_settings()
 
-    def _send_later(self, message: JobMessage | ChunkMessage) -> timedelta:
+    def _send_later(self, message: JobMessage | ChunkMessage, row: R) -> timedelta:
         """Send ``message`` again after ``ADMISSION_DELAY_SECONDS`` (no memory here now); returns the delay.
 
-        The new message starts with a dequeue count of 0, so waiting for memory never pushes work towards
-        the poison queue. Were the send lost, this delivery fails instead and the host redelivers it.
+        ``row`` (queued, as this delivery leaves it) is made due that much later first, so the reaper's
+        lost-message pass does not take a row that only waits for memory for one whose message was lost (and
+        add a copy each period). The new message starts with a dequeue count of 0, so waiting for memory never
+        pushes work towards the poison queue. Were the send lost, this delivery fails instead and the host
+        redelivers it.
         """
         delay = timedelta(seconds=self.settings.admission_delay_seconds)
+        self.lifecycle.postpone(row, delay)
         if not self.lifecycle.send(message, delay):
             raise StorageUnavailable(f"could not defer the {type(message).__name__}")
         return delay

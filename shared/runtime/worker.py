@@ -228,10 +228,7 @@ class Worker(AttemptHost):
             "job %s: needs about %.0f MB, which does not fit beside the %d attempts running; again in %.0f s",
             msg.job_id, estimate, self.budget.running, delay.total_seconds(),
         )
-        # Move the job's due time on, so the reaper's lost-message pass does not take a job that is only
-        # waiting for memory for one whose message was lost (and add a copy each period).
-        self.lifecycle.postpone(job, delay)
-        self._send_later(msg)
+        self._send_later(msg, job)
         return "deferred"
 
     def _resume(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery) -> str:

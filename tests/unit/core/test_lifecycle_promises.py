@@ -14,7 +14,7 @@ from shared.core.lifecycle import Ending, Lifecycle, StageCheck, StoredResult
 from shared.core.messages import JobMessage
 from shared.core.names import result_blob_name
 from tests.support.backends import Backend
-from tests.support.scenarios import TENANT, drain, executions, job, reaper, submit, worker
+from tests.support.scenarios import TENANT, chunk_worker, drain, executions, job, reaper, submit, worker
 
 
 def test_the_last_delivery_does_not_fail_a_job_whose_result_is_stored(backend: Backend) -> None:
@@ -158,6 +158,45 @@ def test_jobs_deferred_by_admission_control_are_not_reenqueued_as_lost(
     assert requeued == [] and depth == 1, (
         f"the reaper re-enqueued {j.id} {len(requeued)} times while its message was being deferred; "
         f"{depth} copies of it now circulate"
+    )
+
+
+def test_chunks_deferred_by_admission_control_are_not_resent_as_lost(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk is judged for memory after its claim, which is released before the deferral: its due time
+    (``queued_at``) moves on too, as a job's does, or every reaper period re-sends it as lost (review37a)."""
+    import gzip
+
+    if backend.name != "fake":
+        pytest.skip("moves the platform's clock far past Azurite's message timestamps")
+    from shared.config import settings as settings_mod
+    from shared.runtime.admission import MemoryBudget
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.PENDING, 1, "m:f", of=1,
+                                                 plan="p", input_inline=gzip.compress(b"[1]"))])
+    assert life.suspend(claimed.row, "s").applied  # waiting; the chunk is queued and its message sent
+    monkeypatch.setattr(MemoryBudget, "try_reserve", lambda _self, _mb: None)  # the host's memory stays full
+    chunks_queue = get_settings().chunks_queue
+    delay = get_settings().admission_delay_seconds + 1
+    resent: list[str] = []
+    outcomes: list[str | None] = []
+    for _period in range(4):
+        for _ in range(2):
+            while (outcome := backend.deliver(chunk_worker(backend).handle, chunks_queue)) is not None:
+                outcomes.append(outcome)  # every copy is deferred again
+            backend.clock.advance(delay)
+        resent += reaper(backend).run().chunks_requeued
+    depth = backend.depth(chunks_queue)
+    assert set(outcomes) == {"deferred"}, outcomes
+    assert resent == [] and depth == 1, (
+        f"the reaper re-sent the chunk {len(resent)} times while it was being deferred; {depth} copies circulate"
     )
 
 
