@@ -81,6 +81,11 @@ def test_timer_and_queue_resume_after_storage_outage(tmp_path: Path) -> None:
 
         az.stop()  # keeps its data; the host's lease renewal and status writes now fail
         time.sleep(OUTAGE_SECONDS)
+        # The outage lasts until both failures were seen, not a fixed time: a receive begun just before it spends
+        # its SDK retries (3, ~2 s apart) inside the outage, and on a loaded machine an 8 s outage could end before
+        # they ran out, so the listener never saw a failure to log (a full run at load ~4 did, 2026-12-03).
+        wait_for(lambda: "receive from queue" in host.logs and "could not write its schedule status" in host.logs,
+                 timeout=60)
         az.start()
         up = time.time()
 
