@@ -4,7 +4,8 @@ Survey answers, ids, labels, metadata and error messages come from whoever wrote
 ESC starts a control sequence (clear the screen, retitle the window, write the clipboard with OSC 52, a forged
 OSC 8 hyperlink), BEL and the C1 controls (8-bit CSI) likewise, a backspace overwrites what came before, and
 bidi overrides reorder what is shown. Each such character prints as U+FFFD: one character for one, so the
-tables' column widths stay right. The JSON, JSONL and CSV views keep the data exactly as it is.
+tables' column widths stay right. The JSON, JSONL and CSV views keep the data exactly as it is when piped or
+written to a file; on a terminal they go through :class:`VisibleWriter` (or :func:`visible`) as well.
 """
 
 from __future__ import annotations
