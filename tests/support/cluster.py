@@ -7,6 +7,7 @@ them scaled down; ``bench/reliability.py`` runs them full size and prints a tabl
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import statistics
@@ -28,6 +29,7 @@ from azure.storage.queue import QueueClient
 from devhost.azurite import Azurite
 from devhost.process import REPO_ROOT, HostProcess
 from tests.e2e.conftest import TERMINAL, Api, host_env
+from tests.support.waiting import wait_until
 
 PROBLEM = "application/problem+json"
 
@@ -457,8 +459,6 @@ def drain_messages(q: QueueClient) -> list[dict[str, Any]]:
         if not batch:
             return out
         for m in batch:
-            import base64
-
             out.append(json.loads(base64.b64decode(m.content)))
 
 
@@ -559,8 +559,6 @@ def duplicate_delivery(conn: str, consumers: int = 3) -> dict[str, Any]:
         job_id = submitted.job.id
         msgs = list(get_queue_client().receive_messages(max_messages=1, visibility_timeout=120))
         assert len(msgs) == 1
-        import base64
-
         text = base64.b64decode(msgs[0].content).decode()
         code = WAIT_FOR_GO + (
             f"import json, os\nfrom shared.platform import Platform\nprint(json.dumps(Platform.from_settings().worker.handle({text!r}, 1)))"
@@ -596,10 +594,17 @@ def poison(conn: str, good: int = 6) -> dict[str, Any]:
         ok = [api.submit("echo", {}, {"n": i})["id"] for i in range(good)]
         final = wait_all_terminal(api, [bad["id"], raising["id"], *ok], 120)
         elapsed = time.monotonic() - t0
-        poisoned = [
-            json.loads(__import__("base64").b64decode(m.content))
-            for m in c.queue(poison=True).peek_messages(max_messages=32)
-        ]
+
+        def poison_copies() -> list[dict[str, Any]] | None:
+            found = [
+                json.loads(base64.b64decode(m.content))
+                for m in c.queue(poison=True).peek_messages(max_messages=32)
+            ]
+            return found if {m["j"] for m in found} >= {bad["id"], raising["id"]} else None
+
+        # The worker copies a message to the poison queue right after the FAILED write that the API shows, so
+        # on a loaded machine the status can be read before the copy lands: wait for it (bounded), don't peek once.
+        poisoned = wait_until(poison_copies, timeout=60, interval=0.2, what="both failed jobs' poison copies")
         for j in (bad, raising):
             f = final[j["id"]]
             assert f["status"] == "failed", f
