@@ -153,7 +153,9 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             if r.get("change") is None:
                 lines.append(f"| {_md(r['label'])} | — | {r['share_now']:.1%} | — | {r['status']} |")
                 continue
-            change = f"{r['change']:+.1%}"
+            # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
+            # relative change for a share that went from 4.6% to 9.4%.
+            change = f"{r['change'] * 100:+.1f} pts"
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))

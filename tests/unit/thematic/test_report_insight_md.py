@@ -47,3 +47,9 @@ def test_insight_tables_have_one_row_per_theme_and_nothing_active_from_data() ->
     assert "<script>alert(1)</script>" in visible and "30%" in visible
     # Significant cells are bold: the first group's column and every comparison row, plus the two legends.
     assert sum(1 for t in walk(tokens) if t.type == "strong_open") == n + n + 2
+
+
+def test_a_change_in_share_is_stated_in_percentage_points() -> None:
+    # 10% then, 30% now: "+20.0 pts", never "+20.0%" (which reads as a relative change; it is +200 %).
+    text = render_md(_doc())[1].decode()
+    assert "+20.0 pts" in text and "+20.0%" not in text
