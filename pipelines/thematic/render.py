@@ -118,7 +118,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         for t in themes:
             s = t.get("sentiment") or {}
             mean = s.get("nps") if nps else s.get("mean")
-            shown = "" if mean is None else f"{mean:+.0f}" if nps else f"{mean:+.2f}"
+            # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
+            shown = "" if mean is None else _num(mean, nps)
             lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
                          f"{s.get('negative', 0)} | {shown} |")
     for b in doc.get("breakdowns") or []:
