@@ -627,7 +627,9 @@ function themesView(job, doc, edit = null) {
 // researcher knows what the green and red bars are worth.
 function sentimentSource(s) {
   if (!s || !s.source) return null;
-  const what = s.source === "metadata" ? `the rating field “${s.field}”${s.scale ? ` (${s.scale})` : ""}`
+  // The scale in words: "score10" was the code's name for it.
+  const scale = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative" }[s.scale] || s.scale;
+  const what = s.source === "metadata" ? `the rating field “${s.field}”${scale ? ` (${scale})` : ""}`
     : s.source === "llm" ? `the LLM${s.model ? ` (${s.model})` : ""}`
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
     : `the lexicon${s.model ? ` (${s.model})` : ""}`;
@@ -638,7 +640,10 @@ function sentimentBar(s) {
   if (!total) return null;
   const part = (kind) => { const el = h("span", { class: `sent ${kind}` }); el.style.width = pct((s[kind] || 0) / total); return el; };
   const label = `Sentiment: ${s.positive} positive, ${s.neutral} neutral, ${s.negative} negative` +
-    (s.mean === null || s.mean === undefined ? "" : `, mean ${Number(s.mean).toFixed(2)}`);
+    // A 0-10 rating: the theme's NPS, to one decimal as the report and the impact chart give it (the mean of
+    // -1/0/+1 is NPS/100, which the label called "mean -0.95").
+    (typeof s.nps === "number" ? `, NPS ${s.nps.toFixed(1)}`
+      : s.mean === null || s.mean === undefined ? "" : `, mean ${Number(s.mean).toFixed(2)}`);
   return h("span", { class: "sentiment", role: "img", "aria-label": label, title: label },
     part("positive"), part("neutral"), part("negative"));
 }

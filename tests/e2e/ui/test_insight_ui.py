@@ -87,3 +87,24 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
     assert [e["op"] for e in after["edits"]] == ["rename", "merge"]
     expect(page.locator(f"li.theme[data-theme-id='{a}'] .theme-count b")).to_have_text(str(merged["count"]))
     expect(page.locator("ul.edit-log li")).to_have_count(2)
+
+
+def test_a_zero_to_ten_rating_shows_each_themes_nps_and_its_scale_in_words(page: Any, host: HostProcess,
+                                                                            api: Api) -> None:
+    # sentiment_from a 0-10 rating: the bar said "mean -0.95" (NPS / 100) and the source "(score10)", the code's name.
+    items, truth = feedback(per_theme=10, seed=3)
+    rng = random.Random(3)
+    for it, t in zip(items, truth, strict=True):
+        it["metadata"] = {"ltr": rng.choice([0, 3, 6, 7, 9, 10] if t == "delivery" else [8, 9, 10])}
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 3, "sentiment_from": "ltr"}, items)["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator("#sentiment-source-note")).to_have_text("sentiment: the rating field “ltr” (0–10, as NPS groups)",
+                                                                timeout=30000)
+    for t in doc["themes"]:
+        s = t["sentiment"]
+        expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .sentiment")).to_have_attribute(
+            "aria-label", f"Sentiment: {s['positive']} positive, {s['neutral']} neutral, {s['negative']} negative, "
+                          f"NPS {s['nps']:.1f}")
