@@ -31,6 +31,9 @@ function h(tag, attrs = {}, ...children) {
 const fill = (el, ...children) => el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
 const announce = (text) => { announcer.textContent = ""; setTimeout(() => { announcer.textContent = text; }, 50); };
 const pct = (x) => `${(x * 100).toFixed(1)}%`;
+// A share from its count and denominator: the result's shares are rounded to 4 decimals, and rounding those
+// again to 1 decimal gave 5 of 401 (1.247 %, stored 0.0125) as 1.3 % where the report and the CLI say 1.2 %.
+const shareFrom = (count, n, stored) => (n ? count / n : stored);
 const shortId = (id) => id.slice(-10);
 function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
 function fmtDuration(ms) {
@@ -588,7 +591,7 @@ function themesView(job, doc, edit = null) {
 
   const unusableReasons = Object.entries(counts.unusable || {}).filter(([, v]) => v).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
   const rows = [
-    ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: t.share, shareOf: "usable responses",
+    ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: shareFrom(t.count, usable, t.share), shareOf: "usable responses",
       description: t.description, keywords: t.keywords, sentiment: t.sentiment,
       detail: () => [
         h("h3", {}, "Representative quotes"),
@@ -668,7 +671,7 @@ function insightView(doc) {
           if (!c) return h("td", {});
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
           const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant) },
-            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(c.share)} ${lift}${c.significant ? " *" : ""}`);
+            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));
