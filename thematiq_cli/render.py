@@ -292,6 +292,26 @@ def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
         n += 1
     return n
 
+def comparison_table(cmp: dict[str, Any]) -> str:
+    """``result.comparison`` (``compare_to``) as a table: each theme's share then and now and the change in
+    percentage points, * significant; a new theme is not tested. The Markdown report and the dashboard have
+    this table; the CLI had no view of it."""
+    rows = []
+    for r in cmp.get("themes") or []:
+        change = r.get("change")
+        tested = isinstance(change, int | float)
+        then = f"{r['share_then']:.1%}" if tested and isinstance(r.get("share_then"), int | float) else "-"
+        now = f"{r['share_now']:.1%}" if isinstance(r.get("share_now"), int | float) else "-"
+        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") if tested else "-",
+                     str(r.get("status", "")), str(r.get("label", r.get("theme_id")))])
+    procedure = (cmp.get("testing") or {}).get("procedure")
+    note = (f"Change since job {cmp.get('job_id')}: {cmp.get('n_then')} usable responses then, {cmp.get('n_now')} now; "
+            "share of each wave, change in percentage points, * significant (two-proportion test, "
+            + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
+            "a new theme is not tested.")
+    return visible("\n".join([note, "", table(["Then", "Now", "Change", "Status", "Theme"], rows, right=(0, 1, 2))]))
+
+
 def impact_table(imp: dict[str, Any]) -> str:
     """``result.impact`` as a table: a row per theme in the result's rank (most negative impact first)."""
     nps = imp.get("scale") == "nps"
