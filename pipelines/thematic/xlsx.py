@@ -1,7 +1,8 @@
 """``?format=xlsx``: the result as an Excel workbook, with the responses' texts and metadata from the stored input.
 
 Sheets: Themes (every level), Responses (one row per response, submitted order), Breakdowns (one row per
-segment × theme), and Impact when the result has an ``impact`` field. Written with openpyxl's write-only mode:
+segment × theme), Impact when the result has an ``impact`` field and Changes when it has a ``comparison``
+(``compare_to``: each theme's count and share in both waves, the change, p, q). Written with openpyxl's write-only mode:
 each sheet streams to a temporary file as its rows are appended, so memory holds one row at a time plus the
 shared strings, and the zip is assembled at the end (bench/exports.py measures a 20,000-response job).
 
@@ -33,6 +34,8 @@ FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant")
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high")
+CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
+                  "q", "significant")
 
 
 class _Cells:
@@ -128,6 +131,18 @@ def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
         yield [t.get(k) for k in IMPACT_COLUMNS]
 
 
+def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
+    # What the shares are of (the usable responses of each wave), then one row per theme: the wave-over-wave
+    # table the Markdown report and the dashboard show, which the workbook did not have.
+    for key in ("job_id", "n_then", "n_now"):
+        yield [key, cmp.get(key)]
+    yield ["testing", (cmp.get("testing") or {}).get("procedure")]
+    yield []
+    yield list(CHANGE_COLUMNS)
+    for r in cmp.get("themes") or []:
+        yield [r.get(k) for k in CHANGE_COLUMNS]
+
+
 def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:
     # Imported here: the host's cold start never pays for openpyxl, only an xlsx download does.
     from openpyxl import Workbook
@@ -149,6 +164,11 @@ def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:
     if isinstance(impact, dict):
         ws = wb.create_sheet("Impact")
         for r in _impact(impact):
+            ws.append(cells.row(ws, r))
+    comparison = doc.get("comparison")
+    if isinstance(comparison, dict):
+        ws = wb.create_sheet("Changes")
+        for r in _changes(comparison):
             ws.append(cells.row(ws, r))
     out = io.BytesIO()
     wb.save(out)
