@@ -174,4 +174,4 @@ def test_a_compared_job_states_the_codebook_count_not_its_own_clusterings() -> N
     assert tc["summary"] == "4 themes: the compared job's codebook and 1 new (compare_to job-then), so both waves are " \
                             "counted on one instrument."
     assert tc["criterion"] == "fixed" and tc["confidence_label"] is None and tc["alternatives"] == []
-    assert tc["explanation"].endswith("this wave's own clustering read: " + own["summary"])
+    assert tc["explanation"].endswith("this wave's own clustering (not shown) read: " + own["summary"])
