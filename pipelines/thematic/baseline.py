@@ -185,7 +185,8 @@ def _inherited_count(choice: Choice, themes: list[Theme], earlier: Mapping[str, 
                "counted on one instrument.")
     own = choice.summary or choice.explanation
     return choice.with_(criterion="fixed", k=k, confidence=None, confidence_label=None, alternatives=[],
-                        summary=summary, explanation=f"{summary} Why: the codebook fixes the count; this wave's own clustering (not shown) read: {own}")
+                        summary=summary, explanation=f"{summary} Why: the codebook fixes the count; this wave's own "
+                                                     f"clustering (not shown) read: {own}")
 
 
 def _recoded_themes(
