@@ -323,6 +323,7 @@ def impact_table(imp: dict[str, Any]) -> str:
         return (f"{x:+.1f}" if nps else f"{x:+.2f}") if sign else (f"{x:.1f}" if nps else f"{x:.2f}")
 
     rows = []
+    k = len(imp.get("themes") or [])
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
@@ -330,5 +331,6 @@ def impact_table(imp: dict[str, Any]) -> str:
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
-            "95% bootstrap interval, * the interval excludes 0.")
+            f"95% bootstrap interval, * the interval excludes 0 (per theme, not corrected for the {k} "
+            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *).")
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

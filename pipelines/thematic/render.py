@@ -169,6 +169,11 @@ def _num(x: Any, nps: bool) -> str:
     return f"{x:+.1f}" if nps else f"{x:+.2f}"
 
 
+def _themes_word(imp: dict[str, Any]) -> str:
+    k = len(imp.get("themes") or [])
+    return f"{k} theme{'' if k == 1 else 's'}"
+
+
 def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     """Each theme's impact on the score: overall minus the score without the theme, with its 95 % interval."""
     if not imp:
@@ -180,7 +185,11 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
              f"over {imp['n']} scored responses. Impact: the overall {what} minus the {what} of the responses "
              "without the theme (negative: the theme costs points), with a bootstrap 95 % interval; **bold**: "
-             "the interval excludes 0.", "",
+             # Unlike the breakdowns and the waves (Benjamini-Hochberg), the intervals are not corrected for the
+             # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
+             # runs had at least one theme bold. The reader is told so.
+             f"the interval excludes 0 (each interval is per theme, not corrected for the {_themes_word(imp)}: "
+             "with no effect at all about 1 theme in 20 would still be bold).", "",
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")

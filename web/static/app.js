@@ -730,7 +730,9 @@ function driverChart(imp) {
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
-      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0.`),
+      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0 ` +
+      // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
+      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *).`),
     h("ul", { class: "driver-list" }, items));
 }
 

@@ -180,3 +180,7 @@ def test_the_changes_view_gives_both_shares_and_the_change_in_points() -> None:
     assert lines[4].split() == ["4.6%", "9.4%", "+4.9", "pts*", "kept", "Cash", "withdrawal"]
     assert lines[5].split() == ["5.0%", "4.9%", "-0.1", "pts", "kept", "Fees"]
     assert lines[6].split() == ["-", "2.0%", "-", "new", "Crypto"]
+
+
+def test_the_impact_note_says_its_intervals_are_not_corrected_for_the_number_of_themes() -> None:
+    assert "not corrected for the 1 theme:" in impact_table(_result()["impact"])
