@@ -25,7 +25,7 @@ EXCEL_CELL_MAX = 32_767
 #: Integers below this in magnitude (15 digits) are exact in Excel; larger ones are written as text.
 EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
-                 "positive", "neutral", "negative", "sentiment_mean")
+                 "positive", "neutral", "negative", "sentiment_mean", "sentiment_nps")
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
                     "other_themes", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
@@ -71,14 +71,16 @@ class _Cells:
 def _themes(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
     for p in doc.get("parents") or []:
         yield [p["id"], "broad", "", p["label"], p["count"], p.get("share"), p.get("description", ""),
-               ", ".join(p.get("keywords", [])), None, None, None, None]
+               ", ".join(p.get("keywords", [])), None, None, None, None, None]
     for t in doc.get("themes", []):
         s = t.get("sentiment") or {}
         yield [t["id"], "theme", t.get("parent") or "", t["label"], t["count"], t["share"], t.get("description", ""),
-               ", ".join(t.get("keywords", [])), s.get("positive"), s.get("neutral"), s.get("negative"), s.get("mean")]
+               # A 0-10 rating's theme NPS (the report's and dashboard's number), not only its mean (NPS / 100).
+               ", ".join(t.get("keywords", [])), s.get("positive"), s.get("neutral"), s.get("negative"), s.get("mean"),
+               s.get("nps")]
     for st in doc.get("subthemes") or []:
         yield [st["id"], "sub-theme", st["parent"], st["label"], st["count"], st["share"], st.get("description", ""),
-               ", ".join(st.get("keywords", [])), None, None, None, None]
+               ", ".join(st.get("keywords", [])), None, None, None, None, None]
 
 
 def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[list[Any]]]:

@@ -157,3 +157,15 @@ def test_xlsx_of_a_compared_job_has_the_changes_sheet() -> None:
     assert got[6] == ["t1", "=cmd|' /C calc'!A0", "kept", 10, 0.1, 18, 0.3, 0.2, 0.001, 0.003, True]
     assert wb["Changes"]["B7"].data_type == "s"  # a label is never a formula
     assert got[7][:4] == ["t9", "new one", "new", 0] and got[7][4] is None
+
+
+def test_xlsx_themes_sheet_gives_a_themes_nps_for_a_zero_to_ten_rating() -> None:
+    # sentiment_from a 0-10 rating: the report and the dashboard give each theme's NPS; the sheet had only its mean.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(60, themes=3, seed=6)
+    for t in doc["themes"]:
+        t["sentiment"] = {"positive": 1, "neutral": 0, "negative": 41, "mean": -0.9524, "nps": -95.2}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Themes"].iter_rows(values_only=True))
+    col = list(rows[0]).index("sentiment_nps")
+    assert [r[col] for r in rows[1:] if r[1] == "theme"] == [-95.2] * len(doc["themes"])
