@@ -22,6 +22,7 @@ from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
 from .render import (
     breakdown_table,
+    comparison_table,
     elapsed_between,
     impact_table,
     job_details,
@@ -165,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", "-n", type=int, default=None, metavar="N", help="at most N responses (default: all)")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_responses)
+
+    s = add("changes", "print how each theme's share changed since the compared job (params.compare_to)")
+    s.add_argument("job_id", metavar="ID")
+    s.set_defaults(func=cmd_changes)
 
     s = add("impact", "print each theme's impact on the score of a thematic result (params.score), ranked")
     s.add_argument("job_id", metavar="ID")
@@ -405,6 +410,15 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
             out.close()
     if args.output or args.format == "table":
         io.note(f"{n} response{'s' if n != 1 else ''}" + (f" written to {args.output}" if args.output else ""))
+    return EXIT_OK
+
+
+def cmd_changes(args: argparse.Namespace, io: Io) -> int:
+    result = _thematic_result(args)
+    if not result.get("comparison"):
+        raise CliError(f"error: job {args.job_id} has no comparison; submit the later wave with "
+                       "--param compare_to=EARLIER_JOB_ID")
+    io.say(comparison_table(result["comparison"]))
     return EXIT_OK
 
 

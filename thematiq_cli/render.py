@@ -292,6 +292,26 @@ def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
         n += 1
     return n
 
+def comparison_table(cmp: dict[str, Any]) -> str:
+    """``result.comparison`` (``compare_to``) as a table: each theme's share then and now and the change in
+    percentage points, * significant; a new theme is not tested. The Markdown report and the dashboard have
+    this table; the CLI had no view of it."""
+    rows = []
+    for r in cmp.get("themes") or []:
+        change = r.get("change")
+        tested = isinstance(change, int | float)
+        then = f"{r['share_then']:.1%}" if tested and isinstance(r.get("share_then"), int | float) else "-"
+        now = f"{r['share_now']:.1%}" if isinstance(r.get("share_now"), int | float) else "-"
+        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") if tested else "-",
+                     str(r.get("status", "")), str(r.get("label", r.get("theme_id")))])
+    procedure = (cmp.get("testing") or {}).get("procedure")
+    note = (f"Change since job {cmp.get('job_id')}: {cmp.get('n_then')} usable responses then, {cmp.get('n_now')} now; "
+            "share of each wave, change in percentage points, * significant (two-proportion test, "
+            + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
+            "a new theme is not tested.")
+    return visible("\n".join([note, "", table(["Then", "Now", "Change", "Status", "Theme"], rows, right=(0, 1, 2))]))
+
+
 def impact_table(imp: dict[str, Any]) -> str:
     """``result.impact`` as a table: a row per theme in the result's rank (most negative impact first)."""
     nps = imp.get("scale") == "nps"
@@ -303,6 +323,7 @@ def impact_table(imp: dict[str, Any]) -> str:
         return (f"{x:+.1f}" if nps else f"{x:+.2f}") if sign else (f"{x:.1f}" if nps else f"{x:.2f}")
 
     rows = []
+    k = len(imp.get("themes") or [])
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
@@ -310,5 +331,6 @@ def impact_table(imp: dict[str, Any]) -> str:
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
-            "95% bootstrap interval, * the interval excludes 0.")
+            f"95% bootstrap interval, * the interval excludes 0 (per theme, not corrected for the {k} "
+            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *).")
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from . import waves
 from .assign import SEED_FLOOR
 from .embed import TextEmbedder
-from .result import AssignmentOut, Levels, Quote, ThematicResult, Theme, ThemeRef
+from .result import AssignmentOut, Choice, Levels, Quote, ThematicResult, Theme, ThemeRef
 
 #: A discovered theme is the earlier theme that most of its members are nearest, if that is at least this share.
 MAJORITY: Final = 0.5
@@ -154,6 +154,7 @@ def carry_over(
     result = result.with_(
         themes=themes, assignments=assignments, parents=[], subthemes=[],
         levels=Levels(broad="themes", fine="themes", broad_count=len(themes), fine_count=len(themes)),
+        run=result.run.with_(theme_count=_inherited_count(result.run.theme_count, themes, earlier, baseline)),
     )
     then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
             for t in baseline["themes"]}
@@ -169,6 +170,23 @@ def carry_over(
         "themes": [], "new": [], "gone": [],
     }
     return Carried(result, comparison)
+
+
+def _inherited_count(choice: Choice, themes: list[Theme], earlier: Mapping[str, Any],
+                     baseline: Mapping[str, Any]) -> Choice:
+    """``run.theme_count`` of a compared job. Its themes are the earlier job's codebook (and any new ones), not
+    this wave's own clustering: kept as it was, the report said "16 themes in 8 groups; the data also support 11"
+    with its confidence above a table of 29 themes. The count is fixed by the codebook (criterion ``fixed``, no
+    confidence, which the renderers then leave out); this wave's own reading stays in the explanation."""
+    new = sum(1 for t in themes if t.id not in earlier)
+    k = len(themes)
+    summary = (f"{k} theme{'s' if k != 1 else ''}: the compared job's codebook"
+               + (f" and {new} new" if new else "") + f" (compare_to {baseline['job_id']}), so both waves are "
+               "counted on one instrument.")
+    own = choice.summary or choice.explanation
+    return choice.with_(criterion="fixed", k=k, confidence=None, confidence_label=None, alternatives=[],
+                        summary=summary, explanation=f"{summary} Why: the codebook fixes the count; this wave's own "
+                                                     f"clustering (not shown) read: {own}")
 
 
 def _recoded_themes(

@@ -46,22 +46,35 @@ def near_key(text: str) -> str:
     return " ".join(ALNUM_RE.findall(stripped))
 
 
+def _base(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+
+
+def _latin(word: str) -> bool:
+    return all(c.isascii() or unicodedata.name(c, "").startswith("LATIN") for c in word)
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing and noise: no real words, or mostly unpronounceable ones.
 
     Heuristic by design: a false positive only moves a response to the
     ``unusable`` bucket with its reason, where a reader can see it.
     """
-    words = [w.lower() for w in WORD_RE.findall(text)]
+    # Accents off (as near_key does) so that "stürzt" has its vowel: the tests below count a-e-i-o-u-y only.
+    words = [_base(w.lower()) for w in WORD_RE.findall(text)]
     letters = sum(len(w) for w in words)
     if letters < 2:
         return True  # only digits/punctuation/emoji
-    if not any(VOWELS & set(w) for w in words):
-        return True
     # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme.
     if len(set(text.lower().replace(" ", ""))) <= 2 and len(text) >= 5:
         return True
-    bad = sum(1 for w in words if len(w) >= 4 and (CONSONANT_RUN_RE.search(w) or not VOWELS & set(w)))
+    # The vowel and consonant-run tests know only the Latin alphabet: a Cyrillic, Greek, Arabic, CJK, Hangul or
+    # Thai word has no a/e/i/o/u, and without this every answer in those scripts (languages the pipeline
+    # supports) was "gibberish", so a Russian survey failed with "no usable responses". Such a word counts as real.
+    latin = [w for w in words if _latin(w)]
+    if len(latin) == len(words) and not any(VOWELS & set(w) for w in words):
+        return True
+    bad = sum(1 for w in latin if len(w) >= 4 and (CONSONANT_RUN_RE.search(w) or not VOWELS & set(w)))
     long_words = sum(1 for w in words if len(w) >= 4)
     return long_words > 0 and bad / long_words >= 0.5
 

@@ -64,12 +64,17 @@ def _is_number(v: Any) -> bool:
 
 
 def bucket(values: Sequence[Any]) -> Bucketing:
-    """Groups for one field: categories as they are; an NPS-like 0–10 integer score as detractor/passive/promoter;
-    other numbers in quartile ranges; missing values as ``(missing)``."""
+    """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS-like 0–10 integer
+    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``."""
     present = [v for v in values if v is not None and v != ""]
     if present and all(_is_number(v) for v in present):
         nums = [float(v) for v in present]
-        if min(nums) >= 0 and max(nums) <= 10 and all(n.is_integer() for n in nums) and len(set(nums)) > 2:
+        whole = all(n.is_integer() for n in nums)
+        if whole and min(nums) >= 1 and max(nums) <= 5:
+            # A 1-5 rating (stars, CSAT; what sentiment_from reads as stars): a group per value. As NPS groups
+            # every answer was a "detractor", one group, so the breakdown showed nothing.
+            return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
+        if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2:
             def nps(v: Any) -> str:
                 if v is None or v == "":
                     return MISSING

@@ -118,7 +118,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         for t in themes:
             s = t.get("sentiment") or {}
             mean = s.get("nps") if nps else s.get("mean")
-            shown = "" if mean is None else f"{mean:+.0f}" if nps else f"{mean:+.2f}"
+            # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
+            shown = "" if mean is None else _num(mean, nps)
             lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
                          f"{s.get('negative', 0)} | {shown} |")
     for b in doc.get("breakdowns") or []:
@@ -153,7 +154,9 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             if r.get("change") is None:
                 lines.append(f"| {_md(r['label'])} | — | {r['share_now']:.1%} | — | {r['status']} |")
                 continue
-            change = f"{r['change']:+.1%}"
+            # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
+            # relative change for a share that went from 4.6% to 9.4%.
+            change = f"{r['change'] * 100:+.1f} pts"
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))
@@ -164,6 +167,11 @@ def _num(x: Any, nps: bool) -> str:
     if not isinstance(x, int | float):
         return "—"
     return f"{x:+.1f}" if nps else f"{x:+.2f}"
+
+
+def _themes_word(imp: dict[str, Any]) -> str:
+    k = len(imp.get("themes") or [])
+    return f"{k} theme{'' if k == 1 else 's'}"
 
 
 def _impact_md(imp: dict[str, Any] | None) -> list[str]:
@@ -177,7 +185,11 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
              f"over {imp['n']} scored responses. Impact: the overall {what} minus the {what} of the responses "
              "without the theme (negative: the theme costs points), with a bootstrap 95 % interval; **bold**: "
-             "the interval excludes 0.", "",
+             # Unlike the breakdowns and the waves (Benjamini-Hochberg), the intervals are not corrected for the
+             # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
+             # runs had at least one theme bold. The reader is told so.
+             f"the interval excludes 0 (each interval is per theme, not corrected for the {_themes_word(imp)}: "
+             "with no effect at all about 1 theme in 20 would still be bold).", "",
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")

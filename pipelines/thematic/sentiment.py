@@ -158,8 +158,14 @@ def model_fallback_note(embedder: Any) -> str:
     if getattr(embedder, "encoder", None) == "fast":  # a MiniLM file the weights were not fitted on
         graph = getattr(info, "graph", None)
         source += f" (graph {graph})" if graph else f" ({getattr(info, 'version', '?')})"
-    return (f"{MODEL_NAME} reads only the fast encoder's vectors (graphs {', '.join(load().graphs)}); this job "
+    note = (f"{MODEL_NAME} reads only the fast encoder's vectors (graphs {', '.join(load().graphs)}); this job "
             f"was embedded by {source}, so the lexicon ({LEXICON_MODEL}) scored it")
+    if getattr(embedder, "encoder", None) == "multilingual":
+        # The multilingual encoder means texts that are not (all) English, and VADER has English words only: a
+        # Russian survey of complaints came out 0 positive, 40 neutral, 0 negative, with nothing saying why.
+        note += ("; the lexicon knows English words only, so an answer in another language scores neutral (0) "
+                 "whatever it says: for those, use sentiment_from a rating or sentiment \"llm\"")
+    return note
 
 
 def distribution(scored: Sequence[Scored | None], *, nps: bool = False) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """``?format=xlsx``: the result as an Excel workbook, with the responses' texts and metadata from the stored input.
 
 Sheets: Themes (every level), Responses (one row per response, submitted order), Breakdowns (one row per
-segment × theme), and Impact when the result has an ``impact`` field. Written with openpyxl's write-only mode:
+segment × theme), Impact when the result has an ``impact`` field and Changes when it has a ``comparison``
+(``compare_to``: each theme's count and share in both waves, the change, p, q). Written with openpyxl's write-only mode:
 each sheet streams to a temporary file as its rows are appended, so memory holds one row at a time plus the
 shared strings, and the zip is assembled at the end (bench/exports.py measures a 20,000-response job).
 
@@ -24,7 +25,7 @@ EXCEL_CELL_MAX = 32_767
 #: Integers below this in magnitude (15 digits) are exact in Excel; larger ones are written as text.
 EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
-                 "positive", "neutral", "negative", "sentiment_mean")
+                 "positive", "neutral", "negative", "sentiment_mean", "sentiment_nps")
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
                     "other_themes", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
@@ -33,6 +34,8 @@ FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant")
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high")
+CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
+                  "q", "significant")
 
 
 class _Cells:
@@ -68,14 +71,16 @@ class _Cells:
 def _themes(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
     for p in doc.get("parents") or []:
         yield [p["id"], "broad", "", p["label"], p["count"], p.get("share"), p.get("description", ""),
-               ", ".join(p.get("keywords", [])), None, None, None, None]
+               ", ".join(p.get("keywords", [])), None, None, None, None, None]
     for t in doc.get("themes", []):
         s = t.get("sentiment") or {}
         yield [t["id"], "theme", t.get("parent") or "", t["label"], t["count"], t["share"], t.get("description", ""),
-               ", ".join(t.get("keywords", [])), s.get("positive"), s.get("neutral"), s.get("negative"), s.get("mean")]
+               # A 0-10 rating's theme NPS (the report's and dashboard's number), not only its mean (NPS / 100).
+               ", ".join(t.get("keywords", [])), s.get("positive"), s.get("neutral"), s.get("negative"), s.get("mean"),
+               s.get("nps")]
     for st in doc.get("subthemes") or []:
         yield [st["id"], "sub-theme", st["parent"], st["label"], st["count"], st["share"], st.get("description", ""),
-               ", ".join(st.get("keywords", [])), None, None, None, None]
+               ", ".join(st.get("keywords", [])), None, None, None, None, None]
 
 
 def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[list[Any]]]:
@@ -128,6 +133,18 @@ def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
         yield [t.get(k) for k in IMPACT_COLUMNS]
 
 
+def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
+    # What the shares are of (the usable responses of each wave), then one row per theme: the wave-over-wave
+    # table the Markdown report and the dashboard show, which the workbook did not have.
+    for key in ("job_id", "n_then", "n_now"):
+        yield [key, cmp.get(key)]
+    yield ["testing", (cmp.get("testing") or {}).get("procedure")]
+    yield []
+    yield list(CHANGE_COLUMNS)
+    for r in cmp.get("themes") or []:
+        yield [r.get(k) for k in CHANGE_COLUMNS]
+
+
 def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:
     # Imported here: the host's cold start never pays for openpyxl, only an xlsx download does.
     from openpyxl import Workbook
@@ -149,6 +166,11 @@ def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:
     if isinstance(impact, dict):
         ws = wb.create_sheet("Impact")
         for r in _impact(impact):
+            ws.append(cells.row(ws, r))
+    comparison = doc.get("comparison")
+    if isinstance(comparison, dict):
+        ws = wb.create_sheet("Changes")
+        for r in _changes(comparison):
             ws.append(cells.row(ws, r))
     out = io.BytesIO()
     wb.save(out)

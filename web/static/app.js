@@ -31,6 +31,9 @@ function h(tag, attrs = {}, ...children) {
 const fill = (el, ...children) => el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
 const announce = (text) => { announcer.textContent = ""; setTimeout(() => { announcer.textContent = text; }, 50); };
 const pct = (x) => `${(x * 100).toFixed(1)}%`;
+// A share from its count and denominator: the result's shares are rounded to 4 decimals, and rounding those
+// again to 1 decimal gave 5 of 401 (1.247 %, stored 0.0125) as 1.3 % where the report and the CLI say 1.2 %.
+const shareFrom = (count, n, stored) => (n ? count / n : stored);
 const shortId = (id) => id.slice(-10);
 function fmtTime(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
 function fmtDuration(ms) {
@@ -588,7 +591,7 @@ function themesView(job, doc, edit = null) {
 
   const unusableReasons = Object.entries(counts.unusable || {}).filter(([, v]) => v).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
   const rows = [
-    ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: t.share, shareOf: "usable responses",
+    ...doc.themes.map((t) => row({ id: t.id, kind: "", label: t.label, count: t.count, share: shareFrom(t.count, usable, t.share), shareOf: "usable responses",
       description: t.description, keywords: t.keywords, sentiment: t.sentiment,
       detail: () => [
         h("h3", {}, "Representative quotes"),
@@ -627,7 +630,9 @@ function themesView(job, doc, edit = null) {
 // researcher knows what the green and red bars are worth.
 function sentimentSource(s) {
   if (!s || !s.source) return null;
-  const what = s.source === "metadata" ? `the rating field “${s.field}”${s.scale ? ` (${s.scale})` : ""}`
+  // The scale in words: "score10" was the code's name for it.
+  const scale = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative" }[s.scale] || s.scale;
+  const what = s.source === "metadata" ? `the rating field “${s.field}”${scale ? ` (${scale})` : ""}`
     : s.source === "llm" ? `the LLM${s.model ? ` (${s.model})` : ""}`
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
     : `the lexicon${s.model ? ` (${s.model})` : ""}`;
@@ -638,7 +643,10 @@ function sentimentBar(s) {
   if (!total) return null;
   const part = (kind) => { const el = h("span", { class: `sent ${kind}` }); el.style.width = pct((s[kind] || 0) / total); return el; };
   const label = `Sentiment: ${s.positive} positive, ${s.neutral} neutral, ${s.negative} negative` +
-    (s.mean === null || s.mean === undefined ? "" : `, mean ${Number(s.mean).toFixed(2)}`);
+    // A 0-10 rating: the theme's NPS, to one decimal as the report and the impact chart give it (the mean of
+    // -1/0/+1 is NPS/100, which the label called "mean -0.95").
+    (typeof s.nps === "number" ? `, NPS ${s.nps.toFixed(1)}`
+      : s.mean === null || s.mean === undefined ? "" : `, mean ${Number(s.mean).toFixed(2)}`);
   return h("span", { class: "sentiment", role: "img", "aria-label": label, title: label },
     part("positive"), part("neutral"), part("negative"));
 }
@@ -663,7 +671,7 @@ function insightView(doc) {
           if (!c) return h("td", {});
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
           const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant) },
-            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(c.share)} ${lift}${c.significant ? " *" : ""}`);
+            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));
@@ -722,7 +730,9 @@ function driverChart(imp) {
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
-      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0.`),
+      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0 ` +
+      // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
+      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *).`),
     h("ul", { class: "driver-list" }, items));
 }
 

@@ -3,6 +3,7 @@ sentiment bars per theme, the change since a compared job, and rename/merge in p
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -87,3 +88,53 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
     assert [e["op"] for e in after["edits"]] == ["rename", "merge"]
     expect(page.locator(f"li.theme[data-theme-id='{a}'] .theme-count b")).to_have_text(str(merged["count"]))
     expect(page.locator("ul.edit-log li")).to_have_count(2)
+
+
+def test_a_zero_to_ten_rating_shows_each_themes_nps_and_its_scale_in_words(page: Any, host: HostProcess,
+                                                                            api: Api) -> None:
+    # sentiment_from a 0-10 rating: the bar said "mean -0.95" (NPS / 100) and the source "(score10)", the code's name.
+    items, truth = feedback(per_theme=10, seed=3)
+    rng = random.Random(3)
+    for it, t in zip(items, truth, strict=True):
+        it["metadata"] = {"ltr": rng.choice([0, 3, 6, 7, 9, 10] if t == "delivery" else [8, 9, 10])}
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 3, "sentiment_from": "ltr"}, items)["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator("#sentiment-source-note")).to_have_text("sentiment: the rating field “ltr” (0–10, as NPS groups)",
+                                                                timeout=30000)
+    for t in doc["themes"]:
+        s = t["sentiment"]
+        expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .sentiment")).to_have_attribute(
+            "aria-label", f"Sentiment: {s['positive']} positive, {s['neutral']} neutral, {s['negative']} negative, "
+                          f"NPS {s['nps']:.1f}")
+
+
+def test_shares_are_rounded_once_from_their_counts_as_the_report_rounds_them(page: Any, host: HostProcess,
+                                                                             api: Api) -> None:
+    # The result stores shares to 4 decimals: 5 of 401 (1.247 %) is 0.0125, which the page rounded again to
+    # "1.3%" where the Markdown report and the CLI say 1.2 %. The document is served as a real job's result with
+    # those counts (page.route), so the edge case does not depend on how the clustering falls.
+    items, _ = feedback(per_theme=10, seed=4)
+    for it in items:
+        it["metadata"] = {"plan": "pro"}
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2, "breakdown_by": ["plan"],
+                                           "min_group_size": 1}, items)["id"], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    t = doc["themes"][0]
+    t["count"], t["share"] = 5, 0.0125
+    doc["run"]["counts"]["usable"] = 401
+    group = doc["breakdowns"][0]["groups"][0]
+    group["n"] = 401
+    cell = next(c for c in group["themes"] if c["theme_id"] == t["id"])
+    cell["count"], cell["share"] = 5, 0.0125
+
+    def serve(route: Any) -> None:
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(doc))
+
+    page.route(f"**/api/jobs/{job['id']}/result*", serve)
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .theme-count")).to_have_text("5 · 1.2%", timeout=30000)
+    expect(page.locator(f"table.heatmap tr[data-theme-id='{t['id']}'] td").first).to_contain_text("1.2%")

@@ -97,6 +97,10 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     # The job page draws the driver chart: one row per theme in the result's order, the planted one first.
     drivers = page.locator("figure.drivers li.driver")
     expect(drivers).to_have_count(len(doc["impact"]["themes"]), timeout=60_000)
+    # The intervals are per theme (no correction for the number of themes, unlike the breakdowns): said so.
+    k = len(doc["impact"]["themes"])
+    expect(page.locator("figure.drivers figcaption")).to_contain_text(
+        f"not corrected for the {k} theme{'' if k == 1 else 's'}:")
     assert [d.get_attribute("data-theme-id") for d in drivers.all()] == [t["theme_id"] for t in doc["impact"]["themes"]]
     top = doc["impact"]["themes"][0]
     assert top["ci_high"] < 0

@@ -203,6 +203,8 @@ def test_the_lexicon_stays_the_explicit_option_and_the_fallback_for_other_encode
     info, scored = insight_sentiment(s)
     assert info is not None and info.source == "lexicon" and scored == S.lexicon([text])
     assert info.note is not None and "reads only the fast encoder's vectors" in info.note, info
+    # And that the lexicon reads English only: answers in other languages all came out neutral, unexplained.
+    assert "an answer in another language scores neutral (0)" in info.note, info
 
 
 def _embed(texts: list[str]) -> np.ndarray:
@@ -328,7 +330,7 @@ def test_the_report_says_which_source_made_the_sentiment_and_shows_nps_for_0_to_
     md = render_md(_doc("metadata", "score10",
                         {"positive": 0, "neutral": 0, "negative": 6, "mean": -1.0, "nps": -100.0}))[1].decode()
     assert "source: metadata" in md and "| Theme | Positive | Neutral | Negative | NPS |" in md
-    assert "| Fees | 0 | 0 | 6 | -100 |" in md
+    assert "| Fees | 0 | 0 | 6 | -100.0 |" in md
     md = render_md(_doc("model", None, {"positive": 1, "neutral": 0, "negative": 5, "mean": -0.52}))[1].decode()
     assert "by the sentiment model over the embeddings (source: model)" in md and "| Mean |" in md
     assert "| Fees | 1 | 0 | 5 | -0.52 |" in md

@@ -12,6 +12,7 @@ import pytest
 
 from thematiq_cli.render import (
     breakdown_table,
+    comparison_table,
     impact_table,
     job_details,
     job_list,
@@ -47,15 +48,19 @@ def _result() -> dict[str, Any]:
             {"value": HOSTILE, "n": 3, "themes": [{"theme_id": "t1", "share": 0.5, "lift": 1.2}]}]}],
         "impact": {"key": HOSTILE, "scale": "numeric", "overall": 1.0, "n": 6,
                    "themes": [{"theme_id": "t1", "label": HOSTILE, "n": 3, "score": 1.0, "impact": 0.1}]},
+        "comparison": {"job_id": HOSTILE, "n_then": 10, "n_now": 6, "themes": [
+            {"theme_id": "t1", "label": HOSTILE, "share_then": 0.1, "share_now": 0.5, "change": 0.4, "significant": True,
+             "status": "kept"}]},
     }
 
 
-@pytest.mark.parametrize("view", ["themes", "breakdown", "impact", "job", "jobs", "progress"])
+@pytest.mark.parametrize("view", ["themes", "breakdown", "impact", "changes", "job", "jobs", "progress"])
 def test_no_view_lets_data_reach_the_terminal_as_control_characters(view: str) -> None:
     out = {
         "themes": lambda: themes_table(_result()),
         "breakdown": lambda: breakdown_table(_result(), "plan"),
         "impact": lambda: impact_table(_result()["impact"]),
+        "changes": lambda: comparison_table(_result()["comparison"]),
         "job": lambda: job_details(_job(params={"label_language": HOSTILE})),
         "jobs": lambda: job_list([_job()]),
         "progress": lambda: progress_text(_job(status="running"), 3.0, width=200),
@@ -159,3 +164,23 @@ def test_json_csv_and_error_views_on_a_terminal_print_no_control_characters_and_
                    "list": lambda t: json.loads(t)[0]["error"]["message"],
                    "responses-jsonl": lambda t: json.loads(t)["text"], "responses-csv": lambda t: t}[view]
             assert HOSTILE in got(out.getvalue())
+
+
+def test_the_changes_view_gives_both_shares_and_the_change_in_points() -> None:
+    # thematiq changes ID: the CLI had no view of a compared job's change (the report and the dashboard had).
+    out = comparison_table({"job_id": "j1", "n_then": 900, "n_now": 911, "themes": [
+        {"theme_id": "t9", "label": "Cash withdrawal", "share_then": 0.0456, "share_now": 0.0944, "change": 0.0488,
+         "significant": True, "status": "kept"},
+        {"theme_id": "t3", "label": "Fees", "share_then": 0.05, "share_now": 0.049, "change": -0.001,
+         "significant": False, "status": "kept"},
+        {"theme_id": "t30", "label": "Crypto", "share_then": None, "share_now": 0.02, "change": None,
+         "significant": False, "status": "new"}]})
+    lines = out.splitlines()
+    assert "900 usable responses then, 911 now" in lines[0]
+    assert lines[4].split() == ["4.6%", "9.4%", "+4.9", "pts*", "kept", "Cash", "withdrawal"]
+    assert lines[5].split() == ["5.0%", "4.9%", "-0.1", "pts", "kept", "Fees"]
+    assert lines[6].split() == ["-", "2.0%", "-", "new", "Crypto"]
+
+
+def test_the_impact_note_says_its_intervals_are_not_corrected_for_the_number_of_themes() -> None:
+    assert "not corrected for the 1 theme:" in impact_table(_result()["impact"])

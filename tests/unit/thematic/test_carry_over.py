@@ -157,3 +157,21 @@ def test_the_recoding_leaves_the_result_it_was_given_as_it_was() -> None:
     before = json.dumps(result.document())
     baseline.carry_over(result, CODED, BASELINE, QUOTES, **CASES["inherit"])
     assert json.dumps(result.document()) == before
+
+
+def test_a_compared_job_states_the_codebook_count_not_its_own_clusterings() -> None:
+    """The themes of a compared job are the earlier codebook's (and new ones): before, run.theme_count kept this
+    wave's own reading, and the Markdown, CLI and dashboard said "2 themes; the data also support 5, confidence
+    low" above a table of 4 themes."""
+    own = {"criterion": "silhouette", "explanation": "2 themes; the data also support 5 themes. Confidence low. Why: curve",
+           "summary": "2 themes; the data also support 5 themes. Confidence low.", "scores": [], "k": 2,
+           "k_chosen": 2, "confidence": 0.1, "confidence_label": "low", "alternatives": [5]}
+    result = _result()
+    result = result.with_(run=result.run.with_(theme_count=own))
+    doc, _ = _carry(result, **CASES["inherit"])
+    tc = doc["run"]["theme_count"]
+    assert tc["k"] == len(doc["themes"]) == 4
+    assert tc["summary"] == "4 themes: the compared job's codebook and 1 new (compare_to job-then), so both waves are " \
+                            "counted on one instrument."
+    assert tc["criterion"] == "fixed" and tc["confidence_label"] is None and tc["alternatives"] == []
+    assert tc["explanation"].endswith("this wave's own clustering (not shown) read: " + own["summary"])

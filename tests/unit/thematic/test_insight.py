@@ -97,3 +97,11 @@ def test_list_object_and_boolean_values_are_labelled_as_the_metadata_filter_writ
     labels = insight.bucket(values).labels
     assert labels == ['["a", "b"]', '{"x": null}', "true", "pro", insight.MISSING, "7"]
     assert labels[:4] == [insight.meta_text(v) for v in values[:4]]
+
+
+def test_a_one_to_five_rating_is_grouped_by_its_values_not_as_nps() -> None:
+    # Stars 1-5 are integers in 0-10: as NPS groups every answer was a "detractor" (one group, nothing to see).
+    b = insight.bucket([1, 2, 3, 4, 5, None, 4.0] * 10)
+    assert b.kind == "categorical"
+    assert set(b.labels) == {"1", "2", "3", "4", "5", insight.MISSING}
+    assert b.labels[:7] == ["1", "2", "3", "4", "5", insight.MISSING, "4"]  # as the metadata filter writes them

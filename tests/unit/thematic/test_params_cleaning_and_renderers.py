@@ -95,6 +95,21 @@ def test_not_gibberish(text: str) -> None:
     assert not is_gibberish(text)
 
 
+@pytest.mark.parametrize("text", [
+    "Доставка опоздала на час", "食べ物が冷たかった", "配送太慢了", "التوصيل متأخر جدا", "배달이 너무 늦었어요",
+    "การจัดส่งช้ามาก", "Η παράδοση άργησε", "Die App stürzt ständig ab", "TV Доставка опоздала",
+])
+def test_answers_in_other_scripts_are_not_gibberish(text: str) -> None:
+    # The vowel test knows only the Latin alphabet; before, every answer in these scripts was unusable and a
+    # Russian survey failed with "no usable responses".
+    assert not is_gibberish(text)
+
+
+@pytest.mark.parametrize("text", ["ааааааа", "Доставка sdfghj", "ммм ммм ммм"])
+def test_mashing_in_other_scripts_is_still_gibberish(text: str) -> None:
+    assert is_gibberish(text)
+
+
 def test_pii_redaction() -> None:
     assert luhn_ok("4111111111111111") and not luhn_ok("4111111111111112")
     text, counts = redact("Mail me at jo.doe+x@example.co.uk or call +44 20 7946 0958; card 4111 1111 1111 1111, order 4111111111111112")

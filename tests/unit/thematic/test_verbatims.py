@@ -135,3 +135,37 @@ def test_csv_writes_a_list_or_object_metadata_value_as_json_not_python() -> None
     rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
     first = {r["response_id"]: r["tags"] for r in reversed(rows)}
     assert [first[str(it["id"])] for it in items] == ['["a", "b"]', '{"x": null, "y": true}']
+
+
+def test_xlsx_of_a_compared_job_has_the_changes_sheet() -> None:
+    # The wave-over-wave table (compare_to) was in the report and the dashboard, not in the workbook.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(60, themes=3, seed=5)
+    rows = [{"theme_id": "t1", "label": "=cmd|' /C calc'!A0", "share_then": 0.1, "share_now": 0.3, "change": 0.2,
+             "p": 0.001, "q": 0.003, "significant": True, "count_then": 10, "count_now": 18, "status": "kept"},
+            {"theme_id": "t9", "label": "new one", "share_then": None, "share_now": 0.05, "change": None, "p": None,
+             "q": None, "significant": False, "count_then": 0, "count_now": 3, "status": "new"}]
+    doc["comparison"] = {"job_id": "a" * 28, "n_then": 100, "n_now": 60, "then": {}, "themes": rows, "new": ["t9"],
+                         "gone": [], "testing": {"procedure": "bh"}}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
+    assert wb.sheetnames[-1] == "Changes"
+    got = [[c.value for c in r] for r in wb["Changes"].iter_rows()]
+    got = [r[:2] if i < 5 else r for i, r in enumerate(got)]  # the sheet pads the summary rows to 11 columns
+    assert got[:4] == [["job_id", "a" * 28], ["n_then", 100], ["n_now", 60], ["testing", "bh"]]
+    assert got[5] == ["theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change",
+                      "p", "q", "significant"]
+    assert got[6] == ["t1", "=cmd|' /C calc'!A0", "kept", 10, 0.1, 18, 0.3, 0.2, 0.001, 0.003, True]
+    assert wb["Changes"]["B7"].data_type == "s"  # a label is never a formula
+    assert got[7][:4] == ["t9", "new one", "new", 0] and got[7][4] is None
+
+
+def test_xlsx_themes_sheet_gives_a_themes_nps_for_a_zero_to_ten_rating() -> None:
+    # sentiment_from a 0-10 rating: the report and the dashboard give each theme's NPS; the sheet had only its mean.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(60, themes=3, seed=6)
+    for t in doc["themes"]:
+        t["sentiment"] = {"positive": 1, "neutral": 0, "negative": 41, "mean": -0.9524, "nps": -95.2}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Themes"].iter_rows(values_only=True))
+    col = list(rows[0]).index("sentiment_nps")
+    assert [r[col] for r in rows[1:] if r[1] == "theme"] == [-95.2] * len(doc["themes"])
