@@ -376,7 +376,7 @@ def _rank_theme(
     score, share, dist, n_words = _candidate_scores(c, sims, rows, t, words)
     counts = np.array([x.uses for x in c], dtype=np.float32)
     lead = counts >= LABEL_MIN_USES * counts.max()
-    texts = [analyse(x) for x in member_texts]  # once per theme: the helpers below read them often
+    texts = _Theme(analyse(x) for x in member_texts)  # once per theme: the helpers below read them often
     stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
     memo: dict[str, str] = {}
     bare: list[Counter[str]] = []  # the theme's bare-word counts, built at the first bare word (_bare_words)
@@ -511,17 +511,37 @@ CUT_SHARE = 0.5
 CUT_MIN = 2
 
 
+class _Theme(list[Analysed]):
+    """A theme's analysed responses, with :func:`cut_after`'s answer per last word remembered (the label helpers ask
+    it of one word many times: displayed, completed, checked whole)."""
+
+    cut: dict[str, str | None]
+
+    def __init__(self, items: Iterable[Analysed] = ()) -> None:
+        super().__init__(items)
+        self.cut = {}
+
+
 def cut_after(shown: str, texts: list[Analysed]) -> str | None:
     """The word that more than :data:`CUT_SHARE` of the theme's responses using ``shown``'s last word say right after
     it (a content word or a verb particle, singular and plural together, returned as most of them write it); None
     when ``shown`` ends whole. A phrase ending in a stopword ("top up", "log in") ends whole."""
     words = shown.lower().split()
-    head = f"{words[-1]} " if words else ""
+    last = words[-1] if words else ""
+    if not isinstance(texts, _Theme):
+        return _cut_after(last, texts)
+    if last not in texts.cut:
+        texts.cut[last] = _cut_after(last, texts)
+    return texts.cut[last]
+
+
+def _cut_after(last: str, texts: list[Analysed]) -> str | None:
+    head = f"{last} "
     uses = 0
     after: Counter[str] = Counter()
     forms: Counter[str] = Counter()
     for a in texts:
-        if head[:-1] not in a.keys:
+        if last not in a.keys:
             continue
         uses += 1
         said = [p[len(head):] for p in a.follows if p.startswith(head)]
@@ -1006,7 +1026,7 @@ def name_parents(
             score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
             score *= 1.0 + 0.2 * min(key.count(" "), 2)
             scored.append((score, key))
-        said = [analyse(texts[i]) for i in p.members]
+        said = _Theme(analyse(texts[i]) for i in p.members)
         # The best-scored phrase that ends whole ("Exchange" is said "exchange rate"); ties: the first found.
         whole = next((x for x in (display(key, said) for _, key in sorted(scored, key=lambda q: -q[0]))
                       if cut_after(x, said) is None), None)
