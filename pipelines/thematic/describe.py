@@ -529,19 +529,20 @@ def cut_after(shown: str, texts: list[Analysed]) -> str | None:
     words = shown.lower().split()
     last = words[-1] if words else ""
     if not isinstance(texts, _Theme):
-        return _cut_after(last, texts)
+        return _cut_after(last, last, texts)
     if last not in texts.cut:
-        texts.cut[last] = _cut_after(last, texts)
+        texts.cut[last] = _cut_after(last, last, texts)
     return texts.cut[last]
 
 
-def _cut_after(last: str, texts: list[Analysed]) -> str | None:
+def _cut_after(last: str, within: str, texts: list[Analysed]) -> str | None:
+    """:func:`cut_after` over the responses holding key ``within`` (``last`` itself, or the phrase ending in it)."""
     head = f"{last} "
     uses = 0
     after: Counter[str] = Counter()
     forms: Counter[str] = Counter()
     for a in texts:
-        if last not in a.keys:
+        if last not in a.keys or within not in a.keys:
             continue
         uses += 1
         said = [p[len(head):] for p in a.follows if p.startswith(head)]
@@ -573,10 +574,16 @@ def _completed(shown: str, texts: list[Analysed]) -> str | None:
         return shown
     stop = lang.current_stopwords()
     ws = [*shown.split(), after]
-    while ws and (len(ws) > MAX_LABEL_WORDS or ws[0].lower() in stop):
+    while len(ws) > MAX_LABEL_WORDS or ws[0].lower() in stop:
         ws = ws[1:]
     out = " ".join(ws)
-    return out if ws and cut_after(out, texts) is None else None
+    if sum(phrase_key(out.lower()) in a.keys for a in texts) < CUT_MIN:
+        # The theme does not say the completion: the word follows the last word elsewhere ("verify identity" where
+        # the theme says "identity verification"), then the phrase is whole; or this phrase's own uses go on, in
+        # words too long to show, then it is no label ("gun like american" for "... american express").
+        key = phrase_key(shown.lower())
+        return None if _cut_after(shown.lower().split()[-1], key, texts) is not None else shown
+    return out if cut_after(out, texts) is None else None
 
 
 def _whole(shown: str, texts: list[Analysed]) -> bool:

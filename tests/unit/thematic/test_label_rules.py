@@ -12,6 +12,7 @@ from pipelines.thematic.describe import (
     CONTEXTUAL,
     Ranked,
     ThemeInfo,
+    _completed,
     _expand_word,
     cut_after,
     describe,
@@ -486,3 +487,20 @@ def test_a_parent_is_not_named_by_a_word_cut_before_its_last_word() -> None:
                  {th.label.lower() for th in themes.values()})
     assert parents[0].label.lower() != "exchange", parents[0].label
     assert cut_after(parents[0].label, [analyse(t) for t in texts[:10]]) is None, parents[0].label
+
+
+def test_a_phrase_is_completed_only_by_what_the_theme_says_after_it() -> None:
+    # "identity" is followed by "verification" in most of this theme, but not after "verify identity": "Verify
+    # identity verification" is said by no one, so "Verify identity" ends whole; "Identity" alone is said longer.
+    # (Without this, 20NG's "Space shuttle" became "Space shuttle orbiter", a join of "space shuttle" and "shuttle
+    # orbiter" that no post says, 2026-12-03.)
+    texts = ["how do i verify identity", "verify identity please", "identity verification failed",
+             "identity verification pending", "identity verification again", "why the identity verification",
+             "identity verification takes long"]
+    themes = _themes([texts, PROMO, TOPUP])
+    label = next(th.label for th in themes if th.members[0] == 0)
+    assert label.lower() in {"identity verification", "verify identity"}, label
+    said = [analyse(t) for t in texts]
+    assert cut_after("verify identity", said) == "verification"  # the last word's followers, theme-wide
+    assert _completed("verify identity", said) == "verify identity"
+    assert _completed("identity", said) == "identity verification"
