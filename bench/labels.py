@@ -20,6 +20,8 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
 * rule breaks: generic single-word labels (generic by the job's own rule, describe.word_stats, or on the fixed
   list of before 2026-12-02, :data:`DOMAIN_GENERIC_2026_12`, so the count stays comparable), "(n)" suffixes,
   labels shared by two themes, at both levels;
+* cut-off labels (:func:`cut_off`, 2026-12-03): labels whose last word the theme's texts nearly always follow by
+  one same word ("Top up using apple" for "... apple watch", "Cheque to top" for "... top up"), at both levels;
 * content words per label, ours and BERTopic's top words at our length (:func:`content_words`: the words that
   are no stopword or number; 2026-12-03): at the same word budget the side with more content words has more
   chances to hit;
@@ -205,6 +207,45 @@ def at_length(hits: dict[int, float | None], mean_words: float) -> float:
     return a + (m - lo) * (b - a)
 
 
+#: A label is cut off when its last word is followed by one same word (a content word or a verb particle) in at
+#: least this share of the word's uses in the theme's texts, of at least CUT_MIN_USES uses.
+CUT_SHARE = 0.5
+CUT_MIN_USES = 3
+#: Particles that belong to the verb before them ("top up"); "in" / "on" start a prepositional phrase more often.
+_CUT_PARTICLES = frozenset("up out off down".split())
+
+
+def cut_off(label: str, member_texts: list[str]) -> str | None:
+    """The word that the theme's texts nearly always say right after ``label``'s last word, or None.
+
+    Counted on the raw texts, every use (not the pipeline's responses-using-it): each clause (split at
+    punctuation) as lower-case word tokens; a follower counts by its stem (a trailing "s" off: "card" / "cards").
+    Only a content word or a verb particle makes a cut: "Charged twice" followed by "for ..." is whole.
+    """
+    from pipelines.thematic.stopwords import EN
+
+    words = re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", label.lower())
+    if not words:
+        return None
+    last = words[-1]
+    uses = 0
+    after: Counter[str] = Counter()
+    for text in member_texts:
+        for clause in re.split(r"[.,;:!?()\[\]\"]+", text.lower()):
+            toks = re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", clause)
+            for n, t in enumerate(toks[:-1]):
+                if t == last:
+                    uses += 1
+                    x = toks[n + 1]
+                    if x in _CUT_PARTICLES or (x not in EN and not x.isdigit()):
+                        after[x[:-1] if len(x) > 3 and x.endswith("s") and not x.endswith("ss") else x] += 1
+            uses += bool(toks) and toks[-1] == last
+    if uses < CUT_MIN_USES or not after:
+        return None
+    x, f = after.most_common(1)[0]
+    return x if f >= CUT_SHARE * uses else None
+
+
 def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, Any]:
     from pipelines.thematic import describe as D
     from pipelines.thematic import stopwords as S
@@ -241,9 +282,14 @@ def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, An
         return {"generic": generic, "numbered": [lab for lab in labs if re.search(r"\(\d+\)", lab)],
                 "shared": [lab for lab, n in Counter(lab.lower() for lab in labs).items() if n > 1]}
 
+    def cut(items: list[Any]) -> list[tuple[str, str]]:
+        found = ((it.label, cut_off(it.label, [texts[i] for i in it.members])) for it in items)
+        return [(lab, x) for lab, x in found if x is not None]
+
     n_hit = round((hit or 0.0) * len(set(pred) & set(named)))
     out: dict[str, Any] = {"set": name, "k": k, "hit": hit, "n_hit": n_hit, "phrase": phrase, "mean_words": mean_words,
                            "big": len(big), "secs": secs, "sub_phrase": sub_phrase, "big_subs": len(big_subs), "themes": breaks(themes), "second": breaks(second),
+                           "cut": cut(themes), "cut_second": cut(second),
                            "labels": [(th.label, len(th.members), Counter(all_truth[i] for i in th.members)
                                        .most_common(1)[0][0], th.key_phrases) for th in themes],
                            "parents": [(p.label, [c for c in levels.children.get(p.id, [])]) for p in levels.parents],
@@ -321,8 +367,8 @@ def main() -> None:
           "BERTopic own topics @ our length (rounded up) | BERTopic topics, outliers | "
           "BERTopic's c-TF-IDF words on OUR themes @1/2/3/4 | same @ our length (rounded up) | our 3 key phrases | "
           "2-4-word labels (themes >= 10) | same, sub-themes >= 10 | generic 1-word | '(n)' | shared | "
-          "content words per label, ours / BERTopic's @ our length | describe s |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|---:|")
+          "content words per label, ours / BERTopic's @ our length | cut-off | describe s |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|---|---:|")
     pool: dict[str, Counter[str]] = {"tune": Counter(), "check": Counter()}
     runs = [(name, seed) for name in names for seed in range(args.seeds if args.partition == "kmeans" else 1)]
     for name, seed in runs:
@@ -332,7 +378,8 @@ def main() -> None:
                            content=round(100 * r["content"] * len(r["named"])),
                            ct_content=round(100 * r["ctfidf_content"] * len(r["named"])),
                            breaks=sum(len(r[kind][key]) for kind in ("themes", "second")
-                                      for key in ("generic", "numbered", "shared")))
+                                      for key in ("generic", "numbered", "shared")),
+                           cut=len(r["cut"]), cut_second=len(r["cut_second"]))
         if args.seeds > 1:
             name = f"{name} s{seed}"
         b = r.get("bertopic")
@@ -347,7 +394,8 @@ def main() -> None:
               f"{'-' if r['sub_phrase'] is None else format(r['sub_phrase'], '.0%') + ' of ' + str(r['big_subs'])} | "
               f"{len(lv[0]['generic'])} + {len(lv[1]['generic'])} | "
               f"{len(lv[0]['numbered'])} + {len(lv[1]['numbered'])} | {len(lv[0]['shared'])} + {len(lv[1]['shared'])} |"
-              f" {r['content']:.2f} / {r['ctfidf_content']:.2f} | {r['secs']:.1f} |", flush=True)
+              f" {r['content']:.2f} / {r['ctfidf_content']:.2f} | {len(r['cut'])} + {len(r['cut_second'])} |"
+              f" {r['secs']:.1f} |", flush=True)
         if args.show:
             for lab, n, true, kp in r["labels"][: args.show]:
                 print(f"    {n:4d}  {lab!r:36}  true: {true:28} key phrases: {'; '.join(kp)}")
@@ -355,6 +403,8 @@ def main() -> None:
                 print(f"    parent {lab!r}: {', '.join(r['named'][c] for c in kids[:6])}")
             for parent, lab, n in r["subs"][: args.show]:
                 print(f"    sub of {r['named'].get(parent)!r}: {lab!r} ({n})")
+            for lab, x in [*r["cut"], *r["cut_second"]]:
+                print(f"    cut off: {lab!r} (followed by {x!r})")
             for kind in ("themes", "second"):
                 for key in ("generic", "numbered", "shared"):
                     if r[kind][key]:
@@ -364,7 +414,8 @@ def main() -> None:
             print(f"# pooled {split}: label hits {c['hits']} of {c['themes']} themes ({c['hits'] / c['themes']:.1%}); "
                   f"2-4-word labels {c['phrase']} of {c['big']} themes >= 10; generic / '(n)' / shared: {c['breaks']}; "
                   f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
-                  f"{c['ct_content'] / 100 / c['themes']:.2f})")
+                  f"{c['ct_content'] / 100 / c['themes']:.2f}); cut-off labels {c['cut']} + {c['cut_second']} "
+                  f"(themes + second level)")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import lang
 from .clean import near_key
 from .keywords import (
+    VERB_PARTICLES,
     Analysed,
     Candidate,
     _stem,
@@ -374,7 +376,7 @@ def _rank_theme(
     score, share, dist, n_words = _candidate_scores(c, sims, rows, t, words)
     counts = np.array([x.uses for x in c], dtype=np.float32)
     lead = counts >= LABEL_MIN_USES * counts.max()
-    texts = [analyse(x) for x in member_texts]  # once per theme: the helpers below read them often
+    texts = _Theme(analyse(x) for x in member_texts)  # once per theme: the helpers below read them often
     stems = [frozenset(_stem(p) for p in a.keys if " " not in p) for a in texts]
     memo: dict[str, str] = {}
     bare: list[Counter[str]] = []  # the theme's bare-word counts, built at the first bare word (_bare_words)
@@ -422,7 +424,7 @@ def _longer(shown: str, texts: list[Analysed]) -> list[str]:
             seen.update(p for p in a.keys if p != key and f" {key} " in f" {p} ")
     ranked = sorted((p for p, f in seen.items() if f >= EXTEND_MIN_USES), key=lambda p: (-seen[p], len(p), p))
     out = [display(p, texts) for p in ranked[:KEY_PHRASES]]
-    return [p for p in out if len(p.split()) <= MAX_LABEL_WORDS]
+    return [p for p in out if _whole(p, texts)]
 
 
 def _label_options(
@@ -441,9 +443,9 @@ def _label_options(
         for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
-            shown = said(c[i].key)
-            if len(shown.split()) > MAX_LABEL_WORDS:
-                continue  # a five-token span that drops no determiner: a key phrase, not a label
+            shown = _completed(said(c[i].key), texts)
+            if shown is None:
+                continue  # a five-token span that drops no determiner, or one cut short: a key phrase, not a label
             if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
@@ -487,13 +489,107 @@ def _expand(phrase: str, texts: list[Analysed], min_share: float = EXPAND_MIN_SH
 
 
 def _fitting(best: Sequence[tuple[float, int, str]], texts: list[Analysed], fallback: str) -> str:
-    """The best-scored phrase of ``best`` that shows in at most :data:`MAX_LABEL_WORDS` words, else ``fallback``: a
-    five-token expansion ("refund for something i bought") must not cost a candidate its label ("refund" ->
-    "refund of item")."""
+    """The best-scored phrase of ``best`` that shows whole (:func:`_whole`), else ``fallback``: a five-token
+    expansion ("refund for something i bought") must not cost a candidate its label ("refund" -> "refund of item"),
+    and one cut before its last word is no label ("disposable" -> "disposable virtual card", not "disposable
+    virtual")."""
     for *_, p in sorted(best, reverse=True):
-        if len(display(p, texts).split()) <= MAX_LABEL_WORDS:
-            return p
+        shown = display(p, texts)
+        done = _completed(shown, texts)
+        if done is not None:
+            return p if done == shown else done  # display() shows a phrase that is no key as it is
     return fallback
+
+
+#: A phrase is cut before its last word when more than this share of the theme's responses using that word (and at
+#: least CUT_MIN) say one same word right after it: "Top up using apple" (5 of 7 say "apple watch"), "Disposable
+#: virtual" (7 of 7 "virtual card(s)"), "Cheque to top" (15 of 15 "top up"). Half exactly is no cut ("parcel" said
+#: "parcel arrived" and "parcel damaged" alike; "contactless stopped working" and "... working today"). Chosen on the
+#: label TUNE pool, 2026-12-03 (bench/labels.py: cut-off labels 16 + 9 -> 2 + 0 of 735 themes + their parents, hits
+#: 586 -> 586; 0.4 also gave "Payment app reverted", ">= half" "Contactless stopped working today").
+CUT_SHARE = 0.5
+CUT_MIN = 2
+
+
+class _Theme(list[Analysed]):
+    """A theme's analysed responses, with :func:`cut_after`'s answer per last word remembered (the label helpers ask
+    it of one word many times: displayed, completed, checked whole)."""
+
+    cut: dict[str, str | None]
+
+    def __init__(self, items: Iterable[Analysed] = ()) -> None:
+        super().__init__(items)
+        self.cut = {}
+
+
+def cut_after(shown: str, texts: list[Analysed]) -> str | None:
+    """The word that more than :data:`CUT_SHARE` of the theme's responses using ``shown``'s last word say right after
+    it (a content word or a verb particle, singular and plural together, returned as most of them write it); None
+    when ``shown`` ends whole. A phrase ending in a stopword ("top up", "log in") ends whole."""
+    words = shown.lower().split()
+    last = words[-1] if words else ""
+    if not isinstance(texts, _Theme):
+        return _cut_after(last, last, texts)
+    if last not in texts.cut:
+        texts.cut[last] = _cut_after(last, last, texts)
+    return texts.cut[last]
+
+
+def _cut_after(last: str, within: str, texts: list[Analysed]) -> str | None:
+    """:func:`cut_after` over the responses holding key ``within`` (``last`` itself, or the phrase ending in it)."""
+    head = f"{last} "
+    uses = 0
+    after: Counter[str] = Counter()
+    forms: Counter[str] = Counter()
+    for a in texts:
+        if last not in a.keys or within not in a.keys:
+            continue
+        uses += 1
+        said = [p[len(head):] for p in a.follows if p.startswith(head)]
+        after.update({_singular(x) for x in said})
+        forms.update(said)
+    if not after:
+        return None
+    # Ties by name: a set's order follows the process's string-hash seed.
+    stem, f = min(after.items(), key=lambda p: (-p[1], p[0]))
+    if f < CUT_MIN or f <= CUT_SHARE * uses:
+        return None
+    return min((x for x in forms if _singular(x) == stem), key=lambda x: (-forms[x], x))
+
+
+def _singular(word: str) -> str:
+    """``word`` without a plural "s" ("cards" -> "card", "rates" -> "rate"; not "address"): the followers of a word
+    count together across number, which :func:`keywords._stem` does not do for "rate" / "rates"."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _completed(shown: str, texts: list[Analysed]) -> str | None:
+    """``shown`` if it is whole (:func:`_whole`); one cut before its last word, said with the word it lacks and its
+    window moved right to fit in :data:`MAX_LABEL_WORDS` words, starting on a content word ("Information about
+    identity" -> "Information about identity details", "Top up using apple" -> "Apple watch"); else None."""
+    if len(shown.split()) > MAX_LABEL_WORDS:
+        return None
+    after = cut_after(shown, texts)
+    if after is None:
+        return shown
+    stop = lang.current_stopwords()
+    ws = [*shown.split(), after]
+    while len(ws) > MAX_LABEL_WORDS or ws[0].lower() in stop:
+        ws = ws[1:]
+    out = " ".join(ws)
+    if sum(phrase_key(out.lower()) in a.keys for a in texts) < CUT_MIN:
+        # The theme does not say the completion: the word follows the last word elsewhere ("verify identity" where
+        # the theme says "identity verification"), then the phrase is whole; or this phrase's own uses go on, in
+        # words too long to show, then it is no label ("gun like american" for "... american express").
+        key = phrase_key(shown.lower())
+        return None if _cut_after(shown.lower().split()[-1], key, texts) is not None else shown
+    return out if cut_after(out, texts) is None else None
+
+
+def _whole(shown: str, texts: list[Analysed]) -> bool:
+    """``shown`` can be a label: at most :data:`MAX_LABEL_WORDS` words, and not cut before its last word
+    (:func:`cut_after`: "Top up using apple" for a theme that says "top up using my apple watch")."""
+    return len(shown.split()) <= MAX_LABEL_WORDS and cut_after(shown, texts) is None
 
 
 def _bare_words(texts: list[Analysed]) -> Counter[str]:
@@ -555,8 +651,11 @@ def display(key: str, texts: list[Analysed]) -> str:
             seen[dict(a.surfaces).get(key, key)] += 1
             if sum(seen.values()) >= DISPLAY_SAMPLE:
                 break
-    shown = max(seen.items(), key=lambda p: (p[1], p[0] == key))[0] if seen else key
-    return headline(shown)
+    shown = headline(max(seen.items(), key=lambda p: (p[1], p[0] == key))[0] if seen else key)
+    # A verb's particle that the theme says after it, also before a determiner ("top up my account", which
+    # keywords._particle reads as a preposition): "Cheque to top up", not "Cheque to top".
+    after = cut_after(shown, texts)
+    return f"{shown} {after}" if after in VERB_PARTICLES else shown
 
 
 def headline(phrase: str) -> str:
@@ -921,7 +1020,7 @@ def name_parents(
             used.add(p.label.lower())
             continue
         size = max(1, len(p.members))
-        best: tuple[float, str] | None = None
+        scored: list[tuple[float, str]] = []
         for key, holders in own[p.id].items():
             if all(w in generic or w == "not" for w in key.split()):
                 continue
@@ -933,9 +1032,12 @@ def name_parents(
                 continue  # a word common in another group too names neither alone ("Transfer", "Card")
             score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
             score *= 1.0 + 0.2 * min(key.count(" "), 2)
-            if best is None or score > best[0]:
-                best = (score, key)
-        phrases = [display(best[1], [analyse(texts[i]) for i in p.members])] if best is not None else []
+            scored.append((score, key))
+        said = _Theme(analyse(texts[i]) for i in p.members)
+        # The best-scored phrase that ends whole ("Exchange" is said "exchange rate"); ties: the first found.
+        whole = next((x for x in (display(key, said) for _, key in sorted(scored, key=lambda q: -q[0]))
+                      if cut_after(x, said) is None), None)
+        phrases = [] if whole is None else [whole]
         names = [t.label.split(" (")[0] for t in mine[:2]]
         joined = names[0] if len(names) == 1 else f"{names[0]} and {names[1][:1].lower() + names[1][1:]}"
         r = Ranked([*phrases, joined], [*phrases, joined], [w for t in mine for w in phrase_key(t.label).split()])

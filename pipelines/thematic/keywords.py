@@ -170,6 +170,9 @@ PREDICATE_CUES: Final = frozenset(
 )
 #: Particles shown after the word they follow, though stopwords ("log in", "sign up"); never part of a key.
 PARTICLES: Final = frozenset("in up out off on down".split())
+#: The particles that belong to the word before them wherever it says them ("top up my account", "show up"): "in"
+#: and "on" start a prepositional phrase far more often ("based on", "charge on", "live in": tune sets, 2026-12-03).
+VERB_PARTICLES: Final = frozenset("up out off down".split())
 #: After these a particle is a preposition ("freezing on the login screen"), not part of a verb.
 _DETERMINERS: Final = frozenset("the a an this that these those my your his her our their its".split())
 _PREDICATE_SUFFIXES: Final = ("ed", "ing", "ful", "less", "able", "ible", "ive", "ous")
@@ -184,6 +187,10 @@ class Analysed:
     """(key, the words as written) per key whose span holds stopwords ("top failed" / "top up failed", "top" / "top up")."""
     cued: frozenset[str]
     """Content words that follow a :data:`PREDICATE_CUES` word here (verb/adjective evidence)."""
+    follows: frozenset[str] = frozenset()
+    """"word next" per content word directly followed, in its clause, by a content word or a verb particle ("apple
+    watch", "top up"; :data:`VERB_PARTICLES`): what tells a label cut before its last word ("Top up using apple",
+    "Cheque to top") from a whole one (describe.cut_after)."""
 
 
 def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = MAX_SPAN) -> frozenset[str]:
@@ -211,6 +218,7 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
     keys: set[str] = set()
     surfaces: dict[str, str] = {}
     cued: set[str] = set()
+    follows: set[str] = set()
     for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", scrub(text))):
         toks = tokens(clause)
         kind = []  # per token: "c" content, "n" negation, "s" stopword
@@ -223,6 +231,9 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 kind.append("c")
                 if n and toks[n - 1] in PREDICATE_CUES:
                     cued.add(t)
+        for n in range(len(toks) - 1):
+            if kind[n] == "c" and (kind[n + 1] == "c" or toks[n + 1] in VERB_PARTICLES) and not lang.is_cjk(toks[n]):
+                follows.add(f"{toks[n]} {toks[n + 1]}")
         for i, t in enumerate(toks):
             if kind[i] != "c" and not (kind[i] == "n" and i + 1 < len(toks)):
                 continue
@@ -248,7 +259,7 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                     end = j + 1 if _particle(toks, kind, j + 1) and j + 1 - i < span else j
                     if end - i + 1 > len(words):
                         surfaces.setdefault(key, " ".join(toks[i : end + 1]))
-    return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued))
+    return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued), frozenset(follows))
 
 
 def _particle(toks: list[str], kind: list[str], n: int) -> bool:

@@ -34,3 +34,17 @@ def test_content_words_count_no_stopword_and_no_number() -> None:
     labels = load_bench("labels")
     assert labels.content_words("Change my pin") == 2 and labels.content_words("Change pin") == 2
     assert labels.content_words("long does it take") == 2 and labels.content_words("how to 25") == 0
+
+
+def test_a_label_cut_before_its_last_word_is_counted_on_the_raw_texts() -> None:
+    # The bench's count of cut-off labels (2026-12-03): the label's last word is followed by one same word (a content
+    # word or a verb particle) in at least half of its uses in the theme's texts.
+    labels = load_bench("labels")
+    apple = ["How do I top up using my Apple Watch?", "top up using my apple watch", "Can I use my Apple Watch?",
+             "Apple Pay, please"]
+    assert labels.cut_off("Top up using apple", apple) == "watch"
+    assert labels.cut_off("Cheque to top", ["a cheque to top up my account", "cheque to top up", "top it up"]) == "up"
+    twice = ["charged twice for it", "charged twice for coffee", "charged twice"]
+    assert labels.cut_off("Charged twice", twice) is None
+    assert labels.cut_off("Card", ["card payment", "card details", "card pin", "my card"]) is None
+    assert labels.cut_off("Virtual", ["virtual cards", "a virtual card", "virtual card now"]) == "card"

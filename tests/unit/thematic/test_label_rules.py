@@ -12,10 +12,14 @@ from pipelines.thematic.describe import (
     CONTEXTUAL,
     Ranked,
     ThemeInfo,
+    _completed,
+    _expand_word,
+    cut_after,
     describe,
     headline,
     name_parents,
     pick_label,
+    rank_labels,
     word_stats,
 )
 from pipelines.thematic.keywords import analyse, looks_predicate, phrase_key, phrases
@@ -395,3 +399,108 @@ def test_a_topic_word_another_theme_says_too_names_a_theme_with_nothing_else() -
     labels = {th.members[0]: th.label for th in themes}
     assert not labels[len(lost)].startswith("General comments"), labels
     assert "luggage" in labels[len(lost)].lower() and len(set(labels.values())) == len(labels), labels
+
+
+# Three themes of Banking77 texts (mid-banking, k-means seed 0, 2026-12-03) whose labels were cut before their last
+# word: "Top up using apple", "Cheque to top", "Disposable virtual".
+APPLE = ["What should I do to top up using my Apple Watch?",
+         "Can you please assist me in Apple Pay, in getting Top Up to work?", "How do I top up using my Apple Watch?",
+         "I want to top up from my Apple Watch, can I?",
+         "what can I do if I got my American Express in Apple Bay but top up is not working?",
+         "How can I top up with Google play?", "Is there a way to top up using my Apple Watch?",
+         "Can I use my Apple Watch to to top up?"]
+CHEQUE = ["Will you accept a cheque to top up my account?", "top up google pay, is it possible?",
+          "Can I use google pay to top up?", "Is there such thing as top up by cheque?", "I want to top up by cheque",
+          "Do you accept checks?", "Is there a way to use a cheque to top up my account?",
+          "How do you top-up using cash?",
+          "Can I top up using cash?", "Is there anyway to use a cheque to top up?", "Can I top up using a cheque?",
+          "Do you accept cheques for top ups?", "How do I top-up my card with a cheque?",
+          "I'd like to use cash to top up. How do I find that option?", "Can I top-up via Apple Pay?",
+          "is there a way to do top up with apple pay", "How do I get my paycheck through this?",
+          "Can I send a cheque to do my top ups?",
+          "Why isn't my Google Pay top up working for me? Did I do something wrong?", "how do i setup my apple pay",
+          "do i have to setup apple pay to use it", "Need to deposit a cheque into my account",
+          "I would like to use cash to make a top-up?", "Where can I deposit cash to top up?",
+          "How do I top-up using cash?"]
+DISPOSABLE = ["What is the process to create a disposable virtual card?", "explain the virtual card",
+              "How can I create a disposable virtual card?", "How would you use a disposable card?",
+              "Please explain how I use the disposable cards?",
+              "Can you tell me more about limits to disposable virtual cards?", "how does a virtual card work",
+              "Can you tell me what the disposable cards are used for?", "What can you use the disposable cards for?",
+              "I have a disposable virtual card here, so would you tell me what to do with it?",
+              "What are these disposable virtual cards all about?"]
+
+
+def test_a_label_never_ends_in_a_word_the_theme_nearly_always_follows_with_another() -> None:
+    # "Top up using apple" (the theme says "apple watch"), "Cheque to top" ("top up my account": a particle before a
+    # determiner reads as a preposition) and "Disposable virtual" ("virtual card") were labels on the label TUNE pool
+    # (16 of 735 themes cut so, 2026-12-03). A word that more than half the theme's responses using it follow with one
+    # same word is no label's last word: the label says the word it lacks, or ends elsewhere.
+    groups = [APPLE, CHEQUE, DISPOSABLE, PROMO]
+    texts = [t for g in groups for t in g]
+    themes = _themes(groups)
+    labels = {th.members[0]: th.label for th in themes}
+    assert labels[len(APPLE)] == "Cheque to top up", labels
+    for th in themes:
+        assert cut_after(th.label, [analyse(texts[i]) for i in th.members]) is None, th.label
+    # Every option is whole, so a clash ("Apple watch" taken by a larger theme) cannot fall back to a cut one.
+    y = np.array([n for n, g in enumerate(groups) for _ in g], dtype=np.int64)
+    x = _vecs(list(y))
+    cents = np.stack([x[y == t].mean(axis=0) for t in range(len(groups))])
+    cents = (cents / np.linalg.norm(cents, axis=1, keepdims=True)).astype(np.float32)
+    ranked = rank_labels(groups, cents, None, [x[y == t] for t in range(len(groups))])
+    options = [o.lower() for r in ranked for o in r.options]
+    assert "apple watch" in options and not [o for o in options if o.endswith(("apple", " top", "virtual"))], options
+    # A bare word said as its longer phrase: the best one that ends whole ("disposable virtual" is said by 5 of 11,
+    # "disposable virtual card(s)" by the same 5).
+    assert _expand_word("disposable", [analyse(t) for t in DISPOSABLE]) == "disposable virtual card"
+
+
+def test_a_word_followed_by_many_different_words_or_by_a_stopword_ends_a_label_whole() -> None:
+    # "Charged twice for ..." is whole (a stopword follows), so is "Card" followed by many different words; and a
+    # phrase ending in a particle ("top up") or another stopword ends whole by construction.
+    texts = [analyse(t) for t in ["charged twice for one coffee", "charged twice for the same thing",
+                                  "i was charged twice", "card payment failed", "card details wrong", "card pin blocked",
+                                  "card arrived"]]
+    assert cut_after("charged twice", texts) is None
+    assert cut_after("card", texts) is None
+    assert cut_after("top up", [analyse(t) for t in CHEQUE]) is None
+    assert cut_after("cheque to top", [analyse(t) for t in CHEQUE]) == "up"
+    assert cut_after("top up using apple", [analyse(t) for t in APPLE]) == "watch"
+    assert cut_after("disposable virtual", [analyse(t) for t in DISPOSABLE]) == "card"  # "cards" counts too
+
+
+def test_a_parent_is_not_named_by_a_word_cut_before_its_last_word() -> None:
+    # Banking77's parents "Exchange" over "exchange rate" themes and "Virtual" over virtual-card themes: the shared
+    # word is nearly always followed by one same word, so it names the parent only with it, or the parent is
+    # named otherwise.
+    texts = (["the exchange rate is wrong"] * 5 + ["exchange rates too high"] * 5 + ["refund never came"] * 5
+             + ["the screen froze"] * 5)
+    themes = {
+        "t1": _info("t1", "Exchange rate wrong", list(range(0, 5)), ["exchange rate wrong", "exchange"]),
+        "t2": _info("t2", "Exchange rates too high", list(range(5, 10)), ["exchange rates too high", "exchange"]),
+        "t3": _info("t3", "Refund never came", list(range(10, 15)), ["refund never came"]),
+        "t4": _info("t4", "Screen froze", list(range(15, 20)), ["screen froze"]),
+    }
+    parents = [_info("p1", "Rate", list(range(10)), []), _info("p2", "Came", list(range(10, 20)), [])]
+    name_parents(parents, {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}, themes, texts,
+                 {th.label.lower() for th in themes.values()})
+    assert parents[0].label.lower() != "exchange", parents[0].label
+    assert cut_after(parents[0].label, [analyse(t) for t in texts[:10]]) is None, parents[0].label
+
+
+def test_a_phrase_is_completed_only_by_what_the_theme_says_after_it() -> None:
+    # "identity" is followed by "verification" in most of this theme, but not after "verify identity": "Verify
+    # identity verification" is said by no one, so "Verify identity" ends whole; "Identity" alone is said longer.
+    # (Without this, 20NG's "Space shuttle" became "Space shuttle orbiter", a join of "space shuttle" and "shuttle
+    # orbiter" that no post says, 2026-12-03.)
+    texts = ["how do i verify identity", "verify identity please", "identity verification failed",
+             "identity verification pending", "identity verification again", "why the identity verification",
+             "identity verification takes long"]
+    themes = _themes([texts, PROMO, TOPUP])
+    label = next(th.label for th in themes if th.members[0] == 0)
+    assert label.lower() in {"identity verification", "verify identity"}, label
+    said = [analyse(t) for t in texts]
+    assert cut_after("verify identity", said) == "verification"  # the last word's followers, theme-wide
+    assert _completed("verify identity", said) == "verify identity"
+    assert _completed("identity", said) == "identity verification"
