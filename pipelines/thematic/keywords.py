@@ -231,9 +231,6 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 kind.append("c")
                 if n and toks[n - 1] in PREDICATE_CUES:
                     cued.add(t)
-        for n in range(len(toks) - 1):
-            if kind[n] == "c" and (kind[n + 1] == "c" or toks[n + 1] in VERB_PARTICLES) and not lang.is_cjk(toks[n]):
-                follows.add(f"{toks[n]} {toks[n + 1]}")
         for i, t in enumerate(toks):
             if kind[i] != "c" and not (kind[i] == "n" and i + 1 < len(toks)):
                 continue
@@ -241,6 +238,8 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 # CJK tokens are overlapping character bigrams already: no phrases of them.
                 keys.add(t)
                 continue
+            if kind[i] == "c" and i + 1 < len(toks) and (kind[i + 1] == "c" or toks[i + 1] in VERB_PARTICLES):
+                follows.add(f"{t} {toks[i + 1]}")
             if kind[i] == "c" and _particle(toks, kind, i + 1):
                 surfaces.setdefault(t, f"{t} {toks[i + 1]}")  # "top" is said "top up"
             words: list[str] = []
