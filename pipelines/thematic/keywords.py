@@ -188,9 +188,9 @@ class Analysed:
     cued: frozenset[str]
     """Content words that follow a :data:`PREDICATE_CUES` word here (verb/adjective evidence)."""
     follows: frozenset[str] = frozenset()
-    """"word next" per content word directly followed, in its clause, by a content word or a verb particle ("apple
-    watch", "top up"; :data:`VERB_PARTICLES`): what tells a label cut before its last word ("Top up using apple",
-    "Cheque to top") from a whole one (describe.cut_after)."""
+    """"word next" per content word whose every use here is directly followed, in its clause, by one same content
+    word or verb particle ("apple watch", "top up"; :data:`VERB_PARTICLES`): what tells a label cut before its last
+    word ("Top up using apple", "Cheque to top") from a whole one (describe.cut_after)."""
 
 
 def phrases(text: str, stopwords: frozenset[str] | None = None, *, max_n: int = MAX_SPAN) -> frozenset[str]:
@@ -218,7 +218,7 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
     keys: set[str] = set()
     surfaces: dict[str, str] = {}
     cued: set[str] = set()
-    follows: set[str] = set()
+    after: dict[str, set[str]] = {}  # per content word, what follows each of its uses here ("" for no word)
     for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", scrub(text))):
         toks = tokens(clause)
         kind = []  # per token: "c" content, "n" negation, "s" stopword
@@ -231,9 +231,6 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 kind.append("c")
                 if n and toks[n - 1] in PREDICATE_CUES:
                     cued.add(t)
-        for n in range(len(toks) - 1):
-            if kind[n] == "c" and (kind[n + 1] == "c" or toks[n + 1] in VERB_PARTICLES) and not lang.is_cjk(toks[n]):
-                follows.add(f"{toks[n]} {toks[n + 1]}")
         for i, t in enumerate(toks):
             if kind[i] != "c" and not (kind[i] == "n" and i + 1 < len(toks)):
                 continue
@@ -241,6 +238,9 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 # CJK tokens are overlapping character bigrams already: no phrases of them.
                 keys.add(t)
                 continue
+            if kind[i] == "c":
+                nxt = toks[i + 1] if i + 1 < len(toks) and (kind[i + 1] == "c" or toks[i + 1] in VERB_PARTICLES) else ""
+                after.setdefault(t, set()).add(nxt)
             if kind[i] == "c" and _particle(toks, kind, i + 1):
                 surfaces.setdefault(t, f"{t} {toks[i + 1]}")  # "top" is said "top up"
             words: list[str] = []
@@ -259,7 +259,10 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                     end = j + 1 if _particle(toks, kind, j + 1) and j + 1 - i < span else j
                     if end - i + 1 > len(words):
                         surfaces.setdefault(key, " ".join(toks[i : end + 1]))
-    return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued), frozenset(follows))
+    # A word follows another here only when it follows every use of it: a long post that says "space shuttle"
+    # five times and "shuttle orbiter" once does not continue "space shuttle".
+    follows = frozenset(f"{w} {x}" for w, xs in after.items() if len(xs) == 1 and (x := next(iter(xs))))
+    return Analysed(frozenset(keys), tuple(surfaces.items()), frozenset(cued), follows)
 
 
 def _particle(toks: list[str], kind: list[str], n: int) -> bool:

@@ -504,3 +504,14 @@ def test_a_phrase_is_completed_only_by_what_the_theme_says_after_it() -> None:
     assert cut_after("verify identity", said) == "verification"  # the last word's followers, theme-wide
     assert _completed("verify identity", said) == "verify identity"
     assert _completed("identity", said) == "identity verification"
+
+
+def test_a_long_text_continues_a_word_only_if_it_continues_every_use_of_it() -> None:
+    # 20NG posts say "space shuttle" several times and "shuttle orbiter" once: the label "Space shuttle" is whole
+    # (it became "Space launch" when one such use counted as the post going on, 2026-12-03). A short text's one use
+    # still counts: "top up using my apple watch".
+    posts = [f"the space shuttle flew. a space shuttle landed. the shuttle orbiter {n} was fine. space shuttle again"
+             for n in ("atlantis", "columbia", "endeavour", "discovery", "challenger")]
+    said = [analyse(t) for t in posts]
+    assert cut_after("space shuttle", said) is None
+    assert cut_after("top up using apple", [analyse(t) for t in APPLE]) == "watch"
