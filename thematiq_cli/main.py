@@ -413,22 +413,23 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
     return EXIT_OK
 
 
-def cmd_changes(args: argparse.Namespace, io: Io) -> int:
+def _result_part(args: argparse.Namespace, io: Io, part: str, render: Callable[[Any], str], how: str) -> int:
+    """Print one part of a thematic result (``comparison``, ``impact``), or say how to submit for it."""
     result = _thematic_result(args)
-    if not result.get("comparison"):
-        raise CliError(f"error: job {args.job_id} has no comparison; submit the later wave with "
-                       "--param compare_to=EARLIER_JOB_ID")
-    io.say(comparison_table(result["comparison"]))
+    if not result.get(part):
+        raise CliError(f"error: job {args.job_id} has no {part}; {how}")
+    io.say(render(result[part]))
     return EXIT_OK
+
+
+def cmd_changes(args: argparse.Namespace, io: Io) -> int:
+    return _result_part(args, io, "comparison", comparison_table,
+                        "submit the later wave with --param compare_to=EARLIER_JOB_ID")
 
 
 def cmd_impact(args: argparse.Namespace, io: Io) -> int:
-    result = _thematic_result(args)
-    if not result.get("impact"):
-        raise CliError(f"error: job {args.job_id} has no impact; submit with "
-                       "--param score='{\"key\": \"nps\", \"scale\": \"nps\"}'")
-    io.say(impact_table(result["impact"]))
-    return EXIT_OK
+    return _result_part(args, io, "impact", impact_table,
+                        "submit with --param score='{\"key\": \"nps\", \"scale\": \"nps\"}'")
 
 
 def cmd_health(args: argparse.Namespace, io: Io) -> int:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 MISSING = "(missing)"
 OTHER_VALUES = "other values"
@@ -187,6 +188,30 @@ def weighted_benjamini_hochberg(pvalues: Sequence[float], weights: Sequence[floa
     return q
 
 
+_NPS_ORDER: Final = {"detractor": 0, "passive": 1, "promoter": 2}
+#: A group's label that starts with a number: "4" (a 1-5 rating), "0–2" (a quartile range).
+_LEADING_NUMBER_RE: Final = re.compile(r"^-?[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?(?=–|$)")
+
+
+def _on_scale(value: str) -> float | None:
+    """A group's place on its scale: NPS groups in order, a number or a range by its (lower) number."""
+    if value in _NPS_ORDER:
+        return float(_NPS_ORDER[value])
+    m = _LEADING_NUMBER_RE.match(value)
+    return float(m.group(0)) if m else None
+
+
+def _group_order(sizes: Counter[str]) -> list[tuple[str, int]]:
+    """The columns of a breakdown: groups that all lie on a scale (NPS groups, a 1-5 rating's values, quartile
+    ranges) in its order, other categories largest first; "(missing)" and "other values" last. By size, a
+    rating's columns read 3, 2, 1, 4, 5 and the quartiles came in any order."""
+    special = (MISSING, OTHER_VALUES)
+    places = {g: _on_scale(g) for g in sizes if g not in special}
+    by_scale = bool(places) and all(p is not None for p in places.values())
+    return sorted(sizes.items(), key=lambda kv: (kv[0] in special, (places.get(kv[0]) or 0.0) if by_scale
+                                                 else -kv[1], kv[0]))
+
+
 def breakdown(
     field: str, groups: list[str], theme_of: Sequence[str | None], themes: Sequence[str], *, kind: str,
     alpha: float = ALPHA,
@@ -206,7 +231,7 @@ def breakdown(
             overall[t] += 1
     cells: list[dict[str, Any]] = []
     out_groups: list[dict[str, Any]] = []
-    for g, n in sorted(sizes.items(), key=lambda kv: (kv[0] in (MISSING, OTHER_VALUES), -kv[1], kv[0])):
+    for g, n in _group_order(sizes):
         rows = []
         for t in themes:
             x = per_group[g][t]

@@ -143,7 +143,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                "prototypes": "now coded with prototypes of the earlier themes; then as the earlier job counted "
                              "them (approximate)"}.get(str(comparison.get("instrument")), "")
         lines += ["", "## Change since the compared job", "",
-                  f"Then {comparison['n_then']} responses, now {comparison['n_now']}"
+                  # The shares' denominators: the usable responses of each wave (not all that were submitted).
+                  f"Then {comparison['n_then']} usable responses, now {comparison['n_now']}"
                   + (f"; {how}" if how else "") + "; **bold**: significant (two-proportion test, "
                   + ("weighted Benjamini–Hochberg q < 0.05, larger themes weighted more by their count in both "
                      "waves" if (comparison.get("testing") or {}).get("procedure") == "weighted-bh"

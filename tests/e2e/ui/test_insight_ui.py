@@ -64,6 +64,9 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
                                   f"{s['negative']} negative, mean {s['mean']:.2f}")
     # The change since the compared job: a row per compared theme, the significant ones marked.
     cmp_rows = page.locator("table.comparison tbody tr")
+    cmp = doc["comparison"]
+    expect(page.locator("table.comparison caption")).to_contain_text(
+        f"{cmp['n_then']} usable responses then, {cmp['n_now']} now")
     expect(cmp_rows).to_have_count(len(doc["comparison"]["themes"]))
     up = [r for r in doc["comparison"]["themes"] if r["significant"]]
     expect(page.locator("table.comparison tr[data-significant='true']")).to_have_count(len(up))

@@ -105,3 +105,17 @@ def test_a_one_to_five_rating_is_grouped_by_its_values_not_as_nps() -> None:
     assert b.kind == "categorical"
     assert set(b.labels) == {"1", "2", "3", "4", "5", insight.MISSING}
     assert b.labels[:7] == ["1", "2", "3", "4", "5", insight.MISSING, "4"]  # as the metadata filter writes them
+
+
+def test_groups_on_a_scale_are_in_its_order_and_categories_largest_first() -> None:
+    # By size, a 1-5 rating's columns read 3, 2, 1, 4, 5 and NPS groups came promoter first when promoters led.
+    def order(values: list[str], kind: str) -> list[str]:
+        themes = ["t1"] * len(values)
+        return [g["value"] for g in insight.breakdown("f", values, themes, ["t1"], kind=kind)["groups"]]
+
+    assert order(["3"] * 5 + ["2"] * 4 + ["1"] * 3 + ["5"] * 2 + ["4"] + [insight.MISSING] * 6, "categorical") == \
+        ["1", "2", "3", "4", "5", insight.MISSING]
+    assert order(["promoter"] * 5 + ["passive"] * 2 + ["detractor"], "nps") == ["detractor", "passive", "promoter"]
+    assert order(["7–9"] * 2 + ["0–2"] + ["3–6"] * 3 + [insight.OTHER_VALUES] * 9, "numeric") == \
+        ["0–2", "3–6", "7–9", insight.OTHER_VALUES]
+    assert order(["free"] * 3 + ["plus"] * 5 + ["7"], "categorical") == ["plus", "free", "7"]

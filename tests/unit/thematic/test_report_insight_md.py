@@ -53,6 +53,7 @@ def test_a_change_in_share_is_stated_in_percentage_points() -> None:
     # 10% then, 30% now: "+20.0 pts", never "+20.0%" (which reads as a relative change; it is +200 %).
     text = render_md(_doc())[1].decode()
     assert "+20.0 pts" in text and "+20.0%" not in text
+    assert "Then 10 usable responses, now 30" in text  # the shares' denominators, not the responses submitted
 
 
 def test_a_themes_nps_has_the_impact_tables_rounding() -> None:
