@@ -403,6 +403,19 @@ class Lifecycle:
             self._send_next(applied.row)
         return applied
 
+    def refuse(self, job: Job, attempt: int, error: JobError) -> Applied[Job]:
+        """``queued`` (or ``retrying``) → ``failed`` for the delivery of ``attempt``, without a claim: the job can
+        never run (its stored input does not decode), and one write ends it, with no claim to release or reap.
+
+        Not applied if someone claimed, cancelled or finished it first, or a cancel was requested.
+        """
+        def plan(row: Job) -> Fields | None:
+            if not row.status.claimable or row.attempts != attempt - 1 or row.cancel_requested:
+                return None
+            return {"status": Status.FAILED, "owner": None, "finished_at": utcnow(), "error": error}
+
+        return self._apply(job, "finish:failed", plan)
+
     def cancel(self, row: R) -> Applied[R]:
         """Cancel a job at once if nobody runs it (queued, retrying, waiting), flag it if it runs; skip a chunk.
 

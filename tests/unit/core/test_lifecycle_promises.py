@@ -5,6 +5,9 @@ Each asserts what docs/architecture.md promises, on the in-memory fake and on Az
 
 from __future__ import annotations
 
+import gzip
+from collections import Counter
+
 import pytest
 
 from shared.config.settings import get_settings
@@ -251,3 +254,50 @@ def test_a_slow_result_upload_is_not_reaped_from_under_the_worker(
         f"first delivery {first!r}, reaper requeued {reaped}; the job ended {final.status} after "
         f"{executions(j.id)} runs (attempt {final.attempts}); result-1 orphaned"
     )
+
+
+def _writes(ops: Counter[str]) -> int:
+    return sum(n for op, n in ops.items() if not (op.endswith((":get", ":query")) or op.startswith("queue:receive")))
+
+
+@pytest.mark.parametrize("corrupt", [
+    b"SECRET-PAYLOAD, not gzip",
+    gzip.compress(b'["SECRET-PAYLOAD"')[:-9],  # a gzip stream cut short
+    gzip.compress(b'["SECRET-PAYLOAD" \xff]'),  # gzip, but neither UTF-8 nor JSON
+], ids=["not-gzip", "truncated", "not-json"])
+def test_a_job_whose_inline_input_does_not_decode_fails_once_in_one_write(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, corrupt: bytes
+) -> None:
+    """Review38 finding 1: an inline input that does not decode (corrupt storage) raised before the claim on every
+    delivery, so no delivery held the job: its message went to the poison queue, the second delivery had indexed it,
+    the reaper's lost-message pass re-enqueued it, and round again, for ever."""
+    from shared.config import settings as settings_mod
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    j = submit(backend).job
+    backend.stores.jobs.update(backend.stores.jobs.get(TENANT, j.id, with_input=True), input_inline=corrupt)
+    drain(backend)  # its first message carried the row as inserted: send the plain one a retry or requeue sends
+    Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
+    spent: list[Counter[str]] = []
+
+    def counted(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    outcomes: list[str | None] = []
+    for _cycle in range(2):
+        for _ in range(5):  # host.json maxDequeueCount
+            outcomes.append(backend.deliver(counted))
+        drain(backend)  # the host moves the message to the poison queue
+        backend.clock.advance(1.5)
+        outcomes.append(f"reaper requeued {reaper(backend).run().requeued_lost}")
+    final = job(backend, j.id)
+    assert outcomes == ["failed", *[None] * 4, "reaper requeued []", *[None] * 5, "reaper requeued []"], outcomes
+    assert final.status == Status.FAILED and final.error is not None and final.error.type == "BadInput", final
+    assert "does not decode" in final.error.message and "SECRET" not in final.error.message, final.error
+    assert executions(j.id) == 0 and backend.depth() == 0
+    assert len(spent) == 1 and _writes(spent[0]) == 1, spent  # failed in one write: no claim, no release
