@@ -65,7 +65,9 @@ class JobLease(RowLease[Job]):
 class _Delivery:
     """What one delivery of a message did so far: what to release or fail if the worker itself breaks."""
 
-    def __init__(self) -> None:
+    def __init__(self, redelivered: bool = False) -> None:
+        #: The host delivered this message before (``dequeue_count`` > 1): an earlier delivery failed or died.
+        self.redelivered = redelivered
         self.before: Job | None = None
         self.claimed: Job | None = None
         #: This attempt's result, once stored: a release keeps it on the row.
@@ -86,7 +88,7 @@ class Worker(AttemptHost):
         msg = self._decode_or_poison(text, JobMessage.decode, "job")
         if msg is None:
             return "bad-message"
-        delivery = _Delivery()
+        delivery = _Delivery(redelivered=dequeue_count > 1)
         last = dequeue_count >= host_config().max_dequeue_count
         try:
             with (
@@ -165,6 +167,11 @@ class Worker(AttemptHost):
     def _check_and_claim(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery, *, fresh: bool) -> str | None:
         """Claim and run; None if ``job`` came from the message and the claim found the row changed."""
         if job.status.terminal:
+            if delivery.redelivered and job.poison_copy and job.attempts == msg.attempt:
+                # This message's delivery failed the job and then failed itself (or its host died) before the
+                # copy could be sent: the host would not move a message it sees completed now.
+                self._poison(job, msg.without_row().encode())
+                return "poison-copied"
             log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
             return "noop-terminal"
         if msg.resume:
@@ -339,13 +346,16 @@ class Worker(AttemptHost):
             return "retrying"
         why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
         final = JobError.of(error.type, f"{error.message} [{why}]")
-        if self.lifecycle.finish(job, Ending(Status.FAILED, final, usage=usage, progress=result.progress)).applied:
-            self.stores.messages.send_poison(text)
-            telemetry.event(
-                "job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts
-            )
+        if self.lifecycle.finish(job, Ending(Status.FAILED, final, usage=usage, progress=result.progress,
+                                             poison=True)).applied:
+            self._poison(job, text)  # if this raises, the host's redelivery sends it (Job.poison_copy)
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
+
+    def _poison(self, job: Job, text: str) -> None:
+        """Copy a failed job's message (ids only) to the poison queue, where an operator finds it."""
+        self.stores.messages.send_poison(text)
+        telemetry.event("job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts)
 
     def _record_success(self, result: AttemptResult, job: Job, usage: dict[str, float], delivery: _Delivery) -> str:
         assert result.result is not None

@@ -69,6 +69,11 @@ class Backend:
         around the call you count, not around :meth:`deliver`."""
         return self.fake.ops() if self.fake is not None else METER.snapshot()
 
+    def peek(self, queue: str | None = None) -> list[str]:
+        """The texts of a queue's visible messages (at most 32), decoded as the host decodes them."""
+        client = self.raw_queue(queue or get_settings().jobs_queue)
+        return [_decode(m.content) for m in client.peek_messages(max_messages=32)]
+
     def depth(self, queue: str | None = None) -> int:
         client = self.raw_queue(queue or get_settings().jobs_queue)
         return len(list(client.peek_messages(max_messages=32)))

@@ -6,6 +6,7 @@ Each asserts what docs/architecture.md promises, on the in-memory fake and on Az
 from __future__ import annotations
 
 import gzip
+import json
 from collections import Counter
 
 import pytest
@@ -301,3 +302,40 @@ def test_a_job_whose_inline_input_does_not_decode_fails_once_in_one_write(
     assert "does not decode" in final.error.message and "SECRET" not in final.error.message, final.error
     assert executions(j.id) == 0 and backend.depth() == 0
     assert len(spent) == 1 and _writes(spent[0]) == 1, spent  # failed in one write: no claim, no release
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["copy-sent", "copy-send-fails"])
+def test_a_failed_jobs_poison_copy_survives_a_failed_send(
+    backend: Backend, caplog: pytest.LogCaptureFixture, lost: bool
+) -> None:
+    """Review38 finding 2: the FAILED write landed, then ``send_poison`` raised; the delivery failed, its redelivery
+    found the job terminal ("noop-terminal"), and neither the poison copy nor ``job.poisoned`` was ever made.
+
+    The FAILED write records that the failure owes a copy, so the redelivery sends it (at least once), and the
+    delivery that failed the job costs what it did before."""
+    j = submit(backend, "sleep", {"seconds": 0, "steps": 2, "fail": "permanent"}).job
+    spent: list[Counter[str]] = []
+
+    def counted(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    caplog.set_level("INFO", logger="thematiq")
+    if lost:
+        backend.faults.arm("queue", "refuse", method="POST", count=1000)  # every send, the poison copy's too
+    first = backend.deliver(counted)
+    backend.faults.disarm()
+    assert job(backend, j.id).status == Status.FAILED
+    assert first == ("error:StorageUnavailable" if lost else "failed"), first
+    # The claim and the FAILED write, each a $batch with the job's index row, and the copy: no extra write (a
+    # heartbeat may add a table:merge, and the poison queue's creation a queue:put-queue, on their own schedule).
+    assert spent[0]["table:batch"] == 2 and (lost or spent[0]["queue:send"] == 1), spent[0]
+    again = backend.deliver(counted)  # the host's redelivery after the failed delivery (none after a clean one)
+    assert again == ("poison-copied" if lost else None), again
+    events = [r for r in caplog.records if getattr(r, "event", None) == "job.poisoned"]
+    poisoned = [json.loads(text)["j"] for text in backend.peek(get_settings().poison_queue)]
+    assert poisoned == [j.id] and len(events) == 1, (poisoned, events)
+    assert backend.depth() == 0
