@@ -571,9 +571,16 @@ class Lifecycle:
                 sent += 1
         return sent
 
-    def refill_or_fan_in(self, tenant: str, job_id: str, stage: str, traceparent: str | None = None) -> StageCheck:
-        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done."""
-        chunks = self.stores.chunks.list_stage(tenant, job_id, stage)
+    def refill_or_fan_in(
+        self, tenant: str, job_id: str, stage: str, traceparent: str | None = None, listed: list[Chunk] | None = None
+    ) -> StageCheck:
+        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done.
+
+        ``listed``: the stage as the caller listed it moments ago (the reaper, in the same run), instead of listing
+        it again. Every write below is conditional on the row it changes, so a listing a little older decides as a
+        fresh one racing the same writers would: a dispatch or fan-in that no longer applies is not written.
+        """
+        chunks = self.stores.chunks.list_stage(tenant, job_id, stage) if listed is None else listed
         if not all(c.status.terminal for c in chunks):
             self._queue_pending(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
             return StageCheck.NOT_DONE

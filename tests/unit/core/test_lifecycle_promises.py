@@ -339,3 +339,33 @@ def test_a_failed_jobs_poison_copy_survives_a_failed_send(
     poisoned = [json.loads(text)["j"] for text in backend.peek(get_settings().poison_queue)]
     assert poisoned == [j.id] and len(events) == 1, (poisoned, events)
     assert backend.depth() == 0
+
+
+def _waiting_job(backend: Backend) -> str:
+    """A job waiting for its map stage ``s``, whose one chunk is queued: nothing for the reaper to do but look."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed.row, "s").applied
+    return j.id
+
+
+def test_the_reaper_lists_a_waiting_jobs_stage_once_per_run(backend: Backend) -> None:
+    """Review38 finding 3: an index run listed each waiting job's stage twice (for its stale and lost chunks, then
+    again to refill or fan in): one range query per waiting job and run more than the stage needs."""
+    drain(backend)
+    _waiting_job(backend)
+
+    def one_run() -> Counter[str]:
+        before = backend.ops()
+        report = reaper(backend).run()
+        assert report.errors == 0 and report.chunks_requeued == [], report.summary()
+        return backend.ops() - before
+
+    one_run()  # a first run may do once what later ones do not (the sweep's marker)
+    one = one_run()
+    _waiting_job(backend)
+    two = one_run()
+    assert two - one == Counter({"table:query": 1}) and one - two == Counter(), (one, two)
