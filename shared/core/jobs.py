@@ -172,6 +172,10 @@ class Job:
     callback_status: WebhookStatus | None = None
     callback_attempts: int = 0
     callback_error: str | None = None
+    #: This failure's message is owed a copy in the poison queue (``Ending.poison``), written with the FAILED
+    #: status, so a redelivery of that message sends the copy its first delivery may not have made. Never cleared
+    #: (that would cost every failed job a write): the copy is sent at least once.
+    poison_copy: bool = False
     #: ETag of the entity this value was read from; never stored.
     etag: str | None = field(default=None, compare=False)
     #: From the job's active-index row, not the job row (``JobRepo.active``): the ``available_at`` of a
@@ -225,6 +229,7 @@ class Job:
             "callback_url": self.callback_url,
             "callback_status": self.callback_status,
             "callback_error": self.callback_error,
+            "poison_copy": True if self.poison_copy else None,
         }
         if self.callback_attempts:
             e["callback_attempts"] = self.callback_attempts
@@ -306,6 +311,7 @@ class Job:
             callback_status=WebhookStatus(e["callback_status"]) if e.get("callback_status") else None,
             callback_attempts=int(e.get("callback_attempts", 0)),
             callback_error=e.get("callback_error") or None,
+            poison_copy=bool(e.get("poison_copy")),
             etag=metadata.get("etag"),
         )
 

@@ -46,7 +46,8 @@ class Ending:
     """How a running attempt ended: the typed change ``Lifecycle.finish`` writes.
 
     ``status`` is ``succeeded``, ``failed``, ``cancelled`` or ``retrying`` (for a chunk, a retry puts it back in
-    the queue). ``retry_in`` is the backoff of a retry: the next attempt's message is sent with it.
+    the queue). ``retry_in`` is the backoff of a retry: the next attempt's message is sent with it. ``poison``:
+    a job's failure whose message the worker copies to the poison queue after the write (``Job.poison_copy``).
     """
 
     status: Status
@@ -55,6 +56,7 @@ class Ending:
     usage: dict[str, float] | None = None
     progress: Progress | None = None
     retry_in: timedelta = timedelta(0)
+    poison: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.RETRYING):
@@ -196,6 +198,8 @@ class JobRows(RowKind[Job]):
                     fields["result_inline"] = ending.result.inline
         elif ending.error is not None:
             fields["error"] = ending.error
+        if ending.poison and ending.status == Status.FAILED:
+            fields["poison_copy"] = True  # in the FAILED write itself: a redelivery knows the copy is owed
         if ending.status == Status.RETRYING:
             fields["available_at"] = now + ending.retry_in
         else:

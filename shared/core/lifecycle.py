@@ -403,6 +403,19 @@ class Lifecycle:
             self._send_next(applied.row)
         return applied
 
+    def refuse(self, job: Job, attempt: int, error: JobError) -> Applied[Job]:
+        """``queued`` (or ``retrying``) → ``failed`` for the delivery of ``attempt``, without a claim: the job can
+        never run (its stored input does not decode), and one write ends it, with no claim to release or reap.
+
+        Not applied if someone claimed, cancelled or finished it first, or a cancel was requested.
+        """
+        def plan(row: Job) -> Fields | None:
+            if not row.status.claimable or row.attempts != attempt - 1 or row.cancel_requested:
+                return None
+            return {"status": Status.FAILED, "owner": None, "finished_at": utcnow(), "error": error}
+
+        return self._apply(job, "finish:failed", plan)
+
     def cancel(self, row: R) -> Applied[R]:
         """Cancel a job at once if nobody runs it (queued, retrying, waiting), flag it if it runs; skip a chunk.
 
@@ -558,9 +571,16 @@ class Lifecycle:
                 sent += 1
         return sent
 
-    def refill_or_fan_in(self, tenant: str, job_id: str, stage: str, traceparent: str | None = None) -> StageCheck:
-        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done."""
-        chunks = self.stores.chunks.list_stage(tenant, job_id, stage)
+    def refill_or_fan_in(
+        self, tenant: str, job_id: str, stage: str, traceparent: str | None = None, listed: list[Chunk] | None = None
+    ) -> StageCheck:
+        """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done.
+
+        ``listed``: the stage as the caller listed it moments ago (the reaper, in the same run), instead of listing
+        it again. Every write below is conditional on the row it changes, so a listing a little older decides as a
+        fresh one racing the same writers would: a dispatch or fan-in that no longer applies is not written.
+        """
+        chunks = self.stores.chunks.list_stage(tenant, job_id, stage) if listed is None else listed
         if not all(c.status.terminal for c in chunks):
             self._queue_pending(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
             return StageCheck.NOT_DONE

@@ -96,6 +96,9 @@ class _Candidates:
     waiting: list[Job]
     stale_chunks: list[Chunk]
     lost_chunks: list[Chunk]
+    #: A waiting job's stage as the index run listed it (job id → its chunks), so settling the stage lists it no
+    #: more; the sweep finds chunks by its scans and leaves this empty.
+    stages: dict[str, list[Chunk]] = field(default_factory=dict)
 
 
 class Reaper:
@@ -124,7 +127,7 @@ class Reaper:
             lambda: self._stale_running(report, found.stale),
             lambda: self._lost_messages(report, found.lost, index_skipped=sweeping),
             lambda: self._stale_chunks(report, found.stale_chunks, found.lost_chunks),
-            lambda: self._waiting(report, found.waiting),
+            lambda: self._waiting(report, found.waiting, found.stages),
         ]
         names = ["stale", "lost", "chunks", "waiting"]
         # Parked jobs a lost release left waiting (shared.core.fairness): one query when none are parked.
@@ -163,7 +166,10 @@ class Reaper:
     def _cutoffs(self) -> tuple[datetime, datetime]:
         return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
 
-    def _due(self, unfinished: list[Job], stale_chunks: list[Chunk], lost_chunks: list[Chunk]) -> _Candidates:
+    def _due(
+        self, unfinished: list[Job], stale_chunks: list[Chunk], lost_chunks: list[Chunk],
+        stages: dict[str, list[Chunk]] | None = None,
+    ) -> _Candidates:
         """The unfinished jobs the phases act on, picked by the same rules whichever way they were found."""
         stale_at, lost_at = self._cutoffs()
         now = utcnow()
@@ -176,6 +182,7 @@ class Reaper:
             waiting=[j for j in unfinished if j.status == Status.WAITING],
             stale_chunks=stale_chunks,
             lost_chunks=lost_chunks,
+            stages=stages or {},
         )
 
     def _indexed(self, state: IndexState, report: ReapReport) -> _Candidates:
@@ -183,12 +190,13 @@ class Reaper:
         active = self._active(state, report)
         stale_chunks: list[Chunk] = []
         lost_chunks: list[Chunk] = []
+        stages: dict[str, list[Chunk]] = {}
         for job in active:
             if job.status != Status.WAITING or not job.wait_stage:
                 continue
             try:
                 # Only a waiting job has chunks in flight: one range query of its stage.
-                chunks = self.stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
+                chunks = stages[job.id] = self.stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
             except (ThematiqError, KeyError, TypeError, ValueError) as err:
                 # Storage away, or a row of that stage that cannot be read: the other jobs go on.
                 report.errors += 1
@@ -200,7 +208,7 @@ class Reaper:
                     stale_chunks.append(chunk)
                 elif chunk.status == ChunkStatus.QUEUED and chunk.queued_at is not None and chunk.queued_at < lost_at:
                     lost_chunks.append(chunk)
-        return self._due(active, stale_chunks, lost_chunks)
+        return self._due(active, stale_chunks, lost_chunks, stages)
 
     def _swept(self, state: IndexState, report: ReapReport) -> _Candidates:
         stale_at, lost_at = self._cutoffs()
@@ -328,8 +336,13 @@ class Reaper:
 
         self._each(candidates, "re-send a lost chunk", report, resend)
 
-    def _waiting(self, report: ReapReport, waiting: list[Job]) -> None:
-        """Waiting jobs: re-send a resume that was lost, or fan in a stage whose last finisher crashed."""
+    def _waiting(self, report: ReapReport, waiting: list[Job], stages: dict[str, list[Chunk]]) -> None:
+        """Waiting jobs: re-send a resume that was lost, or fan in a stage whose last finisher crashed.
+
+        A stage the index run listed is settled from that listing, not listed again (one range query per waiting
+        job and run, not two). A chunk that ended since is seen unfinished, which leaves the fan-in to its finisher
+        or the next run; a terminal chunk never changes, so a stage seen complete is complete.
+        """
         if not waiting:
             return  # no queue read for nothing: an idle run stays at 1 + tenants queries and the metrics
         lost = utcnow_minus(self.settings.queued_stale_seconds)
@@ -342,7 +355,8 @@ class Reaper:
                 elif job.fan_in_at < lost and self.lifecycle.resend_resume(job).applied:
                     report.resumes_resent.append(job.id)
             elif job.wait_stage:
-                self.lifecycle.refill_or_fan_in(job.tenant, job.id, job.wait_stage, job.traceparent)
+                self.lifecycle.refill_or_fan_in(job.tenant, job.id, job.wait_stage, job.traceparent,
+                                                stages.get(job.id))
                 report.waiting_settled.append(job.id)
 
         self._each(waiting, "look at a waiting job's stage", report, check)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from datetime import timedelta
 from typing import Any
 
@@ -64,7 +65,9 @@ class JobLease(RowLease[Job]):
 class _Delivery:
     """What one delivery of a message did so far: what to release or fail if the worker itself breaks."""
 
-    def __init__(self) -> None:
+    def __init__(self, redelivered: bool = False) -> None:
+        #: The host delivered this message before (``dequeue_count`` > 1): an earlier delivery failed or died.
+        self.redelivered = redelivered
         self.before: Job | None = None
         self.claimed: Job | None = None
         #: This attempt's result, once stored: a release keeps it on the row.
@@ -85,7 +88,7 @@ class Worker(AttemptHost):
         msg = self._decode_or_poison(text, JobMessage.decode, "job")
         if msg is None:
             return "bad-message"
-        delivery = _Delivery()
+        delivery = _Delivery(redelivered=dequeue_count > 1)
         last = dequeue_count >= host_config().max_dequeue_count
         try:
             with (
@@ -164,6 +167,11 @@ class Worker(AttemptHost):
     def _check_and_claim(self, job: Job, msg: JobMessage, text: str, delivery: _Delivery, *, fresh: bool) -> str | None:
         """Claim and run; None if ``job`` came from the message and the claim found the row changed."""
         if job.status.terminal:
+            if delivery.redelivered and job.poison_copy and job.attempts == msg.attempt:
+                # This message's delivery failed the job and then failed itself (or its host died) before the
+                # copy could be sent: the host would not move a message it sees completed now.
+                self._poison(job, msg.without_row().encode())
+                return "poison-copied"
             log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
             return "noop-terminal"
         if msg.resume:
@@ -181,8 +189,17 @@ class Worker(AttemptHost):
         # The input is in the row (or the message): admission is decided before the claim, for free. Not for a
         # row that points at this attempt's result: it needs no memory (the claim finishes it from the result).
         if job.input_blob is None and job.result_blob != result_blob_name(job.tenant, job.id, msg.attempt):
+            try:
+                input_value = self._load_input(job)
+            except PermanentError as err:
+                # It can never run: fail it now, in one write. Raised before the claim, the error would fail every
+                # delivery, none of which holds the job, and the reaper would re-enqueue it from the poison queue.
+                refused = self.lifecycle.refuse(job, msg.attempt, JobError.of("BadInput", str(err)))
+                if not refused.applied:
+                    return "noop-lost-race" if fresh else None
+                log.error("job %s: failed before its claim: %s", job.id, err)
+                return "failed"
             pipeline = self.registry.get(job.pipeline)
-            input_value = self._input_or_none(job)
             estimate = self._job_estimate(pipeline, job, input_value)
             reservation = self.budget.try_reserve(estimate)
             if reservation is None:
@@ -209,16 +226,8 @@ class Worker(AttemptHost):
                 reservation.release()
 
     # -- admission ---------------------------------------------------------------
-    def _input_or_none(self, job: Job) -> Any:
-        try:
-            return self._load_input(job)
-        except PermanentError:
-            return _NO_INPUT  # reported by the run, after the claim
-
     def _job_estimate(self, pipeline: Pipeline | None, job: Job, value: Any) -> float:
-        """The attempt's memory estimate in MiB; the default while the input is unreadable (the run reports it)."""
-        if value is _NO_INPUT:
-            return self.settings.default_attempt_memory_mb
+        """The attempt's memory estimate in MiB."""
         return self._estimate(pipeline, job.params, value, f"job {job.id}")
 
     def _defer(self, job: Job, msg: JobMessage, estimate: float) -> str:
@@ -302,9 +311,9 @@ class Worker(AttemptHost):
 
     def _load_input(self, job: Job) -> Any:
         if job.input_inline:
-            return decode_input(job.input_inline)
+            return _decoded(job.input_inline, "in its row")
         if job.input_blob:
-            return decode_input(self.stores.blobs.get(job.input_blob))
+            return _decoded(self.stores.blobs.get(job.input_blob), "in its blob")
         raise PermanentError("the job has no input")
 
     def _record(self, result: AttemptResult, job: Job, retry: RetryPolicy, text: str, delivery: _Delivery) -> str:
@@ -337,13 +346,16 @@ class Worker(AttemptHost):
             return "retrying"
         why = decision.reason if not decision.retry else f"attempts exhausted ({job.attempts}/{job.max_attempts})"
         final = JobError.of(error.type, f"{error.message} [{why}]")
-        if self.lifecycle.finish(job, Ending(Status.FAILED, final, usage=usage, progress=result.progress)).applied:
-            self.stores.messages.send_poison(text)
-            telemetry.event(
-                "job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts
-            )
+        if self.lifecycle.finish(job, Ending(Status.FAILED, final, usage=usage, progress=result.progress,
+                                             poison=True)).applied:
+            self._poison(job, text)  # if this raises, the host's redelivery sends it (Job.poison_copy)
         log.error("job %s: failed after attempt %d (%s, %s)", job.id, job.attempts, error.type, why)
         return "failed"
+
+    def _poison(self, job: Job, text: str) -> None:
+        """Copy a failed job's message (ids only) to the poison queue, where an operator finds it."""
+        self.stores.messages.send_poison(text)
+        telemetry.event("job.poisoned", job_id=job.id, tenant=job.tenant, pipeline=job.pipeline, attempt=job.attempts)
 
     def _record_success(self, result: AttemptResult, job: Job, usage: dict[str, float], delivery: _Delivery) -> str:
         assert result.result is not None
@@ -367,6 +379,16 @@ class Worker(AttemptHost):
                     log.warning("job %s: could not keep the result in its blob either", job.id)
             raise
         return "succeeded" if done.applied else "lost"
+
+
+def _decoded(data: bytes, where: str) -> Any:
+    """The stored input; :class:`PermanentError` if it does not decode (no retry or redelivery can mend it)."""
+    try:
+        return decode_input(data)
+    except (OSError, EOFError, zlib.error, ValueError) as err:  # not gzip, cut short, not UTF-8 JSON
+        # Named by its type only: the decoder's message may quote the bytes, and they are the tenant's data.
+        raise PermanentError(f"the job's stored input ({where}) does not decode as gzipped JSON "
+                             f"({type(err).__name__})") from err
 
 
 def _merge_usage(old: dict[str, float], new: dict[str, float]) -> dict[str, float]:

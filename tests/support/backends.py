@@ -8,6 +8,7 @@ success, make the message visible again on failure.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -61,6 +62,17 @@ class Backend:
             return f"error:{type(err).__name__}"
         client.delete_message(msg, pop_receipt=msg.pop_receipt)
         return outcome
+
+    def ops(self) -> Counter[str]:
+        """Storage requests so far, keyed ``table:merge``, ``queue:send``...: the fake's own count, or on Azurite the
+        meter the clients' response hook feeds. The fake counts the host's ``raw_queue`` too: take the difference
+        around the call you count, not around :meth:`deliver`."""
+        return self.fake.ops() if self.fake is not None else METER.snapshot()
+
+    def peek(self, queue: str | None = None) -> list[str]:
+        """The texts of a queue's visible messages (at most 32), decoded as the host decodes them."""
+        client = self.raw_queue(queue or get_settings().jobs_queue)
+        return [_decode(m.content) for m in client.peek_messages(max_messages=32)]
 
     def depth(self, queue: str | None = None) -> int:
         client = self.raw_queue(queue or get_settings().jobs_queue)

@@ -5,6 +5,10 @@ Each asserts what docs/architecture.md promises, on the in-memory fake and on Az
 
 from __future__ import annotations
 
+import gzip
+import json
+from collections import Counter
+
 import pytest
 
 from shared.config.settings import get_settings
@@ -251,3 +255,117 @@ def test_a_slow_result_upload_is_not_reaped_from_under_the_worker(
         f"first delivery {first!r}, reaper requeued {reaped}; the job ended {final.status} after "
         f"{executions(j.id)} runs (attempt {final.attempts}); result-1 orphaned"
     )
+
+
+def _writes(ops: Counter[str]) -> int:
+    return sum(n for op, n in ops.items() if not (op.endswith((":get", ":query")) or op.startswith("queue:receive")))
+
+
+@pytest.mark.parametrize("corrupt", [
+    b"SECRET-PAYLOAD, not gzip",
+    gzip.compress(b'["SECRET-PAYLOAD"')[:-9],  # a gzip stream cut short
+    gzip.compress(b'["SECRET-PAYLOAD" \xff]'),  # gzip, but neither UTF-8 nor JSON
+], ids=["not-gzip", "truncated", "not-json"])
+def test_a_job_whose_inline_input_does_not_decode_fails_once_in_one_write(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, corrupt: bytes
+) -> None:
+    """Review38 finding 1: an inline input that does not decode (corrupt storage) raised before the claim on every
+    delivery, so no delivery held the job: its message went to the poison queue, the second delivery had indexed it,
+    the reaper's lost-message pass re-enqueued it, and round again, for ever."""
+    from shared.config import settings as settings_mod
+
+    monkeypatch.setenv("QUEUED_STALE_SECONDS", "1")
+    settings_mod.get_settings.cache_clear()
+    j = submit(backend).job
+    backend.stores.jobs.update(backend.stores.jobs.get(TENANT, j.id, with_input=True), input_inline=corrupt)
+    drain(backend)  # its first message carried the row as inserted: send the plain one a retry or requeue sends
+    Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
+    spent: list[Counter[str]] = []
+
+    def counted(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    outcomes: list[str | None] = []
+    for _cycle in range(2):
+        for _ in range(5):  # host.json maxDequeueCount
+            outcomes.append(backend.deliver(counted))
+        drain(backend)  # the host moves the message to the poison queue
+        backend.clock.advance(1.5)
+        outcomes.append(f"reaper requeued {reaper(backend).run().requeued_lost}")
+    final = job(backend, j.id)
+    assert outcomes == ["failed", *[None] * 4, "reaper requeued []", *[None] * 5, "reaper requeued []"], outcomes
+    assert final.status == Status.FAILED and final.error is not None and final.error.type == "BadInput", final
+    assert "does not decode" in final.error.message and "SECRET" not in final.error.message, final.error
+    assert executions(j.id) == 0 and backend.depth() == 0
+    assert len(spent) == 1 and _writes(spent[0]) == 1, spent  # failed in one write: no claim, no release
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["copy-sent", "copy-send-fails"])
+def test_a_failed_jobs_poison_copy_survives_a_failed_send(
+    backend: Backend, caplog: pytest.LogCaptureFixture, lost: bool
+) -> None:
+    """Review38 finding 2: the FAILED write landed, then ``send_poison`` raised; the delivery failed, its redelivery
+    found the job terminal ("noop-terminal"), and neither the poison copy nor ``job.poisoned`` was ever made.
+
+    The FAILED write records that the failure owes a copy, so the redelivery sends it (at least once), and the
+    delivery that failed the job costs what it did before."""
+    j = submit(backend, "sleep", {"seconds": 0, "steps": 2, "fail": "permanent"}).job
+    spent: list[Counter[str]] = []
+
+    def counted(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    caplog.set_level("INFO", logger="thematiq")
+    if lost:
+        backend.faults.arm("queue", "refuse", method="POST", count=1000)  # every send, the poison copy's too
+    first = backend.deliver(counted)
+    backend.faults.disarm()
+    assert job(backend, j.id).status == Status.FAILED
+    assert first == ("error:StorageUnavailable" if lost else "failed"), first
+    # The claim and the FAILED write, each a $batch with the job's index row, and the copy: no extra write (a
+    # heartbeat may add a table:merge, and the poison queue's creation a queue:put-queue, on their own schedule).
+    assert spent[0]["table:batch"] == 2 and (lost or spent[0]["queue:send"] == 1), spent[0]
+    again = backend.deliver(counted)  # the host's redelivery after the failed delivery (none after a clean one)
+    assert again == ("poison-copied" if lost else None), again
+    events = [r for r in caplog.records if getattr(r, "event", None) == "job.poisoned"]
+    poisoned = [json.loads(text)["j"] for text in backend.peek(get_settings().poison_queue)]
+    assert poisoned == [j.id] and len(events) == 1, (poisoned, events)
+    assert backend.depth() == 0
+
+
+def _waiting_job(backend: Backend) -> str:
+    """A job waiting for its map stage ``s``, whose one chunk is queued: nothing for the reaper to do but look."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed.row, "s").applied
+    return j.id
+
+
+def test_the_reaper_lists_a_waiting_jobs_stage_once_per_run(backend: Backend) -> None:
+    """Review38 finding 3: an index run listed each waiting job's stage twice (for its stale and lost chunks, then
+    again to refill or fan in): one range query per waiting job and run more than the stage needs."""
+    drain(backend)
+    _waiting_job(backend)
+
+    def one_run() -> Counter[str]:
+        before = backend.ops()
+        report = reaper(backend).run()
+        assert report.errors == 0 and report.chunks_requeued == [], report.summary()
+        return backend.ops() - before
+
+    one_run()  # a first run may do once what later ones do not (the sweep's marker)
+    one = one_run()
+    _waiting_job(backend)
+    two = one_run()
+    assert two - one == Counter({"table:query": 1}) and one - two == Counter(), (one, two)
