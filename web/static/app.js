@@ -519,7 +519,9 @@ function themesView(job, doc, edit = null) {
       try {
         const { data } = await api(`/jobs/${job.id}/responses?${qs}`);
         if (mine !== generation) return;   // a newer filter was applied meanwhile
-        heading.textContent = `${label} (${data.total})`;
+        // The list keeps unusable rows (marked); a breakdown's n and the bars' shares count the usable ones.
+        heading.textContent = data.usable != null && data.usable !== data.total
+          ? `${label} (${data.total}: ${data.usable} usable, the n a breakdown states)` : `${label} (${data.total})`;
         list.append(...data.items.map(responseItem));
         cursor = data.next_cursor;
         more.hidden = !cursor;
