@@ -326,11 +326,15 @@ def impact_table(imp: dict[str, Any]) -> str:
     k = len(imp.get("themes") or [])
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
-        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
-        rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", str(t.get("n", 0)),
+        # A small_n row (fewer than impact.min_n responses) is never starred: its interval is too narrow.
+        sure = (not t.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
+                and (lo > 0 or hi < 0))
+        n = str(t.get("n", 0)) + (" (small n)" if t.get("small_n") else "")
+        rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
             f"95% bootstrap interval, * the interval excludes 0 (per theme, not corrected for the {k} "
-            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *).")
+            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
+            f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

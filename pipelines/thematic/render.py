@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any
 
-from pipelines.thematic import insight, mdsafe, verbatims
+from pipelines.thematic import impact, insight, mdsafe, verbatims
 
 CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
@@ -190,14 +190,16 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
              # runs had at least one theme bold. The reader is told so.
              f"the interval excludes 0 (each interval is per theme, not corrected for the {_themes_word(imp)}: "
-             "with no effect at all about 1 theme in 20 would still be bold).", "",
+             "with no effect at all about 1 theme in 20 would still be bold). "
+             # Percentile intervals of a handful of responses exclude 0 far more often than 5 % (impact.MIN_N).
+             f"*(small n)*: fewer than {imp.get('min_n') or impact.MIN_N} scored responses, never bold.", "",
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")
-        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
+        sure = impact.starred(t)
         cell = _num(t.get("impact"), nps)
         score = t.get("score")
-        lines.append(f"| {_md(t['label'])} | {t['n']} | "
+        lines.append(f"| {_md(t['label'])} | {t['n']}{' *(small n)*' if t.get('small_n') else ''} | "
                      f"{'—' if score is None else (f'{score:.1f}' if nps else f'{score:.2f}')} | "
                      f"{f'**{cell}**' if sure else cell} | {_num(lo, nps)} … {_num(hi, nps)} |")
     return lines

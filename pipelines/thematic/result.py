@@ -21,8 +21,10 @@ from pydantic import (
     model_validator,
 )
 
-SCHEMA_VERSION = "1.2"
-"""1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
+SCHEMA_VERSION = "1.3"
+"""1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
+responses is never marked as excluding 0). A 1.2 document is still valid.
+1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
 ``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
 the new ones; a 1.1 document is still valid.
@@ -396,6 +398,9 @@ class ImpactTheme(_Model):
     impact: float | None = Field(description="overall score minus the score of the responses without this theme")
     ci_low: float | None = Field(description="bootstrap 95% interval of impact (1,000 resamples, seeded)")
     ci_high: float | None
+    small_n: bool = Field(default=False, description=(
+        "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
+        "and it is never marked as excluding 0"))
 
 
 class Impact(_Model):
@@ -403,11 +408,12 @@ class Impact(_Model):
     scale: Literal["nps", "csat", "numeric"]
     overall: float | None
     n: int = Field(description="usable responses with a score")
+    min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2"]
+    schema_version: Literal["1.1", "1.2", "1.3"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

@@ -33,7 +33,7 @@ BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant")
-IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high")
+IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
                   "q", "significant")
 
@@ -125,7 +125,7 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
     # The summary first (what the scores are on), then one row per theme, from exactly these keys.
-    for key in ("key", "scale", "overall", "n"):
+    for key in ("key", "scale", "overall", "n", "min_n"):
         yield [key, impact.get(key)]
     yield []
     yield list(IMPACT_COLUMNS)

@@ -711,7 +711,8 @@ function driverChart(imp) {
   const x = (v) => `${50 + 50 * (v / reach)}%`;
   const items = imp.themes.map((t) => {
     const has = t.impact !== null && t.impact !== undefined;
-    const sure = has && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
+    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust.
+    const sure = has && !t.small_n && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
     const track = h("span", { class: "driver-track", "aria-hidden": "true" });
     if (has) {
       const bar = h("span", { class: `driver-bar ${t.impact < 0 ? "neg" : "pos"}` });
@@ -727,14 +728,15 @@ function driverChart(imp) {
     }
     const text = has ? `${num(t.impact)} (95% ${num(t.ci_low)} … ${num(t.ci_high)})` : "—";
     return h("li", { class: `driver${sure ? " sure" : ""}`, dataset: { themeId: t.theme_id, impact: has ? String(t.impact) : "" },
-      "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses, their ${what} ${num(t.score, false)}` },
-      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}`));
+      "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses${t.small_n ? " (small n)" : ""}, their ${what} ${num(t.score, false)}` },
+      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}`));
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
       `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
-      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *).`),
+      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +
+      `(small n): fewer than ${imp.min_n ?? 10} scored responses, never a *.`),
     h("ul", { class: "driver-list" }, items));
 }
 

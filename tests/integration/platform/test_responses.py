@@ -290,10 +290,11 @@ def test_xlsx_has_the_sheets_the_rows_and_inert_cells() -> None:
     assert {r[0].value for r in themes.iter_rows(min_row=2)} == {t["id"] for t in doc["themes"]} | {
         s["id"] for s in doc["subthemes"]}
     impact = [[c.value for c in r] for r in wb["Impact"].iter_rows()]
-    assert impact[0][:2] == ["key", "nps"] and impact[2][:2] == ["overall", doc["impact"]["overall"]] and impact[5][:7] == ["theme_id", "label", "n", "score", "impact", "ci_low",
-                                                             "ci_high"]
-    assert [r[0] for r in impact[6:]] == [t["theme_id"] for t in doc["impact"]["themes"]]
-    assert [r[4] for r in impact[6:]] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
+    assert impact[0][:2] == ["key", "nps"] and impact[2][:2] == ["overall", doc["impact"]["overall"]] and impact[6][:8] == ["theme_id", "label", "n", "score", "impact", "ci_low",
+                                                             "ci_high", "small_n"]
+    assert impact[4][0] == "min_n"  # the threshold under which a row is small_n (schema 1.3)
+    assert [r[0] for r in impact[7:]] == [t["theme_id"] for t in doc["impact"]["themes"]]
+    assert [r[4] for r in impact[7:]] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
     breakdowns = list(wb["Breakdowns"].iter_rows(min_row=2))
     assert len(breakdowns) == sum(len(g["themes"]) for b in doc["breakdowns"] for g in b["groups"])
 
