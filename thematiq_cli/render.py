@@ -302,13 +302,15 @@ def comparison_table(cmp: dict[str, Any]) -> str:
         tested = isinstance(change, int | float)
         then = f"{r['share_then']:.1%}" if tested and isinstance(r.get("share_then"), int | float) else "-"
         now = f"{r['share_now']:.1%}" if isinstance(r.get("share_now"), int | float) else "-"
-        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") if tested else "-",
+        exact = " (exact)" if r.get("test") == "fisher" else ""  # Fisher's exact test: too few answers for z
+        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") + exact
+                     if tested else "-",
                      str(r.get("status", "")), str(r.get("label", r.get("theme_id")))])
     procedure = (cmp.get("testing") or {}).get("procedure")
     note = (f"Change since job {cmp.get('job_id')}: {cmp.get('n_then')} usable responses then, {cmp.get('n_now')} now; "
             "share of each wave, change in percentage points, * significant (two-proportion test, "
             + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
-            "a new theme is not tested.")
+            "a new theme is not tested; (exact): Fisher's exact test, an expected count is below 5.")
     return visible("\n".join([note, "", table(["Then", "Now", "Change", "Status", "Theme"], rows, right=(0, 1, 2))]))
 
 

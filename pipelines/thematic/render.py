@@ -149,7 +149,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   + ("weighted Benjamini–Hochberg q < 0.05, larger themes weighted more by their count in both "
                      "waves" if (comparison.get("testing") or {}).get("procedure") == "weighted-bh"
                      else "Benjamini–Hochberg q < 0.05")
-                  + "); a new theme is not tested.", "",
+                  + "); a new theme is not tested; *(exact)*: Fisher's exact test, since an expected count is "
+                  "below 5 (too few answers for the z-test's normal approximation).", "",
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
         for r in comparison.get("themes", []):
             if r.get("change") is None:
@@ -158,8 +159,9 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
             # relative change for a share that went from 4.6% to 9.4%.
             change = f"{r['change'] * 100:+.1f} pts"
+            exact = " *(exact)*" if r.get("test") == "fisher" else ""
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
-                         f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
+                         f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))
     return lines
 

@@ -23,7 +23,9 @@ from pydantic import (
 
 SCHEMA_VERSION = "1.3"
 """1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
-responses is never marked as excluding 0). A 1.2 document is still valid.
+responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
+``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5). A 1.2
+document is still valid.
 1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
 ``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
@@ -321,6 +323,9 @@ class ComparisonRow(_Model):
     weight: float | None = Field(default=None, description="its weight in the (weighted) BH: 1 under plain BH, else "
                                  "mean 1 over the tested themes, from the pooled count then + now; null for a new "
                                  "theme (not tested) or an older result")
+    test: Literal["z", "fisher"] | None = Field(default=None, description=(
+        "new in 1.3: the test behind p: the pooled z-test, or Fisher's exact test when an expected count is below "
+        "testing.exact_below; null for a new theme (not tested) or an older result (z)"))
 
 
 class ComparisonGroup(_Model):
@@ -337,6 +342,7 @@ class ComparisonGroup(_Model):
     q: float = Field(description="Benjamini-Hochberg q over the families (see comparison.testing)")
     significant: bool
     weight: float | None = Field(default=None, description="its weight in the BH over the families (1 under plain BH)")
+    test: Literal["z", "fisher"] | None = Field(default=None, description="new in 1.3: as ComparisonRow.test")
 
 
 class ComparisonTesting(_Model):
@@ -346,6 +352,8 @@ class ComparisonTesting(_Model):
     weights: str | None = Field(description="what the weights are made of (null: all 1)")
     alpha: float
     reference: str
+    exact_below: float | None = Field(default=None, description=(
+        "new in 1.3: a row whose smallest expected count is below this is tested by Fisher's exact test"))
 
 
 class Comparison(_Model):

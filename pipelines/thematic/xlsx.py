@@ -35,7 +35,7 @@ BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "
                      "significant")
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
-                  "q", "significant")
+                  "q", "significant", "test")
 
 
 class _Cells:

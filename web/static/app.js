@@ -682,14 +682,15 @@ function insightView(doc) {
   const cmp = doc.comparison;
   if (cmp) {
     parts.push(h("table", { class: "comparison" },
-      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators); * significant`),
+      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators); * significant; (exact): Fisher's exact test, an expected count below 5`),
       h("thead", {}, h("tr", {}, ["Theme", "Then", "Now", "Change", ""].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
         h("th", { scope: "row" }, labels.get(r.theme_id) || r.label),
         // A new theme has no earlier share to test against (schema 1.2: change and q are null).
         h("td", {}, r.change === null || r.change === undefined ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
         h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? "new, not tested"
-          : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}`),
+          // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
+          : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
     if (cmp.instrument === "prototypes") {
       parts.push(h("p", { class: "note" }, "The earlier job has no stored instrument (it ran before schema 1.2): its shares are its own clustering's, so part of a change can be how the two waves were coded."));
