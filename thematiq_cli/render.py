@@ -300,7 +300,9 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     for r in cmp.get("themes") or []:
         change = r.get("change")
         tested = isinstance(change, int | float)
-        then = f"{r['share_then']:.1%}" if tested and isinstance(r.get("share_then"), int | float) else "-"
+        # A new theme has no share then; discover mode's gone theme has one but is not tested.
+        has_then = r.get("status") != "new" and isinstance(r.get("share_then"), int | float)
+        then = f"{r['share_then']:.1%}" if has_then else "-"
         now = f"{r['share_now']:.1%}" if isinstance(r.get("share_now"), int | float) else "-"
         exact = " (exact)" if r.get("test") == "fisher" else ""  # Fisher's exact test: too few answers for z
         rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") + exact
@@ -311,7 +313,9 @@ def comparison_table(cmp: dict[str, Any]) -> str:
             "share of each wave, change in percentage points, * significant (two-proportion test, "
             + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
             "a new theme is not tested; (exact): Fisher's exact test, an expected count is below 5.")
-    return visible("\n".join([note, "", table(["Then", "Now", "Change", "Status", "Theme"], rows, right=(0, 1, 2))]))
+    warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
+    return visible("\n".join([note, *warning, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
+                                                         right=(0, 1, 2))]))
 
 
 def impact_table(imp: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -313,7 +313,7 @@ def testing(weighted: bool) -> dict[str, Any]:
 
 def compare(
     then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA,
-    weighted: bool = False,
+    weighted: bool = False, untested: Collection[str] = frozenset(),
 ) -> dict[str, Any]:
     """Theme shares in an earlier wave and now: change, significance (BH over the tested themes), new and gone.
 
@@ -322,13 +322,14 @@ def compare(
     weighted BH with weights from the pooled counts, ``pooled_weights``; evaluated in bench/waves.py, not the
     default). Each tested row carries its ``weight`` (1 under plain BH). A theme that is not in ``then`` is new: it has no earlier share to test against (a
     share of 0 is not a measurement of it), so its ``p``, ``q``, ``change`` and ``weight`` are None and it never
-    counts as significant (issue 23).
+    counts as significant (issue 23). Themes in ``untested`` (discover mode's gone themes) are treated the same:
+    their count now is what the mapping did not find, not a measurement.
     """
     ids = list(dict.fromkeys([*now, *then]))
     rows: list[dict[str, Any]] = []
     for t in ids:
         a, b = then.get(t, 0), now.get(t, 0)
-        known = t in then
+        known = t in then and t not in untested
         p, test = change_test(b, now_n, a, then_n) if known else (None, None)
         rows.append({
             "theme_id": t,

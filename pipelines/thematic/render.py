@@ -151,10 +151,13 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                      else "Benjamini–Hochberg q < 0.05")
                   + "); a new theme is not tested; *(exact)*: Fisher's exact test, since an expected count is "
                   "below 5 (too few answers for the z-test's normal approximation).", "",
+                  *([f"**Warning**: {_md(str(comparison['warning']))}", ""] if comparison.get("warning") else []),
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
         for r in comparison.get("themes", []):
             if r.get("change") is None:
-                lines.append(f"| {_md(r['label'])} | — | {r['share_now']:.1%} | — | {r['status']} |")
+                # A new theme has no share then; discover mode's gone theme has one but is not tested.
+                then = "—" if r["status"] == "new" else f"{r['share_then']:.1%}"
+                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {r['status']} |")
                 continue
             # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
             # relative change for a share that went from 4.6% to 9.4%.

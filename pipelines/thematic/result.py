@@ -24,7 +24,8 @@ from pydantic import (
 SCHEMA_VERSION = "1.3"
 """1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
-``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5). A 1.2
+``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
+``comparison.warning`` (discover mode: approximate significance, and its gone themes are not tested). A 1.2
 document is still valid.
 1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
@@ -373,6 +374,9 @@ class Comparison(_Model):
                                           "each tested pooled, BH over the families")
     testing: ComparisonTesting | None = Field(default=None, description="the multiple-testing procedure behind q "
                                               "and significant (absent in older results: plain BH)")
+    warning: str | None = Field(default=None, description=(
+        "new in 1.3: what a reader must know before trusting `significant` (discover mode: the waves were not "
+        "counted by one coder, significance is approximate, gone themes are not tested)"))
 
 
 class SplitRule(_Model):

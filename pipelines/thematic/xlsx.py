@@ -139,6 +139,8 @@ def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
     for key in ("job_id", "n_then", "n_now"):
         yield [key, cmp.get(key)]
     yield ["testing", (cmp.get("testing") or {}).get("procedure")]
+    if cmp.get("warning"):  # discover mode: its significance is approximate (derive.DISCOVER_WARNING)
+        yield ["warning", cmp["warning"]]
     yield []
     yield list(CHANGE_COLUMNS)
     for r in cmp.get("themes") or []:

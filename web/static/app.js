@@ -687,12 +687,14 @@ function insightView(doc) {
       h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
         h("th", { scope: "row" }, labels.get(r.theme_id) || r.label),
         // A new theme has no earlier share to test against (schema 1.2: change and q are null).
-        h("td", {}, r.change === null || r.change === undefined ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
-        h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? "new, not tested"
+        // Discover mode's gone theme (schema 1.3) has a share then but is not tested either.
+        h("td", {}, r.status === "new" ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
+        h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? `${r.status}, not tested`
           // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
           : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
-    if (cmp.instrument === "prototypes") {
+    if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
+    if (cmp.instrument === "prototypes" && !cmp.warning) {
       parts.push(h("p", { class: "note" }, "The earlier job has no stored instrument (it ran before schema 1.2): its shares are its own clustering's, so part of a change can be how the two waves were coded."));
     }
   }

@@ -240,3 +240,39 @@ def test_the_renderers_mark_an_exactly_tested_change() -> None:
     md = render_md({"themes": [], "assignments": [], "run": {"counts": {}}, "comparison": cmp})[1].decode()
     assert "| +2.3 pts *(exact)* | kept |" in md
     assert "+2.3 pts  (exact)" in comparison_table(cmp)
+
+
+def _compared(mode: str) -> dict[str, object]:
+    """A wave of 200 (t1 120, t2 80) compared with one of 200 where t3 had 30: t3 is gone now."""
+    from pipelines.thematic import derive
+
+    assignments = [{"response_id": f"r{i}", "bucket": "theme", "themes": [{"theme_id": "t1" if i < 120 else "t2",
+                                                                          "confidence": 0.9}]} for i in range(200)]
+    doc = {"themes": [{"id": "t1", "label": "A", "count": 120}, {"id": "t2", "label": "B", "count": 80}],
+           "assignments": assignments,
+           "comparison": {"job_id": "e" * 28, "n_then": 200, "mode": mode, "instrument": "prototypes",
+                          "then": {"t1": {"label": "A", "count": 95}, "t2": {"label": "B", "count": 75},
+                                   "t3": {"label": "C", "count": 30}}}}
+    cmp = derive.derived(doc, {}, breakdown_by=None).comparison
+    assert cmp is not None
+    return cmp
+
+
+def test_discover_mode_does_not_test_a_gone_theme_and_every_renderer_warns() -> None:
+    # On no-change waves discover mode flagged "gone" themes at 0 answers now as significant falls: the 0 is
+    # the prototype mapping finding nothing, not a measurement. Not tested there; inherit still tests it.
+    from pipelines.thematic.render import render_md
+    from pipelines.thematic.result import Comparison
+    from thematiq_cli.render import comparison_table
+
+    cmp = _compared("discover")
+    gone = next(r for r in cmp["themes"] if r["theme_id"] == "t3")  # type: ignore[attr-defined]
+    assert gone["status"] == "gone" and gone["p"] is None and gone["q"] is None and not gone["significant"]
+    assert "approximate" in str(cmp["warning"])
+    Comparison.model_validate(cmp)
+    md = render_md({"themes": [], "assignments": [], "run": {"counts": {}}, "comparison": cmp})[1].decode()
+    assert "**Warning**: compare\\_mode=discover" in md and "| C | 15.0% | 0.0% | — | gone |" in md
+    assert "Warning: compare_mode=discover" in comparison_table(cmp)
+    inherited = _compared("inherit")
+    assert "warning" not in inherited
+    assert next(r for r in inherited["themes"] if r["theme_id"] == "t3")["significant"]  # type: ignore[attr-defined]
