@@ -383,6 +383,7 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
     client = client_of(args)
     filters = {k: v for k in ("theme", "subtheme", "bucket", "sentiment") if (v := getattr(args, k))}
     metadata = _where(args.where)
+    counts: dict[str, Any] = {}
 
     def rows() -> Iterator[dict[str, Any]]:
         # Pages are fetched as the output gets to them; --limit stops early.
@@ -391,6 +392,7 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
         while True:
             size = RESPONSES_PAGE if left is None else min(RESPONSES_PAGE, left)
             page = client.response_page(args.job_id, filters, metadata, size, cursor)
+            counts.update(total=page.get("total"), usable=page.get("usable"))
             yield from page["items"]
             if left is not None:
                 left -= len(page["items"])
@@ -409,7 +411,11 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
         if args.output:
             out.close()
     if args.output or args.format == "table":
-        io.note(f"{n} response{'s' if n != 1 else ''}" + (f" written to {args.output}" if args.output else ""))
+        # The listing keeps unusable rows; a breakdown's n counts the usable ones: say both, so a segment's
+        # count is recognisably the breakdown's.
+        usable = "" if counts.get("usable") is None else (
+            f"; {counts['usable']} of the {counts['total']} matching are usable (the n a breakdown states)")
+        io.note(f"{n} response{'s' if n != 1 else ''}" + (f" written to {args.output}" if args.output else "") + usable)
     return EXIT_OK
 
 

@@ -300,16 +300,22 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     for r in cmp.get("themes") or []:
         change = r.get("change")
         tested = isinstance(change, int | float)
-        then = f"{r['share_then']:.1%}" if tested and isinstance(r.get("share_then"), int | float) else "-"
+        # A new theme has no share then; discover mode's gone theme has one but is not tested.
+        has_then = r.get("status") != "new" and isinstance(r.get("share_then"), int | float)
+        then = f"{r['share_then']:.1%}" if has_then else "-"
         now = f"{r['share_now']:.1%}" if isinstance(r.get("share_now"), int | float) else "-"
-        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") if tested else "-",
+        exact = " (exact)" if r.get("test") == "fisher" else ""  # Fisher's exact test: too few answers for z
+        rows.append([then, now, f"{change * 100:+.1f} pts" + ("*" if r.get("significant") else " ") + exact
+                     if tested else "-",
                      str(r.get("status", "")), str(r.get("label", r.get("theme_id")))])
     procedure = (cmp.get("testing") or {}).get("procedure")
     note = (f"Change since job {cmp.get('job_id')}: {cmp.get('n_then')} usable responses then, {cmp.get('n_now')} now; "
             "share of each wave, change in percentage points, * significant (two-proportion test, "
             + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
-            "a new theme is not tested.")
-    return visible("\n".join([note, "", table(["Then", "Now", "Change", "Status", "Theme"], rows, right=(0, 1, 2))]))
+            "a new theme is not tested; (exact): Fisher's exact test, an expected count is below 5.")
+    warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
+    return visible("\n".join([note, *warning, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
+                                                         right=(0, 1, 2))]))
 
 
 def impact_table(imp: dict[str, Any]) -> str:
@@ -326,11 +332,15 @@ def impact_table(imp: dict[str, Any]) -> str:
     k = len(imp.get("themes") or [])
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
-        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
-        rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", str(t.get("n", 0)),
+        # A small_n row (fewer than impact.min_n responses) is never starred: its interval is too narrow.
+        sure = (not t.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
+                and (lo > 0 or hi < 0))
+        n = str(t.get("n", 0)) + (" (small n)" if t.get("small_n") else "")
+        rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
             f"95% bootstrap interval, * the interval excludes 0 (per theme, not corrected for the {k} "
-            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *).")
+            f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
+            f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

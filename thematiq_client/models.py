@@ -132,6 +132,8 @@ class ResponseList(_Model):
     items: list[ResponseRow]
     next_cursor: str | None
     total: int
+    #: How many of the matching responses are usable: the n a breakdown states for the segment.
+    usable: int | None = None
 
 
 class FieldError(_Model):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from . import impact, insight, waves
 from .sentiment import Scored, distribution
@@ -70,7 +70,8 @@ def derived(
     comparison = doc.get("comparison")
     if comparison is not None:
         extra = {k: comparison[k] for k in ("mode", "instrument", "far") if k in comparison}
-        comparison = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc), **extra}
+        comparison = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc,
+                                mode=comparison.get("mode")), **extra}
     impact_of = None
     if score is not None:
         key = str(score["key"])
@@ -99,12 +100,26 @@ def refresh(
     return doc
 
 
-def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Share per theme in the earlier job (``then``: id → {label, count}) and in ``doc``, with the change tested."""
+#: Said with every discover-mode comparison (in every renderer): its two waves were not counted by one coder.
+DISCOVER_WARNING: Final = (
+    "compare_mode=discover: this wave's themes were found afresh and mapped onto the earlier ones by prototypes, "
+    "while 'then' is the earlier clustering's count, so part of a change can be the mapping's and significance is "
+    "approximate (on no-change waves it flagged unchanged themes); a gone theme is not tested. For tested "
+    "changes use compare_mode=inherit.")
+
+
+def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc: Mapping[str, Any],
+            *, mode: str | None = None) -> dict[str, Any]:
+    """Share per theme in the earlier job (``then``: id → {label, count}) and in ``doc``, with the change tested.
+
+    In discover mode a gone theme is not tested: its 0 now means no discovered theme mapped onto it, and on
+    no-change waves those zeros were tested as significant falls (review38: 2 of 4 false alarms)."""
     usable = _usable(doc)
     now: dict[str, int] = {t["id"]: int(t.get("count", 0)) for t in doc.get("themes", [])}
     then_counts = {k: int(v["count"]) for k, v in then.items()}
-    result = insight.compare(then_counts, n_then, now, len(usable))
+    discover = mode == "discover"
+    gone = {k for k, c in then_counts.items() if c > 0 and now.get(k, 0) == 0} if discover else set()
+    result = insight.compare(then_counts, n_then, now, len(usable), untested=gone)
     groups = waves.family_tests(then_counts, n_then, now, len(usable),
                                 {k: str(v["family"]) for k, v in then.items() if v.get("family")})
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
@@ -118,5 +133,5 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
     return {
         "job_id": job_id, "n_then": n_then, "n_now": len(usable), "then": {k: dict(v) for k, v in then.items()},
         "themes": rows, "new": result["new"], "gone": result["gone"], "groups": groups,
-        "testing": result["testing"],
+        "testing": result["testing"], **({"warning": DISCOVER_WARNING} if discover else {}),
     }

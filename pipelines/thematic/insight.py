@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -133,6 +133,43 @@ def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
         return 1.0
     z = (x1 / n1 - x2 / n2) / se
     return math.erfc(abs(z) / math.sqrt(2))
+
+
+#: Cochran's rule for a 2x2 table: the z-test's normal approximation is used only when every expected count
+#: (then/now × in/out of the theme, under one pooled share) is at least this; below it the comparison uses
+#: Fisher's exact test. Waves of a few hundred answers have themes of 1-8 answers, where z is anticonservative.
+MIN_EXPECTED: Final = 5.0
+
+
+def fisher_exact_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """Two-sided p of Fisher's exact test of x1/n1 against x2/n2: the hypergeometric probability of every table
+    with the same margins that is no more likely than the observed one (the usual two-sided definition)."""
+    k, n = x1 + x2, n1 + n2
+    if n1 == 0 or n2 == 0 or k == 0 or k == n:
+        return 1.0
+
+    def log_p(x: int) -> float:  # P(X = x), X ~ Hypergeometric(n, k, n1)
+        return (math.lgamma(k + 1) - math.lgamma(x + 1) - math.lgamma(k - x + 1)
+                + math.lgamma(n - k + 1) - math.lgamma(n1 - x + 1) - math.lgamma(n - k - n1 + x + 1)
+                - math.lgamma(n + 1) + math.lgamma(n1 + 1) + math.lgamma(n2 + 1))
+
+    observed = log_p(x1)
+    # A relative tolerance, as R's fisher.test: tables as likely as the observed one up to rounding count too.
+    total = sum(math.exp(lp) for x in range(max(0, k - n2), min(k, n1) + 1)
+                if (lp := log_p(x)) <= observed + 1e-7)
+    return min(1.0, total)
+
+
+def change_test(x1: int, n1: int, x2: int, n2: int) -> tuple[float, str]:
+    """Two-sided p of x1/n1 against x2/n2 and the test that made it: the pooled z-test (``"z"``), or Fisher's
+    exact test (``"fisher"``) when an expected count is below ``MIN_EXPECTED``."""
+    k, n = x1 + x2, n1 + n2
+    if n1 == 0 or n2 == 0:
+        return 1.0, "z"
+    smallest = min(n1, n2) * min(k, n - k) / n
+    if smallest < MIN_EXPECTED:
+        return fisher_exact_p(x1, n1, x2, n2), "fisher"
+    return two_proportion_p(x1, n1, x2, n2), "z"
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
@@ -266,16 +303,17 @@ def breakdowns(
 def testing(weighted: bool) -> dict[str, Any]:
     """How a comparison's themes (and families) were tested, for the result: a researcher reads which procedure
     made "significant" and why a large theme's threshold is looser than a small one's."""
+    exact = {"exact_below": MIN_EXPECTED}  # a row's `test` is "fisher" when an expected count is below this
     if not weighted:
         return {"procedure": "bh", "weights": None, "alpha": ALPHA,
-                "reference": "Benjamini & Hochberg 1995, J. R. Stat. Soc. B 57:289"}
+                "reference": "Benjamini & Hochberg 1995, J. R. Stat. Soc. B 57:289", **exact}
     return {"procedure": "weighted-bh", "weights": f"pooled count (then + now) ** {WEIGHT_POWER:g}, mean 1",
-            "alpha": ALPHA, "reference": "Genovese, Roeder & Wasserman 2006, Biometrika 93:509"}
+            "alpha": ALPHA, "reference": "Genovese, Roeder & Wasserman 2006, Biometrika 93:509", **exact}
 
 
 def compare(
     then: Mapping[str, int], then_n: int, now: Mapping[str, int], now_n: int, *, alpha: float = ALPHA,
-    weighted: bool = False,
+    weighted: bool = False, untested: Collection[str] = frozenset(),
 ) -> dict[str, Any]:
     """Theme shares in an earlier wave and now: change, significance (BH over the tested themes), new and gone.
 
@@ -284,18 +322,21 @@ def compare(
     weighted BH with weights from the pooled counts, ``pooled_weights``; evaluated in bench/waves.py, not the
     default). Each tested row carries its ``weight`` (1 under plain BH). A theme that is not in ``then`` is new: it has no earlier share to test against (a
     share of 0 is not a measurement of it), so its ``p``, ``q``, ``change`` and ``weight`` are None and it never
-    counts as significant (issue 23).
+    counts as significant (issue 23). Themes in ``untested`` (discover mode's gone themes) are treated the same:
+    their count now is what the mapping did not find, not a measurement.
     """
     ids = list(dict.fromkeys([*now, *then]))
     rows: list[dict[str, Any]] = []
     for t in ids:
         a, b = then.get(t, 0), now.get(t, 0)
-        known = t in then
+        known = t in then and t not in untested
+        p, test = change_test(b, now_n, a, then_n) if known else (None, None)
         rows.append({
             "theme_id": t,
             "share_then": round(a / then_n, 4) if then_n else 0.0,
             "share_now": round(b / now_n, 4) if now_n else 0.0,
-            "p": two_proportion_p(b, now_n, a, then_n) if known else None,
+            "p": p,
+            "test": test,
         })
     tested = [r for r in rows if r["p"] is not None]
     weights = (pooled_weights([then.get(r["theme_id"], 0) + now.get(r["theme_id"], 0) for r in tested])

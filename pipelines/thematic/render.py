@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any
 
-from pipelines.thematic import insight, mdsafe, verbatims
+from pipelines.thematic import impact, insight, mdsafe, verbatims
 
 CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
@@ -149,17 +149,22 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   + ("weighted Benjamini–Hochberg q < 0.05, larger themes weighted more by their count in both "
                      "waves" if (comparison.get("testing") or {}).get("procedure") == "weighted-bh"
                      else "Benjamini–Hochberg q < 0.05")
-                  + "); a new theme is not tested.", "",
+                  + "); a new theme is not tested; *(exact)*: Fisher's exact test, since an expected count is "
+                  "below 5 (too few answers for the z-test's normal approximation).", "",
+                  *([f"**Warning**: {_md(str(comparison['warning']))}", ""] if comparison.get("warning") else []),
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
         for r in comparison.get("themes", []):
             if r.get("change") is None:
-                lines.append(f"| {_md(r['label'])} | — | {r['share_now']:.1%} | — | {r['status']} |")
+                # A new theme has no share then; discover mode's gone theme has one but is not tested.
+                then = "—" if r["status"] == "new" else f"{r['share_then']:.1%}"
+                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {r['status']} |")
                 continue
             # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
             # relative change for a share that went from 4.6% to 9.4%.
             change = f"{r['change'] * 100:+.1f} pts"
+            exact = " *(exact)*" if r.get("test") == "fisher" else ""
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
-                         f"{f'**{change}**' if r['significant'] else change} | {r['status']} |")
+                         f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))
     return lines
 
@@ -190,14 +195,16 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
              # runs had at least one theme bold. The reader is told so.
              f"the interval excludes 0 (each interval is per theme, not corrected for the {_themes_word(imp)}: "
-             "with no effect at all about 1 theme in 20 would still be bold).", "",
+             "with no effect at all about 1 theme in 20 would still be bold). "
+             # Percentile intervals of a handful of responses exclude 0 far more often than 5 % (impact.MIN_N).
+             f"*(small n)*: fewer than {imp.get('min_n') or impact.MIN_N} scored responses, never bold.", "",
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")
-        sure = isinstance(lo, int | float) and isinstance(hi, int | float) and (lo > 0 or hi < 0)
+        sure = impact.starred(t)
         cell = _num(t.get("impact"), nps)
         score = t.get("score")
-        lines.append(f"| {_md(t['label'])} | {t['n']} | "
+        lines.append(f"| {_md(t['label'])} | {t['n']}{' *(small n)*' if t.get('small_n') else ''} | "
                      f"{'—' if score is None else (f'{score:.1f}' if nps else f'{score:.2f}')} | "
                      f"{f'**{cell}**' if sure else cell} | {_num(lo, nps)} … {_num(hi, nps)} |")
     return lines

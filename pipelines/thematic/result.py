@@ -21,8 +21,13 @@ from pydantic import (
     model_validator,
 )
 
-SCHEMA_VERSION = "1.2"
-"""1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
+SCHEMA_VERSION = "1.3"
+"""1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
+responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
+``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
+``comparison.warning`` (discover mode: approximate significance, and its gone themes are not tested). A 1.2
+document is still valid.
+1.2 (additive, issue 23): ``instrument`` (every job: the coder a later wave is counted with), ``impact``
 (with ``params.score``), ``comparison.mode`` / ``instrument`` / ``far``; a new theme's comparison row has
 ``change``, ``p`` and ``q`` null (it is not tested against a share of 0). Readers of 1.1 fields need none of
 the new ones; a 1.1 document is still valid.
@@ -319,6 +324,9 @@ class ComparisonRow(_Model):
     weight: float | None = Field(default=None, description="its weight in the (weighted) BH: 1 under plain BH, else "
                                  "mean 1 over the tested themes, from the pooled count then + now; null for a new "
                                  "theme (not tested) or an older result")
+    test: Literal["z", "fisher"] | None = Field(default=None, description=(
+        "new in 1.3: the test behind p: the pooled z-test, or Fisher's exact test when an expected count is below "
+        "testing.exact_below; null for a new theme (not tested) or an older result (z)"))
 
 
 class ComparisonGroup(_Model):
@@ -335,6 +343,7 @@ class ComparisonGroup(_Model):
     q: float = Field(description="Benjamini-Hochberg q over the families (see comparison.testing)")
     significant: bool
     weight: float | None = Field(default=None, description="its weight in the BH over the families (1 under plain BH)")
+    test: Literal["z", "fisher"] | None = Field(default=None, description="new in 1.3: as ComparisonRow.test")
 
 
 class ComparisonTesting(_Model):
@@ -344,6 +353,8 @@ class ComparisonTesting(_Model):
     weights: str | None = Field(description="what the weights are made of (null: all 1)")
     alpha: float
     reference: str
+    exact_below: float | None = Field(default=None, description=(
+        "new in 1.3: a row whose smallest expected count is below this is tested by Fisher's exact test"))
 
 
 class Comparison(_Model):
@@ -363,6 +374,9 @@ class Comparison(_Model):
                                           "each tested pooled, BH over the families")
     testing: ComparisonTesting | None = Field(default=None, description="the multiple-testing procedure behind q "
                                               "and significant (absent in older results: plain BH)")
+    warning: str | None = Field(default=None, description=(
+        "new in 1.3: what a reader must know before trusting `significant` (discover mode: the waves were not "
+        "counted by one coder, significance is approximate, gone themes are not tested)"))
 
 
 class SplitRule(_Model):
@@ -396,6 +410,9 @@ class ImpactTheme(_Model):
     impact: float | None = Field(description="overall score minus the score of the responses without this theme")
     ci_low: float | None = Field(description="bootstrap 95% interval of impact (1,000 resamples, seeded)")
     ci_high: float | None
+    small_n: bool = Field(default=False, description=(
+        "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
+        "and it is never marked as excluding 0"))
 
 
 class Impact(_Model):
@@ -403,11 +420,12 @@ class Impact(_Model):
     scale: Literal["nps", "csat", "numeric"]
     overall: float | None
     n: int = Field(description="usable responses with a score")
+    min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2"]
+    schema_version: Literal["1.1", "1.2", "1.3"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

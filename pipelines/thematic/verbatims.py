@@ -147,16 +147,18 @@ def page(doc: dict[str, Any], data: Any, query: ResponseQuery) -> ResponsePage:
     labels = Labels(doc)
     items: list[ResponseRow] = []
     next_start: int | None = None
-    total = 0
+    total = usable = 0
     for i, r in enumerate(rows):
         if not keep(r):
             continue
         total += 1
+        # The breakdowns count usable responses only (derive._usable), so a segment's n is this, not total.
+        usable += ((r.assignment or {}).get("bucket") or "unusable") != "unusable"  # as to_row marks it
         if i < query.start:
             continue
         if len(items) < query.limit:
             items.append(to_row(r, labels))
         elif next_start is None:
             next_start = i
-    return ResponsePage(items=items, next_start=next_start, total=total)
+    return ResponsePage(items=items, next_start=next_start, total=total, usable=usable)
 

@@ -347,7 +347,7 @@ def family_tests(
     two-proportion test of the change, and BH q over the families (``weighted=True``: weighted BH, weights from
     each family's pooled count over both waves as insight.compare's; evaluated, not the default). New themes
     belong to no family."""
-    from .insight import pooled_weights, two_proportion_p, weighted_benjamini_hochberg
+    from .insight import change_test, pooled_weights, weighted_benjamini_hochberg
 
     groups: dict[str, list[str]] = {}
     for t in then:
@@ -361,9 +361,10 @@ def family_tests(
             continue
         a, b = sum(int(then[t]) for t in members), sum(int(now.get(t, 0)) for t in members)
         s_then, s_now = (a / n_then if n_then else 0.0), (b / n_now if n_now else 0.0)
+        p, test = change_test(b, n_now, a, n_then)
         rows.append({"family": key, "theme_ids": members, "count_then": a, "count_now": b,
                      "share_then": round(s_then, 4), "share_now": round(s_now, 4),
-                     "change": round(s_now - s_then, 4), "p": two_proportion_p(b, n_now, a, n_then)})
+                     "change": round(s_now - s_then, 4), "p": p, "test": test})
     weights = (pooled_weights([int(r["count_then"]) + int(r["count_now"]) for r in rows]) if weighted
                else [1.0] * len(rows))
     for row, q, w in zip(rows, weighted_benjamini_hochberg([float(r["p"]) for r in rows], weights), weights,

@@ -33,9 +33,9 @@ BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant")
-IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high")
+IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
-                  "q", "significant")
+                  "q", "significant", "test")
 
 
 class _Cells:
@@ -125,7 +125,7 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
     # The summary first (what the scores are on), then one row per theme, from exactly these keys.
-    for key in ("key", "scale", "overall", "n"):
+    for key in ("key", "scale", "overall", "n", "min_n"):
         yield [key, impact.get(key)]
     yield []
     yield list(IMPACT_COLUMNS)
@@ -139,6 +139,8 @@ def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
     for key in ("job_id", "n_then", "n_now"):
         yield [key, cmp.get(key)]
     yield ["testing", (cmp.get("testing") or {}).get("procedure")]
+    if cmp.get("warning"):  # discover mode: its significance is approximate (derive.DISCOVER_WARNING)
+        yield ["warning", cmp["warning"]]
     yield []
     yield list(CHANGE_COLUMNS)
     for r in cmp.get("themes") or []:

@@ -30,7 +30,7 @@ RESPONSES_DEFAULT_LIMIT = 100
 RESPONSES_MAX_LIMIT = 500
 MAX_FILTER_CHARS = 200
 #: Bumped when a row's shape changes, so a client's cached page is never taken for the new one.
-ROW_VERSION = "1"
+ROW_VERSION = "2"  # 2: the page carries `usable`
 _METADATA = re.compile(r"^metadata\[(.{1,200})\]$", re.DOTALL)
 _ALWAYS = frozenset({"limit", "cursor", "code"})
 
@@ -40,7 +40,11 @@ class ResponseList(BaseModel):
 
     items: list[ResponseRow]
     next_cursor: str | None = Field(description="Pass as `cursor` (with the same filters) for the next page; null on the last.")
-    total: int = Field(description="How many responses of the job match the filters.")
+    total: int = Field(description="How many responses of the job match the filters (unusable ones included, marked "
+                                   "by their `bucket`).")
+    usable: int | None = Field(default=None, description=(
+        "How many of the matching responses are usable (bucket `theme` or `other`): the `n` a breakdown states "
+        "for the same segment, and the denominator of its shares. Null for a pipeline without unusable responses."))
 
 
 @dataclass(frozen=True)

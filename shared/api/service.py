@@ -528,7 +528,8 @@ class JobService:
             _PARSED.put(key, parsed, len(raw) + (job.input_bytes or 0))
         page = request.lister(parsed[0], parsed[1], request.parsed.query)
         cursor = None if page.next_start is None else encode_cursor(page.next_start, request.parsed.fingerprint)
-        return ResponseList(items=page.items, next_cursor=cursor, total=page.total).model_dump(mode="json")
+        return ResponseList(items=page.items, next_cursor=cursor, total=page.total,
+                            usable=page.usable).model_dump(mode="json")
 
     def stored_result(self, job: Job) -> bytes:
         """The current result version of a succeeded job read whole: in the row when small, else its blob."""

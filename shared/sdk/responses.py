@@ -77,6 +77,10 @@ class ResponsePage:
     next_start: int | None
     #: How many responses of the whole job match the filters.
     total: int
+    #: How many of those the analysis counted (thematic: not ``unusable``), the ``n`` its breakdowns state for
+    #: the same segment; None for a pipeline with no such notion. ``total`` keeps the unusable rows (marked by
+    #: their bucket) so a researcher can still read them.
+    usable: int | None = None
 
 
 #: ``lister(result, input, query)``: one page of rows, in input order. Raise

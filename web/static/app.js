@@ -519,7 +519,9 @@ function themesView(job, doc, edit = null) {
       try {
         const { data } = await api(`/jobs/${job.id}/responses?${qs}`);
         if (mine !== generation) return;   // a newer filter was applied meanwhile
-        heading.textContent = `${label} (${data.total})`;
+        // The list keeps unusable rows (marked); a breakdown's n and the bars' shares count the usable ones.
+        heading.textContent = data.usable != null && data.usable !== data.total
+          ? `${label} (${data.total}: ${data.usable} usable, the n a breakdown states)` : `${label} (${data.total})`;
         list.append(...data.items.map(responseItem));
         cursor = data.next_cursor;
         more.hidden = !cursor;
@@ -680,16 +682,19 @@ function insightView(doc) {
   const cmp = doc.comparison;
   if (cmp) {
     parts.push(h("table", { class: "comparison" },
-      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators); * significant`),
+      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators); * significant; (exact): Fisher's exact test, an expected count below 5`),
       h("thead", {}, h("tr", {}, ["Theme", "Then", "Now", "Change", ""].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
         h("th", { scope: "row" }, labels.get(r.theme_id) || r.label),
         // A new theme has no earlier share to test against (schema 1.2: change and q are null).
-        h("td", {}, r.change === null || r.change === undefined ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
-        h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? "new, not tested"
-          : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}`),
+        // Discover mode's gone theme (schema 1.3) has a share then but is not tested either.
+        h("td", {}, r.status === "new" ? "—" : pct(r.share_then)), h("td", {}, pct(r.share_now)),
+        h("td", { class: r.significant ? "sig" : "" }, r.change === null || r.change === undefined ? `${r.status}, not tested`
+          // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
+          : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
-    if (cmp.instrument === "prototypes") {
+    if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
+    if (cmp.instrument === "prototypes" && !cmp.warning) {
       parts.push(h("p", { class: "note" }, "The earlier job has no stored instrument (it ran before schema 1.2): its shares are its own clustering's, so part of a change can be how the two waves were coded."));
     }
   }
@@ -709,7 +714,8 @@ function driverChart(imp) {
   const x = (v) => `${50 + 50 * (v / reach)}%`;
   const items = imp.themes.map((t) => {
     const has = t.impact !== null && t.impact !== undefined;
-    const sure = has && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
+    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust.
+    const sure = has && !t.small_n && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
     const track = h("span", { class: "driver-track", "aria-hidden": "true" });
     if (has) {
       const bar = h("span", { class: `driver-bar ${t.impact < 0 ? "neg" : "pos"}` });
@@ -725,14 +731,15 @@ function driverChart(imp) {
     }
     const text = has ? `${num(t.impact)} (95% ${num(t.ci_low)} … ${num(t.ci_high)})` : "—";
     return h("li", { class: `driver${sure ? " sure" : ""}`, dataset: { themeId: t.theme_id, impact: has ? String(t.impact) : "" },
-      "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses, their ${what} ${num(t.score, false)}` },
-      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}`));
+      "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses${t.small_n ? " (small n)" : ""}, their ${what} ${num(t.score, false)}` },
+      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}`));
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
       `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
-      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *).`),
+      `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +
+      `(small n): fewer than ${imp.min_n ?? 10} scored responses, never a *.`),
     h("ul", { class: "driver-list" }, items));
 }
 

@@ -66,6 +66,7 @@ def test_table_and_errors(cli: Cli, job: Any) -> None:
     job_id, rows = job
     code, out, err = cli("responses", job_id, "--limit", "3")
     assert code == 0 and "3 responses" in err
+    assert f"of the {len(rows)} matching are usable (the n a breakdown states)" in err
     assert out.splitlines()[0].split() == ["id", "theme", "sentiment", "text"]
     assert next(iter(rows.values()))["text"][:20] in out
     code, _, err = cli("responses", job_id, "--theme", "t999")

@@ -290,10 +290,11 @@ def test_xlsx_has_the_sheets_the_rows_and_inert_cells() -> None:
     assert {r[0].value for r in themes.iter_rows(min_row=2)} == {t["id"] for t in doc["themes"]} | {
         s["id"] for s in doc["subthemes"]}
     impact = [[c.value for c in r] for r in wb["Impact"].iter_rows()]
-    assert impact[0][:2] == ["key", "nps"] and impact[2][:2] == ["overall", doc["impact"]["overall"]] and impact[5][:7] == ["theme_id", "label", "n", "score", "impact", "ci_low",
-                                                             "ci_high"]
-    assert [r[0] for r in impact[6:]] == [t["theme_id"] for t in doc["impact"]["themes"]]
-    assert [r[4] for r in impact[6:]] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
+    assert impact[0][:2] == ["key", "nps"] and impact[2][:2] == ["overall", doc["impact"]["overall"]] and impact[6][:8] == ["theme_id", "label", "n", "score", "impact", "ci_low",
+                                                             "ci_high", "small_n"]
+    assert impact[4][0] == "min_n"  # the threshold under which a row is small_n (schema 1.3)
+    assert [r[0] for r in impact[7:]] == [t["theme_id"] for t in doc["impact"]["themes"]]
+    assert [r[4] for r in impact[7:]] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
     breakdowns = list(wb["Breakdowns"].iter_rows(min_row=2))
     assert len(breakdowns) == sum(len(g["themes"]) for b in doc["breakdowns"] for g in b["groups"])
 
@@ -304,3 +305,21 @@ def test_xlsx_without_impact_has_no_impact_sheet() -> None:
     resp = http("get_job_result", "GET", f"jobs/{job_id}/result", params={"format": "xlsx"},
                 route_params={"id": job_id})
     assert openpyxl.load_workbook(io.BytesIO(resp.get_body())).sheetnames == ["Themes", "Responses", "Breakdowns"]
+
+
+def test_a_segments_usable_count_is_the_n_its_breakdown_states() -> None:
+    # A researcher filters a segment and expects the breakdown's n for it: the listing keeps the segment's unusable
+    # rows (marked by their bucket) in `total`, and `usable` is the breakdown's n, from the same document.
+    from pipelines.thematic import derive
+
+    job_id, items, doc = plant(240)
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    stated = derive.derived(doc, meta, breakdown_by=["plan"]).breakdowns[0]
+    n_of = {g["value"]: g["n"] for g in stated["groups"]}
+    unusable = {a["response_id"] for a in doc["assignments"] if a["bucket"] == "unusable"}
+    for plan in ("free", "pro", "team"):
+        page = body_of(get(job_id, {"metadata[plan]": plan, "limit": "1"}))
+        in_segment = [it["id"] for it in items if it["metadata"]["plan"] == plan]
+        assert page["total"] == len(in_segment)
+        assert page["usable"] == n_of[plan] == len([i for i in in_segment if i not in unusable])
+        assert any(i in unusable for i in in_segment), "no unusable row in the segment: the test would prove nothing"

@@ -150,11 +150,11 @@ def test_xlsx_of_a_compared_job_has_the_changes_sheet() -> None:
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
     assert wb.sheetnames[-1] == "Changes"
     got = [[c.value for c in r] for r in wb["Changes"].iter_rows()]
-    got = [r[:2] if i < 5 else r for i, r in enumerate(got)]  # the sheet pads the summary rows to 11 columns
+    got = [r[:2] if i < 5 else r for i, r in enumerate(got)]  # the sheet pads the summary rows to 12 columns
     assert got[:4] == [["job_id", "a" * 28], ["n_then", 100], ["n_now", 60], ["testing", "bh"]]
     assert got[5] == ["theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change",
-                      "p", "q", "significant"]
-    assert got[6] == ["t1", "=cmd|' /C calc'!A0", "kept", 10, 0.1, 18, 0.3, 0.2, 0.001, 0.003, True]
+                      "p", "q", "significant", "test"]
+    assert got[6] == ["t1", "=cmd|' /C calc'!A0", "kept", 10, 0.1, 18, 0.3, 0.2, 0.001, 0.003, True, None]
     assert wb["Changes"]["B7"].data_type == "s"  # a label is never a formula
     assert got[7][:4] == ["t9", "new one", "new", 0] and got[7][4] is None
 
