@@ -19,7 +19,7 @@ from thematiq_client import ApiError, Client, Status
 ROWS = [{"id": "r1", "text": "Delivery was late"}]
 
 
-def _callback_status(client: Client, job_id: str, timeout: float = 15) -> tuple[str, int]:
+def _callback_status(client: Client, job_id: str, timeout: float = 60) -> tuple[str, int]:
     """The job's callback status once the sender has recorded the last outcome."""
     deadline = time.monotonic() + timeout
     while True:
@@ -60,7 +60,9 @@ def test_a_failing_receiver_is_retried_then_acknowledged(client: Client, receive
     for d in deliveries:
         verify(d)  # each attempt is signed afresh
     gaps = [b.at - a.at for a, b in itertools.pairwise(deliveries)]
-    assert gaps[0] >= 1.5 and gaps[1] > gaps[0], f"backoff between attempts: {gaps}"
+    # The backoff's lower bounds (2 s, then 10 s, each -20 % jitter): a loaded machine only adds to a gap, and one
+    # late first retry could make the first gap the longer one.
+    assert gaps[0] >= 1.5 and gaps[1] >= 7.5, f"backoff between attempts: {gaps}"
     time.sleep(3)  # a window for a wrong fourth attempt to show: absence has no event to wait for
     assert len(receiver.deliveries) == 3, "acknowledged: no more attempts"
     assert _callback_status(client, job.id) == ("delivered", 3)

@@ -57,4 +57,4 @@ def test_cancel_running_job_over_http(api: Api) -> None:
     api.wait(job["id"], until=lambda j: j["status"] == "running")
     status, _, body = api.call("POST", f"/api/jobs/{job['id']}/cancel")
     assert status == 202 and body["cancel_requested"]
-    assert api.wait(job["id"], timeout=15)["status"] == "cancelled"
+    assert api.wait(job["id"], timeout=60)["status"] == "cancelled"
