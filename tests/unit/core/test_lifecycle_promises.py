@@ -369,3 +369,32 @@ def test_the_reaper_lists_a_waiting_jobs_stage_once_per_run(backend: Backend) ->
     _waiting_job(backend)
     two = one_run()
     assert two - one == Counter({"table:query": 1}) and one - two == Counter(), (one, two)
+
+
+def test_a_chunk_heartbeat_that_lands_counts_even_when_its_parent_read_fails(backend: Backend) -> None:
+    """Found measuring review38 finding 4 (a chunk heartbeat is a MERGE of the chunk and a GET of its parent, which
+    is how a cancel reaches it): a parent read that failed after the renewal landed raised out of ``renew``, so the
+    runner did not count the renewal and its fence kept running, towards killing an attempt whose lease was fine."""
+    import time
+
+    from shared.runtime.chunk_worker import ChunkLease
+
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
+    assert life.suspend(claimed.row, "s").applied
+    chunk = life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
+    assert chunk.applied
+    lease = ChunkLease(life, chunk.row, time.monotonic() - 60)
+    backend.faults.arm("table", "refuse", method="GET", count=3)  # the parent read, and the SDK's two retries
+    try:
+        stop = lease.renew(None)
+    finally:
+        backend.faults.disarm()
+    renewed = backend.stores.chunks.get(TENANT, j.id, "s", 0)
+    assert stop is False and renewed.heartbeat_at == lease.chunk.heartbeat_at != chunk.row.heartbeat_at
+    assert time.monotonic() - lease.renewed_at < 30  # the fence counts from this renewal
+    assert life.cancel(backend.stores.jobs.get(TENANT, j.id)).row.status == Status.CANCELLED
+    assert lease.renew(None) is True  # the next heartbeat asks the parent again, and sees the cancel
