@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -257,6 +258,18 @@ def test_a_slow_result_upload_is_not_reaped_from_under_the_worker(
     )
 
 
+def _counted_worker(backend: Backend, spent: list[Counter[str]]) -> Callable[[str, int], str]:
+    """A worker's ``handle`` that appends the storage operations of each delivery to ``spent``."""
+    def handle(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    return handle
+
+
 def _writes(ops: Counter[str]) -> int:
     return sum(n for op, n in ops.items() if not (op.endswith((":get", ":query")) or op.startswith("queue:receive")))
 
@@ -281,13 +294,7 @@ def test_a_job_whose_inline_input_does_not_decode_fails_once_in_one_write(
     drain(backend)  # its first message carried the row as inserted: send the plain one a retry or requeue sends
     Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
     spent: list[Counter[str]] = []
-
-    def counted(text: str, n: int) -> str:
-        before = backend.ops()
-        try:
-            return worker(backend).handle(text, n)
-        finally:
-            spent.append(backend.ops() - before)
+    counted = _counted_worker(backend, spent)
 
     outcomes: list[str | None] = []
     for _cycle in range(2):
@@ -315,13 +322,7 @@ def test_a_failed_jobs_poison_copy_survives_a_failed_send(
     delivery that failed the job costs what it did before."""
     j = submit(backend, "sleep", {"seconds": 0, "steps": 2, "fail": "permanent"}).job
     spent: list[Counter[str]] = []
-
-    def counted(text: str, n: int) -> str:
-        before = backend.ops()
-        try:
-            return worker(backend).handle(text, n)
-        finally:
-            spent.append(backend.ops() - before)
+    counted = _counted_worker(backend, spent)
 
     caplog.set_level("INFO", logger="thematiq")
     if lost:
@@ -379,13 +380,9 @@ def test_a_chunk_heartbeat_that_lands_counts_even_when_its_parent_read_fails(bac
 
     from shared.runtime.chunk_worker import ChunkLease
 
-    j = submit(backend).job
+    job_id = _waiting_job(backend)
     life = Lifecycle(backend.stores)
-    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
-    assert claimed.applied
-    life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.QUEUED, 1, "m:f", of=1, plan="p")])
-    assert life.suspend(claimed.row, "s").applied
-    chunk = life.claim(backend.stores.chunks.get(TENANT, j.id, "s", 0), 1)
+    chunk = life.claim(backend.stores.chunks.get(TENANT, job_id, "s", 0), 1)
     assert chunk.applied
     lease = ChunkLease(life, chunk.row, time.monotonic() - 60)
     backend.faults.arm("table", "refuse", method="GET", count=3)  # the parent read, and the SDK's two retries
@@ -393,8 +390,8 @@ def test_a_chunk_heartbeat_that_lands_counts_even_when_its_parent_read_fails(bac
         stop = lease.renew(None)
     finally:
         backend.faults.disarm()
-    renewed = backend.stores.chunks.get(TENANT, j.id, "s", 0)
+    renewed = backend.stores.chunks.get(TENANT, job_id, "s", 0)
     assert stop is False and renewed.heartbeat_at == lease.chunk.heartbeat_at != chunk.row.heartbeat_at
     assert time.monotonic() - lease.renewed_at < 30  # the fence counts from this renewal
-    assert life.cancel(backend.stores.jobs.get(TENANT, j.id)).row.status == Status.CANCELLED
+    assert life.cancel(backend.stores.jobs.get(TENANT, job_id)).row.status == Status.CANCELLED
     assert lease.renew(None) is True  # the next heartbeat asks the parent again, and sees the cancel
