@@ -20,7 +20,7 @@ import time
 from shared.config.hostconfig import attempt_timeout, host_config
 from shared.config.settings import get_settings
 from shared.core.chunks import Chunk, ChunkStatus
-from shared.core.errors import NotFound, ThematiqError
+from shared.core.errors import NotFound, StorageUnavailable, ThematiqError
 from shared.core.jobs import Job, JobError, Status
 from shared.core.leased import Ending, StoredResult
 from shared.core.lifecycle import Lifecycle
@@ -45,7 +45,13 @@ class ChunkLease(RowLease[Chunk]):
         return self.row
 
     def stop_requested(self) -> bool:
-        parent = self.lifecycle.stores.jobs.get(self.row.tenant, self.row.job_id)
+        try:
+            parent = self.lifecycle.stores.jobs.get(self.row.tenant, self.row.job_id)
+        except StorageUnavailable:
+            # The renewal landed: raising would keep the runner from counting it, and its fence would kill an
+            # attempt whose lease is fine. The next heartbeat asks the parent again.
+            log.warning("chunk %s/%d: could not read its job to look for a cancel", self.row.stage, self.row.index)
+            return False
         return parent.status.terminal or parent.cancel_requested
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -257,6 +258,18 @@ def test_a_slow_result_upload_is_not_reaped_from_under_the_worker(
     )
 
 
+def _counted_worker(backend: Backend, spent: list[Counter[str]]) -> Callable[[str, int], str]:
+    """A worker's ``handle`` that appends the storage operations of each delivery to ``spent``."""
+    def handle(text: str, n: int) -> str:
+        before = backend.ops()
+        try:
+            return worker(backend).handle(text, n)
+        finally:
+            spent.append(backend.ops() - before)
+
+    return handle
+
+
 def _writes(ops: Counter[str]) -> int:
     return sum(n for op, n in ops.items() if not (op.endswith((":get", ":query")) or op.startswith("queue:receive")))
 
@@ -281,13 +294,7 @@ def test_a_job_whose_inline_input_does_not_decode_fails_once_in_one_write(
     drain(backend)  # its first message carried the row as inserted: send the plain one a retry or requeue sends
     Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
     spent: list[Counter[str]] = []
-
-    def counted(text: str, n: int) -> str:
-        before = backend.ops()
-        try:
-            return worker(backend).handle(text, n)
-        finally:
-            spent.append(backend.ops() - before)
+    counted = _counted_worker(backend, spent)
 
     outcomes: list[str | None] = []
     for _cycle in range(2):
@@ -315,13 +322,7 @@ def test_a_failed_jobs_poison_copy_survives_a_failed_send(
     delivery that failed the job costs what it did before."""
     j = submit(backend, "sleep", {"seconds": 0, "steps": 2, "fail": "permanent"}).job
     spent: list[Counter[str]] = []
-
-    def counted(text: str, n: int) -> str:
-        before = backend.ops()
-        try:
-            return worker(backend).handle(text, n)
-        finally:
-            spent.append(backend.ops() - before)
+    counted = _counted_worker(backend, spent)
 
     caplog.set_level("INFO", logger="thematiq")
     if lost:
@@ -369,3 +370,28 @@ def test_the_reaper_lists_a_waiting_jobs_stage_once_per_run(backend: Backend) ->
     _waiting_job(backend)
     two = one_run()
     assert two - one == Counter({"table:query": 1}) and one - two == Counter(), (one, two)
+
+
+def test_a_chunk_heartbeat_that_lands_counts_even_when_its_parent_read_fails(backend: Backend) -> None:
+    """Found measuring review38 finding 4 (a chunk heartbeat is a MERGE of the chunk and a GET of its parent, which
+    is how a cancel reaches it): a parent read that failed after the renewal landed raised out of ``renew``, so the
+    runner did not count the renewal and its fence kept running, towards killing an attempt whose lease was fine."""
+    import time
+
+    from shared.runtime.chunk_worker import ChunkLease
+
+    job_id = _waiting_job(backend)
+    life = Lifecycle(backend.stores)
+    chunk = life.claim(backend.stores.chunks.get(TENANT, job_id, "s", 0), 1)
+    assert chunk.applied
+    lease = ChunkLease(life, chunk.row, time.monotonic() - 60)
+    backend.faults.arm("table", "refuse", method="GET", count=3)  # the parent read, and the SDK's two retries
+    try:
+        stop = lease.renew(None)
+    finally:
+        backend.faults.disarm()
+    renewed = backend.stores.chunks.get(TENANT, job_id, "s", 0)
+    assert stop is False and renewed.heartbeat_at == lease.chunk.heartbeat_at != chunk.row.heartbeat_at
+    assert time.monotonic() - lease.renewed_at < 30  # the fence counts from this renewal
+    assert life.cancel(backend.stores.jobs.get(TENANT, job_id)).row.status == Status.CANCELLED
+    assert lease.renew(None) is True  # the next heartbeat asks the parent again, and sees the cancel
