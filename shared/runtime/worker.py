@@ -168,8 +168,8 @@ class Worker(AttemptHost):
         """Claim and run; None if ``job`` came from the message and the claim found the row changed."""
         if job.status.terminal:
             if delivery.redelivered and job.poison_copy and job.attempts == msg.attempt:
-                # This message's delivery failed the job and then failed itself (or its host died) before the
-                # copy could be sent: the host would not move a message it sees completed now.
+                # An earlier delivery of this message failed the job, then failed itself (or its host died), maybe
+                # before the copy: the FAILED write recorded that the copy is owed, so it is sent now (at least once).
                 self._poison(job, msg.without_row().encode())
                 return "poison-copied"
             log.info("job %s: already %s; duplicate delivery ignored", job.id, job.status)
