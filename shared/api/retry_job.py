@@ -18,7 +18,7 @@ import json
 from shared.api.service import JobService, Submitted, check_job_id
 from shared.core.errors import Conflict, NotFound
 from shared.core.jobs import Status
-from shared.storage.blobs import decode_input
+from shared.storage.blobs import decode_stored_input
 
 RETRYABLE = frozenset({Status.FAILED, Status.CANCELLED})
 
@@ -33,10 +33,10 @@ def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | 
     if job.status not in RETRYABLE:
         raise Conflict(f"only failed or cancelled jobs can be retried (status {job.status})", field="status")
     if job.input_inline is not None:
-        data = decode_input(job.input_inline)
+        data = decode_stored_input(job.input_inline, "in its row")
     elif job.input_blob:
         try:
-            data = decode_input(service.stores.blobs.get(job.input_blob))
+            data = decode_stored_input(service.stores.blobs.get(job.input_blob), "in its blob")
         except NotFound as err:
             raise Conflict("the job's input is no longer stored", field="input") from err
     else:

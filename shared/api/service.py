@@ -41,7 +41,7 @@ from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
 from shared.sdk.responses import ResponseLister
-from shared.storage.blobs import decode_input, encode_input
+from shared.storage.blobs import decode_stored_input, encode_input
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets
 
 log = logging.getLogger(__name__)
@@ -576,10 +576,10 @@ class JobService:
 
     def _input_of(self, job: Job) -> Any:
         if job.input_inline is not None:
-            return decode_input(job.input_inline)
+            return decode_stored_input(job.input_inline, "in its row")
         if job.input_blob:
             try:
-                return decode_input(self.stores.blobs.get(job.input_blob))
+                return decode_stored_input(self.stores.blobs.get(job.input_blob), "in its blob")
             except NotFound as err:
                 raise Conflict("the job's input is no longer stored", field="input") from err
         raise Conflict("the job's input is no longer stored", field="input")

@@ -32,6 +32,12 @@ class Conflict(ThematiqError):
     """The request contradicts the job's state (cancel a finished job, a reused key with another body)."""
 
 
+class CorruptInput(Conflict):
+    """A job's stored input does not decode as gzipped JSON (corrupt storage): no retry or redelivery can mend it.
+
+    The message names the decoder's error type only: its own message can quote the bytes, the tenant's data."""
+
+
 class PayloadTooLarge(ThematiqError):
     """The body or a part of it is over a limit."""
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from datetime import timedelta
 from typing import Any
 
 from shared.config.hostconfig import attempt_timeout, host_config
-from shared.core.errors import NotFound, PermanentError, StorageUnavailable
+from shared.core.errors import CorruptInput, NotFound, PermanentError, StorageUnavailable
 from shared.core.jobs import Job, JobError, Status
 from shared.core.leased import Ending, StoredResult
 from shared.core.lifecycle import ClaimUnresolved, Lifecycle
@@ -37,7 +36,7 @@ from shared.runtime.protocol import AttemptSpec
 from shared.runtime.runner import AttemptHost, AttemptResult, RowLease
 from shared.sdk.pipeline import Pipeline
 from shared.sdk.retry import RetryPolicy
-from shared.storage.blobs import decode_input
+from shared.storage.blobs import decode_stored_input
 
 log = logging.getLogger(__name__)
 
@@ -384,11 +383,9 @@ class Worker(AttemptHost):
 def _decoded(data: bytes, where: str) -> Any:
     """The stored input; :class:`PermanentError` if it does not decode (no retry or redelivery can mend it)."""
     try:
-        return decode_input(data)
-    except (OSError, EOFError, zlib.error, ValueError) as err:  # not gzip, cut short, not UTF-8 JSON
-        # Named by its type only: the decoder's message may quote the bytes, and they are the tenant's data.
-        raise PermanentError(f"the job's stored input ({where}) does not decode as gzipped JSON "
-                             f"({type(err).__name__})") from err
+        return decode_stored_input(data, where)
+    except CorruptInput as err:
+        raise PermanentError(str(err)) from err
 
 
 def _merge_usage(old: dict[str, float], new: dict[str, float]) -> dict[str, float]:

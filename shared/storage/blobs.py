@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from datetime import datetime
 from typing import Any
 
 from azure.storage.blob import ContainerClient, ContentSettings
 
-from shared.core.errors import NotFound
+from shared.core.errors import CorruptInput, NotFound
 from shared.core.names import checkpoint_blob_name, input_blob_name, job_prefix, result_blob_name
 from shared.storage.connections import get_container_client
 from shared.storage.errors import storage_call
@@ -29,6 +30,19 @@ def encode_input(value: Any) -> bytes:
 
 def decode_input(data: bytes) -> Any:
     return json.loads(gzip.decompress(data))
+
+
+def decode_stored_input(data: bytes, where: str) -> Any:
+    """A job's stored input (``where``: in its row, in its blob); :class:`CorruptInput` if it does not decode.
+
+    The one reader of stored inputs for the worker and the API alike, so corrupt storage is one domain error (the
+    worker fails the job with it, the API answers 409 naming ``input``), never a BadGzipFile escaping as a 500.
+    """
+    try:
+        return decode_input(data)
+    except (OSError, EOFError, zlib.error, ValueError) as err:  # not gzip, cut short, not UTF-8 JSON
+        raise CorruptInput(f"the job's stored input ({where}) does not decode as gzipped JSON "
+                           f"({type(err).__name__})", field="input") from err
 
 
 class BlobStore:
@@ -85,6 +99,7 @@ __all__ = [
     "BlobStore",
     "checkpoint_blob_name",
     "decode_input",
+    "decode_stored_input",
     "encode_input",
     "input_blob_name",
     "job_prefix",
