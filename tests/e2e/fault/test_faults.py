@@ -13,7 +13,9 @@ def test_worker_host_sigkilled_mid_run_loses_nothing_and_writes_nothing_twice(az
     report = scenarios.worker_killed(azurite, n_jobs=30, seconds=1.0)
     print(report)
     assert report["killed_mid_attempt"] >= 1
-    assert report["recovery_s"] < 30
+    # 10-16 s on a quiet machine (docs/reliability.md): the stale threshold (4 s), the reaper's period (2 s), a new
+    # worker host's start and the backlog; the start alone takes several times longer at load 10-18.
+    assert report["recovery_s"] < 90
 
 
 def test_storage_outage_gives_503_and_workers_resume() -> None:

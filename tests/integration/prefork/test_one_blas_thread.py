@@ -65,7 +65,7 @@ def test_the_zygote_starts_with_one_blas_thread_when_the_host_asks_for_two(monke
     old = zygote().pid
     assert old is not None
     os.kill(old, signal.SIGKILL)  # the next attempt starts a zygote under this environment
-    wait_until(lambda: not alive(old), timeout=5)
+    wait_until(lambda: not alive(old), timeout=30, what="the killed zygote's end")
     assert run("echo", {}).kind == "succeeded"
     pid = zygote().pid
     assert pid is not None and pid != old
