@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 
 from shared.api.service import JobService, Submitted, check_job_id
-from shared.core.errors import Conflict, NotFound
+from shared.core.errors import Conflict
 from shared.core.jobs import Status
-from shared.storage.blobs import decode_stored_input
 
 RETRYABLE = frozenset({Status.FAILED, Status.CANCELLED})
 
@@ -32,15 +31,7 @@ def retry_job(service: JobService, tenant: str, job_id: str, traceparent: str | 
     job = service.stores.jobs.get(tenant, check_job_id(job_id), with_input=True)
     if job.status not in RETRYABLE:
         raise Conflict(f"only failed or cancelled jobs can be retried (status {job.status})", field="status")
-    if job.input_inline is not None:
-        data = decode_stored_input(job.input_inline, "in its row")
-    elif job.input_blob:
-        try:
-            data = decode_stored_input(service.stores.blobs.get(job.input_blob), "in its blob")
-        except NotFound as err:
-            raise Conflict("the job's input is no longer stored", field="input") from err
-    else:
-        raise Conflict("the job's input is no longer stored", field="input")
+    data = service.stored_input(job)
     request: dict[str, object] = {"pipeline": job.pipeline, "params": job.params, "input": data}
     if job.callback_url:
         request["callback"] = {"url": job.callback_url}  # the new job notifies the same receiver

@@ -491,7 +491,7 @@ class JobService:
         renderer = pipeline.renderers.get(fmt) if pipeline else None
         if exporter is not None:
             # Texts and metadata come from the stored input (one more read when it was claim-checked).
-            content_type, body = exporter(json.loads(data), self._input_of(job))
+            content_type, body = exporter(json.loads(data), self.stored_input(job))
         elif renderer is not None:
             content_type, body = renderer(json.loads(data))
         else:
@@ -524,7 +524,7 @@ class JobService:
         parsed = _PARSED.get(key)
         if parsed is None:
             raw = self.stored_result(job)
-            parsed = (json.loads(raw), self._input_of(job))
+            parsed = (json.loads(raw), self.stored_input(job))
             _PARSED.put(key, parsed, len(raw) + (job.input_bytes or 0))
         page = request.lister(parsed[0], parsed[1], request.parsed.query)
         cursor = None if page.next_start is None else encode_cursor(page.next_start, request.parsed.fingerprint)
@@ -557,7 +557,7 @@ class JobService:
         if not _matches(if_match, current):
             raise PreconditionFailed("the result changed since it was read; read it again", field="If-Match")
         doc = json.loads(self.stored_result(job))
-        edited = pipeline.edit_result(doc, value, self._input_of(job))
+        edited = pipeline.edit_result(doc, value, self.stored_input(job))
         body = json.dumps(edited, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         # A fresh name per version: two concurrent edits never overwrite each other's blob, and the loser's
         # is only an orphan under the job's prefix, deleted with the job at retention.
@@ -574,7 +574,9 @@ class JobService:
         content_type, out = renderer(edited) if renderer else ("application/json", body)
         return ResultBody(content_type, out, f"{job.id}.codebook.json", result_etag(applied.row))
 
-    def _input_of(self, job: Job) -> Any:
+    def stored_input(self, job: Job) -> Any:
+        """The job's input as submitted (inline in its row, or its claim-checked blob); Conflict naming ``input``
+        when it is gone or does not decode (``CorruptInput``)."""
         if job.input_inline is not None:
             return decode_stored_input(job.input_inline, "in its row")
         if job.input_blob:
