@@ -318,6 +318,15 @@ def comparison_table(cmp: dict[str, Any]) -> str:
                                                          right=(0, 1, 2))]))
 
 
+def impact_starred(row: dict[str, Any]) -> bool:
+    """Whether a theme's impact gets a *: the CLI's copy of ``pipelines.thematic.impact.starred`` (the CLI must not
+    import the service's pipelines; tests/unit/cli/test_impact_star_matches_the_service.py holds them equal). A
+    small_n row (fewer than impact.min_n responses) never does: its interval is too narrow to trust."""
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    return (not row.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
+            and (lo > 0 or hi < 0))
+
+
 def impact_table(imp: dict[str, Any]) -> str:
     """``result.impact`` as a table: a row per theme in the result's rank (most negative impact first)."""
     nps = imp.get("scale") == "nps"
@@ -332,9 +341,7 @@ def impact_table(imp: dict[str, Any]) -> str:
     k = len(imp.get("themes") or [])
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
-        # A small_n row (fewer than impact.min_n responses) is never starred: its interval is too narrow.
-        sure = (not t.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
-                and (lo > 0 or hi < 0))
+        sure = impact_starred(t)
         n = str(t.get("n", 0)) + (" (small n)" if t.get("small_n") else "")
         rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
