@@ -235,3 +235,21 @@ def test_a_webhook_record_refused_cleanly_changes_nothing(backend: Backend) -> N
         Lifecycle(backend.stores).record_callback(job(backend, j.id), "delivered", 1, None)
     backend.faults.disarm()
     assert job(backend, j.id).callback_status is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refusal_of_an_undecodable_input_whose_answer_is_lost_is_decided_by_reading(
+    backend: Backend, mode: str
+) -> None:
+    """``Lifecycle.refuse`` (a job whose stored input does not decode, failed before any claim) on the same
+    primitive: committed, answer lost → applied, the delivery ends "failed" and nothing is sent again."""
+    j = submit(backend).job
+    backend.stores.jobs.update(backend.stores.jobs.get(TENANT, j.id, with_input=True), input_inline=b"not gzip")
+    drain(backend)  # its first message carried the row as inserted: send the plain one a requeue sends
+    Lifecycle(backend.stores).send(JobMessage(TENANT, j.id, 1))
+    rule = backend.faults.arm("table", mode, method="MERGE", contains='"status":"failed"', count=1)
+    assert backend.deliver(worker(backend).handle) == "failed"
+    assert rule.hits == 1
+    row = job(backend, j.id)
+    assert row.status == Status.FAILED and row.error is not None and row.error.type == "BadInput", row
+    assert executions(j.id) == 0 and backend.depth() == 0
