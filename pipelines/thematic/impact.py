@@ -30,10 +30,10 @@ Scale = Literal["nps", "csat", "numeric"]
 RESAMPLES: Final = 1000
 #: Resamples drawn per matrix product: bounds the memory of one step to BATCH × responses weights.
 BATCH: Final = 50
-#: Below this many scored responses a theme's percentile interval is too narrow to star: with NPS independent
-#: of the themes (400 responses, 200 seeds, 400 resamples) it excluded 0 for 17.5 % of 5-response themes and
-#: 13.5 % of 8-response ones, 7 % at 10 and 4-6.5 % from 15 to 50 (nominal 5 %). Such a row is `small_n` and
-#: never starred; its interval is still given. Chosen on seeds 0-199 (docs/thematic.md, "Impact on a score").
+#: Below this many scored responses a theme's percentile interval is too narrow to star. Chosen on a scratch run
+#: (NPS independent of the themes: 17.5 % of 5-response themes excluded 0, 13.5 % at 8, 7 % at 10); the
+#: re-runnable bench/small_n.py gives 12.5 % at 5 and 7-9.5 % from 8 to 50 (nominal 5 %; docs/thematic.md,
+#: "Impact on a score"). Such a row is `small_n` and never starred; its interval is still given.
 MIN_N: Final = 10
 
 
