@@ -314,8 +314,22 @@ def comparison_table(cmp: dict[str, Any]) -> str:
             + ("weighted " if procedure == "weighted-bh" else "") + "Benjamini-Hochberg q < 0.05); "
             "a new theme is not tested; (exact): Fisher's exact test, an expected count is below 5.")
     warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
-    return visible("\n".join([note, *warning, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
+    far = [line] if (line := far_note(cmp)) else []
+    return visible("\n".join([note, *warning, *far, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
                                                          right=(0, 1, 2))]))
+
+
+def far_note(cmp: dict[str, Any]) -> str | None:
+    """The inherit comparison's far answers in a sentence: the CLI's copy of ``pipelines.thematic.render.far_note``
+    (the CLI must not import the service's pipelines; a unit test holds them equal)."""
+    far, n_now = cmp.get("far"), cmp.get("n_now")
+    if not isinstance(far, int) or not isinstance(n_now, int) or n_now <= 0:
+        return None
+    new = sum(1 for r in cmp.get("themes") or [] if r.get("status") == "new")
+    fate = (f"those that cluster together form the {new} new theme{'s' if new > 1 else ''}" if new
+            else "too few cluster together to form a new theme")
+    return (f"{far} of the {n_now} answers now ({far / n_now:.1%}) are far from every earlier theme (an unchanged "
+            f"wave has 2-5 %); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
 
 
 def impact_starred(row: dict[str, Any]) -> bool:

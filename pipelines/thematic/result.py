@@ -388,7 +388,8 @@ class SplitRule(_Model):
 class InstrumentCode(_Model):
     theme_id: str | None = Field(description="the theme this centroid codes to; null after a delete (other)")
     centroid: str = Field(description="unit vector, little-endian float16, base64")
-    radius: float = Field(description="5th percentile of its members' cosine: below every radius is far")
+    radius: float = Field(description=(
+        "2nd percentile of its members' cosine (waves.RADIUS_QUANTILE): below every radius is far"))
     count: int = Field(description="this job's usable responses the instrument codes here")
     splits: list[SplitRule] = Field(default_factory=list, description="keyword rules of split edits")
 

@@ -694,6 +694,8 @@ function insightView(doc) {
           : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
     if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
+    const far = farNote(cmp);
+    if (far) parts.push(h("p", { class: "note far-note" }, far));
     if (cmp.instrument === "prototypes" && !cmp.warning) {
       parts.push(h("p", { class: "note" }, "The earlier job has no stored instrument (it ran before schema 1.2): its shares are its own clustering's, so part of a change can be how the two waves were coded."));
     }
@@ -701,6 +703,17 @@ function insightView(doc) {
   if (doc.impact) parts.push(driverChart(doc.impact));
   if (!parts.length) return null;
   return h("section", { "aria-labelledby": "insight-h", id: "insight" }, h("h2", { id: "insight-h" }, "Segments and change"), parts);
+}
+
+// The inherit comparison's answers far from every earlier theme (comparison.far, stored since schema 1.2 and shown
+// nowhere): a topic emerging below the size of a new theme was invisible. Same sentence as the Markdown report
+// (pipelines/thematic/render.py far_note) and `thematiq changes`.
+function farNote(cmp) {
+  if (!Number.isInteger(cmp.far) || !Number.isInteger(cmp.n_now) || cmp.n_now <= 0) return null;
+  const isNew = (cmp.themes || []).filter((r) => r.status === "new").length;
+  const fate = isNew ? `those that cluster together form the ${isNew} new theme${isNew > 1 ? "s" : ""}`
+    : "too few cluster together to form a new theme";
+  return `${cmp.far} of the ${cmp.n_now} answers now (${(100 * cmp.far / cmp.n_now).toFixed(1)}%) are far from every earlier theme (an unchanged wave has 2-5 %); ${fate}, the rest are coded to their nearest earlier theme or to no theme.`;
 }
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its

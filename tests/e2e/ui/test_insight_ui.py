@@ -70,6 +70,9 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
     expect(cmp_rows).to_have_count(len(doc["comparison"]["themes"]))
     up = [r for r in doc["comparison"]["themes"] if r["significant"]]
     expect(page.locator("table.comparison tr[data-significant='true']")).to_have_count(len(up))
+    # The answers far from every earlier theme, in the report's sentence (comparison.far was shown nowhere).
+    expect(page.locator("p.far-note")).to_contain_text(
+        f"{cmp['far']} of the {cmp['n_now']} answers now ({100 * cmp['far'] / cmp['n_now']:.1f}%) are far")
 
     # Rename in place: the page sends PATCH with the result's ETag and shows the new name everywhere.
     tid = first_theme["id"]
