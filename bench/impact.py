@@ -1,6 +1,6 @@
 """A theme's impact on a score (issue 23): planted effects on synthetic responses, over many seeds.
 
-    .venv/bin/python bench/impact.py [--seeds 100] [--n 600] [--resamples 1000]
+    .venv/bin/python bench/impact.py [--seeds 100] [--n 600]
 
 Per seed: ``--n`` responses, six themes; each response has each theme independently (multi-label, shares
 25/20/20/15/15/10 %). A score of 7 + N(0, 2) on 0–10, minus 3 points when the response has theme t3 (the
@@ -11,6 +11,10 @@ and how often each unaffected theme's interval covers 0 (target ≥ 90 %; a 95 %
 ``--single`` draws one theme per response instead. Then an unaffected theme's true impact is not 0: when t3
 drags the score down, every other theme's answers are above the rest, and removing one lowers the overall
 score (impact = p_t · (mean_t − mean_rest) / …, the definition's, not noise); the table shows how often.
+
+Last, the null across a whole result: 20 themes of the bundled sample's sizes (one per response), NPS independent
+of them, 400 responses: how often a run stars at least one theme (the intervals are per theme, not corrected for
+the number of themes; the legends say so), and how many a run.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ sys.path.insert(0, str(_HERE.parent))
 
 import numpy as np  # noqa: E402
 
-from pipelines.thematic.impact import impact  # noqa: E402
+from pipelines.thematic.impact import impact, starred  # noqa: E402
 
 SHARES = (0.25, 0.2, 0.2, 0.15, 0.15, 0.1)
 PLANTED = "t3"
@@ -49,11 +53,10 @@ def draw(seed: int, n: int, scale: str, single: bool) -> tuple[list[Any], list[l
     return values, [[ids[j] for j in np.flatnonzero(row)] for row in has]
 
 
-def trial(seed: int, n: int, scale: str, single: bool, resamples: int) -> dict[str, Any]:
+def trial(seed: int, n: int, scale: str, single: bool) -> dict[str, Any]:
     values, themes = draw(seed, n, scale, single)
     doc = impact(values, themes, [{"id": f"t{j + 1}", "label": f"t{j + 1}"} for j in range(len(SHARES))],
-                 key="score", scale=scale, seed=10_000 + seed,  # not the data's stream
-                 resamples=resamples)  # type: ignore[arg-type]
+                 key="score", scale=scale)  # type: ignore[arg-type]
     rows = {r["theme_id"]: r for r in doc["themes"]}
     p = rows[PLANTED]
     return {
@@ -68,7 +71,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--n", type=int, default=600)
-    ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--single", action="store_true", help="one theme per response (see the docstring)")
     args = ap.parse_args()
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
@@ -77,7 +79,7 @@ def main() -> None:
                       "load": [round(x, 2) for x in os.getloadavg()], "args": vars(args)}), flush=True)
     for scale in ("numeric", "nps"):
         t0 = time.perf_counter()
-        rs = [trial(s, args.n, scale, args.single, args.resamples) for s in range(args.seeds)]
+        rs = [trial(s, args.n, scale, args.single) for s in range(args.seeds)]
         k = len(rs)
         covers = {t: sum(r["covers"][t] for r in rs) / k for t in rs[0]["covers"]}
         print(json.dumps({
@@ -89,6 +91,28 @@ def main() -> None:
             "seconds_per_seed": round((time.perf_counter() - t0) / k, 3),
             "load": [round(x, 2) for x in os.getloadavg()],
         }), flush=True)
+    print(json.dumps(null_result(args.seeds)), flush=True)
+
+
+#: The bundled sample's theme sizes (19 themes of 413 responses, 2026-12-03), padded to 20.
+SAMPLE_SIZES = (48, 40, 33, 30, 27, 25, 23, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 8)
+
+
+def null_result(seeds: int, n: int = 400) -> dict[str, Any]:
+    p = np.array(SAMPLE_SIZES, dtype=float) / sum(SAMPLE_SIZES)
+    ids = [f"t{j + 1}" for j in range(len(p))]
+    any_star = stars = 0
+    for s in range(seeds):
+        rng = np.random.default_rng(50_000 + s)
+        pick = rng.choice(len(p), size=n, p=p)
+        values = np.clip(np.rint(7 + rng.normal(0, 2, size=n)), 0, 10).astype(int).tolist()
+        doc = impact(values, [[ids[j]] for j in pick], [{"id": t} for t in ids], key="nps", scale="nps")
+        k = sum(starred(t) for t in doc["themes"])
+        any_star += k > 0
+        stars += k
+    return {"null_20_themes": {"seeds": seeds, "runs_with_a_star": round(any_star / seeds, 3),
+                               "stars_per_run": round(stars / seeds, 2),
+                               "per_theme": round(stars / seeds / len(p), 4)}}
 
 
 if __name__ == "__main__":

@@ -361,7 +361,7 @@ def impact_table(imp: dict[str, Any]) -> str:
                      num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
-            f"95% bootstrap interval, * the interval excludes 0 (per theme, not corrected for the {k} "
+            f"95% interval (Welch's t), * the interval excludes 0 (per theme, not corrected for the {k} "
             f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
             f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

@@ -40,7 +40,7 @@ class Derived:
 
 def derived(
     doc: Mapping[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
-    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None, seed: int = 0,
+    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None,
 ) -> Derived:
     """``themes[].sentiment``, ``breakdowns``, ``comparison`` and ``impact`` (``score``: the job's ``params.score``)
     of ``doc``, which is only read: the run builds its result from them, an edit writes them back (``refresh``).
@@ -78,17 +78,17 @@ def derived(
         impact_of = impact.impact(
             [(metadata.get(str(a["response_id"])) or {}).get(key) for a in usable],
             [[str(r["theme_id"]) for r in a.get("themes") or []] for a in usable],
-            doc.get("themes", []), key=key, scale=score.get("scale", "numeric"), seed=seed,
+            doc.get("themes", []), key=key, scale=score.get("scale", "numeric"),
         )
     return Derived(theme_sentiment, breakdowns, comparison, impact_of)
 
 
 def refresh(
     doc: dict[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], *, breakdown_by: Sequence[str] | None,
-    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None, seed: int = 0,
+    min_group_size: int = insight.MIN_GROUP_SIZE, score: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write what ``derived`` computes into a stored document (a codebook edit's), in place; returns ``doc``."""
-    d = derived(doc, metadata, breakdown_by=breakdown_by, min_group_size=min_group_size, score=score, seed=seed)
+    d = derived(doc, metadata, breakdown_by=breakdown_by, min_group_size=min_group_size, score=score)
     if d.theme_sentiment is not None:
         for theme in doc.get("themes", []):
             theme["sentiment"] = d.theme_sentiment[theme["id"]]

@@ -214,7 +214,7 @@ def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
                                                      confidence=r.confidence)
         earlier = {"comparison": {**comparison, **r.facts}}
     d = derive.derived({**result.document(), **earlier}, _metadata(s), breakdown_by=p.breakdown_by,
-                       min_group_size=p.min_group_size, seed=p.seed,
+                       min_group_size=p.min_group_size,
                        score=p.score.model_dump() if p.score is not None else None)
     # In the stored order: a theme's sentiment, then the comparison, breakdowns and impact after the run info.
     changes: dict[str, Any] = {}

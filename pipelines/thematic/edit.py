@@ -78,7 +78,7 @@ def edit_result(doc: dict[str, Any], body: Any, data: Any) -> dict[str, Any]:
     derive.refresh(
         out, metadata, breakdown_by=params.get("breakdown_by"),
         min_group_size=int(params.get("min_group_size") or MIN_GROUP_SIZE),
-        score=params.get("score"), seed=int(params.get("seed") or 0),
+        score=params.get("score"),
     )
     # The stored document must stay a valid result: a broken edit is our bug, found here and not by a reader.
     ThematicResult.model_validate(out)

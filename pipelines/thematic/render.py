@@ -211,7 +211,7 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     lines = ["", f"## Impact on {_md(str(imp['key']))}", "",
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
              f"over {imp['n']} scored responses. Impact: the overall {what} minus the {what} of the responses "
-             "without the theme (negative: the theme costs points), with a bootstrap 95 % interval; **bold**: "
+             "without the theme (negative: the theme costs points), with its 95 % interval (Welch's t); **bold**: "
              # Unlike the breakdowns and the waves (Benjamini-Hochberg), the intervals are not corrected for the
              # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
              # runs had at least one theme bold. The reader is told so.

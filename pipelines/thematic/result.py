@@ -409,7 +409,7 @@ class ImpactTheme(_Model):
     n: int = Field(description="scored responses with this theme")
     score: float | None = Field(description="their score: NPS (points) for nps, else the mean")
     impact: float | None = Field(description="overall score minus the score of the responses without this theme")
-    ci_low: float | None = Field(description="bootstrap 95% interval of impact (1,000 resamples, seeded)")
+    ci_low: float | None = Field(description="Welch's t 95% interval of impact (until 1.3: a percentile bootstrap)")
     ci_high: float | None
     small_n: bool = Field(default=False, description=(
         "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
@@ -422,6 +422,9 @@ class Impact(_Model):
     overall: float | None
     n: int = Field(description="usable responses with a score")
     min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
+    interval: Literal["welch"] | None = Field(default=None, description=(
+        "new in 1.4: how ci_low / ci_high were made: Welch's t interval given the theme's responses (\"welch\"); "
+        "absent in older results, whose intervals were a percentile bootstrap"))
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
 
 

@@ -717,7 +717,7 @@ function farNote(cmp) {
 }
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
-// bootstrap 95 % interval as a whisker; themes in the result's order (most negative first).
+// Welch's t 95 % interval as a whisker; themes in the result's order (most negative first).
 function driverChart(imp) {
   const nps = imp.scale === "nps";
   const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT" : "mean score";
@@ -749,7 +749,7 @@ function driverChart(imp) {
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
-      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its bootstrap 95% interval; * the interval excludes 0 ` +
+      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its 95% interval (Welch's t); * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
       `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +
       `(small n): fewer than ${imp.min_n ?? 10} scored responses, never a *.`),
