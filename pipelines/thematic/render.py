@@ -99,7 +99,8 @@ def _count_confidence(choice: dict[str, Any]) -> str:
 def _cell_md(cell: dict[str, Any]) -> str:
     lift = cell.get("lift")
     text = f"{cell['share']:.0%}" + (f" ×{lift:.1f}" if isinstance(lift, int | float) else "")
-    return f"**{text}**" if cell.get("significant") else text
+    # † marks a cell tested exactly (schema 1.4): a short mark, since a small segment has one in most cells.
+    return (f"**{text}**" if cell.get("significant") else text) + (" †" if cell.get("test") == "fisher" else "")
 
 
 def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
@@ -126,7 +127,10 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         groups = b.get("groups", [])
         lines += ["", f"## By {_md(b['field'])}", "",
                   "Share of each group's responses, lift against the rest; **bold**: significant "
-                  "(Benjamini–Hochberg q < 0.05).", "",
+                  "(Benjamini–Hochberg q < 0.05)"
+                  + ("; †: Fisher's exact test, since an expected count is below "
+                     f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
+                     "approximation)" if isinstance(b.get("testing"), dict) else "") + ".", "",
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
         for i, tid in enumerate(t["id"] for t in themes):
@@ -167,6 +171,10 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                          f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))
     return lines
+
+
+def _num_plain(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, int | float) else f"{insight.MIN_EXPECTED:g}"
 
 
 def _num(x: Any, nps: bool) -> str:
