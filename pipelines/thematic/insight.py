@@ -65,9 +65,24 @@ def _is_number(v: Any) -> bool:
     return finite(v) is not None
 
 
-def bucket(values: Sequence[Any]) -> Bucketing:
+def _nps_group(v: Any) -> str:
+    if v is None or v == "":
+        return MISSING
+    n = float(v)
+    return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
+
+
+def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
     """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS-like 0–10 integer
-    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``."""
+    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``.
+
+    ``scale`` is a declared rating range (``params.sentiment_from.scale`` of this field), which wins over the
+    values: "0-10" is NPS groups even when the answers happen to lie in 1-5 (inferred, they were a group per
+    value, as stars), a 1-5, 1-7 or 1-10 rating a group per value (a 1-10 rating's values are not NPS groups)."""
+    if scale == "0-10":
+        return Bucketing("nps", [_nps_group(v) for v in values])
+    if scale is not None:
+        return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
     present = [v for v in values if v is not None and v != ""]
     if present and all(_is_number(v) for v in present):
         nums = [float(v) for v in present]
@@ -77,13 +92,7 @@ def bucket(values: Sequence[Any]) -> Bucketing:
             # every answer was a "detractor", one group, so the breakdown showed nothing.
             return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
         if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2:
-            def nps(v: Any) -> str:
-                if v is None or v == "":
-                    return MISSING
-                n = float(v)
-                return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
-
-            return Bucketing("nps", [nps(v) for v in values])
+            return Bucketing("nps", [_nps_group(v) for v in values])
         edges = _quartile_edges(sorted(nums))
 
         def rng(v: Any) -> str:
@@ -297,11 +306,12 @@ def breakdown(
 
 def breakdowns(
     fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None], theme_of: Sequence[str | None],
-    themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE,
+    themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE, scales: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``)."""
     out = []
     for f in fields:
-        b = bucket([(m or {}).get(f) for m in metadata])
+        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f))
         out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind))
     return out
 

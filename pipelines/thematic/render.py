@@ -109,7 +109,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
     themes = doc.get("themes", [])
     if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
         src = doc["sentiment"]
-        by = {"metadata": f"the rating field {_md(str(src.get('field')))}", "lexicon": "the VADER lexicon",
+        by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
               "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
         nps = src.get("scale") == "score10"
         lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
@@ -171,6 +171,20 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                          f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
     lines += _impact_md(doc.get("impact"))
     return lines
+
+
+#: How a rating field's scale reads, in words (sentiment.scale).
+_SCALE_WORDS = {"stars": "1–5 stars", "score10": "0–10, as NPS groups", "words": "positive / neutral / negative",
+                "likert7": "1–7", "rating10": "1–10"}
+
+
+def _scale_md(src: dict[str, Any]) -> str:
+    """" (0–10, as NPS groups, declared)": the scale that read the rating, and whether it was declared (1.4)."""
+    named = _SCALE_WORDS.get(str(src.get("scale")))
+    if not named:
+        return ""
+    how = {"declared": ", declared", "inferred": ", inferred from the values"}.get(str(src.get("scale_from")), "")
+    return f" ({named}{how})"
 
 
 def _num_plain(x: Any) -> str:

@@ -25,7 +25,10 @@ SCHEMA_VERSION = "1.4"
 """1.4 (additive, stats39): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
 expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
 row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochberg over the breakdown's cells). A
-1.3 document is still valid; its breakdown cells were all z-tested.
+1.3 document is still valid; its breakdown cells were all z-tested. Also 1.4 (additive, stats39):
+``params.sentiment_from`` may declare its scale (``{"key", "scale"}``); ``sentiment.rating_range`` (1-5, 1-7,
+1-10 or 0-10) and ``sentiment.scale_from`` (``declared`` or ``inferred``) say which scale read the rating, and
+``sentiment.scale`` may be ``likert7`` (1-7) or ``rating10`` (1-10), both only when declared.
 1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
 ``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
@@ -278,7 +281,14 @@ class SentimentInfo(_Model):
     )
     field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
     model: str | None = None
-    scale: Literal["stars", "score10", "words"] | None = None
+    scale: Literal["stars", "score10", "words", "likert7", "rating10"] | None = Field(default=None, description=(
+        "how the rating reads (source metadata): stars 1-5, score10 0-10 as NPS groups, words positive/neutral/"
+        "negative; new in 1.4: likert7 1-7 and rating10 1-10 (declared only)"))
+    rating_range: Literal["1-5", "1-7", "1-10", "0-10"] | None = Field(default=None, description=(
+        "new in 1.4: the rating's range (source metadata; null for words)"))
+    scale_from: Literal["declared", "inferred"] | None = Field(default=None, description=(
+        "new in 1.4: whether the scale was declared (params.sentiment_from.scale) or inferred from the values "
+        "(absent in an older result: inferred)"))
     scored: int = 0
     note: str | None = Field(
         default=None, description="why some or all responses were scored otherwise (LLM budget, another encoder)"

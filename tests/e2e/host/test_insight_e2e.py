@@ -142,6 +142,13 @@ def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(a
     _problem(api, {**base, "params": {"breakdown_by": ["plan", "plan"]}}, 422, "params.breakdown_by")
     _problem(api, {**base, "params": {"sentiment_from": "stars"}}, 422, "params.sentiment_from")
     _problem(api, {**base, "params": {"sentiment_from": "plan"}}, 422, "params.sentiment_from")
+    # A declared scale (schema 1.4): one of 1-5, 1-7, 1-10, 0-10, and every value on it (nps is 0-10 here).
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "nps", "scale": "0-100"}}}, 422,
+             "params.sentiment_from.scale")
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "nps", "scale": "1-5"}}}, 422,
+             "params.sentiment_from.scale")
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "plan", "scale": "1-5"}}}, 422,
+             "input[0].metadata.plan")
     _problem(api, {**base, "params": {"sentiment": "llm-please"}}, 422, "params.sentiment")
     _problem(api, {**base, "params": {"sentiment": "llm"}}, 422, "params.sentiment")  # no provider here
     _problem(api, {**base, "params": {"sentiment": "llm", "llm": "off"}}, 422, "params.sentiment")

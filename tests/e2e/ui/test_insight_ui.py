@@ -110,8 +110,8 @@ def test_a_zero_to_ten_rating_shows_each_themes_nps_and_its_scale_in_words(page:
     assert job["status"] == "succeeded", job
     _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
     open_ui(page, host, api, f"#/jobs/{job['id']}")
-    expect(page.locator("#sentiment-source-note")).to_have_text("sentiment: the rating field “ltr” (0–10, as NPS groups)",
-                                                                timeout=30000)
+    expect(page.locator("#sentiment-source-note")).to_have_text(
+        "sentiment: the rating field “ltr” (0–10, as NPS groups, inferred from the values)", timeout=30000)
     for t in doc["themes"]:
         s = t["sentiment"]
         expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .sentiment")).to_have_attribute(
