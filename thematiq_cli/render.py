@@ -183,8 +183,9 @@ def _breakdown_cell(cell: dict[str, Any] | None) -> str:
         return ""
     lift = cell.get("lift")
     text = f"{float(cell['share']):.0%}" + (f" x{float(lift):.1f}" if isinstance(lift, int | float) else "")
-    # A star marks a significant cell (Benjamini-Hochberg q < 0.05), as the Markdown report's bold does.
-    return text + ("*" if cell.get("significant") else " ")
+    # A star marks a significant cell (Benjamini-Hochberg q < 0.05), as the Markdown report's bold does; a dagger
+    # a cell tested by Fisher's exact test (schema 1.4), as the report marks it.
+    return text + ("*" if cell.get("significant") else " ") + ("†" if cell.get("test") == "fisher" else " ")
 
 
 def breakdown_table(result: dict[str, Any], field: str) -> str:
@@ -207,6 +208,10 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
     kind = breakdown.get("kind")
     note = f"By {field} ({kind}): share of each group, x lift against the rest, * significant (BH q < 0.05)."
+    if isinstance(breakdown.get("testing"), dict):  # schema 1.4: small cells are tested exactly
+        below = breakdown["testing"].get("exact_below")
+        note += (f" †: Fisher's exact test, an expected count is below "
+                 f"{below:g}." if isinstance(below, int | float) else " †: Fisher's exact test.")
     return visible("\n".join([note, "", *lines]))
 
 

@@ -25,6 +25,15 @@ def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
 
 
+def declared_scales(doc: Mapping[str, Any]) -> dict[str, str]:
+    """The rating field whose scale ``params.sentiment_from`` declared, with it: a breakdown by that field groups
+    it on the declared scale too (read from the result, so a codebook edit's recomputation agrees)."""
+    src = doc.get("sentiment") or {}
+    if src.get("source") == "metadata" and src.get("scale_from") == "declared" and src.get("rating_range"):
+        return {str(src["field"]): str(src["rating_range"])}
+    return {}
+
+
 @dataclass
 class Derived:
     """What follows from a document's assignments, computed without changing it (``derived``)."""
@@ -66,6 +75,7 @@ def derived(
         [primary_theme(a) for a in usable],
         theme_ids,
         min_group_size=min_group_size,
+        scales=declared_scales(doc),
     ) if breakdown_by else []
     comparison = doc.get("comparison")
     if comparison is not None:

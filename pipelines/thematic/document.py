@@ -93,13 +93,16 @@ def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiment
     p, usable = s.params, s.usable
     if p.sentiment_from is not None:
         metadata = _metadata(s)
-        key = p.sentiment_from
+        key, declared = p.sentiment_from.key, p.sentiment_from.scale
         values = [(metadata.get(str(r.id)) or {}).get(key) for r in usable]
-        scale = sentiments.rating_scale(values)
-        if isinstance(scale, str):
-            raise PermanentError(f"sentiment_from={key!r}: {scale}")  # checked at submission; a guard only
+        # A declared scale wins over what the values suggest (a 0-10 survey answered only 1-5 is not stars).
+        scale = sentiments.rating_scale(values) if declared is None else sentiments.declared_scale(declared)
+        if isinstance(scale, str) or (declared is not None and sentiments.declared_problems(values, declared)):
+            # Checked at submission (validate.prepare); a guard only.
+            raise PermanentError(f"sentiment_from={key!r}: {scale if isinstance(scale, str) else 'off its scale'}")
         scored = [sentiments.from_rating(v, scale) for v in values]
-        info: dict[str, Any] = {"source": "metadata", "field": key, "model": None, "scale": scale.kind}
+        info: dict[str, Any] = {"source": "metadata", "field": key, "model": None, "scale": scale.kind,
+                                "rating_range": scale.range, "scale_from": "declared" if scale.declared else "inferred"}
     elif p.sentiment == "model" and sentiments.model_applies(s.embedder):
         # The vectors clustering used: no second embedding (sentiment_model.py).
         scored = list[sentiments.Scored | None](sentiments.by_model(s.emb))

@@ -2,7 +2,8 @@
 
 Pure functions over the per-response theme assignments and metadata; the pipeline
 adds their output to the result document. The tests are a two-proportion z-test per
-(group, theme) cell against the rest of the responses, and Benjamini–Hochberg over
+(group, theme) cell against the rest of the responses (Fisher's exact test where an
+expected count is below ``MIN_EXPECTED``: ``change_test``), and Benjamini–Hochberg over
 all the cells of one breakdown (or one comparison), so that "significant" keeps the
 expected share of false discoveries at ``alpha`` however many cells a table has.
 """
@@ -64,9 +65,24 @@ def _is_number(v: Any) -> bool:
     return finite(v) is not None
 
 
-def bucket(values: Sequence[Any]) -> Bucketing:
+def _nps_group(v: Any) -> str:
+    if v is None or v == "":
+        return MISSING
+    n = float(v)
+    return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
+
+
+def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
     """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS-like 0–10 integer
-    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``."""
+    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``.
+
+    ``scale`` is a declared rating range (``params.sentiment_from.scale`` of this field), which wins over the
+    values: "0-10" is NPS groups even when the answers happen to lie in 1-5 (inferred, they were a group per
+    value, as stars), a 1-5, 1-7 or 1-10 rating a group per value (a 1-10 rating's values are not NPS groups)."""
+    if scale == "0-10":
+        return Bucketing("nps", [_nps_group(v) for v in values])
+    if scale is not None:
+        return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
     present = [v for v in values if v is not None and v != ""]
     if present and all(_is_number(v) for v in present):
         nums = [float(v) for v in present]
@@ -76,13 +92,7 @@ def bucket(values: Sequence[Any]) -> Bucketing:
             # every answer was a "detractor", one group, so the breakdown showed nothing.
             return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
         if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2:
-            def nps(v: Any) -> str:
-                if v is None or v == "":
-                    return MISSING
-                n = float(v)
-                return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
-
-            return Bucketing("nps", [nps(v) for v in values])
+            return Bucketing("nps", [_nps_group(v) for v in values])
         edges = _quartile_edges(sorted(nums))
 
         def rng(v: Any) -> str:
@@ -136,8 +146,9 @@ def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
 
 
 #: Cochran's rule for a 2x2 table: the z-test's normal approximation is used only when every expected count
-#: (then/now × in/out of the theme, under one pooled share) is at least this; below it the comparison uses
-#: Fisher's exact test. Waves of a few hundred answers have themes of 1-8 answers, where z is anticonservative.
+#: (then/now, or group/rest, × in/out of the theme, under one pooled share) is at least this; below it the
+#: comparison or breakdown cell uses Fisher's exact test. Waves of a few hundred answers have themes of 1-8
+#: answers, and a 40-answer segment has cells of 0-3, where z is anticonservative (bench/small_n.py).
 MIN_EXPECTED: Final = 5.0
 
 
@@ -253,7 +264,9 @@ def breakdown(
     field: str, groups: list[str], theme_of: Sequence[str | None], themes: Sequence[str], *, kind: str,
     alpha: float = ALPHA,
 ) -> dict[str, Any]:
-    """Per group: its size, and per theme the count, share, lift against the rest, p, BH q and significance.
+    """Per group: its size, and per theme the count, share, lift against the rest, p (and the ``test`` that made
+    it: ``change_test``, the z-test or Fisher's exact test for a small cell), BH q and significance; and the
+    breakdown's ``testing`` (the procedure, as a comparison states it).
 
     ``theme_of[i]`` is response i's theme (None for responses in no theme: they count in ``n``).
     """
@@ -276,9 +289,11 @@ def breakdown(
             share = x / n if n else 0.0
             rest_share = rest_x / rest_n if rest_n else 0.0
             lift = share / rest_share if rest_share > 0 else (math.inf if share > 0 else 1.0)
+            # A small group's cells (a 40-answer segment: expected counts of 0-3 for most themes) are where the
+            # z-test's normal approximation is anticonservative: the exact test there (bench/small_n.py, part 3).
+            p, test = change_test(x, n, rest_x, rest_n)
             cell: dict[str, Any] = {"theme_id": t, "count": x, "share": round(share, 4),
-                    "lift": round(lift, 3) if math.isfinite(lift) else None,
-                    "p": two_proportion_p(x, n, rest_x, rest_n)}
+                    "lift": round(lift, 3) if math.isfinite(lift) else None, "p": p, "test": test}
             rows.append(cell)
             cells.append(cell)
         out_groups.append({"value": g, "n": n, "themes": rows})
@@ -286,23 +301,25 @@ def breakdown(
         cell["q"] = round(q, 4)
         cell["significant"] = q < alpha
         cell["p"] = round(float(cell["p"]), 6)
-    return {"field": field, "kind": kind, "groups": out_groups}
+    return {"field": field, "kind": kind, "groups": out_groups, "testing": testing(weighted=False)}
 
 
 def breakdowns(
     fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None], theme_of: Sequence[str | None],
-    themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE,
+    themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE, scales: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``)."""
     out = []
     for f in fields:
-        b = bucket([(m or {}).get(f) for m in metadata])
+        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f))
         out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind))
     return out
 
 
 def testing(weighted: bool) -> dict[str, Any]:
-    """How a comparison's themes (and families) were tested, for the result: a researcher reads which procedure
-    made "significant" and why a large theme's threshold is looser than a small one's."""
+    """How a comparison's themes (and families), or a breakdown's cells (always plain BH), were tested, for the
+    result: a researcher reads which procedure made "significant" and why a large theme's threshold is looser
+    than a small one's."""
     exact = {"exact_below": MIN_EXPECTED}  # a row's `test` is "fisher" when an expected count is below this
     if not weighted:
         return {"procedure": "bh", "weights": None, "alpha": ALPHA,

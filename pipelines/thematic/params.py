@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .insight import MAX_BREAKDOWN_FIELDS, MIN_GROUP_SIZE
 
@@ -89,6 +101,32 @@ class ScoreParam(BaseModel):
     scale: Literal["nps", "csat", "numeric"] = "numeric"
 
 
+#: A declared rating scale of ``params.sentiment_from``: its range. "1-5", "1-7" and "1-10" are ratings read
+#: linearly (the middle is neutral); "0-10" is a likelihood-to-recommend score read as NPS groups.
+RatingRange = Literal["1-5", "1-7", "1-10", "0-10"]
+_METADATA_KEY: Final = TypeAdapter(MetadataKey)
+
+
+class SentimentFrom(BaseModel):
+    """``params.sentiment_from``: a metadata rating to take the sentiment from, and (optionally) its scale.
+
+    Sent as a plain key (``"stars"``: the scale is inferred from the values, as before) or as
+    ``{"key": "ltr", "scale": "0-10"}``: a declared scale wins over the values, so a 0-10 survey whose answers
+    happen to lie in 1-5 is not read as stars. Written back in the form it was given (a key stays a string).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: MetadataKey
+    #: None: inferred from the values (sentiment.rating_scale); the plain-string form.
+    scale: RatingRange | None = None
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # The stored params and run.params keep a plain key a plain key (readers of 1.3 jobs' params).
+        return self.key if self.scale is None else handler(self)
+
+
 class ThematicParams(BaseModel):
     """Parameters of a thematic-analysis job."""
 
@@ -134,8 +172,9 @@ class ThematicParams(BaseModel):
     #: LLM; 422 when none is configured, llm is off, or the input has more than sentiment.LLM_MAX_RESPONSES),
     #: or "off".
     sentiment: Literal["model", "lexicon", "llm", "off"] = "model"
-    #: A metadata rating (a 1-5 or 0-10 score, or positive/neutral/negative) to use as the sentiment instead.
-    sentiment_from: MetadataKey | None = None
+    #: A metadata rating to use as the sentiment instead: a key (its scale inferred from the values: 1-5 stars,
+    #: 0-10 NPS, or positive/neutral/negative) or {"key", "scale"} with a declared ``RatingRange``.
+    sentiment_from: SentimentFrom | None = None
     #: With an LLM, the language theme labels and descriptions are written in (one of ``language``'s codes);
     #: quotes always stay in their own language. None: the LLM answers in the responses' language. Without
     #: an LLM labels are phrases taken from the responses, so asking for a language then is a 422.
@@ -168,6 +207,18 @@ class ThematicParams(BaseModel):
         if keys is not None and len(set(keys)) != len(keys):
             raise ValueError("breakdown_by keys must be unique")
         return keys
+
+    @field_validator("sentiment_from", mode="before")
+    @classmethod
+    def _a_plain_key(cls, value: object) -> object:
+        # The plain-string form is the key alone. Checked here, so a bad key names params.sentiment_from as it
+        # did before the object form existed (not params.sentiment_from.key).
+        if isinstance(value, str):
+            try:
+                return {"key": _METADATA_KEY.validate_python(value)}
+            except ValidationError as err:
+                raise ValueError(err.errors(include_url=False)[0]["msg"]) from None
+        return value
 
     @field_validator("sentiment")
     @classmethod

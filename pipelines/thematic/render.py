@@ -99,7 +99,8 @@ def _count_confidence(choice: dict[str, Any]) -> str:
 def _cell_md(cell: dict[str, Any]) -> str:
     lift = cell.get("lift")
     text = f"{cell['share']:.0%}" + (f" ×{lift:.1f}" if isinstance(lift, int | float) else "")
-    return f"**{text}**" if cell.get("significant") else text
+    # † marks a cell tested exactly (schema 1.4): a short mark, since a small segment has one in most cells.
+    return (f"**{text}**" if cell.get("significant") else text) + (" †" if cell.get("test") == "fisher" else "")
 
 
 def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
@@ -108,7 +109,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
     themes = doc.get("themes", [])
     if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
         src = doc["sentiment"]
-        by = {"metadata": f"the rating field {_md(str(src.get('field')))}", "lexicon": "the VADER lexicon",
+        by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
               "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
         nps = src.get("scale") == "score10"
         lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
@@ -126,7 +127,10 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         groups = b.get("groups", [])
         lines += ["", f"## By {_md(b['field'])}", "",
                   "Share of each group's responses, lift against the rest; **bold**: significant "
-                  "(Benjamini–Hochberg q < 0.05).", "",
+                  "(Benjamini–Hochberg q < 0.05)"
+                  + ("; †: Fisher's exact test, since an expected count is below "
+                     f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
+                     "approximation)" if isinstance(b.get("testing"), dict) else "") + ".", "",
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
         for i, tid in enumerate(t["id"] for t in themes):
@@ -188,6 +192,24 @@ def far_note(comparison: dict[str, Any]) -> str | None:
             else "too few cluster together to form a new theme")
     return (f"{far} of the {n_now} answers now ({far / n_now:.1%}) are far from every earlier theme (an unchanged "
             f"wave has {FAR_TYPICAL}); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
+
+
+#: How a rating field's scale reads, in words (sentiment.scale).
+_SCALE_WORDS = {"stars": "1–5 stars", "score10": "0–10, as NPS groups", "words": "positive / neutral / negative",
+                "likert7": "1–7", "rating10": "1–10"}
+
+
+def _scale_md(src: dict[str, Any]) -> str:
+    """" (0–10, as NPS groups, declared)": the scale that read the rating, and whether it was declared (1.4)."""
+    named = _SCALE_WORDS.get(str(src.get("scale")))
+    if not named:
+        return ""
+    how = {"declared": ", declared", "inferred": ", inferred from the values"}.get(str(src.get("scale_from")), "")
+    return f" ({named}{how})"
+
+
+def _num_plain(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, int | float) else f"{insight.MIN_EXPECTED:g}"
 
 
 def _num(x: Any, nps: bool) -> str:

@@ -21,8 +21,17 @@ from pydantic import (
     model_validator,
 )
 
-SCHEMA_VERSION = "1.3"
-"""1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
+SCHEMA_VERSION = "1.4"
+"""1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
+expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
+row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochberg over the breakdown's cells). A
+1.3 document is still valid; its breakdown cells were all z-tested. Also 1.4 (additive):
+``params.sentiment_from`` may declare its scale (``{"key", "scale"}``); ``sentiment.rating_range`` (1-5, 1-7,
+1-10 or 0-10) and ``sentiment.scale_from`` (``declared`` or ``inferred``) say which scale read the rating, and
+``sentiment.scale`` may be ``likert7`` (1-7) or ``rating10`` (1-10), both only when declared. Also 1.4
+(additive): ``impact.interval`` (``welch``: Welch's t interval; absent before, when it was a percentile
+bootstrap).
+1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
 ``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
 ``comparison.warning`` (discover mode: approximate significance, and its gone themes are not tested). A 1.2
@@ -274,11 +283,29 @@ class SentimentInfo(_Model):
     )
     field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
     model: str | None = None
-    scale: Literal["stars", "score10", "words"] | None = None
+    scale: Literal["stars", "score10", "words", "likert7", "rating10"] | None = Field(default=None, description=(
+        "how the rating reads (source metadata): stars 1-5, score10 0-10 as NPS groups, words positive/neutral/"
+        "negative; new in 1.4: likert7 1-7 and rating10 1-10 (declared only)"))
+    rating_range: Literal["1-5", "1-7", "1-10", "0-10"] | None = Field(default=None, description=(
+        "new in 1.4: the rating's range (source metadata; null for words)"))
+    scale_from: Literal["declared", "inferred"] | None = Field(default=None, description=(
+        "new in 1.4: whether the scale was declared (params.sentiment_from.scale) or inferred from the values "
+        "(absent in an older result: inferred)"))
     scored: int = 0
     note: str | None = Field(
         default=None, description="why some or all responses were scored otherwise (LLM budget, another encoder)"
     )
+
+
+class ComparisonTesting(_Model):
+    """How "significant" was decided (insight.testing): in a comparison, and (1.4) in a breakdown."""
+
+    procedure: Literal["bh", "weighted-bh"]
+    weights: str | None = Field(description="what the weights are made of (null: all 1)")
+    alpha: float
+    reference: str
+    exact_below: float | None = Field(default=None, description=(
+        "new in 1.3: a row whose smallest expected count is below this is tested by Fisher's exact test"))
 
 
 class BreakdownCell(_Model):
@@ -286,7 +313,11 @@ class BreakdownCell(_Model):
     count: int
     share: float = Field(description="count / n of the group")
     lift: float | None = Field(description="share in the group / share in the rest; null when the rest has none")
-    p: float = Field(description="two-sided two-proportion z-test, group against the rest")
+    p: float = Field(description="two-sided, group against the rest: the two-proportion z-test, or Fisher's exact "
+                     "test (see test)")
+    test: Literal["z", "fisher"] | None = Field(default=None, description=(
+        "new in 1.4: the test behind p: the pooled z-test, or Fisher's exact test when an expected count is below "
+        "the breakdown's testing.exact_below; absent in an older result (z)"))
     q: float = Field(description="Benjamini-Hochberg q over all cells of this breakdown")
     significant: bool = Field(description="q < 0.05")
 
@@ -301,6 +332,9 @@ class Breakdown(_Model):
     field: str
     kind: Literal["categorical", "nps", "numeric"]
     groups: list[BreakdownGroup]
+    testing: ComparisonTesting | None = Field(default=None, description=(
+        "new in 1.4: how its cells were tested (Benjamini-Hochberg over all of them; exact_below: the expected "
+        "count under which a cell is tested by Fisher's exact test); absent in an older result (all z)"))
 
 
 class ThenTheme(_Model):
@@ -344,17 +378,6 @@ class ComparisonGroup(_Model):
     significant: bool
     weight: float | None = Field(default=None, description="its weight in the BH over the families (1 under plain BH)")
     test: Literal["z", "fisher"] | None = Field(default=None, description="new in 1.3: as ComparisonRow.test")
-
-
-class ComparisonTesting(_Model):
-    """How "significant" was decided (insight.testing)."""
-
-    procedure: Literal["bh", "weighted-bh"]
-    weights: str | None = Field(description="what the weights are made of (null: all 1)")
-    alpha: float
-    reference: str
-    exact_below: float | None = Field(default=None, description=(
-        "new in 1.3: a row whose smallest expected count is below this is tested by Fisher's exact test"))
 
 
 class Comparison(_Model):
@@ -429,7 +452,7 @@ class Impact(_Model):
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2", "1.3"]
+    schema_version: Literal["1.1", "1.2", "1.3", "1.4"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

@@ -23,6 +23,12 @@ A rating field (``params.sentiment_from``) wins over the text when a client has 
 positive), or the words positive / neutral / negative. Label and score are on one scale: for stars the score
 is the rating mapped linearly onto [-1, 1] (its sign is the label's); for a 0-10 score it is the response's
 NPS contribution (+1 promoter, 0 passive, -1 detractor), so a theme's mean is its NPS / 100 (``nps``).
+
+The scale is inferred from the values (``rating_scale``: all within 1-5 is stars, else within 0-10 is NPS)
+unless it is declared (``{"key", "scale"}``, ``declared_scale``): a 0-10 survey whose answers happen to lie in
+1-5 was read as stars, its 5s as "positive" where NPS calls them detractors. Declared scales are also 1-7
+(1-3 negative, 4 neutral, 5-7 positive) and 1-10 (1-4 negative, 5-6 neutral, 7-10 positive), both scored
+linearly like stars.
 """
 
 from __future__ import annotations
@@ -58,13 +64,31 @@ class Scored:
         return {"label": self.label, "score": round(self.score, 4)}
 
 
+Kind = Literal["stars", "score10", "words", "likert7", "rating10"]
+
+
 @dataclass(frozen=True)
 class RatingScale:
     """How a metadata rating field reads as sentiment."""
 
-    kind: Literal["stars", "score10", "words"]
+    kind: Kind
     low: float
     high: float
+    #: Its range as ``params.sentiment_from.scale`` names it ("1-5", "0-10", ...); None for words.
+    range: str | None = None
+    #: Given in ``params.sentiment_from.scale`` rather than inferred from the values.
+    declared: bool = False
+
+
+#: The declared scales (``params.RatingRange``): the kind, and the label boundaries of a linear one (a rating
+#: at or below the first is negative, at or above the second positive, between them neutral).
+DECLARED: Final[dict[str, RatingScale]] = {
+    "1-5": RatingScale("stars", 1.0, 5.0, "1-5", True),
+    "1-7": RatingScale("likert7", 1.0, 7.0, "1-7", True),
+    "1-10": RatingScale("rating10", 1.0, 10.0, "1-10", True),
+    "0-10": RatingScale("score10", 0.0, 10.0, "0-10", True),
+}
+_NEUTRAL_BAND: Final[dict[str, tuple[float, float]]] = {"stars": (2, 4), "likert7": (3, 5), "rating10": (4, 7)}
 
 
 def label_of(score: float, threshold: float = VADER_THRESHOLD) -> Label:
@@ -102,10 +126,32 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         return "expected numbers (a 1-5 or 0-10 rating) or positive/neutral/negative"
     lo, hi = min(n for n in nums if n is not None), max(n for n in nums if n is not None)
     if lo >= 1 and hi <= 5:
-        return RatingScale("stars", 1.0, 5.0)
+        return RatingScale("stars", 1.0, 5.0, "1-5")
     if lo >= 0 and hi <= 10:
-        return RatingScale("score10", 0.0, 10.0)
-    return "a rating must lie in 1-5 or 0-10"
+        return RatingScale("score10", 0.0, 10.0, "0-10")
+    return "a rating must lie in 1-5 or 0-10 (or declare its scale: {\"key\", \"scale\"})"
+
+
+def declared_problems(values: Sequence[Any], scale: str) -> list[tuple[int, Literal["value", "scale"], Any]]:
+    """The values (one per response, None for none) that do not fit the declared ``scale``: (index, what is at
+    fault: ``"value"`` a value that is no number, ``"scale"`` a number outside the range, the value). Missing
+    values are allowed (those responses have no sentiment)."""
+    s = DECLARED[scale]
+    out: list[tuple[int, Literal["value", "scale"], Any]] = []
+    for i, v in enumerate(values):
+        if v is None or v == "":
+            continue
+        n = finite(v)
+        if n is None:
+            out.append((i, "value", v))
+        elif not s.low <= n <= s.high:
+            out.append((i, "scale", v))
+    return out
+
+
+def declared_scale(scale: str) -> RatingScale:
+    """The reading of a declared scale (``params.sentiment_from.scale``)."""
+    return DECLARED[scale]
 
 
 def from_rating(value: Any, scale: RatingScale) -> Scored | None:
@@ -119,8 +165,10 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
     if n is None:
         return None
     score = (n - (scale.low + scale.high) / 2) / ((scale.high - scale.low) / 2)
-    if scale.kind == "stars":
-        label: Label = "negative" if n <= 2 else "neutral" if n < 4 else "positive"
+    if scale.kind in _NEUTRAL_BAND:
+        # Linear ratings: the label by its band (stars 1-2 / 3 / 4-5), the score the rating on [-1, 1].
+        below, above = _NEUTRAL_BAND[scale.kind]
+        label: Label = "negative" if n <= below else "neutral" if n < above else "positive"
     else:
         # One scale with the label: a linear score would call a 6 (a detractor) +0.2.
         label = "negative" if n <= 6 else "neutral" if n <= 8 else "positive"

@@ -10,7 +10,7 @@ from shared.sdk import EarlierResults, ValidationFailed
 from .baseline import baseline_of
 from .impact import problem as score_problem
 from .params import MAX_RESPONSES, MAX_TEXT_CHARS, ThematicParams
-from .sentiment import LLM_MAX_RESPONSES, rating_scale
+from .sentiment import LLM_MAX_RESPONSES, declared_problems, rating_scale
 
 #: Report at most this many field errors: enough to fix a file, small enough for a response.
 MAX_ERRORS = 50
@@ -103,14 +103,32 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             errors.append({"field": f"params.breakdown_by[{i}]",
                            "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
     if params.sentiment_from is not None:
-        key = params.sentiment_from
+        key, declared = params.sentiment_from.key, params.sentiment_from.scale
+        # The object form names its parts (as params.score does); the plain key is the field itself.
+        field = "params.sentiment_from" if declared is None else "params.sentiment_from.key"
+        values = [(item.get("metadata") or {}).get(key) for item in data]
         if key not in keys:
-            errors.append({"field": "params.sentiment_from",
-                           "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
-        else:
-            scale = rating_scale([(item.get("metadata") or {}).get(key) for item in data])
+            errors.append({"field": field, "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+        elif declared is None:
+            scale = rating_scale(values)
             if isinstance(scale, str):
-                errors.append({"field": "params.sentiment_from", "message": f"{key!r}: {scale}"})
+                errors.append({"field": field, "message": f"{key!r}: {scale}"})
+        elif not any(v is not None and v != "" for v in values):
+            errors.append({"field": field, "message": f"{key!r}: no response has a value"})
+        else:
+            # A value that is no number is the row's fault (named there); a number outside the range says the
+            # declaration does not fit the data (params.sentiment_from.scale), with the first rows that show it.
+            problems = declared_problems(values, declared)
+            for i, _, v in [p for p in problems if p[1] == "value"][:MAX_ERRORS // 2]:
+                errors.append({"field": f"input[{i}].metadata.{key}",
+                               "message": f"not a number on the declared {declared} scale: {str(v)[:40]!r}"})
+            outside = [(i, v) for i, fault, v in problems if fault == "scale"]
+            if outside:
+                rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])
+                more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+                errors.append({"field": "params.sentiment_from.scale",
+                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale "
+                                          f"({rows}{more})"})
     if params.score is not None:
         key = params.score.key
         if key not in keys:

@@ -32,7 +32,7 @@ RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "them
 BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
-                     "significant")
+                     "significant", "test")
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
                   "q", "significant", "test")
@@ -120,7 +120,8 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
         for g in b.get("groups", []):
             for c in g.get("themes", []):
                 yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
-                       c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant"))]
+                       c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
+                       c.get("test")]
 
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:

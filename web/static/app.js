@@ -633,7 +633,11 @@ function themesView(job, doc, edit = null) {
 function sentimentSource(s) {
   if (!s || !s.source) return null;
   // The scale in words: "score10" was the code's name for it.
-  const scale = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative" }[s.scale] || s.scale;
+  const named = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative",
+    likert7: "1–7", rating10: "1–10" }[s.scale] || s.scale;
+  // Schema 1.4: whether the scale was declared (params.sentiment_from.scale) or guessed from the values.
+  const how = s.scale_from === "declared" ? "declared" : s.scale_from === "inferred" ? "inferred from the values" : "";
+  const scale = named && how ? `${named}, ${how}` : named;
   const what = s.source === "metadata" ? `the rating field “${s.field}”${scale ? ` (${scale})` : ""}`
     : s.source === "llm" ? `the LLM${s.model ? ` (${s.model})` : ""}`
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
@@ -665,15 +669,17 @@ function insightView(doc) {
   const parts = [];
   for (const b of doc.breakdowns || []) {
     const table = h("table", { class: "heatmap", dataset: { field: b.field } },
-      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)`),
+      // Schema 1.4: a cell whose expected count is below testing.exact_below (5) is tested by Fisher's exact test (†).
+      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}`),
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n})`)))),
       h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
         b.groups.map((g) => {
           const c = g.themes.find((x) => x.theme_id === t.id);
           if (!c) return h("td", {});
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
-          const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant) },
-            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${c.significant ? " *" : ""}`);
+          const exact = c.test === "fisher";
+          const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant), test: c.test || "z" },
+            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));
@@ -1014,6 +1020,12 @@ function newView() {
   const scoreScale = h("select", { id: "score-scale" }, h("option", { value: "nps" }, "NPS (0–10)"),
     h("option", { value: "csat" }, "CSAT (1–5)"), h("option", { value: "numeric" }, "numeric (the mean)"));
   const sentimentSrc = h("select", { id: "sentiment-source" });
+  // The rating column's scale (params.sentiment_from.scale): guessed by the server from the values unless
+  // declared; a 0-10 survey answered only 1-5 is otherwise read as 1-5 stars.
+  const sentimentScale = h("select", { id: "sentiment-scale", disabled: true },
+    h("option", { value: "" }, "guess from the values"), h("option", { value: "1-5" }, "1–5"),
+    h("option", { value: "1-7" }, "1–7"), h("option", { value: "1-10" }, "1–10"),
+    h("option", { value: "0-10" }, "0–10 (NPS groups)"));
   const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
   const compareMode = h("select", { id: "compare-mode" },
     h("option", { value: "inherit", selected: true }, "code this wave with the earlier job's themes"),
@@ -1039,6 +1051,7 @@ function newView() {
         h("div", { class: "field" }, h("label", { for: "llm" }, "LLM"), llm)),
       h("div", { class: "row" },
         h("div", { class: "field" }, h("label", { for: "sentiment-source" }, "Sentiment from"), sentimentSrc),
+        h("div", { class: "field" }, h("label", { for: "sentiment-scale" }, "Rating scale"), sentimentScale),
         h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo),
         h("div", { class: "field" }, h("label", { for: "compare-mode" }, "How to compare"), compareMode))),
     h("fieldset", {}, h("legend", {}, "Segments and score"), h("p", { class: "hint", id: "metadata-hint" },
@@ -1111,6 +1124,7 @@ function newView() {
       h("option", { value: "off" }, "off"),
       ...cols.map((c) => h("option", { value: `from:${c}`, selected: `from:${c}` === was.sent }, `rating column: ${c}`)));
     if (!was.sent.startsWith("from:")) sentimentSrc.value = was.sent;
+    sentimentScale.disabled = !sentimentFrom();
     metaFields.hidden = !cols.length;
     limitBreakdowns();
   }
@@ -1120,6 +1134,7 @@ function newView() {
   }
   breakdownBox.addEventListener("change", limitBreakdowns);
   scoreCol.addEventListener("change", () => guessScale(scoreCol.value));
+  sentimentSrc.addEventListener("change", () => { sentimentScale.disabled = !sentimentFrom(); });
   textCol.addEventListener("change", insightFields);
   idCol.addEventListener("change", insightFields);
   insightFields();
@@ -1184,7 +1199,9 @@ function newView() {
     const by = checked(breakdownBox).filter((c) => candidates().includes(c));
     if (file && by.length) params.breakdown_by = by;
     if (file && scoreCol.value) params.score = { key: scoreCol.value, scale: scoreScale.value };
-    if (sentimentFrom()) params.sentiment_from = sentimentFrom();
+    if (sentimentFrom()) {
+      params.sentiment_from = sentimentScale.value ? { key: sentimentFrom(), scale: sentimentScale.value } : sentimentFrom();
+    }
     else if (sentimentSrc.value) params.sentiment = sentimentSrc.value;
     if (compareTo.value) { params.compare_to = compareTo.value; params.compare_mode = compareMode.value; }
     submit.disabled = true;

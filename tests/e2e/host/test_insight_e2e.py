@@ -62,7 +62,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     # Issue 23: each theme's impact on the NPS, in the stored result and the report; every job has an instrument.
     assert set(doc["impact"]) == {"key", "scale", "overall", "n", "min_n", "themes"} and doc["impact"]["key"] == "nps"
     assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
-    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.3"
+    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.4"
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
     assert doc["sentiment"]["source"] == "model"  # the default on the fast encoder's vectors
     assert all(t["sentiment"] is not None for t in doc["themes"])
@@ -142,6 +142,13 @@ def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(a
     _problem(api, {**base, "params": {"breakdown_by": ["plan", "plan"]}}, 422, "params.breakdown_by")
     _problem(api, {**base, "params": {"sentiment_from": "stars"}}, 422, "params.sentiment_from")
     _problem(api, {**base, "params": {"sentiment_from": "plan"}}, 422, "params.sentiment_from")
+    # A declared scale (schema 1.4): one of 1-5, 1-7, 1-10, 0-10, and every value on it (nps is 0-10 here).
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "nps", "scale": "0-100"}}}, 422,
+             "params.sentiment_from.scale")
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "nps", "scale": "1-5"}}}, 422,
+             "params.sentiment_from.scale")
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "plan", "scale": "1-5"}}}, 422,
+             "input[0].metadata.plan")
     _problem(api, {**base, "params": {"sentiment": "llm-please"}}, 422, "params.sentiment")
     _problem(api, {**base, "params": {"sentiment": "llm"}}, 422, "params.sentiment")  # no provider here
     _problem(api, {**base, "params": {"sentiment": "llm", "llm": "off"}}, 422, "params.sentiment")

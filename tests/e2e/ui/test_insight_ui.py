@@ -56,6 +56,11 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
     expect(heat.locator("td.sig")).to_have_count(significant)
     for cell in heat.locator("td.sig").all():
         assert cell.inner_text().endswith("*")
+    # Cells tested by Fisher's exact test (schema 1.4: an expected count below 5) are exactly the result's, marked †.
+    exact = sum(1 for g in groups for c in g["themes"] if c["test"] == "fisher")
+    expect(heat.locator("td[data-test='fisher']")).to_have_count(exact)
+    for cell in heat.locator("td[data-test='fisher']").all():
+        assert "†" in cell.inner_text()
     # Sentiment bars per theme, labelled with their counts.
     first_theme = doc["themes"][0]
     bar = page.locator(f"li.theme[data-theme-id='{first_theme['id']}'] .sentiment")
@@ -108,8 +113,8 @@ def test_a_zero_to_ten_rating_shows_each_themes_nps_and_its_scale_in_words(page:
     assert job["status"] == "succeeded", job
     _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
     open_ui(page, host, api, f"#/jobs/{job['id']}")
-    expect(page.locator("#sentiment-source-note")).to_have_text("sentiment: the rating field “ltr” (0–10, as NPS groups)",
-                                                                timeout=30000)
+    expect(page.locator("#sentiment-source-note")).to_have_text(
+        "sentiment: the rating field “ltr” (0–10, as NPS groups, inferred from the values)", timeout=30000)
     for t in doc["themes"]:
         s = t["sentiment"]
         expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .sentiment")).to_have_attribute(

@@ -125,3 +125,40 @@ def test_a_score_column_that_is_not_a_number_is_refused_naming_the_field(page: A
     assert "#/new" in page.url and _jobs(api) == before
     # The browser logs the refused request itself ("status of 422"): expected here, unlike any other error.
     page.errors[:] = [e for e in page.errors if "status of 422" not in e]
+
+
+def test_a_rating_columns_scale_can_be_declared_and_a_scale_the_values_do_not_fit_is_refused(
+        page: Any, host: HostProcess, api: Api, tmp_path: Path) -> None:
+    f = _csv(tmp_path / "survey.csv", _survey(4, 0))
+    before = _jobs(api)
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    page.wait_for_selector("#responses-file")
+    posted: list[dict[str, Any]] = []
+    page.on("request", lambda r: posted.append(json.loads(r.post_data))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#metadata-fields")).to_be_visible()
+    page.select_option("#id-column", "respondent")
+    # The scale picker is for a rating column only.
+    expect(page.locator("#sentiment-scale")).to_be_disabled()
+    page.select_option("#sentiment-source", "from:nps")
+    expect(page.locator("#sentiment-scale")).to_be_enabled()
+    assert page.locator("#sentiment-scale").input_value() == ""  # guessed by the server unless declared
+    # The nps column is 0-10: declared 1-5 it does not fit, a 422 naming the scale, shown; nothing is stored.
+    page.select_option("#sentiment-scale", "1-5")
+    page.click("#submit-job")
+    alert = page.locator("[role=alert]")
+    expect(alert).to_contain_text("params.sentiment_from.scale", timeout=20_000)
+    assert posted[-1]["params"]["sentiment_from"] == {"key": "nps", "scale": "1-5"}
+    assert "#/new" in page.url and _jobs(api) == before
+    page.errors[:] = [e for e in page.errors if "status of 422" not in e]
+    page.select_option("#sentiment-scale", "0-10")
+    page.click("#submit-job")
+    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    assert posted[-1]["params"]["sentiment_from"] == {"key": "nps", "scale": "0-10"}
+    job = api.wait(page.url.rsplit("/", 1)[-1], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    assert (doc["sentiment"]["scale"], doc["sentiment"]["scale_from"]) == ("score10", "declared")
+    expect(page.locator("#sentiment-source-note")).to_have_text(
+        "sentiment: the rating field “nps” (0–10, as NPS groups, declared)", timeout=60_000)

@@ -103,6 +103,18 @@ def test_another_tenants_job_is_invisible() -> None:
          422, "params.label_language"),  # no LLM provider is configured here
         (json.dumps({"pipeline": "thematic", "params": {"label_language": "xx"}, "input": ["a b c"]}).encode(),
          422, "params.label_language"),
+        # A declared rating scale (schema 1.4): not one of the scales, a value outside it, a value that is no number.
+        (json.dumps({"pipeline": "thematic", "params": {"llm": "off", "sentiment_from": {"key": "ltr", "scale": "1-6"}},
+                     "input": [{"id": 1, "text": "late", "metadata": {"ltr": 3}}]}).encode(),
+         422, "params.sentiment_from.scale"),
+        (json.dumps({"pipeline": "thematic", "params": {"llm": "off", "sentiment_from": {"key": "ltr", "scale": "1-5"}},
+                     "input": [{"id": 1, "text": "late", "metadata": {"ltr": 3}},
+                               {"id": 2, "text": "slow", "metadata": {"ltr": 0}}]}).encode(),
+         422, "params.sentiment_from.scale"),
+        (json.dumps({"pipeline": "thematic", "params": {"llm": "off", "sentiment_from": {"key": "ltr", "scale": "0-10"}},
+                     "input": [{"id": 1, "text": "late", "metadata": {"ltr": 3}},
+                               {"id": 2, "text": "slow", "metadata": {"ltr": "ten"}}]}).encode(),
+         422, "input[1].metadata.ltr"),
     ],
     ids=[
         "unknown-pipeline",
@@ -119,12 +131,23 @@ def test_another_tenants_job_is_invisible() -> None:
         "label-language-without-llm",
         "label-language-no-provider",
         "label-language-unknown",
+        "sentiment-scale-unknown",
+        "sentiment-scale-value-outside",
+        "sentiment-scale-value-not-a-number",
     ],
 )
 def test_bad_submissions_get_problem_json_and_store_nothing(raw: bytes, status: int, field: str) -> None:
     _assert_problem(http("submit_job", "POST", "jobs", raw=raw), status, field)
     assert _stored_rows() == 0
     assert get_queue_client().peek_messages() == []
+
+
+def test_a_declared_rating_scale_is_stored_as_given_and_a_plain_key_stays_a_key() -> None:
+    items = [{"id": i, "text": f"late parcel {i}", "metadata": {"ltr": 1 + i % 5}} for i in range(6)]
+    declared = submit("thematic", {"llm": "off", "sentiment_from": {"key": "ltr", "scale": "0-10"}}, items)
+    plain = submit("thematic", {"llm": "off", "sentiment_from": "ltr"}, items)
+    assert declared["params"]["sentiment_from"] == {"key": "ltr", "scale": "0-10"}
+    assert plain["params"]["sentiment_from"] == "ltr"
 
 
 def test_large_input_goes_to_blob_storage_and_round_trips() -> None:

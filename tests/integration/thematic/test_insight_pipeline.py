@@ -103,6 +103,7 @@ def test_sentiment_per_response_and_per_theme_follows_the_text_or_a_rating_field
         it["metadata"] = {"stars": 1 if i % 2 else 5}
     rated = _run(items, sentiment_from="stars")
     assert rated["sentiment"] == {"source": "metadata", "field": "stars", "model": None, "scale": "stars",
+                                  "rating_range": "1-5", "scale_from": "inferred",
                                   "scored": rated["run"]["counts"]["usable"]}
     by_id = {str(it["id"]): it["metadata"]["stars"] for it in items}
     for a in rated["assignments"]:

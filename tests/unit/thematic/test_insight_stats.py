@@ -236,6 +236,56 @@ def test_small_count_changes_keep_their_level_on_null_waves_and_a_planted_change
     assert found / len(seeds) >= 0.35
 
 
+def test_a_tiny_segments_cells_are_tested_exactly_and_a_large_cell_still_by_z() -> None:
+    # 205 answers: a segment "tiny" of 5, two of 100. Theme a: 2 of the 5, none of the other 200. Theme b: 2, 50, 30.
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = (["a", "a", "b", "b", None] + ["b"] * 50 + [None] * 50 + ["b"] * 30 + [None] * 70)
+    res = insight.breakdown("seg", groups, theme_of, ["a", "b"], kind="categorical")
+    cells = {(g["value"], c["theme_id"]): c for g in res["groups"] for c in g["themes"]}
+    # tiny/a, 2/5 against 0/200: expected count in the cell 5 * 2 / 205 = 0.05 < 5, so Fisher. With the margins
+    # (2 answers of a among 205, 5 in tiny) X ~ Hypergeometric: P(X=0) = C(200,2) / C(205,2) = 19900 / 20910,
+    # P(1) = 5 * 200 / 20910 = 1000 / 20910, P(2) = C(5,2) / 20910 = 10 / 20910. Only X = 2 is no more likely
+    # than the observed table: p = 10 / 20910 = 0.000478. The z-test says 2.5e-19 (z = 0.4 / 0.0445 = 8.99):
+    # the normal approximation of a cell of 2 is wrong by 15 orders of magnitude.
+    tiny = cells[("tiny", "a")]
+    assert tiny["test"] == "fisher" and tiny["p"] == pytest.approx(10 / 20910, abs=1e-6)
+    assert insight.two_proportion_p(2, 5, 0, 200) < 1e-15
+    # A/b, 50/100 against 32/105: the smallest expected count is 100 * 82 / 205 = 40, so the z-test, as before.
+    big = cells[("A", "b")]
+    assert big["test"] == "z" and big["p"] == pytest.approx(insight.two_proportion_p(50, 100, 32, 105), abs=1e-6)
+    # BH over every cell of the breakdown, exact and z alike; the breakdown says how it tested.
+    ordered = [c for g in res["groups"] for c in g["themes"]]
+    assert [c["q"] for c in ordered] == pytest.approx(insight.benjamini_hochberg([c["p"] for c in ordered]), abs=1e-4)
+    assert res["testing"] == insight.testing(weighted=False) and res["testing"]["exact_below"] == 5.0
+    from pipelines.thematic.result import Breakdown
+    Breakdown.model_validate(res)
+
+
+def test_the_renderers_mark_an_exactly_tested_breakdown_cell() -> None:
+    from pipelines.thematic.render import _insight_md
+    from thematiq_cli.render import breakdown_table
+
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = (["a", "a", "b", "b", None] + ["b"] * 50 + [None] * 50 + ["b"] * 30 + [None] * 70)
+    b = insight.breakdown("seg", groups, theme_of, ["a", "b"], kind="categorical")
+    doc = {"themes": [{"id": "a", "label": "Rare"}, {"id": "b", "label": "Common"}], "breakdowns": [b]}
+    labels = {"a": "Rare", "b": "Common"}
+    md = "\n".join(_insight_md(doc, labels))
+    assert "†: Fisher's exact test, since an expected count is below 5" in md
+    rare = next(line for line in md.splitlines() if line.startswith("| Rare |"))
+    assert rare.count("†") == 3  # a: every group's cell is small (2 answers of a in all)
+    common = next(line for line in md.splitlines() if line.startswith("| Common |"))
+    assert common.count("†") == 1  # b: only tiny's cell (expected 5 * 82 / 205 = 2)
+    cli = breakdown_table(doc, "seg")
+    assert "†: Fisher's exact test, an expected count is below 5." in cli
+    assert next(line for line in cli.splitlines() if line.startswith("Common")).count("†") == 1
+    del b["testing"]  # a 1.3 result: no testing, no cell test; rendered as before, without the note
+    for g in b["groups"]:
+        for c in g["themes"]:
+            del c["test"]
+    assert "†" not in "\n".join(_insight_md(doc, labels)) and "†" not in breakdown_table(doc, "seg")
+
+
 def test_the_renderers_mark_an_exactly_tested_change() -> None:
     from pipelines.thematic.render import render_md
     from thematiq_cli.render import comparison_table

@@ -72,3 +72,51 @@ def test_an_integer_too_large_for_a_float_is_not_a_number_for_score_or_sentiment
     with pytest.raises(ValidationFailed) as err:
         prepare(ThematicParams(sentiment_from="stars"), data, Earlier())
     assert _fields(err) == ["params.sentiment_from"]
+
+
+def test_sentiment_from_takes_a_plain_key_or_a_key_with_a_declared_scale_and_keeps_the_form_given() -> None:
+    from pydantic import ValidationError
+
+    from shared.api.validation import field_errors
+
+    plain = ThematicParams(sentiment_from="stars")
+    assert plain.sentiment_from is not None and (plain.sentiment_from.key, plain.sentiment_from.scale) == ("stars", None)
+    # Stored params (and run.params) keep the form given: a plain key stays a string, as before 1.4.
+    assert plain.model_dump(mode="json")["sentiment_from"] == "stars"
+    declared = ThematicParams(sentiment_from={"key": "ltr", "scale": "0-10"})
+    assert declared.model_dump(mode="json")["sentiment_from"] == {"key": "ltr", "scale": "0-10"}
+    assert ThematicParams.model_validate(declared.model_dump(mode="json")) == declared  # a stored job re-reads
+    for bad, field in [({"key": "ltr", "scale": "1-6"}, "params.sentiment_from.scale"),
+                       ({"key": "ltr", "scale": 10}, "params.sentiment_from.scale"),
+                       ({"key": "", "scale": "1-5"}, "params.sentiment_from.key"),
+                       ({"scale": "1-5"}, "params.sentiment_from.key"),
+                       ({"key": "ltr", "scale": "1-5", "range": 5}, "params.sentiment_from.range"),
+                       ("", "params.sentiment_from"), ("x" * 101, "params.sentiment_from")]:
+        with pytest.raises(ValidationError) as err:
+            ThematicParams(sentiment_from=bad)
+        assert [e["field"] for e in field_errors(err.value, "params")] == [field], (bad, err.value)
+
+
+def test_values_off_a_declared_scale_are_refused_naming_the_scale_or_the_row() -> None:
+    data = validate_input(ITEMS)  # stars 1-5
+    # 1-5 answers fit a declared 0-10 (and 1-7, 1-10) scale: accepted, though inference would call them stars.
+    for scale in ("0-10", "1-7", "1-10", "1-5"):
+        assert prepare(ThematicParams(sentiment_from={"key": "stars", "scale": scale}), data, Earlier()) == data
+    odd = validate_input([{**it, "metadata": {**it["metadata"], "stars": {2: 0, 5: 9, 7: "great"}.get(i, it["metadata"]
+                                                                                             ["stars"])}}
+                          for i, it in enumerate(ITEMS)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "1-7"}), odd, Earlier())
+    # The text is no number: that row's field. 0 and 9 are numbers outside 1-7: the declaration, naming the rows.
+    assert _fields(err) == ["input[7].metadata.stars", "params.sentiment_from.scale"]
+    assert "'great'" in err.value.errors[0]["message"]
+    assert "2 value(s) outside the declared 1-7 scale (input[2] has 0, input[5] has 9)" in err.value.errors[1]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from={"key": "nope", "scale": "1-5"}), data, Earlier())
+    assert _fields(err) == ["params.sentiment_from.key"]
+    # Booleans are not ratings; an integer too large for a float is not a number either (no 500).
+    for value in (True, 10**400):
+        bad = validate_input([{**ITEMS[0], "metadata": {"stars": value}}])
+        with pytest.raises(ValidationFailed) as err:
+            prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "0-10"}), bad, Earlier())
+        assert _fields(err) == ["input[0].metadata.stars"]

@@ -77,3 +77,17 @@ def test_the_impact_legend_says_its_intervals_are_not_corrected_for_the_number_o
         for i in range(3)]}
     text = render_md(doc)[1].decode()
     assert "not corrected for the 3 themes" in text
+
+
+def test_the_sentiment_section_names_the_ratings_scale_and_whether_it_was_declared() -> None:
+    doc = _doc()
+    for t in doc["themes"]:
+        t["sentiment"] = {"positive": 0, "neutral": 0, "negative": 3, "mean": -1.0, "nps": -100.0}
+    doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "score10", "rating_range": "0-10",
+                        "scale_from": "declared"}
+    assert "by the rating field ltr (0–10, as NPS groups, declared)" in render_md(doc)[1].decode()
+    doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "stars", "rating_range": "1-5",
+                        "scale_from": "inferred"}
+    assert "by the rating field ltr (1–5 stars, inferred from the values)" in render_md(doc)[1].decode()
+    doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "stars"}  # a 1.3 result: no scale_from
+    assert "by the rating field ltr (1–5 stars) (source" in render_md(doc)[1].decode()

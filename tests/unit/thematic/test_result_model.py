@@ -7,7 +7,7 @@ not at the end of the run; the model writes the fields its builder gave, in the 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic import ValidationError
@@ -71,3 +71,19 @@ def test_a_runs_document_is_what_its_model_writes_byte_for_byte() -> None:
     assert isinstance(s.result, ThematicResult)
     again = ThematicResult.model_validate(json.loads(json.dumps(doc))).document()
     assert json.dumps(again, separators=(",", ":")) == json.dumps(doc, separators=(",", ":"))
+
+
+def test_schema_1_4_breakdown_cells_name_their_test_and_a_1_3_breakdown_is_still_valid() -> None:
+    from pipelines.thematic.result import SCHEMA_VERSION, Breakdown
+
+    cell = {"theme_id": "t1", "count": 2, "share": 0.4, "lift": None, "p": 0.000478, "q": 0.001, "significant": True}
+    older = {"field": "plan", "kind": "categorical", "groups": [{"value": "pro", "n": 5, "themes": [cell]}]}
+    assert Breakdown.model_validate(older).document() == older  # 1.3: no test, no testing; written as it was
+    testing = {"procedure": "bh", "weights": None, "alpha": 0.05, "reference": "BH 1995", "exact_below": 5.0}
+    now = {**older, "groups": [{"value": "pro", "n": 5, "themes": [{**cell, "test": "fisher"}]}], "testing": testing}
+    assert Breakdown.model_validate(now).document() == now
+    with pytest.raises(ValidationError, match="test"):
+        Breakdown.model_validate({**now, "groups": [{"value": "pro", "n": 5, "themes": [{**cell, "test": "t"}]}]})
+    assert SCHEMA_VERSION == "1.4"
+    # A stored 1.3 result (an earlier wave, compare_to) is still read.
+    assert {"1.3", "1.4"} <= set(get_args(ThematicResult.model_fields["schema_version"].annotation))

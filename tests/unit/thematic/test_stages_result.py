@@ -114,7 +114,8 @@ def test_insight_reads_a_rating_from_metadata_when_asked() -> None:
     ctx, s = _assigned(items, sentiment_from="stars")
     stages.insight_stage(ctx, s)
     assert s.sentiment is not None and s.sentiment.document() == {
-        "source": "metadata", "field": "stars", "model": None, "scale": "stars", "scored": len(s.usable)}
+        "source": "metadata", "field": "stars", "model": None, "scale": "stars", "rating_range": "1-5",
+        "scale_from": "inferred", "scored": len(s.usable)}
     by_stars = {it["id"]: it["metadata"]["stars"] for it in items}
     assert s.scored is not None
     for r, x in zip(s.usable, s.scored, strict=True):
@@ -175,3 +176,61 @@ def test_the_loop_without_a_render_stage_is_a_bug_not_a_result() -> None:
     ctx, s = state(_items())
     with pytest.raises(RuntimeError, match="render stage"):
         stages.run_stages(ctx, s, stages.STAGES[:-1])
+
+
+def _rated(seed: int = 2) -> list[dict[str, Any]]:
+    # A 0-10 likelihood-to-recommend question whose answers happen to lie in 1-5 (an unhappy panel).
+    items = _items(seed)
+    for n, it in enumerate(items):
+        it["metadata"] = {"ltr": 1 + n % 5}
+    return items
+
+
+def test_a_declared_scale_wins_over_the_inferred_one_for_label_mean_nps_and_breakdown() -> None:
+    from pipelines.thematic.edit import edit_result
+
+    items = _rated()
+    _, s = state(items, sentiment_from="ltr", breakdown_by=["ltr"], min_group_size=1)
+    inferred = stages.run_stages(FakeContext(), s)
+    _, s = state(items, sentiment_from={"key": "ltr", "scale": "0-10"}, breakdown_by=["ltr"], min_group_size=1)
+    declared = stages.run_stages(FakeContext(), s)
+    # Inferred: 1-5 reads as stars (a 5 is positive); declared 0-10: every answer is a detractor (NPS 0-6).
+    assert {k: inferred["sentiment"][k] for k in ("scale", "rating_range", "scale_from")} == {
+        "scale": "stars", "rating_range": "1-5", "scale_from": "inferred"}
+    assert {k: declared["sentiment"][k] for k in ("scale", "rating_range", "scale_from")} == {
+        "scale": "score10", "rating_range": "0-10", "scale_from": "declared"}
+    by_id = {str(it["id"]): it["metadata"]["ltr"] for it in items}
+    for a in inferred["assignments"]:
+        if a.get("sentiment"):
+            assert (a["sentiment"]["label"] == "positive") == (by_id[str(a["response_id"])] >= 4)
+    rated = [a for a in declared["assignments"] if a.get("sentiment")]
+    assert rated and all(a["sentiment"] == {"label": "negative", "score": -1.0} for a in rated)
+    # The theme's mean and NPS are on the declared scale: all detractors is NPS -100 (stars have no NPS).
+    for t in declared["themes"]:
+        assert t["sentiment"]["mean"] == -1.0 and t["sentiment"]["nps"] == -100.0
+        assert t["sentiment"]["positive"] == 0
+    assert all("nps" not in t["sentiment"] for t in inferred["themes"])
+    assert any(t["sentiment"]["positive"] > 0 for t in inferred["themes"])
+    # A breakdown by the same key groups it on the declared scale too: NPS groups, not a group per value.
+    assert inferred["breakdowns"][0]["kind"] == "categorical"
+    assert [g["value"] for g in inferred["breakdowns"][0]["groups"]] == ["1", "2", "3", "4", "5"]
+    assert declared["breakdowns"][0]["kind"] == "nps"
+    assert [g["value"] for g in declared["breakdowns"][0]["groups"]] == ["detractor"]
+    ThematicResult.model_validate(declared)
+    # A codebook edit recomputes the breakdown from the stored result: still on the declared scale.
+    a, b = declared["themes"][0]["id"], declared["themes"][1]["id"]
+    merged = edit_result(declared, {"edits": [{"op": "merge", "themes": [a, b]}]}, items)
+    assert merged["breakdowns"][0]["kind"] == "nps"
+
+
+def test_declared_one_to_seven_and_one_to_ten_scales_read_by_their_bands() -> None:
+    seven, ten = sentiments.declared_scale("1-7"), sentiments.declared_scale("1-10")
+    labels = {n: sentiments.from_rating(n, seven) for n in range(1, 8)}
+    assert [labels[n].label for n in range(1, 8)] == ["negative"] * 3 + ["neutral"] + ["positive"] * 3  # type: ignore[union-attr]
+    assert [labels[n].score for n in (1, 4, 7)] == [-1.0, 0.0, 1.0]  # type: ignore[union-attr]
+    tens = [sentiments.from_rating(n, ten) for n in range(1, 11)]
+    assert [x.label for x in tens] == ["negative"] * 4 + ["neutral"] * 2 + ["positive"] * 4  # type: ignore[union-attr]
+    assert tens[0].score == -1.0 and tens[-1].score == 1.0  # type: ignore[union-attr]
+    # 1-5 declared reads as inferred stars; both name their range, only one is declared.
+    assert sentiments.declared_scale("1-5").kind == "stars" == sentiments.rating_scale([1, 5]).kind  # type: ignore[union-attr]
+    assert sentiments.rating_scale([1, 5]) == sentiments.RatingScale("stars", 1.0, 5.0, "1-5", False)

@@ -159,6 +159,26 @@ def test_xlsx_of_a_compared_job_has_the_changes_sheet() -> None:
     assert got[7][:4] == ["t9", "new one", "new", 0] and got[7][4] is None
 
 
+def test_xlsx_breakdowns_sheet_names_each_cells_test() -> None:
+    # Schema 1.4: a small cell is tested by Fisher's exact test; the sheet says which test made its p (an older
+    # result's cells have no test: the column is empty).
+    openpyxl = pytest.importorskip("openpyxl")
+    from pipelines.thematic import insight
+
+    items, doc = synthetic_job(60, themes=3, seed=7)
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = ["t1", "t1", "t2", "t2", None] + ["t2"] * 50 + [None] * 50 + ["t2"] * 30 + [None] * 70
+    doc["breakdowns"] = [insight.breakdown("seg", groups, theme_of, ["t1", "t2"], kind="categorical"),
+                         {**doc["breakdowns"][0]}]
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Breakdowns"].iter_rows(values_only=True))
+    assert rows[0][-1] == "test"
+    col = len(rows[0]) - 1
+    tests = {(r[0], r[2], r[4]): r[col] if len(r) > col else None for r in rows[1:]}
+    assert tests[("seg", "tiny", "t1")] == "fisher" and tests[("seg", "A", "t2")] == "z"
+    assert {t for (field, _, _), t in tests.items() if field == "plan"} == {None}
+
+
 def test_xlsx_themes_sheet_gives_a_themes_nps_for_a_zero_to_ten_rating() -> None:
     # sentiment_from a 0-10 rating: the report and the dashboard give each theme's NPS; the sheet had only its mean.
     openpyxl = pytest.importorskip("openpyxl")
