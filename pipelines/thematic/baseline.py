@@ -270,9 +270,9 @@ def _recoded(
 
 
 def _recounted(themes: list[Theme], assignments: list[AssignmentOut]) -> list[Theme]:
-    """Counts and shares of every theme from the assignments (primary theme), largest first (as
-    ``codebook._recount`` does on a stored document, after an edit)."""
-    counts = Counter(a.themes[0].theme_id for a in assignments if a.themes)
+    """Counts and shares of every theme from the assignments (a response in each of its themes), largest first
+    (as ``codebook._recount`` does on a stored document, after an edit)."""
+    counts = Counter(r.theme_id for a in assignments for r in a.themes)
     usable = sum(1 for a in assignments if a.bucket != "unusable") or 1
     recounted = [t.with_(count=counts.get(t.id, 0), share=round(counts.get(t.id, 0) / usable, 4)) for t in themes]
     return sorted(recounted, key=lambda t: -t.count)

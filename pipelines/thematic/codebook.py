@@ -256,10 +256,11 @@ def _reassign(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
 
 
 def _recount(doc: dict[str, Any]) -> None:
-    """Counts and shares of every theme from the assignments (primary theme), themes largest first (a stored
-    document's; ``baseline._recounted`` is the same on the result model)."""
+    """Counts and shares of every theme from the assignments, themes largest first (a stored document's;
+    ``baseline._recounted`` is the same on the result model). A response counts in each of its themes, as the run
+    counts them: counting only the primary one made a multi_label theme's count drop at its first rename."""
     counts: Counter[str] = Counter(
-        a["themes"][0]["theme_id"] for a in doc.get("assignments", []) if a.get("themes")
+        str(r["theme_id"]) for a in doc.get("assignments", []) for r in a.get("themes") or []
     )
     usable = sum(1 for a in doc.get("assignments", []) if a.get("bucket") != "unusable") or 1
     for t in doc.get("themes", []):

@@ -16,9 +16,11 @@ from . import impact, insight, waves
 from .sentiment import Scored, distribution
 
 
-def primary_theme(a: Mapping[str, Any]) -> str | None:
-    refs = a.get("themes") or []
-    return str(refs[0]["theme_id"]) if refs else None
+def themes_of(a: Mapping[str, Any]) -> list[str]:
+    """Every theme of an assignment, primary first: one without ``multi_label``. A response counts in each of its
+    themes everywhere a theme is counted (``themes[].count``, its sentiment, breakdowns, impact), so the numbers of
+    one theme agree with each other and with the responses a theme filter lists."""
+    return [str(r["theme_id"]) for r in a.get("themes") or []]
 
 
 def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -54,8 +56,8 @@ def derived(
     """``themes[].sentiment``, ``breakdowns``, ``comparison`` and ``impact`` (``score``: the job's ``params.score``)
     of ``doc``, which is only read: the run builds its result from them, an edit writes them back (``refresh``).
 
-    ``metadata`` maps a response id (as a string) to its metadata. Themes are counted by each response's
-    primary theme, the same rule as ``themes[].count``.
+    ``metadata`` maps a response id (as a string) to its metadata. A response counts in each of its
+    themes (one without ``multi_label``), the same rule as ``themes[].count``.
     """
     usable = _usable(doc)
     theme_ids = [t["id"] for t in doc.get("themes", [])]
@@ -63,16 +65,16 @@ def derived(
     if doc.get("sentiment") is not None:
         by_theme: dict[str, list[Scored | None]] = {t: [] for t in theme_ids}
         for a in usable:
-            t = primary_theme(a)
-            if t in by_theme:
-                s = a.get("sentiment")
-                by_theme[t].append(Scored(s["label"], float(s["score"])) if s else None)
+            s = a.get("sentiment")
+            for t in themes_of(a):
+                if t in by_theme:
+                    by_theme[t].append(Scored(s["label"], float(s["score"])) if s else None)
         nps = doc["sentiment"].get("scale") == "score10"
         theme_sentiment = {t: distribution(by_theme.get(t, []), nps=nps) for t in theme_ids}
     breakdowns = insight.breakdowns(
         list(breakdown_by),
         [metadata.get(str(a["response_id"])) for a in usable],
-        [primary_theme(a) for a in usable],
+        [themes_of(a) for a in usable],
         theme_ids,
         min_group_size=min_group_size,
         scales=declared_scales(doc),
@@ -87,7 +89,7 @@ def derived(
         key = str(score["key"])
         impact_of = impact.impact(
             [(metadata.get(str(a["response_id"])) or {}).get(key) for a in usable],
-            [[str(r["theme_id"]) for r in a.get("themes") or []] for a in usable],
+            [themes_of(a) for a in usable],
             doc.get("themes", []), key=key, scale=score.get("scale", "numeric"),
         )
     return Derived(theme_sentiment, breakdowns, comparison, impact_of)

@@ -261,22 +261,23 @@ def _group_order(sizes: Counter[str]) -> list[tuple[str, int]]:
 
 
 def breakdown(
-    field: str, groups: list[str], theme_of: Sequence[str | None], themes: Sequence[str], *, kind: str,
-    alpha: float = ALPHA,
+    field: str, groups: list[str], theme_of: Sequence[str | Sequence[str] | None], themes: Sequence[str], *,
+    kind: str, alpha: float = ALPHA,
 ) -> dict[str, Any]:
     """Per group: its size, and per theme the count, share, lift against the rest, p (and the ``test`` that made
     it: ``change_test``, the z-test or Fisher's exact test for a small cell), BH q and significance; and the
     breakdown's ``testing`` (the procedure, as a comparison states it).
 
-    ``theme_of[i]`` is response i's theme (None for responses in no theme: they count in ``n``).
+    ``theme_of[i]`` is response i's theme, or its themes (``multi_label``: it counts in each, as in
+    ``themes[].count``); None or empty for responses in no theme (they count in ``n``).
     """
     assert len(groups) == len(theme_of)
     total = len(groups)
     sizes = Counter(groups)
     per_group: dict[str, Counter[str]] = {g: Counter() for g in sizes}
     overall: Counter[str] = Counter()
-    for g, t in zip(groups, theme_of, strict=True):
-        if t is not None:
+    for g, of in zip(groups, theme_of, strict=True):
+        for t in (of,) if isinstance(of, str) else (of or ()):
             per_group[g][t] += 1
             overall[t] += 1
     cells: list[dict[str, Any]] = []
@@ -305,7 +306,8 @@ def breakdown(
 
 
 def breakdowns(
-    fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None], theme_of: Sequence[str | None],
+    fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None],
+    theme_of: Sequence[str | Sequence[str] | None],
     themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE, scales: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One breakdown per field; ``scales``: a declared rating range per field (``bucket``)."""

@@ -246,3 +246,30 @@ def test_llm_sentiment_labels_the_responses_and_falls_back_to_the_lexicon_when_t
     assert all(a.get("sentiment") for a in broke["assignments"] if a["bucket"] != "unusable")
     with pytest.raises(ValueError):
         ThematicParams(llm="off", sentiment="llm")
+
+
+def test_multi_label_counts_a_response_in_each_of_its_themes_everywhere_and_an_edit_keeps_the_counts() -> None:
+    # A run counted every theme of a response in themes[].count, but the breakdowns and the theme's sentiment
+    # counted only its primary theme, and an edit's recount did too: a multi_label theme's count dropped at its
+    # first rename (44 -> 43 here), and its heat-map cells did not add up to its count.
+    items, _ = feedback(per_theme=30, seed=3)
+    rng = random.Random(5)
+    for it in items:
+        it["metadata"] = {"plan": rng.choice(["pro", "free"])}
+    seeds = [{"name": "Late delivery", "description": "the delivery or order arrived late"},
+             {"name": "Slow delivery", "description": "delivery took too long, slow courier"},
+             {"name": "Prices", "description": "too expensive, price, fees"},
+             {"name": "App problems", "description": "the app crashes, bugs"},
+             {"name": "Staff", "description": "rude or friendly staff"}]
+    doc = _run(items, multi_label=True, seed_themes=seeds, breakdown_by=["plan"])
+    having = Counter(str(r["theme_id"]) for a in doc["assignments"] for r in a.get("themes") or [])
+    assert sum(len(a.get("themes") or []) > 1 for a in doc["assignments"]) > 0  # the case exists
+    for t in doc["themes"]:
+        s = t["sentiment"]
+        assert t["count"] == having[t["id"]] == s["positive"] + s["neutral"] + s["negative"], t
+        cells = [c["count"] for g in doc["breakdowns"][0]["groups"] for c in g["themes"] if c["theme_id"] == t["id"]]
+        assert sum(cells) == t["count"], (t["id"], cells)
+    renamed = edit_result(doc, {"edits": [{"op": "rename", "theme": doc["themes"][0]["id"], "label": "Renamed"}]},
+                          items)
+    assert {t["id"]: t["count"] for t in renamed["themes"]} == {t["id"]: t["count"] for t in doc["themes"]}
+    assert renamed["breakdowns"] == doc["breakdowns"]

@@ -6,7 +6,8 @@ a discovered theme kept as new (fresh id, its secondary reference following it),
 a code naming no earlier theme, an earlier theme no response is coded to (gone), and an unusable response left
 as it was; with and without the earlier instrument's counts, families and confidences. The references in
 ``data/carry_over_*.json`` were written by the dict-rewriting ``carry_over`` before it worked on the model, so
-this test holds the refactor to the same output.
+this test holds the refactor to the same output. Regenerated once since (2026-12-04), when a response began to count in
+each of its themes (t6, a new theme with a secondary reference following it, counts 3, was 2).
 """
 
 from __future__ import annotations
