@@ -119,6 +119,8 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
             f"{counts.get('responses', '?')} responses: {counts.get('themed', '?')} in {len(themes)} themes, "
             f"{counts.get('other', 0)} other, {unusable_total} unusable" + (f" ({detail})" if detail else "")
         )
+        if counts.get("duplicates"):
+            out.append(copies_note(int(counts["duplicates"])))
         choice = (result.get("run") or {}).get("theme_count") or {}
         if choice.get("confidence_label"):
             # schema 1.1: how sure the count is, the other readings, and the two levels.
@@ -322,6 +324,14 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     far = [line] if (line := far_note(cmp)) else []
     return visible("\n".join([note, *warning, *far, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
                                                          right=(0, 1, 2))]))
+
+
+def copies_note(n: int) -> str:
+    """What the usable count holds besides distinct answers: the CLI's copy of
+    ``pipelines.thematic.render.copies_note`` (a unit test holds them equal)."""
+    return (f"The usable responses include {n} cop{'y' if n == 1 else 'ies'} of an earlier answer, each counted with "
+            "that answer's themes and its own metadata, never clustered or quoted (count_duplicates=false leaves "
+            "them out).")
 
 
 def far_note(cmp: dict[str, Any]) -> str | None:

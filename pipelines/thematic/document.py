@@ -89,12 +89,13 @@ def _themes_by_index(s: RunState) -> dict[int, describing.ThemeInfo]:
 
 
 def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiments.Scored | None] | None]:
-    """The result's ``sentiment`` section and one score per usable response (None: sentiment off)."""
+    """The result's ``sentiment`` section and one score per usable response, then one per counted copy
+    (``s.copies``; None: sentiment off). A copy has its own rating, and its first copy's score from the text."""
     p, usable = s.params, s.usable
     if p.sentiment_from is not None:
         metadata = _metadata(s)
         key, declared = p.sentiment_from.key, p.sentiment_from.scale
-        values = [(metadata.get(str(r.id)) or {}).get(key) for r in usable]
+        values = [(metadata.get(str(r.id)) or {}).get(key) for r in [*usable, *(c for c, _ in s.copies)]]
         # A declared scale wins over what the values suggest (a 0-10 survey answered only 1-5 is not stars).
         scale = sentiments.rating_scale(values) if declared is None else sentiments.declared_scale(declared)
         if isinstance(scale, str) or (declared is not None and sentiments.declared_problems(values, declared)):
@@ -116,6 +117,8 @@ def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiment
         scored, info = _llm_sentiment(s)
     else:
         return None, None
+    if p.sentiment_from is None:
+        scored += [scored[first] for _, first in s.copies]
     return SentimentInfo.model_validate({**info, "scored": sum(1 for x in scored if x is not None)}), scored
 
 
@@ -141,7 +144,7 @@ def compare_recode(s: RunState) -> Recode:
     if s.params.compare_mode == "discover":
         protos = earlier_wave.prototypes(baseline, s.embedder)
         coded = earlier_wave.match(emb, primary, protos, [t["id"] for t in baseline["themes"]])
-        return Recode(dict(zip(ids, coded, strict=True)), {"mode": "discover", "instrument": "prototypes"})
+        return _with_copies(s, Recode(dict(zip(ids, coded, strict=True)), {"mode": "discover", "instrument": "prototypes"}))
     encoder = encoder_name(s)
     earlier = baseline.get("instrument")
     how = "centroids"
@@ -151,13 +154,40 @@ def compare_recode(s: RunState) -> Recode:
         # prototypes stand in, and "then" is its clustering's counts (approximate, and the result says so).
         earlier = waves.from_prototypes(earlier_wave.prototypes(baseline, s.embedder), baseline, encoder)
         how = "prototypes"
-    coded, facts = waves.inherit(emb, [r.text for r in s.usable], primary, earlier, min_size=s.params.min_theme_size)
+    coded, facts = waves.inherit(emb, [r.text for r in s.usable], primary, earlier, min_size=s.params.min_theme_size,
+                                 weights=copy_weights(s))
     # A response coded to an earlier theme gets its cosine to that theme's nearest centroid as the confidence.
     _, best, _ = waves.nearest(emb, np.stack([waves.unpack(c["centroid"]) for c in earlier["codes"]])
                                if earlier["codes"] else np.zeros((0, emb.shape[1]), dtype=np.float32))
-    return Recode(dict(zip(ids, coded, strict=True)), {"mode": "inherit", "instrument": how, "far": facts["far"]},
-                  then_counts=waves.counts(earlier), confidence={i: float(b) for i, b in zip(ids, best, strict=True)},
-                  inherited=[dict(c) for c in earlier["codes"]])
+    return _with_copies(s, Recode(
+        dict(zip(ids, coded, strict=True)), {"mode": "inherit", "instrument": how, "far": facts["far"]},
+        then_counts=waves.counts(earlier), confidence={i: float(b) for i, b in zip(ids, best, strict=True)},
+        inherited=[dict(c) for c in earlier["codes"]]))
+
+
+def _with_copies(s: RunState, r: Recode) -> Recode:
+    """``r`` with each counted copy coded (and as confident) as its first copy."""
+    for c, first in s.copies:
+        fid = str(s.usable[first].id)
+        r.coded[str(c.id)] = r.coded[fid]
+        if r.confidence is not None:
+            r.confidence[str(c.id)] = r.confidence[fid]
+    return r
+
+
+def copy_weights(s: RunState) -> list[int] | None:
+    """How many responses each usable one stands for: itself and its counted copies (None: there are none)."""
+    if not s.copies:
+        return None
+    w = [1] * len(s.usable)
+    for _, first in s.copies:
+        w[first] += 1
+    return w
+
+
+def counted(s: RunState) -> int:
+    """The responses every count and share is over: the usable ones and their counted copies."""
+    return len(s.usable) + len(s.copies)
 
 
 def _metadata(s: RunState) -> dict[str, Any]:
@@ -173,7 +203,7 @@ def result_model(s: RunState) -> ThematicResult:
     themes = _themes(s, counts)
     assert s.levels is not None
     levels = s.levels
-    n_usable = len(s.usable)
+    n_usable = counted(s)
     parents = [ParentTheme.model_validate(d) for d in describing.level_docs(
         levels.parents, level_counts, n_usable, lambda i: _quote(s, i), children=levels.children)]
     subthemes = [SubTheme.model_validate(d)
@@ -232,9 +262,10 @@ def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
         changes["impact"] = Impact.model_validate(d.impact)
     result = result.with_(**changes)
     instrument = waves.build(
-        s.emb, [a.themes[0].theme_id if a.themes else None for a in result.assignments if a.bucket != "unusable"],
+        s.emb, [a.themes[0].theme_id if a.themes else None for a in result.assignments
+                if a.bucket != "unusable" and a.duplicate_of is None],
         [t.id for t in result.themes], [u.text for u in s.usable], encoder_name(s),
-        inherited=r.inherited if r is not None else [],
+        inherited=r.inherited if r is not None else [], weights=copy_weights(s),
     )
     return result.with_(instrument=Instrument.model_validate(instrument))
 
@@ -250,44 +281,71 @@ def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict
     by_index = _themes_by_index(s)
     themes_by_id = {th.id: th for th in s.themes}
     usable_pos = {r.index: n for n, r in enumerate(s.usable)}
-    scored = ({str(r.id): x for r, x in zip(s.usable, s.scored, strict=True)} if s.scored is not None else None)
+    counted = [*s.usable, *(c for c, _ in s.copies)]
+    scored = ({str(r.id): x for r, x in zip(counted, s.scored, strict=True)} if s.scored is not None else None)
+    first_of = {c.index: s.usable[first] for c, first in s.copies}
+    built: dict[int, AssignmentOut] = {}
     counts = {th.id: 0 for th in s.themes}
     level_counts: dict[str, int] = {}
     out: list[AssignmentOut] = []
     other = 0
     for r in s.rows:
-        if r.status != "ok":
+        if r.index in first_of:
+            # A copy is its first copy's coding under its own id, and says what it copies (the first copy is
+            # earlier in the input, so it is built); its own rating (sentiment_from) scores it.
+            a = _copy(built[first_of[r.index].index].document(), r, scored)
+        elif r.status != "ok":
             out.append(AssignmentOut(response_id=r.id, bucket="unusable", themes=[], reason=r.status,
                                      duplicate_of=r.duplicate_of))
             continue
-        n = usable_pos[r.index]
-        ids = [(by_index[t].id, c) for t, c in s.assigned[n].themes if t in by_index]
-        refs = [ThemeRef(theme_id=tid, confidence=round(c, 4)) for tid, c in ids]
-        for tid, _ in ids:
-            counts[tid] += 1
-        other += not refs
-        # Built in the order the stored document has its keys (``result._Model``).
-        fields: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
-        if refs:
-            # Both levels of the primary theme: broad (3-12) and fine.
-            broad_id, fine_id = describing.level_ids(s.levels, themes_by_id, ids[0][0], n)
-            fields["broad"], fields["fine"] = broad_id, fine_id
-            for lid in (broad_id, fine_id):
-                if lid is not None and lid not in counts:
-                    level_counts[lid] = level_counts.get(lid, 0) + 1
-        if s.seed_codes is not None:
-            fields["seed_codes"] = s.seed_codes[n]
-        if scored is not None:
-            x = scored.get(str(r.id))
-            fields["sentiment"] = Sentiment.model_validate(x.to_json()) if x is not None else None
-        out.append(AssignmentOut(**fields))
+        else:
+            a = built[r.index] = _assignment(s, r, usable_pos[r.index], by_index, themes_by_id, scored)
+        for ref in a.themes:
+            counts[ref.theme_id] += 1
+        other += not a.themes
+        for lid in (a.broad, a.fine) if a.themes else ():
+            if lid is not None and lid not in counts:
+                level_counts[lid] = level_counts.get(lid, 0) + 1
+        out.append(a)
     return out, counts, level_counts, other
+
+
+def _copy(first: dict[str, Any], r: Any, scored: dict[str, Any] | None) -> AssignmentOut:
+    """A counted copy's assignment: its first copy's coding (``first``, as stored) under the copy's own id, with
+    what it copies after the themes (where an unusable copy has them). When sentiment comes from a rating
+    (``sentiment_from``) the copy's own rating scores it; ``scored`` is by id, its first copy's score otherwise."""
+    fields = {"response_id": r.id, "bucket": first["bucket"], "themes": first["themes"], "reason": r.status,
+              "duplicate_of": r.duplicate_of}
+    fields |= {k: v for k, v in first.items() if k not in fields}
+    if "sentiment" in fields and scored is not None:
+        x = scored.get(str(r.id))
+        fields["sentiment"] = x.to_json() if x is not None else None
+    return AssignmentOut.model_validate(fields)
+
+
+def _assignment(s: RunState, r: Any, n: int, by_index: dict[int, describing.ThemeInfo],
+                themes_by_id: dict[str, describing.ThemeInfo], scored: dict[str, Any] | None) -> AssignmentOut:
+    """Usable response ``r`` (usable position ``n``)'s assignment."""
+    assert s.levels is not None
+    ids = [(by_index[t].id, c) for t, c in s.assigned[n].themes if t in by_index]
+    refs = [ThemeRef(theme_id=tid, confidence=round(c, 4)) for tid, c in ids]
+    # Built in the order the stored document has its keys (``result._Model``).
+    fields: dict[str, Any] = {"response_id": r.id, "bucket": "theme" if refs else "other", "themes": refs}
+    if refs:
+        # Both levels of the primary theme: broad (3-12) and fine.
+        fields["broad"], fields["fine"] = describing.level_ids(s.levels, themes_by_id, ids[0][0], n)
+    if s.seed_codes is not None:
+        fields["seed_codes"] = s.seed_codes[n]
+    if scored is not None:
+        x = scored.get(str(r.id))
+        fields["sentiment"] = Sentiment.model_validate(x.to_json()) if x is not None else None
+    return AssignmentOut(**fields)
 
 
 def _themes(s: RunState, counts: dict[str, int]) -> list[Theme]:
     """The themes, largest first, with their counts, shares and quotes."""
     assert s.levels is not None
-    n_usable = len(s.usable)
+    n_usable = counted(s)
     return [
         Theme(
             id=th.id,
@@ -319,10 +377,11 @@ def _theme_count(choice: dict[str, Any], k: int, level: Levels) -> Choice:
 
 def _run_info(s: RunState, theme_count: Choice, other: int) -> RunInfo:
     unusable = {"empty": 0, "gibberish": 0, "exact_duplicate": 0, "near_duplicate": 0}
+    copies = {c.index for c, _ in s.copies}
     for r in s.rows:
-        if r.status != "ok":
+        if r.status != "ok" and r.index not in copies:
             unusable[r.status] += 1
-    n_usable, usage = len(s.usable), s.usage
+    n_usable, usage = counted(s), s.usage
     return RunInfo(
         pipeline="thematic",
         pipeline_version=PIPELINE_VERSION,
@@ -330,7 +389,7 @@ def _run_info(s: RunState, theme_count: Choice, other: int) -> RunInfo:
         params=s.params.model_dump(mode="json"),
         timings_seconds=s.checkpoints.timings,
         counts=Counts(responses=len(s.rows), usable=n_usable, themed=n_usable - other, other=other,
-                      unusable=unusable, pii_redacted=s.pii_counts),
+                      unusable=unusable, pii_redacted=s.pii_counts, duplicates=len(s.copies)),
         theme_count=theme_count,
         merges=[Merge.model_validate(m) for m in s.merges],
         llm=LLMInfo(

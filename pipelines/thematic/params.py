@@ -149,6 +149,10 @@ class ThematicParams(BaseModel):
     llm: Literal["off", "auto", "required"] = "auto"
     seed_themes: list[SeedTheme] | None = Field(default=None, max_length=100)
     multi_label: bool = False
+    #: An exact or near copy of an earlier answer ("Good" from forty people) is forty respondents: counted with its
+    #: first copy's themes in every count and share, its own metadata, rating and score. Copies are never
+    #: clustered, labelled or quoted (a pasted answer cannot form a theme). False: copies are unusable, as before 1.4.
+    count_duplicates: bool = True
     #: Redact emails, phone and card numbers before text is sent to an LLM.
     #: None means "on whenever an LLM is used".
     redact_pii: bool | None = None

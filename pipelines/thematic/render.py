@@ -253,6 +253,14 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def copies_note(n: int) -> str:
+    """What the usable count holds besides distinct answers (``run.counts.duplicates``). (The CLI has a copy:
+    thematiq_cli/render.py.)"""
+    return (f"The usable responses include {n} cop{'y' if n == 1 else 'ies'} of an earlier answer, each counted with "
+            "that answer's themes and its own metadata, never clustered or quoted (count_duplicates=false leaves "
+            "them out).")
+
+
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     run = doc.get("run", {})
     counts = run.get("counts", {})
@@ -261,6 +269,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
         f"{counts.get('responses', 0)} responses, {counts.get('usable', 0)} usable, "
         f"{len(doc.get('themes', []))} themes, {counts.get('other', 0)} in *other*."
     )
+    if counts.get("duplicates"):
+        lines += ["", copies_note(int(counts["duplicates"]))]
     choice = run.get("theme_count", {})
     if choice:
         sure = _count_confidence(choice)

@@ -30,7 +30,9 @@ row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochber
 1-10 or 0-10) and ``sentiment.scale_from`` (``declared`` or ``inferred``) say which scale read the rating, and
 ``sentiment.scale`` may be ``likert7`` (1-7) or ``rating10`` (1-10), both only when declared. Also 1.4
 (additive): ``impact.interval`` (``welch``: Welch's t interval; absent before, when it was a percentile
-bootstrap).
+bootstrap). Also 1.4 (additive): ``params.count_duplicates`` (default true) counts an exact or near copy of an
+earlier answer with its first copy's themes (bucket ``theme``/``other``, ``reason`` and ``duplicate_of`` kept), and
+``run.counts.duplicates`` says how many; before, and with false, copies were ``unusable``.
 1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
 ``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
@@ -198,9 +200,11 @@ class AssignmentOut(_Model):
     bucket: Literal["theme", "other", "unusable"]
     themes: list[ThemeRef]
     reason: str | None = Field(
-        default=None, description="why unusable: empty, gibberish, exact_duplicate, near_duplicate"
+        default=None, description=("why unusable: empty, gibberish, exact_duplicate, near_duplicate; on a copy "
+                                   "counted with its first copy (1.4, params.count_duplicates), which kind of copy")
     )
-    duplicate_of: str | int | None = None
+    duplicate_of: str | int | None = Field(default=None, description=(
+        "the first copy's id, on a copy; a counted copy (bucket theme or other) has the first copy's themes"))
     seed_codes: list[SeedCode] | None = None
     broad: str | None = Field(default=None, description="broad-level theme of the primary theme (a p… or t… id)")
     fine: str | None = Field(
@@ -250,6 +254,9 @@ class Counts(_Model):
     other: int
     unusable: dict[str, int]
     pii_redacted: dict[str, int]
+    duplicates: int | None = Field(default=None, description=(
+        "new in 1.4: exact or near copies of an earlier answer counted with it (params.count_duplicates): part of "
+        "usable and themed/other, never clustered or quoted; 0 when none or not counted"))
 
 
 class LLMInfo(_Model):

@@ -100,6 +100,9 @@ class RunState:
     rows: list[CleanedResponse] = field(default_factory=list)
     usable: list[CleanedResponse] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    #: Copies counted with their first copy (``params.count_duplicates``): each with its first copy's usable
+    #: position. Never embedded: every stage up to insight works on ``usable`` alone.
+    copies: list[tuple[CleanedResponse, int]] = field(default_factory=list)
     plan: lang.Plan | None = None
     # embed
     emb: NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
@@ -154,6 +157,10 @@ def clean_stage(ctx: PipelineContext, s: RunState) -> None:
                                  lambda raw: from_json(json.loads(raw)))
     s.usable = [r for r in s.rows if r.status == "ok"]
     s.texts = [r.text for r in s.usable]
+    if s.params.count_duplicates:
+        position = {str(r.id): n for n, r in enumerate(s.usable)}
+        s.copies = [(r, position[str(r.duplicate_of)]) for r in s.rows
+                    if r.duplicate_of is not None and str(r.duplicate_of) in position]
     ctx.progress("clean", len(s.items), len(s.items), f"{len(s.usable)} usable responses")
     ctx.raise_if_cancelled()
     if not s.usable:

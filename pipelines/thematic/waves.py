@@ -134,10 +134,12 @@ def target(code: Mapping[str, Any], text: str) -> str | None:
 
 def build(
     emb: NDArray[np.float32], owner: Sequence[str | None], ids: Sequence[str], texts: Sequence[str], encoder: str,
-    *, inherited: Sequence[Mapping[str, Any]] = (),
+    *, inherited: Sequence[Mapping[str, Any]] = (), weights: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """This job's instrument: the ``inherited`` codes (an earlier wave's, kept as they are) and one code per
-    theme of ``ids`` that has none yet (centroid and radius from its responses), counted on this job."""
+    theme of ``ids`` that has none yet (centroid and radius from its responses), counted on this job.
+
+    ``weights[i]``: how many responses row ``i`` stands for (itself and its counted copies; 1 each without)."""
     covered = {c["theme_id"] for c in inherited}
     fresh = [t for t in ids if t not in covered]
     cents = centroids_of(emb, owner, fresh)
@@ -157,12 +159,15 @@ def build(
     codes += [{"theme_id": t, "centroid": pack(cents[k]), "radius": r[k], "count": 0, "splits": []}
               for k, t in enumerate(fresh)]
     inst: dict[str, Any] = {"encoder": encoder, "floor": FLOOR, "n": int(emb.shape[0]), "codes": codes}
-    recount(inst, emb, texts)
+    recount(inst, emb, texts, weights)
     return inst
 
 
-def recount(inst: dict[str, Any], emb: NDArray[np.float32], texts: Sequence[str]) -> None:
-    """Count, per code, the responses coded to it (splits counted under their rule's theme on the code)."""
+def recount(inst: dict[str, Any], emb: NDArray[np.float32], texts: Sequence[str],
+            weights: Sequence[int] | None = None) -> None:
+    """Count, per code, the responses coded to it (splits counted under their rule's theme on the code); row
+    ``i`` counts ``weights[i]`` times (a response and its counted copies)."""
+    w = list(weights) if weights is not None else [1] * emb.shape[0]
     codes = inst["codes"]
     for c in codes:
         c["count"] = 0
@@ -177,8 +182,8 @@ def recount(inst: dict[str, Any], emb: NDArray[np.float32], texts: Sequence[str]
             continue
         c = codes[int(j[i])]
         rule = _rule(c, texts[i])
-        (rule if rule is not None else c)["count"] += 1  # type: ignore[index]
-    inst["n"] = int(emb.shape[0])
+        (rule if rule is not None else c)["count"] += w[i]  # type: ignore[index]
+    inst["n"] = int(sum(w))
 
 
 def counts(inst: Mapping[str, Any]) -> dict[str, int]:
@@ -229,13 +234,15 @@ def far_members(emb: NDArray[np.float32], codes: Sequence[Mapping[str, Any]]) ->
 
 def inherit(
     emb: NDArray[np.float32], texts: Sequence[str], discovered: Sequence[str | None], earlier: Mapping[str, Any],
-    *, min_size: int,
+    *, min_size: int, weights: Sequence[int] | None = None,
 ) -> tuple[list[str | None], dict[str, Any]]:
     """Code this wave against the ``earlier`` instrument.
 
     ``discovered[i]``: response i's theme in this run's own clustering (None: other). Returns per response
     the earlier theme id it is coded to, ``""`` for no theme, or None when it stays in its discovered theme
     because that theme is new; and facts for the result (how many responses were far, which themes new).
+    ``weights[i]``: the responses row ``i`` stands for in the far count (its counted copies); a new theme is
+    decided on distinct answers, as the clustering found it.
     """
     codes = earlier["codes"]
     j, best, sims = nearest(emb, _centroids(codes, emb.shape[1]))
@@ -259,7 +266,8 @@ def inherit(
             out.append("")
         else:
             out.append(target(codes[int(j[i])], texts[i]) or "")
-    return out, {"far": int(far.sum()), "new_discovered": sorted(new)}
+    n_far = int(far.sum()) if weights is None else int(np.asarray(weights)[far].sum())
+    return out, {"far": n_far, "new_discovered": sorted(new)}
 
 
 # --- families: the change tested where it was made ------------------------------------------------------------

@@ -614,6 +614,9 @@ function themesView(job, doc, edit = null) {
     h("div", { class: "summary" },
       h("span", {}, h("b", {}, String(total)), " responses"),
       h("span", {}, h("b", {}, String(usable)), " usable"),
+      // Copies of an earlier answer are respondents too (params.count_duplicates, schema 1.4): counted, not clustered.
+      counts.duplicates ? h("span", { class: "muted copies-note", title: "Each copy is counted with its first copy's themes and its own metadata; never clustered or quoted. count_duplicates=false leaves them out." },
+        `(${counts.duplicates} of them cop${counts.duplicates === 1 ? "y" : "ies"} of an earlier answer)`) : null,
       h("span", {}, h("b", {}, String(counts.themed ?? "—")), " in a theme"),
       h("span", {}, h("b", {}, String(other)), " other"),
       h("span", {}, h("b", {}, String(unusable)), " unusable"),

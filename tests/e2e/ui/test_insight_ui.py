@@ -36,14 +36,18 @@ def test_heat_map_sentiment_change_and_rename_merge_in_place(page: Any, host: Ho
     params = {"llm": "off", "num_themes": 4, "breakdown_by": ["plan"], "min_group_size": 10}
     first = api.wait(api.submit("thematic", params, _items(25, 1, 0))["id"], timeout=240)
     assert first["status"] == "succeeded", first
-    second = api.wait(api.submit("thematic", {**params, "compare_to": first["id"]},
-                                 _items(25, 2, 1000, delivery_boost=3))["id"], timeout=240)
+    later = _items(25, 2, 1000, delivery_boost=3)
+    # Three people gave the first answer word for word: three more respondents (schema 1.4, count_duplicates).
+    later += [{**later[0], "id": 5000 + n} for n in range(3)]
+    second = api.wait(api.submit("thematic", {**params, "compare_to": first["id"]}, later)["id"], timeout=240)
     assert second["status"] == "succeeded", second
     _, _, doc = api.call("GET", f"/api/jobs/{second['id']}/result")
 
     open_ui(page, host, api, f"#/jobs/{second['id']}")
     heat = page.locator("table.heatmap[data-field='plan']")
     expect(heat).to_be_visible(timeout=30000)
+    assert doc["run"]["counts"]["duplicates"] == 3
+    expect(page.locator(".copies-note")).to_have_text("(3 of them copies of an earlier answer)")
     # One row per theme, one column per group; the significant cells are exactly the result's, marked "*".
     groups = doc["breakdowns"][0]["groups"]
     expect(heat.locator("tbody tr")).to_have_count(len(doc["themes"]))

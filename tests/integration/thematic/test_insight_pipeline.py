@@ -273,3 +273,75 @@ def test_multi_label_counts_a_response_in_each_of_its_themes_everywhere_and_an_e
                           items)
     assert {t["id"]: t["count"] for t in renamed["themes"]} == {t["id"]: t["count"] for t in doc["themes"]}
     assert renamed["breakdowns"] == doc["breakdowns"]
+
+
+def _with_copies(items: list[dict[str, Any]], rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """``items`` with copies of three answers appended (11 exact, 3 near: case and punctuation), each copy with its
+    own plan, rating and score; copy id -> first copy's id."""
+    out, first_of = [dict(it) for it in items], {}
+    for n, (source, exact, near) in enumerate([(items[0], 8, 2), (items[40], 2, 0), (items[75], 1, 1)]):
+        for j, text in enumerate([source["text"]] * exact + [source["text"].upper() + "!!"] * near):
+            out.append({"id": f"copy-{n}-{j}", "text": text})
+            first_of[f"copy-{n}-{j}"] = str(source["id"])
+    for it in out:
+        it["metadata"] = {"plan": rng.choice(["pro", "free"]), "stars": rng.randint(1, 5), "nps": rng.randint(0, 10)}
+    return out, first_of
+
+
+def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_and_their_own_rating() -> None:
+    # Forty people answering "Good" are forty respondents. Copies were unusable, so a theme's count, share,
+    # breakdown cells and impact left them out. Now a copy counts with its first copy's coding everywhere a
+    # theme is counted, is never clustered or quoted, and keeps its own metadata and rating.
+    base, _ = feedback(per_theme=20, seed=4)
+    items, first_of = _with_copies(base, random.Random(9))
+    params: dict[str, Any] = {"breakdown_by": ["plan"], "score": {"key": "nps", "scale": "nps"},
+                              "sentiment_from": {"key": "stars", "scale": "1-5"}}
+    doc = _run(items, **params)
+    before = _run(items, count_duplicates=False, **params)
+    by_id = {str(a["response_id"]): a for a in doc["assignments"]}
+    stars = {str(it["id"]): it["metadata"]["stars"] for it in items}
+    for rid, fid in first_of.items():
+        a, first = by_id[rid], by_id[fid]
+        assert a["duplicate_of"] == first["response_id"] and a["reason"] in ("exact_duplicate", "near_duplicate")
+        assert (a["bucket"], a["themes"], a.get("broad"), a.get("fine")) == \
+            (first["bucket"], first["themes"], first.get("broad"), first.get("fine"))
+        assert a["sentiment"] == S.from_rating(stars[rid], S.declared_scale("1-5")).to_json()  # its own rating
+        assert next(x for x in before["assignments"] if str(x["response_id"]) == rid)["bucket"] == "unusable"
+    counts, old = doc["run"]["counts"], before["run"]["counts"]
+    copies = len(first_of)
+    assert counts["duplicates"] == copies and old["duplicates"] == 0
+    assert counts["usable"] == old["usable"] + copies and counts["responses"] == old["responses"]
+    assert counts["unusable"]["exact_duplicate"] == counts["unusable"]["near_duplicate"] == 0
+    assert old["unusable"]["exact_duplicate"] + old["unusable"]["near_duplicate"] == copies
+    assert counts["themed"] + counts["other"] == counts["usable"]
+    # The clustering is the one without copies: same themes, labels and quotes; only counts grow.
+    assert [(t["id"], t["label"], t["quotes"]) for t in sorted(doc["themes"], key=lambda t: t["id"])] == \
+        [(t["id"], t["label"], t["quotes"]) for t in sorted(before["themes"], key=lambda t: t["id"])]
+    grown = Counter(r["theme_id"] for rid in first_of for r in by_id[rid]["themes"])
+    assert sum(grown.values()) > 0
+    old_count = {t["id"]: t["count"] for t in before["themes"]}
+    n_scored = sum(1 for a in doc["assignments"] if a["bucket"] != "unusable")
+    for t in doc["themes"]:
+        assert t["count"] == old_count[t["id"]] + grown[t["id"]], t["id"]
+        assert t["share"] == round(t["count"] / counts["usable"], 4)
+        s = t["sentiment"]
+        assert s["positive"] + s["neutral"] + s["negative"] == t["count"]
+        cells = [c["count"] for g in doc["breakdowns"][0]["groups"] for c in g["themes"] if c["theme_id"] == t["id"]]
+        assert sum(cells) == t["count"], (t["id"], cells)
+        assert not {str(q["response_id"]) for q in t["quotes"]} & set(first_of)
+    assert doc["impact"]["n"] == n_scored == counts["usable"]
+    assert doc["sentiment"]["scored"] == counts["usable"]
+    assert doc["instrument"]["n"] == counts["usable"]
+    assert sum(c["count"] for c in doc["instrument"]["codes"]) <= counts["usable"]
+    # An edit recounts from the assignments: copies stay counted.
+    renamed = edit_result(doc, {"edits": [{"op": "rename", "theme": doc["themes"][0]["id"], "label": "Renamed"}]},
+                          items)
+    assert {t["id"]: t["count"] for t in renamed["themes"]} == {t["id"]: t["count"] for t in doc["themes"]}
+    # A later wave coded on this one's instrument: a copy in it follows its first copy, and "then" counts them.
+    second, first2 = _with_copies([{**it, "id": 1000 + int(it["id"])} for it in base], random.Random(11))
+    wave2 = _run({"responses": second, "baseline": baseline_of(EARLIER, doc)}, compare_to=EARLIER)
+    by2 = {str(a["response_id"]): a for a in wave2["assignments"]}
+    assert all(by2[r]["themes"] == by2[f]["themes"] and by2[r]["bucket"] == by2[f]["bucket"] for r, f in first2.items())
+    comparison = wave2["comparison"]
+    assert comparison["n_then"] == counts["usable"] and comparison["n_now"] == wave2["run"]["counts"]["usable"]
+    assert sum(t["count"] for t in wave2["themes"]) == sum(len(a["themes"]) for a in wave2["assignments"])
