@@ -445,16 +445,17 @@ def ours(
     pred = [a["themes"][0]["theme_id"] if a["themes"] else a["bucket"] for a in doc["assignments"]]
     broad = [a.get("broad") or a["bucket"] for a in doc["assignments"]]
     fine = [a.get("fine") or a.get("broad") or a["bucket"] for a in doc["assignments"]]
-    # BBC contains ~100 duplicated articles. The pipeline puts copies in
-    # `unusable` (reason exact/near_duplicate, duplicate_of=<first copy>); a
-    # reader counts them with the first copy's theme, and so do we here.
+    # BBC contains ~100 duplicated articles. The pipeline counts a copy with
+    # its first copy's theme (count_duplicates, schema 1.4; before, copies
+    # were `unusable`): a reader counts them so, and so do we here.
     for n, a in enumerate(doc["assignments"]):
         if a.get("duplicate_of") is not None:
             j = int(a["duplicate_of"])
             pred[n], broad[n], fine[n] = pred[j], broad[j], fine[j]
     emb = _from_npy(next(v for k, v in ctx.cp.items() if k.startswith("embed-")))
     emb_all = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
-    ok = [a["bucket"] != "unusable" for a in doc["assignments"]]
+    # Only the clustered answers have a vector: a copy is never embedded.
+    ok = [a["bucket"] != "unusable" and a.get("duplicate_of") is None for a in doc["assignments"]]
     emb_all[np.array(ok)] = emb
     for n, a in enumerate(doc["assignments"]):
         if a.get("duplicate_of") is not None:
