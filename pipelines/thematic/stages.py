@@ -29,7 +29,7 @@ from . import describe as describing
 from . import lang, mapped
 from . import sentiment as sentiments
 from .clean import CleanedResponse, clean, from_json, to_json
-from .document import Recode, compare_recode, insight_sentiment, result_model
+from .document import Recode, compare_recode, copy_weights, counted, insight_sentiment, result_model
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .params import ThematicParams
@@ -464,10 +464,11 @@ def _code_seed(ctx: PipelineContext, s: RunState) -> tuple[list[list[SeedCode]],
         for key, names in _code_by_llm(ctx, s, book).items():
             i = int(key)
             out[i] = [SeedCode(name=nm, confidence=round(float(sims[i, pos[nm]]), 4), coded_by="llm") for nm in names]
-    n = len(s.texts)
+    # Counted as every count is: each response with its counted copies (they carry its codes).
+    n, weight = counted(s), copy_weights(s) or [1] * len(out)
     summary = []
     for b in book:
-        c = sum(1 for codes in out if any(x.name == b["name"] for x in codes))
+        c = sum(w for codes, w in zip(out, weight, strict=True) if any(x.name == b["name"] for x in codes))
         summary.append(
             SeedThemeOut(name=b["name"], description=b["description"], count=c, share=round(c / n, 4) if n else 0.0)
         )

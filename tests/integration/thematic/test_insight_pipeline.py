@@ -295,7 +295,9 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
     base, _ = feedback(per_theme=20, seed=4)
     items, first_of = _with_copies(base, random.Random(9))
     params: dict[str, Any] = {"breakdown_by": ["plan"], "score": {"key": "nps", "scale": "nps"},
-                              "sentiment_from": {"key": "stars", "scale": "1-5"}}
+                              "sentiment_from": {"key": "stars", "scale": "1-5"},
+                              "seed_themes": [{"name": "Late delivery", "description": "the order arrived late"},
+                                              {"name": "Prices", "description": "too expensive, price, fees"}]}
     doc = _run(items, **params)
     before = _run(items, count_duplicates=False, **params)
     by_id = {str(a["response_id"]): a for a in doc["assignments"]}
@@ -330,6 +332,9 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
         assert sum(cells) == t["count"], (t["id"], cells)
         assert not {str(q["response_id"]) for q in t["quotes"]} & set(first_of)
     assert doc["impact"]["n"] == n_scored == counts["usable"]
+    for code in doc["seed_themes"]:  # the codebook's counts too
+        having = sum(1 for a in doc["assignments"] if code["name"] in [c["name"] for c in a.get("seed_codes") or []])
+        assert code["count"] == having > 0 and code["share"] == round(having / counts["usable"], 4), code
     assert doc["sentiment"]["scored"] == counts["usable"]
     assert doc["instrument"]["n"] == counts["usable"]
     assert sum(c["count"] for c in doc["instrument"]["codes"]) <= counts["usable"]
