@@ -19,13 +19,25 @@ from tests.conftest import unique_names
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
+#: The test hosts' stale threshold. An attempt fences itself (kills its pipeline, reports ``lost``) once its lease
+#: went unrenewed for 0.6 x this (shared/runtime/runner.py), and the reaper then hands the job on: at 4 s (a 2.4 s
+#: fence) one renewal slowed by a loaded machine (load 10-18: a slow Azurite answer, a descheduled renewal thread, a
+#: child's slow start) re-ran an attempt that was fine, and tests that assert ``attempts == 1`` (or 2) failed. At 30 s
+#: (an 18 s fence) no test waits on it: nothing goes stale unless a host is killed.
+HEARTBEAT_STALE_SECONDS = "30"
+
+#: For the tests that SIGKILL a host and wait for the reaper to hand its attempts on (the only ones that wait out the
+#: threshold): 8 s keeps their wait short (a 4.8 s fence, twice the old one, for the attempts that live on).
+QUICK_STALE = "8"
+
+
 def host_env(azurite: str, **extra: str) -> dict[str, str]:
     return {
         "AzureWebJobsStorage": azurite,
         "DEFAULT_TENANT": "local",
         "DEVHOST_FUNCTION_KEY": "e2e-" + secrets.token_hex(8),
         "HEARTBEAT_SECONDS": "1",
-        "HEARTBEAT_STALE_SECONDS": "4",
+        "HEARTBEAT_STALE_SECONDS": HEARTBEAT_STALE_SECONDS,
         "PROGRESS_MIN_INTERVAL_SECONDS": "0.5",
         "CANCEL_GRACE_SECONDS": "2",
         "QUEUED_STALE_SECONDS": "30",

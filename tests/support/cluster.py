@@ -28,7 +28,7 @@ from azure.storage.queue import QueueClient
 
 from devhost.azurite import Azurite
 from devhost.process import REPO_ROOT, HostProcess
-from tests.e2e.conftest import TERMINAL, Api, host_env
+from tests.e2e.conftest import QUICK_STALE, TERMINAL, Api, host_env
 from tests.support.waiting import wait_until
 
 PROBLEM = "application/problem+json"
@@ -184,8 +184,11 @@ def check_results_once(c: Cluster, jobs: dict[str, dict[str, Any]], tenant: str 
 
 
 def worker_killed(conn: str, n_jobs: int = 40, seconds: float = 1.0, timeout: float = 150) -> dict[str, Any]:
-    """N sleep jobs across two worker hosts; SIGKILL one mid-run, restart it; all terminal, no double effects."""
-    with cluster(conn, workers=2) as c:
+    """N sleep jobs across two worker hosts; SIGKILL one mid-run, restart it; all terminal, no double effects.
+
+    The hosts use the short stale threshold (``QUICK_STALE``): the killed host's attempts wait it out before the
+    reaper hands them on, and ``recovery_s`` includes it."""
+    with cluster(conn, workers=2, HEARTBEAT_STALE_SECONDS=QUICK_STALE) as c:
         api = c.api
         t0 = time.monotonic()
         ids, _, statuses = submit_many(

@@ -3,6 +3,7 @@ retry, idempotency, ETag/304 polling, Retry-After, and a gateway path with a sub
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.error
@@ -93,15 +94,21 @@ def _raw_get(url: str, key: str, etag: str | None = None) -> tuple[int, dict[str
 
 def test_etag_304_and_retry_after(client: Client, client_host: HostProcess) -> None:
     key = client_host.env["DEVHOST_FUNCTION_KEY"]
-    job = client.submit("sleep", ROWS, {"seconds": 20, "steps": 2})
+    # Two steps of 30 s: the job's representation changes when it is claimed (running), at its first progress write
+    # and then not for 30 s, the window for the conditional requests below.
+    job = client.submit("sleep", ROWS, {"seconds": 60, "steps": 2})
     url = f"{client_host.url}/api/jobs/{job.id}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while True:
         status, headers, body = _raw_get(url, key)
         assert status == 200 and headers["etag"].startswith('W/"')
-        if b'"running"' in body:
+        # Running and its first progress written: "running" alone came before that write, and the write changed
+        # the ETag between this look and the If-None-Match one (a 200, not a 304) when a loaded machine started the
+        # attempt's process slowly.
+        seen = json.loads(body)
+        if seen["status"] == "running" and seen["progress"]["total"] == 2:
             break
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, seen
         time.sleep(0.1)
     # Unfinished: a Retry-After in whole seconds.
     assert 1 <= int(headers["retry-after"]) <= 30
@@ -122,6 +129,8 @@ def test_etag_304_and_retry_after(client: Client, client_host: HostProcess) -> N
     req = urllib.request.Request(f"{url}/retry", data=b"", method="POST", headers={"x-functions-key": key})
     with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status == 202 and int(r.headers["Retry-After"]) >= 1
+        retried = json.loads(r.read())["id"]
+    client.cancel(retried)  # a 60 s job: not left holding a worker of the shared host
 
 
 def test_wait_timeout_leaves_the_job_running(client: Client) -> None:

@@ -165,7 +165,7 @@ def run_chaos(
     Faults stay on from the first submission until every job is terminal, ``heal_after_s`` seconds have passed
     (then rates drop to 0), or the deadline. Nothing is asserted here; :func:`violations` judges an outcome.
 
-    The hosts get the e2e settings (1 s heartbeats, 4 s stale, a reaper every 2 s) except the lost-message pass,
+    The hosts get the e2e settings (1 s heartbeats, 30 s stale, a reaper every 2 s) except the lost-message pass,
     which stays at 15 minutes as in production: a job whose message was never sent shows as stuck ``queued``
     instead of being papered over by a 30-second re-enqueue. ``extra_env`` overrides any setting.
     """

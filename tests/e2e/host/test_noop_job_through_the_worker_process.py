@@ -32,8 +32,8 @@ def proxy(azurite: str) -> Iterator[FaultProxy]:
 @pytest.fixture(scope="module")
 def env(proxy: FaultProxy) -> dict[str, str]:
     # No heartbeat inside a no-op attempt, however slowly a loaded machine runs it, and a stale threshold above it:
-    # with host_env's 4 s the attempt fences itself (no renewal within the threshold) whenever the zygote takes
-    # over 2 s to start, and the job is left running.
+    # with a 4 s threshold (host_env's, until 2026-12) the attempt fenced itself (no renewal within the threshold)
+    # whenever the zygote took over 2 s to start, and the job was left running.
     return host_env(proxy.connection_string, PROGRESS_MIN_INTERVAL_SECONDS="0", HEARTBEAT_SECONDS="60",
                     HEARTBEAT_STALE_SECONDS="180")
 
