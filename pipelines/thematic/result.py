@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from .clean import Reason
+
 SCHEMA_VERSION = "1.4"
 """1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
 expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
@@ -30,7 +32,9 @@ row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochber
 1-10 or 0-10) and ``sentiment.scale_from`` (``declared`` or ``inferred``) say which scale read the rating, and
 ``sentiment.scale`` may be ``likert7`` (1-7) or ``rating10`` (1-10), both only when declared. Also 1.4
 (additive): ``impact.interval`` (``welch``: Welch's t interval; absent before, when it was a percentile
-bootstrap).
+bootstrap). Also 1.4 (additive): ``assignments[].reason`` may be ``no_answer`` (an explicit non-answer: "N/A",
+"none", "-", "no comment"; before, such a text was ``gibberish`` or themed) and ``run.counts.unusable`` has its
+``no_answer`` count; a short real answer ("TV", "Thx", a link) is no longer ``gibberish``.
 1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
 ``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
@@ -197,8 +201,10 @@ class AssignmentOut(_Model):
     response_id: str | int
     bucket: Literal["theme", "other", "unusable"]
     themes: list[ThemeRef]
-    reason: str | None = Field(
-        default=None, description="why unusable: empty, gibberish, exact_duplicate, near_duplicate"
+    reason: Reason | None = Field(
+        default=None,
+        description="why unusable: empty, no_answer (an explicit non-answer: N/A, none, -, no comment), gibberish, "
+        "exact_duplicate, near_duplicate",
     )
     duplicate_of: str | int | None = None
     seed_codes: list[SeedCode] | None = None
