@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -59,3 +62,23 @@ def test_reasons_are_listed_once() -> None:
     assert AssignmentOut(response_id=1, bucket="unusable", themes=[], reason="no_answer").reason == "no_answer"
     with pytest.raises(ValidationError):
         AssignmentOut.model_validate({"response_id": 1, "bucket": "unusable", "themes": [], "reason": "bogus"})
+
+
+def test_the_bundled_sample_is_marked_as_its_labels_say() -> None:
+    # Before: "qwe qwe qwe" (labelled gibberish) was ok, "N/A" (labelled empty) ok, "n/a" a near duplicate of it,
+    # "-" and "." gibberish.
+    root = Path(__file__).resolve().parents[3] / "samples"
+    with (root / "feedback.csv").open(encoding="utf-8", newline="") as f:
+        items = [{"id": r["id"], "text": r["text"]} for r in csv.DictReader(f)]
+    with (root / "feedback_labels.csv").open(encoding="utf-8", newline="") as f:
+        labels = {r["id"]: (r["theme"], r["note"]) for r in csv.DictReader(f)}
+    for row in clean(items):
+        theme, note = labels[str(row.id)]
+        if note == "gibberish":
+            assert row.status == "gibberish", row
+        elif note == "empty":
+            assert row.status in ("empty", "no_answer"), row
+        elif note.startswith("exact duplicate of "):
+            assert (row.status, row.duplicate_of) == ("exact_duplicate", note.removeprefix("exact duplicate of ")), row
+        else:
+            assert theme != "unusable" and row.status == "ok", row
