@@ -10,7 +10,7 @@ no set's labels are read, except the sample's, printed next to its changes so a 
 
 Usage::
 
-    .venv/bin/python bench/clean_changes.py [--ref main] [--sets banking,feedback] [--show 40]
+    .venv/bin/python bench/clean_changes.py [--ref main] [--sets banking,feedback] [--show 40] [--speed]
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import importlib.util  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
+import time  # noqa: E402
 import types  # noqa: E402
 from collections import Counter  # noqa: E402
 from typing import Any  # noqa: E402
@@ -103,23 +105,56 @@ def compare(name: str, texts: list[str], ref: Any, notes: list[str] | None, show
     return len(texts), len(changed)
 
 
+def machine() -> str:
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []))
+    wanted = [f for f in ("avx2", "avx512_vnni", "avx_vnni") if f in flags]
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    return f"cpu: {model}; cores {os.cpu_count()}; flags {' '.join(wanted) or 'none of avx2/avx512_vnni/avx_vnni'}; " \
+           f"load {' '.join(load)}"
+
+
+def speed(ref: Any, texts: list[str], repeats: int = 3) -> None:
+    """CPU seconds of the stage at the ref and now over the same texts (best of ``repeats``)."""
+    items = [{"id": i, "text": t} for i, t in enumerate(texts)]
+    current.clean(items[:10])  # the lexicon is read once per process: timed on its own below
+    best: dict[str, float] = {}
+    for name, mod in (("ref", ref), ("now", current)):
+        for _ in range(repeats):
+            t0 = time.process_time()
+            mod.clean(items)
+            best[name] = min(best.get(name, float("inf")), time.process_time() - t0)
+    current._lexicon.cache_clear()
+    t0 = time.process_time()
+    current._lexicon()
+    lexicon = time.process_time() - t0
+    print(f"\n{machine()}\nclean() over {len(items)} texts, CPU s (best of {repeats}): ref {best['ref']:.3f}, "
+          f"now {best['now']:.3f} ({1e6 * best['now'] / len(items):.1f} us a text); reading the lexicon once: "
+          f"{lexicon:.3f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ref", default="main", help="git ref of the clean stage to compare with (default main)")
     ap.add_argument("--sets", default="", help="comma-separated set names (default: all)")
     ap.add_argument("--show", type=int, default=60, help="changed responses printed per set")
+    ap.add_argument("--speed", action="store_true", help="also time the stage at the ref and now over every set")
     args = ap.parse_args()
     commit, ref = clean_at(args.ref)
     names = [n for n in args.sets.split(",") if n] or None
     print(f"clean stage at {args.ref} ({commit}) vs the working tree")
     total = changed = 0
-    for name, texts in sets(names).items():
+    read = sets(names)
+    for name, texts in read.items():
         n, c = compare(name, texts, ref, None, args.show)
         total, changed = total + n, changed + c
     print(f"\nbenchmark sets: {changed} of {total} responses change status ({changed / max(1, total):.3%})")
     if not names or "feedback" in names:
         texts, _ids, notes = sample()
         compare("samples/feedback.csv", texts, ref, notes, args.show)
+    if args.speed:
+        speed(ref, [t for texts in read.values() for t in texts])
 
 
 if __name__ == "__main__":
