@@ -34,14 +34,15 @@ CONSONANT_RUN_RE: Final = re.compile(r"[bcdfghjklmnpqrstvwxz]{5,}")
 VOWELS: Final = frozenset("aeiouy")
 
 #: Explicit non-answers, compared by :func:`near_key` (case, accents and punctuation off: "N/A", "n.a." and "n/a"
-#: are all ``n a``). A closed list on purpose: a short real answer is an answer. "nothing" is here because a
-#: reader codes it as "no answer given", not as a theme, whatever the question was.
+#: are all ``n a``). A closed list on purpose: a short real answer is an answer. "nothing" is here by decision: a
+#: reader codes it as "no answer given"; to "what should we improve?" it can mean "no complaints", and every such
+#: answer is still listed (bucket ``unusable``, reason ``no_answer``). English only.
 NO_ANSWERS: Final = frozenset({
     "n a", "na", "none", "nothing", "no comment", "no comments", "not applicable", "nil",
 })
 #: An answer of only these characters ("-", ".", "--", "...") is a non-answer too (its near_key is empty);
 #: other punctuation alone ("?????", "!!!") stays gibberish.
-NO_ANSWER_MARKS: Final = frozenset("-.‐‑‒–—―_ ")
+NO_ANSWER_MARKS: Final = frozenset("-._ \u2010\u2011\u2012\u2013\u2014\u2015")  # ASCII and Unicode dashes
 #: A pasted link is an answer a reader can follow: a scheme or www., or a host under a common top-level domain.
 URL_RE: Final = re.compile(
     r"(?i)\b(?:https?://|www\.)\S+"
