@@ -1,16 +1,29 @@
-"""Stage 1: normalise texts and mark what cannot be analysed (empty, gibberish, duplicates).
+"""Stage 1: normalise texts and mark what cannot be analysed (empty, a non-answer, gibberish, duplicates).
 
 Duplicates are kept out of clustering so that a copy-pasted answer cannot form
 a theme of its own, but they are reported (bucket ``unusable``, reason
 ``exact_duplicate``/``near_duplicate`` and the id of the first copy).
+
+An explicit non-answer ("N/A", "none", "-", "no comment": :data:`NO_ANSWERS`) is ``no_answer``, not gibberish and
+not a duplicate of the first one. A short real answer ("TV", "Thx", "SMS", "ok", a pasted link) is not gibberish:
+see :func:`is_gibberish`.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+from .stopwords import EN as EN_STOPWORDS
+
+#: Why a response is unusable (``assignments[].reason``, the keys of ``run.counts.unusable``), in this order.
+Reason = Literal["empty", "no_answer", "gibberish", "exact_duplicate", "near_duplicate"]
+REASONS: Final[tuple[str, ...]] = get_args(Reason)
 
 WS_RE: Final = re.compile(r"\s+")
 # Zero-width and BOM characters survive NFKC and break duplicate detection.
@@ -20,6 +33,26 @@ ALNUM_RE: Final = re.compile(r"[^\W_]+")
 CONSONANT_RUN_RE: Final = re.compile(r"[bcdfghjklmnpqrstvwxz]{5,}")
 VOWELS: Final = frozenset("aeiouy")
 
+#: Explicit non-answers, compared by :func:`near_key` (case, accents and punctuation off: "N/A", "n.a." and "n/a"
+#: are all ``n a``). A closed list on purpose: a short real answer is an answer. "nothing" is here by decision: a
+#: reader codes it as "no answer given"; to "what should we improve?" it can mean "no complaints", and every such
+#: answer is still listed (bucket ``unusable``, reason ``no_answer``). English only.
+NO_ANSWERS: Final = frozenset({
+    "n a", "na", "none", "nothing", "no comment", "no comments", "not applicable", "nil",
+})
+#: An answer of only these characters ("-", ".", "--", "...") is a non-answer too (its near_key is empty);
+#: other punctuation alone ("?????", "!!!") stays gibberish.
+NO_ANSWER_MARKS: Final = frozenset("-._ \u2010\u2011\u2012\u2013\u2014\u2015")  # ASCII and Unicode dashes
+#: A pasted link is an answer a reader can follow: a scheme or www., or a host under a common top-level domain.
+URL_RE: Final = re.compile(
+    r"(?i)\b(?:https?://|www\.)\S+"
+    r"|\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:com|org|net|edu|gov|io|co|uk|de|fr|eu|app|dev|me|ly|info)\b(?:/\S*)?"
+)
+#: Letter rows of the QWERTY, QWERTZ and AZERTY keyboards: three or more neighbouring keys of one row, either way
+#: ("qwe", "asdfgh", "lkjh"), are mashing, not a word.
+KEYBOARD_ROWS: Final = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "qwertzuiop", "yxcvbnm", "azertyuiop", "qsdfghjklm",
+                        "wxcvbn")
+
 
 @dataclass
 class CleanedResponse:
@@ -27,8 +60,9 @@ class CleanedResponse:
     id: str | int
     text: str
     """Normalised text (NFKC, single spaces); what is embedded."""
-    status: str
-    """``ok`` or the reason it is unusable: empty, gibberish, exact_duplicate, near_duplicate."""
+    status: Literal["ok"] | Reason
+    """``ok`` or the reason it is unusable (:data:`REASONS`): empty, no_answer, gibberish, exact_duplicate,
+    near_duplicate."""
     duplicate_of: str | int | None = None
 
 
@@ -54,29 +88,89 @@ def _latin(word: str) -> bool:
     return all(c.isascii() or unicodedata.name(c, "").startswith("LATIN") for c in word)
 
 
+def is_no_answer(text: str) -> bool:
+    """An explicit non-answer (:data:`NO_ANSWERS`, :data:`NO_ANSWER_MARKS`): "N/A", "None.", "-", "no comment"."""
+    key = near_key(text)
+    if not key:
+        return bool(text) and all(c in NO_ANSWER_MARKS for c in text)
+    return key in NO_ANSWERS
+
+
+def _keyboard_run(word: str) -> bool:
+    return len(word) >= 3 and any(word in row or word in row[::-1] for row in KEYBOARD_ROWS)
+
+
+def _one_letter(word: str) -> bool:
+    return len(word) >= 3 and len(set(word)) == 1
+
+
+@functools.cache
+def _lexicon() -> frozenset[str]:
+    """Words the project already ships: the English stopwords and VADER's lexicon (whose 7,500 entries include the
+    chat abbreviations "thx", "pls", "plz", "wtf", "smh", "np"). Read from the package's file without importing its
+    analyser; an installation without it has the stopwords only."""
+    words = set(EN_STOPWORDS)
+    spec = importlib.util.find_spec("vaderSentiment")
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))) / "vader_lexicon.txt"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                token = line.split("\t", 1)[0].strip().lower()
+                if token.isalpha():
+                    words.add(token)
+    return frozenset(words)
+
+
+def _real_word(word: str, written: str) -> bool:
+    """Whether a Latin-script ``word`` (lower case, accents off; ``written`` as in the text) can be a word.
+
+    In this order: a run of neighbouring keys ("qwe", "asdfgh") or one letter three times ("zzz") is not; a word
+    of the shipped lexicons (:func:`_lexicon`) is; so is an acronym written in capitals, 2-5 letters of at least
+    two kinds ("TV", "SMS", "HTML"). A word of three letters or fewer is too short for the vowel test
+    (abbreviations are vowel-less by nature: "tv", "pc", "dvd"); a longer one needs a vowel and no run of five
+    consonants.
+    """
+    if _keyboard_run(word) or _one_letter(word):
+        return False
+    if word in _lexicon():
+        return True
+    if written.isupper() and 2 <= len(written) <= 5 and len(set(word)) >= 2:
+        return True
+    if len(word) <= 3:
+        return True
+    return bool(VOWELS & set(word)) and not CONSONANT_RUN_RE.search(word)
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing and noise: no real words, or mostly unpronounceable ones.
 
     Heuristic by design: a false positive only moves a response to the
-    ``unusable`` bucket with its reason, where a reader can see it.
+    ``unusable`` bucket with its reason, where a reader can see it. A short real
+    answer is not gibberish: "TV", "Thx", "SMS", "ok", "App", "I did" and a
+    pasted link are answers (:func:`_real_word`, :data:`URL_RE`).
     """
+    if URL_RE.search(text):
+        return False
+    written = WORD_RE.findall(text)
     # Accents off (as near_key does) so that "stürzt" has its vowel: the tests below count a-e-i-o-u-y only.
-    words = [_base(w.lower()) for w in WORD_RE.findall(text)]
+    words = [_base(w.lower()) for w in written]
     letters = sum(len(w) for w in words)
     if letters < 2:
         return True  # only digits/punctuation/emoji
-    # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme.
+    # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme; words of the lexicon written with two
+    # letters are still words ("I did", "ok ok", "no no no").
+    lexicon = _lexicon()
     if len(set(text.lower().replace(" ", ""))) <= 2 and len(text) >= 5:
-        return True
+        if not all(w in lexicon and not _one_letter(w) for w in words):
+            return True
     # The vowel and consonant-run tests know only the Latin alphabet: a Cyrillic, Greek, Arabic, CJK, Hangul or
     # Thai word has no a/e/i/o/u, and without this every answer in those scripts (languages the pipeline
     # supports) was "gibberish", so a Russian survey failed with "no usable responses". Such a word counts as real.
-    latin = [w for w in words if _latin(w)]
-    if len(latin) == len(words) and not any(VOWELS & set(w) for w in words):
+    real = [not _latin(w) or _real_word(w, orig) for w, orig in zip(words, written, strict=True)]
+    if not any(real):
         return True
-    bad = sum(1 for w in latin if len(w) >= 4 and (CONSONANT_RUN_RE.search(w) or not VOWELS & set(w)))
-    long_words = sum(1 for w in words if len(w) >= 4)
-    return long_words > 0 and bad / long_words >= 0.5
+    long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
+    return bool(long_words) and long_words.count(False) / len(long_words) >= 0.5
 
 
 def clean(items: list[dict[str, Any]]) -> list[CleanedResponse]:
@@ -86,9 +180,12 @@ def clean(items: list[dict[str, Any]]) -> list[CleanedResponse]:
     for i, item in enumerate(items):
         text = normalise(str(item.get("text", "")))
         rid = item["id"]
-        status, dup = "ok", None
+        status: Literal["ok"] | Reason = "ok"
+        dup: str | int | None = None
         if not text:
             status = "empty"
+        elif is_no_answer(text):
+            status = "no_answer"
         elif is_gibberish(text):
             status = "gibberish"
         elif text in exact:

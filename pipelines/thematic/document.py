@@ -24,6 +24,7 @@ from . import baseline as earlier_wave
 from . import derive, waves
 from . import describe as describing
 from . import sentiment as sentiments
+from .clean import REASONS
 from .embed import ClientEmbedder
 from .result import (
     SCHEMA_VERSION,
@@ -376,7 +377,7 @@ def _theme_count(choice: dict[str, Any], k: int, level: Levels) -> Choice:
 
 
 def _run_info(s: RunState, theme_count: Choice, other: int) -> RunInfo:
-    unusable = {"empty": 0, "gibberish": 0, "exact_duplicate": 0, "near_duplicate": 0}
+    unusable = dict.fromkeys(REASONS, 0)
     copies = {c.index for c, _ in s.copies}
     for r in s.rows:
         if r.status != "ok" and r.index not in copies:

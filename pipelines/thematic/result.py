@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from .clean import Reason
+
 SCHEMA_VERSION = "1.4"
 """1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
 expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
@@ -32,7 +34,10 @@ row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochber
 (additive): ``impact.interval`` (``welch``: Welch's t interval; absent before, when it was a percentile
 bootstrap). Also 1.4 (additive): ``params.count_duplicates`` (default true) counts an exact or near copy of an
 earlier answer with its first copy's themes (bucket ``theme``/``other``, ``reason`` and ``duplicate_of`` kept), and
-``run.counts.duplicates`` says how many; before, and with false, copies were ``unusable``.
+``run.counts.duplicates`` says how many; before, and with false, copies were ``unusable``. Also 1.4 (additive):
+``assignments[].reason`` may be ``no_answer`` (an explicit non-answer: "N/A", "none", "-", "no comment"; before,
+such a text was ``gibberish`` or themed) and ``run.counts.unusable`` has its ``no_answer`` count; a short real
+answer ("TV", "Thx", a link) is no longer ``gibberish``.
 1.3 (additive, researcher38): ``impact.min_n`` and ``impact.themes[].small_n`` (a theme with fewer scored
 responses is never marked as excluding 0); ``comparison.themes[].test`` / ``groups[].test`` (``z`` or
 ``fisher``: Fisher's exact test where an expected count is below ``comparison.testing.exact_below``, 5);
@@ -199,9 +204,11 @@ class AssignmentOut(_Model):
     response_id: str | int
     bucket: Literal["theme", "other", "unusable"]
     themes: list[ThemeRef]
-    reason: str | None = Field(
-        default=None, description=("why unusable: empty, gibberish, exact_duplicate, near_duplicate; on a copy "
-                                   "counted with its first copy (1.4, params.count_duplicates), which kind of copy")
+    reason: Reason | None = Field(
+        default=None,
+        description="why unusable: empty, no_answer (an explicit non-answer: N/A, none, -, no comment), gibberish, "
+        "exact_duplicate, near_duplicate; on a copy counted with its first copy (1.4, params.count_duplicates), "
+        "which kind of copy",
     )
     duplicate_of: str | int | None = Field(default=None, description=(
         "the first copy's id, on a copy; a counted copy (bucket theme or other) has the first copy's themes"))

@@ -164,7 +164,7 @@ def clean_stage(ctx: PipelineContext, s: RunState) -> None:
     ctx.progress("clean", len(s.items), len(s.items), f"{len(s.usable)} usable responses")
     ctx.raise_if_cancelled()
     if not s.usable:
-        raise PermanentError("no usable responses: every text is empty, gibberish or a duplicate")
+        raise PermanentError("no usable responses: every text is empty, a non-answer, gibberish or a duplicate")
     # Languages: detected per response under "auto"; they pick the encoder and the keyword stopwords.
     default = mapped.default_encoder(s.params)
     s.plan = lang.plan(s.params.language, default, s.texts)

@@ -50,7 +50,9 @@ class ResponseRow(BaseModel):
     text: str = Field(description="The text as submitted (before cleaning or PII redaction).")
     metadata: dict[str, Any] = Field(description="The metadata it was submitted with ({} when none).")
     bucket: str = Field(description="`theme`, `other` (usable, in no theme) or `unusable`.")
-    reason: str | None = Field(description="Why unusable: empty, gibberish, exact_duplicate, near_duplicate.")
+    reason: str | None = Field(
+        description="Why unusable: empty, no_answer, gibberish, exact_duplicate, near_duplicate."
+    )
     themes: list[ThemeLink] = Field(description="Its themes, primary first.")
     broad: LevelLink | None = Field(description="Broad-level theme of the primary theme.")
     fine: LevelLink | None = Field(description="Fine-level theme (a sub-theme); null when the theme has none.")

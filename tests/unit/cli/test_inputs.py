@@ -132,11 +132,12 @@ def test_themes_table_shows_label_count_share_keywords_and_a_quote() -> None:
              "quotes": [{"response_id": "1", "text": "Food came an hour late"}]},
             {"label": "Cold food", "count": 10, "share": 0.1, "keywords": ["cold"], "quotes": []},
         ],
-        "run": {"counts": {"responses": 60, "themed": 50, "other": 5, "unusable": {"empty": 3, "gibberish": 2}},
+        "run": {"counts": {"responses": 60, "themed": 48, "other": 5,
+                           "unusable": {"empty": 3, "no_answer": 2, "gibberish": 2, "near_duplicate": 0}},
                 "theme_count": {"explanation": "silhouette peaked at k=2"}},
     }
     text = themes_table(result)
-    assert "60 responses: 50 in 2 themes, 5 other, 5 unusable (empty 3, gibberish 2)" in text
+    assert "60 responses: 48 in 2 themes, 5 other, 7 unusable (empty 3, gibberish 2, no_answer 2)" in text
     assert "Late deliveries" in text and "40.0%" in text and "late, hour" in text
     assert "“Food came an hour late”" in text
 
