@@ -209,11 +209,18 @@ def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) 
     quotes = {str(q["response_id"]): q["text"] for q in source.get("quotes", [])}
     new_id = _next_id(doc)
     moved = 0
+    # A counted copy (schema 1.4) is its first copy's coding: it moves when its first copy does, whatever its own
+    # text (it may differ by case, accents, invisible or full-width characters). The first copy comes first.
+    decided: dict[str, bool] = {}
     for a in doc.get("assignments", []):
         if not a.get("themes") or a["themes"][0]["theme_id"] != source["id"]:
             continue
-        text = texts.get(str(a["response_id"])) or quotes.get(str(a["response_id"]), "")
-        if pattern.search(text):
+        rid, first = str(a["response_id"]), a.get("duplicate_of")
+        if first is not None and str(first) in decided:
+            hit = decided[str(first)]
+        else:
+            hit = decided[rid] = bool(pattern.search(texts.get(rid) or quotes.get(rid, "")))
+        if hit:
             a["themes"][0] = {**a["themes"][0], "theme_id": new_id}
             moved += 1
     if not moved:

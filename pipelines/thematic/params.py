@@ -152,7 +152,8 @@ class ThematicParams(BaseModel):
     #: An exact or near copy of an earlier answer ("Good" from forty people) is forty respondents: counted with its
     #: first copy's themes in every count and share, its own metadata, rating and score. Copies are never
     #: clustered, labelled or quoted (a pasted answer cannot form a theme). False: copies are unusable, as before 1.4.
-    count_duplicates: bool = True
+    #: Strict: a JSON boolean only ("yes" or 1 is a 422 naming it, not read as true).
+    count_duplicates: bool = Field(default=True, strict=True)
     #: Redact emails, phone and card numbers before text is sent to an LLM.
     #: None means "on whenever an LLM is used".
     redact_pii: bool | None = None

@@ -79,3 +79,36 @@ def test_a_served_codebook_is_always_valid_as_seed_themes() -> None:
     params = ThematicParams.model_validate({"seed_themes": book})
     assert params.seed_themes is not None and [s.id for s in params.seed_themes] == ["t1", "t2", "t3"]
     assert long not in book[0]["keywords"] and book[0]["keywords"][0] == "kw0"
+
+
+@pytest.mark.parametrize("copy_text", [
+    "the déliveries were late",  # a near copy: equal but for an accent (clean.near_key)
+    "the deli\u200bveries were late",  # an exact copy once normalised: a zero-width space inside the word
+    "the ｄｅｌｉｖｅｒｉｅｓ were late",  # an exact copy once normalised: full-width letters (NFKC)
+])
+def test_a_split_moves_a_counted_copy_with_its_first_copy(copy_text: str) -> None:
+    # A counted copy (schema 1.4, count_duplicates) is its first copy's coding. A split tested each response's own
+    # text as submitted, so a copy that differs from its first copy by an accent, a zero-width space or full-width
+    # letters stayed behind in the source theme while its first copy moved: counted in another theme than the
+    # answer it copies. The same when only the copy's text holds the keyword: neither may move without the other.
+    texts = {"1": "the deliveries were late", "2": copy_text, "3": "late again"}
+    doc = {
+        "themes": [{"id": "t1", "label": "Late", "description": "", "keywords": ["late"], "count": 3, "share": 1.0,
+                    "quotes": [{"response_id": "1", "text": texts["1"]}]}],
+        "assignments": [
+            {"response_id": "1", "bucket": "theme", "themes": [{"theme_id": "t1", "confidence": 0.9}]},
+            {"response_id": "2", "bucket": "theme", "themes": [{"theme_id": "t1", "confidence": 0.9}],
+             "reason": "near_duplicate", "duplicate_of": "1"},
+            {"response_id": "3", "bucket": "theme", "themes": [{"theme_id": "t1", "confidence": 0.8}]},
+        ],
+    }
+    for keyword, moved in (("deliveries", {"1", "2"}), ("déliveries", set())):
+        edit = codebook.EDITS.validate_python([{"op": "split", "theme": "t1", "keyword": keyword, "label": "New"}])
+        if not moved:
+            with pytest.raises(codebook.EditError):  # only the copy's own text has it: nothing moves
+                codebook.apply_edits(doc, edit, texts)
+            continue
+        out = codebook.apply_edits(doc, edit, texts)
+        new = next(t["id"] for t in out["themes"] if t["label"] == "New")
+        assert {str(a["response_id"]) for a in out["assignments"] if a["themes"][0]["theme_id"] == new} == moved
+        assert {t["label"]: t["count"] for t in out["themes"]} == {"New": 2, "Late": 1}
