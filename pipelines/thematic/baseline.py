@@ -50,6 +50,10 @@ def baseline_of(job_id: str, result: Mapping[str, Any]) -> dict[str, Any]:
         **({"instrument": result["instrument"]} if result.get("instrument") else {}),
         "job_id": job_id,
         "n": usable,
+        # Whether its counts include copies of an answer (schema 1.4, count_duplicates): a comparison counts copies
+        # only when both waves do.
+        "copies": counts.get("duplicates") is not None and result.get("run", {}).get("params", {}).get(
+            "count_duplicates", True) is True,
         "themes": [
             {
                 "id": str(t["id"]),

@@ -1,8 +1,9 @@
 """Stage 1: normalise texts and mark what cannot be analysed (empty, a non-answer, gibberish, duplicates).
 
 Duplicates are kept out of clustering so that a copy-pasted answer cannot form
-a theme of its own, but they are reported (bucket ``unusable``, reason
-``exact_duplicate``/``near_duplicate`` and the id of the first copy).
+a theme of its own; they are marked (reason ``exact_duplicate``/``near_duplicate``
+and the id of the first copy), and the result counts each with its first copy's
+themes (``params.count_duplicates``; with false they are ``unusable``).
 
 An explicit non-answer ("N/A", "none", "-", "no comment": :data:`NO_ANSWERS`) is ``no_answer``, not gibberish and
 not a duplicate of the first one. A short real answer ("TV", "Thx", "SMS", "ok", a pasted link) is not gibberish:

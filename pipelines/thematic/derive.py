@@ -8,6 +8,7 @@ edit (``refresh``: written back into the stored document), so a merge or a split
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -81,9 +82,9 @@ def derived(
     ) if breakdown_by else []
     comparison = doc.get("comparison")
     if comparison is not None:
-        extra = {k: comparison[k] for k in ("mode", "instrument", "far") if k in comparison}
+        extra = {k: comparison[k] for k in ("mode", "instrument", "far", "copies") if k in comparison}
         comparison = {**compare(comparison["job_id"], comparison["then"], comparison["n_then"], doc,
-                                mode=comparison.get("mode")), **extra}
+                                mode=comparison.get("mode"), copies=comparison.get("copies", True)), **extra}
     impact_of = None
     if score is not None:
         key = str(score["key"])
@@ -121,13 +122,18 @@ DISCOVER_WARNING: Final = (
 
 
 def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc: Mapping[str, Any],
-            *, mode: str | None = None) -> dict[str, Any]:
+            *, mode: str | None = None, copies: bool = True) -> dict[str, Any]:
     """Share per theme in the earlier job (``then``: id → {label, count}) and in ``doc``, with the change tested.
 
     In discover mode a gone theme is not tested: its 0 now means no discovered theme mapped onto it, and on
-    no-change waves those zeros were tested as significant falls (review38: 2 of 4 false alarms)."""
-    usable = _usable(doc)
+    no-change waves those zeros were tested as significant falls (review38: 2 of 4 false alarms).
+
+    ``copies`` False: the earlier wave did not count copies of an answer (it ran before schema 1.4), so this
+    wave's counted copies are left out of "now" too: both shares are of distinct answers."""
+    usable = [a for a in _usable(doc) if copies or a.get("duplicate_of") is None]
     now: dict[str, int] = {t["id"]: int(t.get("count", 0)) for t in doc.get("themes", [])}
+    if not copies:
+        now = {t: 0 for t in now} | Counter(t for a in usable for t in themes_of(a))
     then_counts = {k: int(v["count"]) for k, v in then.items()}
     discover = mode == "discover"
     gone = {k for k, c in then_counts.items() if c > 0 and now.get(k, 0) == 0} if discover else set()

@@ -145,7 +145,8 @@ def compare_recode(s: RunState) -> Recode:
     if s.params.compare_mode == "discover":
         protos = earlier_wave.prototypes(baseline, s.embedder)
         coded = earlier_wave.match(emb, primary, protos, [t["id"] for t in baseline["themes"]])
-        return _with_copies(s, Recode(dict(zip(ids, coded, strict=True)), {"mode": "discover", "instrument": "prototypes"}))
+        return _with_copies(s, Recode(dict(zip(ids, coded, strict=True)),
+                                      {"mode": "discover", "instrument": "prototypes", "copies": _both_count_copies(s)}))
     encoder = encoder_name(s)
     earlier = baseline.get("instrument")
     how = "centroids"
@@ -156,14 +157,22 @@ def compare_recode(s: RunState) -> Recode:
         earlier = waves.from_prototypes(earlier_wave.prototypes(baseline, s.embedder), baseline, encoder)
         how = "prototypes"
     coded, facts = waves.inherit(emb, [r.text for r in s.usable], primary, earlier, min_size=s.params.min_theme_size,
-                                 weights=copy_weights(s))
+                                 weights=copy_weights(s) if _both_count_copies(s) else None)
     # A response coded to an earlier theme gets its cosine to that theme's nearest centroid as the confidence.
     _, best, _ = waves.nearest(emb, np.stack([waves.unpack(c["centroid"]) for c in earlier["codes"]])
                                if earlier["codes"] else np.zeros((0, emb.shape[1]), dtype=np.float32))
     return _with_copies(s, Recode(
-        dict(zip(ids, coded, strict=True)), {"mode": "inherit", "instrument": how, "far": facts["far"]},
+        dict(zip(ids, coded, strict=True)),
+        {"mode": "inherit", "instrument": how, "far": facts["far"], "copies": _both_count_copies(s)},
         then_counts=waves.counts(earlier), confidence={i: float(b) for i, b in zip(ids, best, strict=True)},
         inherited=[dict(c) for c in earlier["codes"]]))
+
+
+def _both_count_copies(s: RunState) -> bool:
+    """Whether the comparison counts copies of an answer: only when the earlier wave did too (``baseline_of``; a
+    result from before schema 1.4 did not). Else this wave's copies are left out of "now" and of the far count."""
+    assert s.baseline is not None
+    return bool(s.params.count_duplicates and s.baseline.get("copies", False))
 
 
 def _with_copies(s: RunState, r: Recode) -> Recode:

@@ -149,6 +149,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         lines += ["", "## Change since the compared job", "",
                   # The shares' denominators: the usable responses of each wave (not all that were submitted).
                   f"Then {comparison['n_then']} usable responses, now {comparison['n_now']}"
+                  + (" (distinct answers: the earlier wave did not count copies of an answer, so this wave's are "
+                     "left out here)" if comparison.get("copies") is False and doc.get("run", {}).get("counts", {}).get("duplicates") else "")
                   + (f"; {how}" if how else "") + "; **bold**: significant (two-proportion test, "
                   + ("weighted Benjamini–Hochberg q < 0.05, larger themes weighted more by their count in both "
                      "waves" if (comparison.get("testing") or {}).get("procedure") == "weighted-bh"

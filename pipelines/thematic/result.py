@@ -34,7 +34,8 @@ row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochber
 (additive): ``impact.interval`` (``welch``: Welch's t interval; absent before, when it was a percentile
 bootstrap). Also 1.4 (additive): ``params.count_duplicates`` (default true) counts an exact or near copy of an
 earlier answer with its first copy's themes (bucket ``theme``/``other``, ``reason`` and ``duplicate_of`` kept), and
-``run.counts.duplicates`` says how many; before, and with false, copies were ``unusable``. Also 1.4 (additive):
+``run.counts.duplicates`` says how many; before, and with false, copies were ``unusable``; ``comparison.copies``
+says whether the comparison counts them (only when both waves do). Also 1.4 (additive):
 ``assignments[].reason`` may be ``no_answer`` (an explicit non-answer: "N/A", "none", "-", "no comment"; before,
 such a text was ``gibberish`` or themed) and ``run.counts.unusable`` has its ``no_answer`` count; a short real
 answer ("TV", "Thx", a link) is no longer ``gibberish``.
@@ -407,6 +408,9 @@ class Comparison(_Model):
         default=None, description="what coded both waves: the earlier job's stored centroids, or (an earlier "
         "result without them, or discover mode) prototypes from its labels and quotes, with its clustering's counts")
     far: int | None = Field(default=None, description="responses far from every earlier theme (inherit)")
+    copies: bool | None = Field(default=None, description=(
+        "new in 1.4: whether n_now, count_now and far count copies of an answer (params.count_duplicates): only "
+        "when the earlier wave did too; false against a result from before 1.4, so both waves count distinct answers"))
     groups: list[ComparisonGroup] = Field(default_factory=list, description="families of near earlier themes, "
                                           "each tested pooled, BH over the families")
     testing: ComparisonTesting | None = Field(default=None, description="the multiple-testing procedure behind q "

@@ -291,8 +291,8 @@ def assign_stage(ctx: PipelineContext, s: RunState) -> None:
 
 
 def insight_stage(ctx: PipelineContext, s: RunState) -> None:
-    """Reads ``usable``, ``emb``, ``assigned``, ``baseline``, ``llm_sentiment``; writes ``sentiment`` (the
-    result's section) with ``scored`` (one per usable response), and ``recode``: how this wave is coded
+    """Reads ``usable``, ``copies``, ``emb``, ``assigned``, ``baseline``, ``llm_sentiment``; writes ``sentiment``
+    (the result's section) with ``scored`` (one per usable response, then one per counted copy), and ``recode``: how this wave is coded
     against the earlier one (``params.compare_to``), or None. First it closes the LLM's part of the run: the API
     embedder's redactions join ``pii_counts`` and the LLM usage is reported to the platform (``ctx.usage``)."""
     if isinstance(s.embedder, ClientEmbedder):

@@ -149,4 +149,12 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             "compare_to is not a thematic result",
             [{"field": "params.compare_to", "message": "the job's result has no themes"}],
         )
-    return {"responses": data, "baseline": baseline_of(params.compare_to, result)}
+    baseline = baseline_of(params.compare_to, result)
+    if baseline["copies"] and not params.count_duplicates:
+        # "Then" counts copies and "now" would not: the shares would not be comparable (and "then" cannot be
+        # recounted without them from what the earlier wave stored for its instrument).
+        raise ValidationFailed("count_duplicates does not fit compare_to", [{
+            "field": "params.count_duplicates",
+            "message": "the compared job counted copies of an answer (count_duplicates true); a wave compared with it "
+                       "must count them too"}])
+    return {"responses": data, "baseline": baseline}

@@ -51,7 +51,8 @@ class ResponseRow(BaseModel):
     metadata: dict[str, Any] = Field(description="The metadata it was submitted with ({} when none).")
     bucket: str = Field(description="`theme`, `other` (usable, in no theme) or `unusable`.")
     reason: str | None = Field(
-        description="Why unusable: empty, no_answer, gibberish, exact_duplicate, near_duplicate."
+        description="Why unusable: empty, no_answer, gibberish, exact_duplicate, near_duplicate. On a copy counted "
+        "with its first copy (bucket theme or other, schema 1.4 count_duplicates): which kind of copy it is."
     )
     themes: list[ThemeLink] = Field(description="Its themes, primary first.")
     broad: LevelLink | None = Field(description="Broad-level theme of the primary theme.")

@@ -691,7 +691,7 @@ function insightView(doc) {
   const cmp = doc.comparison;
   if (cmp) {
     parts.push(h("table", { class: "comparison" },
-      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators); * significant; (exact): Fisher's exact test, an expected count below 5`),
+      h("caption", {}, `Change since job ${cmp.job_id.slice(-10)}: ${cmp.n_then} usable responses then, ${cmp.n_now} now (the shares' denominators${cmp.copies === false && doc.run?.counts?.duplicates ? "; distinct answers: the earlier wave did not count copies of an answer" : ""}); * significant; (exact): Fisher's exact test, an expected count below 5`),
       h("thead", {}, h("tr", {}, ["Theme", "Then", "Now", "Change", ""].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, cmp.themes.map((r) => h("tr", { dataset: { themeId: r.theme_id, status: r.status, significant: String(r.significant) } },
         h("th", { scope: "row" }, labels.get(r.theme_id) || r.label),

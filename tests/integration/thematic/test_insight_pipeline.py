@@ -13,6 +13,7 @@ from pipelines.thematic import PIPELINE, ThematicParams, codebook
 from pipelines.thematic import sentiment as S
 from pipelines.thematic.baseline import baseline_of
 from pipelines.thematic.edit import edit_result
+from pipelines.thematic.render import render_md
 from pipelines.thematic.result import ThematicResult
 from shared.core.errors import ValidationFailed
 from tests.support.thematic_data import THEMES, feedback
@@ -349,4 +350,18 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
     assert all(by2[r]["themes"] == by2[f]["themes"] and by2[r]["bucket"] == by2[f]["bucket"] for r, f in first2.items())
     comparison = wave2["comparison"]
     assert comparison["n_then"] == counts["usable"] and comparison["n_now"] == wave2["run"]["counts"]["usable"]
+    assert comparison["copies"] is True
     assert sum(t["count"] for t in wave2["themes"]) == sum(len(a["themes"]) for a in wave2["assignments"])
+    # Against a wave that did not count copies (before schema 1.4; here count_duplicates=false), "now" leaves its
+    # copies out too, so both shares are of distinct answers: 14 copies would otherwise move one theme alone.
+    mixed = _run({"responses": second, "baseline": baseline_of(EARLIER, before)}, compare_to=EARLIER)
+    cmp = mixed["comparison"]
+    distinct = [a for a in mixed["assignments"] if a["bucket"] != "unusable" and a.get("duplicate_of") is None]
+    assert cmp["copies"] is False and cmp["n_then"] == old["usable"]
+    assert cmp["n_now"] == len(distinct) == mixed["run"]["counts"]["usable"] - mixed["run"]["counts"]["duplicates"]
+    having = Counter(r["theme_id"] for a in distinct for r in a["themes"])
+    assert {r["theme_id"]: r["count_now"] for r in cmp["themes"]} == \
+        {r["theme_id"]: having.get(r["theme_id"], 0) for r in cmp["themes"]}
+    assert any(t["count"] > having[t["id"]] for t in mixed["themes"])  # the themes themselves still count them
+    said = "distinct answers: the earlier wave did not count copies of an answer"
+    assert said in render_md(mixed)[1].decode() and said not in render_md(wave2)[1].decode()

@@ -18,8 +18,9 @@ EARLIER = "b" * 28
 class Earlier:
     """An EarlierResults that knows one job; asks are recorded so a test can see nothing else was read."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: dict[str, Any] | None = None) -> None:
         self.asked: list[tuple[str, str]] = []
+        self.run = run if run is not None else {"counts": {"usable": 9}}
 
     def result(self, job_id: str, *, field: str) -> dict[str, Any]:
         self.asked.append((job_id, field))
@@ -27,7 +28,7 @@ class Earlier:
             raise NotFound("no such job", field=field)
         return {"themes": [{"id": "t1", "label": "Late", "description": "d", "keywords": ["late"], "count": 4,
                             "quotes": [{"response_id": 1, "text": "late again"}]}],
-                "run": {"counts": {"usable": 9}}, "assignments": []}
+                "run": self.run, "assignments": []}
 
 
 def _fields(err: pytest.ExceptionInfo[ValidationFailed]) -> list[str]:
@@ -120,3 +121,21 @@ def test_values_off_a_declared_scale_are_refused_naming_the_scale_or_the_row() -
         with pytest.raises(ValidationFailed) as err:
             prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "0-10"}), bad, Earlier())
         assert _fields(err) == ["input[0].metadata.stars"]
+
+
+@pytest.mark.parametrize(("run", "copies"), [
+    ({"counts": {"usable": 9}}, False),  # before schema 1.4: copies were unusable
+    ({"counts": {"usable": 9, "duplicates": 2}, "params": {"count_duplicates": True}}, True),
+    ({"counts": {"usable": 9, "duplicates": 0}, "params": {"count_duplicates": False}}, False),
+])
+def test_the_baseline_says_whether_the_earlier_wave_counted_copies(run: dict[str, Any], copies: bool) -> None:
+    data = validate_input(ITEMS)
+    out = prepare(ThematicParams(compare_to=EARLIER), data, Earlier(run))
+    assert out["baseline"]["copies"] is copies
+    # A wave that leaves copies out cannot be compared with one that counted them: "then" has them, "now" not.
+    if copies:
+        with pytest.raises(ValidationFailed) as err:
+            prepare(ThematicParams(compare_to=EARLIER, count_duplicates=False), data, Earlier(run))
+        assert _fields(err) == ["params.count_duplicates"] and "counted copies" in err.value.errors[0]["message"]
+    else:
+        assert prepare(ThematicParams(compare_to=EARLIER, count_duplicates=False), data, Earlier(run))["baseline"]
