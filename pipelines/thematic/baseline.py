@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from . import waves
 from .assign import SEED_FLOOR
 from .embed import TextEmbedder
-from .result import AssignmentOut, Choice, Levels, Quote, ThematicResult, Theme, ThemeRef
+from .result import AssignmentOut, Choice, Counts, Levels, Quote, ThematicResult, Theme, ThemeRef
 
 #: A discovered theme is the earlier theme that most of its members are nearest, if that is at least this share.
 MAJORITY: Final = 0.5
@@ -158,7 +158,8 @@ def carry_over(
     result = result.with_(
         themes=themes, assignments=assignments, parents=[], subthemes=[],
         levels=Levels(broad="themes", fine="themes", broad_count=len(themes), fine_count=len(themes)),
-        run=result.run.with_(theme_count=_inherited_count(result.run.theme_count, themes, earlier, baseline)),
+        run=result.run.with_(theme_count=_inherited_count(result.run.theme_count, themes, earlier, baseline),
+                             counts=_bucket_counts(result.run.counts, assignments)),
     )
     then = {t["id"]: int(then_counts.get(t["id"], 0)) if then_counts is not None else int(t["count"])
             for t in baseline["themes"]}
@@ -271,6 +272,13 @@ def _recoded(
     rest = [r.with_(theme_id=fresh[r.theme_id]) for r in refs[1:] if r.theme_id in fresh]
     return a.with_(themes=[first, *[r for r in rest if r.theme_id != first.theme_id]], bucket="theme",
                    broad=first.theme_id, fine=None)
+
+
+def _bucket_counts(counts: Counts, assignments: list[AssignmentOut]) -> Counts:
+    """``run.counts`` with ``themed`` and ``other`` from the recoded assignments: a response of this run's "other"
+    coded to an earlier theme is themed now, and one coded to no earlier theme is other."""
+    buckets = Counter(a.bucket for a in assignments)
+    return counts.with_(themed=buckets["theme"], other=buckets["other"])
 
 
 def _recounted(themes: list[Theme], assignments: list[AssignmentOut]) -> list[Theme]:

@@ -274,3 +274,8 @@ def _recount(doc: dict[str, Any]) -> None:
         t["count"] = counts.get(t["id"], 0)
         t["share"] = round(t["count"] / usable, 4)
     doc["themes"].sort(key=lambda t: -t["count"])
+    run_counts = doc.get("run", {}).get("counts")
+    if run_counts is not None:
+        # A delete or a split moves responses between "theme" and "other": the run's counts follow.
+        buckets = Counter(a.get("bucket") for a in doc.get("assignments", []))
+        run_counts["themed"], run_counts["other"] = buckets["theme"], buckets["other"]

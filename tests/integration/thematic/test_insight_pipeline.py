@@ -363,5 +363,11 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
     assert {r["theme_id"]: r["count_now"] for r in cmp["themes"]} == \
         {r["theme_id"]: having.get(r["theme_id"], 0) for r in cmp["themes"]}
     assert any(t["count"] > having[t["id"]] for t in mixed["themes"])  # the themes themselves still count them
+    for d in (doc, wave2, mixed, renamed):  # run.counts agree with the buckets, after a wave's recoding too
+        buckets = Counter(a["bucket"] for a in d["assignments"])
+        assert (d["run"]["counts"]["themed"], d["run"]["counts"]["other"]) == (buckets["theme"], buckets["other"])
+    deleted = edit_result(doc, {"edits": [{"op": "delete", "theme": doc["themes"][0]["id"]}]}, items)
+    assert deleted["run"]["counts"]["other"] == counts["other"] + doc["themes"][0]["count"] == \
+        sum(a["bucket"] == "other" for a in deleted["assignments"])
     said = "distinct answers: the earlier wave did not count copies of an answer"
     assert said in render_md(mixed)[1].decode() and said not in render_md(wave2)[1].decode()

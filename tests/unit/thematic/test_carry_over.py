@@ -7,7 +7,9 @@ a code naming no earlier theme, an earlier theme no response is coded to (gone),
 as it was; with and without the earlier instrument's counts, families and confidences. The references in
 ``data/carry_over_*.json`` were written by the dict-rewriting ``carry_over`` before it worked on the model, so
 this test holds the refactor to the same output. Regenerated once since (2026-12-04), when a response began to count in
-each of its themes (t6, a new theme with a secondary reference following it, counts 3, was 2).
+each of its themes (t6, a new theme with a secondary reference following it, counts 3, was 2), and again
+(2026-12-06) when ``run.counts.themed``/``other`` began to follow the recoding (themed 7 -> 6, other 1 -> 2: they
+kept this run's own clustering's counts, which no assignment agreed with).
 """
 
 from __future__ import annotations
