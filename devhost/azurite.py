@@ -80,7 +80,8 @@ class Azurite:
     def running(self) -> bool:
         return all(port_open(p) for p in self.ports)
 
-    def start(self, timeout: float = 30.0) -> Azurite:
+    def start(self, timeout: float = 120.0) -> Azurite:
+        """Start Azurite and wait for its ports (at most ``timeout`` s: it returns as soon as they open)."""
         if not AZURITE_BIN.exists():
             raise RuntimeError(f"{AZURITE_BIN} is missing: run scripts/bootstrap (npm install in tools/azurite)")
         if self.location is None:

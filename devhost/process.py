@@ -97,7 +97,9 @@ class HostProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = 30.0) -> HostProcess:
+    def start(self, timeout: float = 120.0) -> HostProcess:
+        """Start the host and wait until it is ready (at most ``timeout`` s: it returns as soon as it is; a host's
+        imports and its language worker's start take several times longer on a loaded machine)."""
         # A restart keeps the port the first start got, so URLs handed out stay valid.
         port = 0 if self.port is None else self.port
         cmd = [self.python, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(port), *self.args]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -28,3 +28,18 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
         time.sleep(interval)
+
+
+def wait_in_page(page: Any, predicate: Callable[[], T], timeout: float = 30.0, interval_ms: int = 100,
+                 what: str = "") -> T:
+    """:func:`wait_until` for a test that drives a Playwright page (sync API): the page's events (``request``,
+    ``response``, ``requestfinished``) reach the test's handlers only while a Playwright call runs, so it pauses
+    with ``page.wait_for_timeout``, never ``time.sleep``. ``timeout`` (s) is measured by the test's clock."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
+        page.wait_for_timeout(interval_ms)

@@ -113,7 +113,7 @@ def added_later(req: func.HttpRequest) -> str:
 '''
     app = make_app(tmp_path, body, {"FROM_FILE": "file-value"})
     with HostProcess(app, env=env) as host:
-        assert urllib.request.urlopen(host.url + "/api/added/x", timeout=5).read() == b"hi x file-value"
+        assert urllib.request.urlopen(host.url + "/api/added/x", timeout=30).read() == b"hi x file-value"
         assert "added_later: [GET]" in host.logs
 
 
@@ -130,7 +130,7 @@ def slow(req: func.HttpRequest) -> str:
     result: dict[str, object] = {}
 
     def request() -> None:
-        result["body"] = urllib.request.urlopen(host.url + "/api/slow", timeout=10).read()
+        result["body"] = urllib.request.urlopen(host.url + "/api/slow", timeout=60).read()
 
     t = threading.Thread(target=request)
     t.start()
@@ -169,7 +169,7 @@ def forever(req: func.HttpRequest) -> str:
         host.signal(signal.SIGTERM)
         if second_signal:
             # The second signal must come after the first one was handled, so wait for the host to say so.
-            wait_for(lambda h=host: "SIGTERM received: stopping" in h.logs, timeout=10, what="the first signal")
+            wait_for(lambda h=host: "SIGTERM received: stopping" in h.logs, timeout=60, what="the first signal")
             host.signal(signal.SIGINT)
         code = host.wait(20)
         # Well before the 30 s invocation (grace 1 s) or the 30 s grace (second signal) could end; generous for a

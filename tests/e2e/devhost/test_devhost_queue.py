@@ -83,7 +83,7 @@ def test_queue_output_binding(basic: BasicHost) -> None:
     assert sorted(got) == ["MIXED", "mixed"]
     # From an HTTP function too.
     req = urllib.request.Request(basic.host.url + "/api/enqueue", data=b"via-http", method="POST")
-    assert urllib.request.urlopen(req, timeout=10).read() == b"queued"
+    assert urllib.request.urlopen(req, timeout=30).read() == b"queued"
     msgs = wait_for(lambda: list(dst.receive_messages()))
     assert base64.b64decode(msgs[0].content) == b"via-http"
 

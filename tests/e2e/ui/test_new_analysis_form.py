@@ -77,7 +77,7 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     expect(page.locator(f"#compare-to option[value='{first['id']}']")).to_have_count(1)
     page.select_option("#compare-to", first["id"])
     page.click("#submit-job")
-    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    page.wait_for_url("**#/jobs/*", timeout=60_000)
     body = posted[-1]
     assert body["params"] == {"min_theme_size": 5, "llm": "auto", "breakdown_by": ["plan"],
                               "score": {"key": "nps", "scale": "nps"}, "sentiment_from": "stars",
@@ -121,7 +121,7 @@ def test_a_score_column_that_is_not_a_number_is_refused_naming_the_field(page: A
     page.select_option("#score-scale", "numeric")
     page.click("#submit-job")
     alert = page.locator("[role=alert]")
-    expect(alert).to_contain_text("params.score.key", timeout=20_000)
+    expect(alert).to_contain_text("params.score.key", timeout=60_000)
     assert "#/new" in page.url and _jobs(api) == before
     # The browser logs the refused request itself ("status of 422"): expected here, unlike any other error.
     page.errors[:] = [e for e in page.errors if "status of 422" not in e]
@@ -148,13 +148,13 @@ def test_a_rating_columns_scale_can_be_declared_and_a_scale_the_values_do_not_fi
     page.select_option("#sentiment-scale", "1-5")
     page.click("#submit-job")
     alert = page.locator("[role=alert]")
-    expect(alert).to_contain_text("params.sentiment_from.scale", timeout=20_000)
+    expect(alert).to_contain_text("params.sentiment_from.scale", timeout=60_000)
     assert posted[-1]["params"]["sentiment_from"] == {"key": "nps", "scale": "1-5"}
     assert "#/new" in page.url and _jobs(api) == before
     page.errors[:] = [e for e in page.errors if "status of 422" not in e]
     page.select_option("#sentiment-scale", "0-10")
     page.click("#submit-job")
-    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    page.wait_for_url("**#/jobs/*", timeout=60_000)
     assert posted[-1]["params"]["sentiment_from"] == {"key": "nps", "scale": "0-10"}
     job = api.wait(page.url.rsplit("/", 1)[-1], timeout=240)
     assert job["status"] == "succeeded", job

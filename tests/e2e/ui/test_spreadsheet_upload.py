@@ -34,7 +34,7 @@ def _refusal(page: Any, host: HostProcess, api: Api, path: Path) -> str:
 
 def _submit_and_wait(page: Any, posted: list[dict[str, Any]], api: Api) -> dict[str, Any]:
     page.click("#submit-job")
-    page.wait_for_url("**#/jobs/*", timeout=20_000)
+    page.wait_for_url("**#/jobs/*", timeout=60_000)
     assert posted, "the form did not submit"
     job_id = page.url.rsplit("/", 1)[-1]
     assert api.job(job_id)["pipeline"] == "thematic"
