@@ -148,7 +148,8 @@ class ThematicParams(BaseModel):
     embedding: Literal["fast", "quality", "multilingual"] = "fast"
     llm: Literal["off", "auto", "required"] = "auto"
     seed_themes: list[SeedTheme] | None = Field(default=None, max_length=100)
-    multi_label: bool = False
+    # JSON booleans only (strict): lax pydantic read "yes", "on", "1" and 1 as true, so a client's string passed.
+    multi_label: bool = Field(default=False, strict=True)
     #: An exact or near copy of an earlier answer ("Good" from forty people) is forty respondents: counted with its
     #: first copy's themes in every count and share, its own metadata, rating and score. Copies are never
     #: clustered, labelled or quoted (a pasted answer cannot form a theme). False: copies are unusable, as before 1.4.
@@ -156,7 +157,7 @@ class ThematicParams(BaseModel):
     count_duplicates: bool = Field(default=True, strict=True)
     #: Redact emails, phone and card numbers before text is sent to an LLM.
     #: None means "on whenever an LLM is used".
-    redact_pii: bool | None = None
+    redact_pii: bool | None = Field(default=None, strict=True)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     #: Usable responses from which embedding (and LLM coding against
     #: ``seed_themes``) runs as a map stage over chunk workers; larger than
