@@ -245,10 +245,13 @@ def worker_killed(conn: str, n_jobs: int = 40, seconds: float = 1.0, timeout: fl
 def storage_outage(
     n_jobs: int = 12, outage_s: float = 8.0, bound_s: float = 8.0, timeout: float = 150
 ) -> dict[str, Any]:
-    """Stop a private Azurite mid-run, keep calling the API, start it again with the same data."""
+    """Stop a private Azurite mid-run, keep calling the API, start it again with the same data.
+
+    The short stale threshold (``QUICK_STALE``): an attempt that cannot renew through the outage (and Azurite's
+    restart) fences itself and waits out the threshold before the reaper hands it on."""
     az = Azurite.private().start()
     try:
-        with cluster(az.connection_string, workers=1) as c:
+        with cluster(az.connection_string, workers=1, HEARTBEAT_STALE_SECONDS=QUICK_STALE) as c:
             api = c.api
             ids, _, statuses = submit_many(
                 api,

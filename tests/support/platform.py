@@ -19,7 +19,10 @@ def fast_settings(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> None:
     values = {
         "PROGRESS_MIN_INTERVAL_SECONDS": "0.2",
         "HEARTBEAT_SECONDS": "0.5",
-        "HEARTBEAT_STALE_SECONDS": "5",
+        # An attempt fences itself after 0.6 x this without a renewal: 5 s (a 3 s fence) is one renewal slowed by a
+        # loaded machine, and the attempt ended "lost" where a test expected it to finish or be cancelled. No test
+        # here waits for a heartbeat to go stale (the reaper tests write rows minutes old), so 30 s costs nothing.
+        "HEARTBEAT_STALE_SECONDS": "30",
         "CANCEL_GRACE_SECONDS": "1",
         **overrides,
     }
