@@ -76,29 +76,42 @@ def normalise(text: str) -> str:
 def near_key(text: str) -> str:
     """Case-, accent- and punctuation-insensitive key: "Great service!!" == "great service"."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    # ASCII has no combining marks: the filter would give the same string back (issue 27: most answers are ASCII).
+    stripped = decomposed if decomposed.isascii() else "".join(c for c in decomposed if not unicodedata.combining(c))
     # Digits count: "late by 3 days" and "late by 9 days" are different answers.
     return " ".join(ALNUM_RE.findall(stripped))
 
 
 def _base(word: str) -> str:
+    if word.isascii():  # NFKD leaves ASCII as it is, and ASCII has no combining marks: the same string
+        return word
     return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
 
 
 def _latin(word: str) -> bool:
-    return all(c.isascii() or unicodedata.name(c, "").startswith("LATIN") for c in word)
+    return word.isascii() or all(c.isascii() or unicodedata.name(c, "").startswith("LATIN") for c in word)
 
 
 def is_no_answer(text: str) -> bool:
     """An explicit non-answer (:data:`NO_ANSWERS`, :data:`NO_ANSWER_MARKS`): "N/A", "None.", "-", "no comment"."""
-    key = near_key(text)
+    return _no_answer(text, near_key(text))
+
+
+def _no_answer(text: str, key: str) -> bool:
+    """:func:`is_no_answer` given the text's :func:`near_key` (:func:`clean` needs the key anyway)."""
     if not key:
         return bool(text) and all(c in NO_ANSWER_MARKS for c in text)
     return key in NO_ANSWERS
 
 
+#: Every run of three or more neighbouring keys of one row of :data:`KEYBOARD_ROWS`, either way: a word is such a
+#: run exactly when it has >= 3 letters and is a substring of a row or of a reversed row.
+_KEYBOARD_RUNS: Final = frozenset(r[i:j] for row in KEYBOARD_ROWS for r in (row, row[::-1])
+                                  for i in range(len(r)) for j in range(i + 3, len(r) + 1))
+
+
 def _keyboard_run(word: str) -> bool:
-    return len(word) >= 3 and any(word in row or word in row[::-1] for row in KEYBOARD_ROWS)
+    return word in _KEYBOARD_RUNS
 
 
 def _one_letter(word: str) -> bool:
@@ -139,7 +152,15 @@ def _real_word(word: str, written: str) -> bool:
         return True
     if len(word) <= 3:
         return True
-    return bool(VOWELS & set(word)) and not CONSONANT_RUN_RE.search(word)
+    return not VOWELS.isdisjoint(word) and not CONSONANT_RUN_RE.search(word)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word(written: str) -> tuple[str, bool]:
+    """A word as :func:`is_gibberish` reads it (lower case, accents off) and whether it counts as real (not Latin,
+    or :func:`_real_word`): a function of the written word alone, so answers that share a word share the work."""
+    word = _base(written.lower())
+    return word, not _latin(word) or _real_word(word, written)
 
 
 def is_gibberish(text: str) -> bool:
@@ -152,9 +173,9 @@ def is_gibberish(text: str) -> bool:
     """
     if URL_RE.search(text):
         return False
-    written = WORD_RE.findall(text)
     # Accents off (as near_key does) so that "stürzt" has its vowel: the tests below count a-e-i-o-u-y only.
-    words = [_base(w.lower()) for w in written]
+    read = [_word(w) for w in WORD_RE.findall(text)]
+    words = [w for w, _ in read]
     letters = sum(len(w) for w in words)
     if letters < 2:
         return True  # only digits/punctuation/emoji
@@ -167,7 +188,7 @@ def is_gibberish(text: str) -> bool:
     # The vowel and consonant-run tests know only the Latin alphabet: a Cyrillic, Greek, Arabic, CJK, Hangul or
     # Thai word has no a/e/i/o/u, and without this every answer in those scripts (languages the pipeline
     # supports) was "gibberish", so a Russian survey failed with "no usable responses". Such a word counts as real.
-    real = [not _latin(w) or _real_word(w, orig) for w, orig in zip(words, written, strict=True)]
+    real = [ok for _, ok in read]
     if not any(real):
         return True
     long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
@@ -183,16 +204,16 @@ def clean(items: list[dict[str, Any]]) -> list[CleanedResponse]:
         rid = item["id"]
         status: Literal["ok"] | Reason = "ok"
         dup: str | int | None = None
+        key = near_key(text)
         if not text:
             status = "empty"
-        elif is_no_answer(text):
+        elif _no_answer(text, key):
             status = "no_answer"
         elif is_gibberish(text):
             status = "gibberish"
         elif text in exact:
             status, dup = "exact_duplicate", exact[text]
         else:
-            key = near_key(text)
             if key and key in near:
                 status, dup = "near_duplicate", near[key]
             else:
