@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKER = r"""
 import hashlib, json, os, resource, sys, time
 from pathlib import Path
-code_root, bench_root, name, seed, out = sys.argv[1:6]
+code_root, bench_root, name, seed, out, cold = sys.argv[1:7]
 sys.path.insert(0, bench_root)
 import bench.thematic as b  # puts bench_root first on sys.path; the code under test must come before it
 sys.path.insert(0, code_root)
@@ -86,6 +86,14 @@ from pipelines.thematic import ThematicParams
 params = ThematicParams(llm="off", seed=int(seed), num_themes="auto")
 items = [{"id": i, "text": t} for i, t in enumerate(texts)]
 R.run_with(b.Ctx(), params, items, client=None)  # warm-up: embeddings cached, imports and first calls paid
+if cold == "1":
+    # As a fresh worker meets the job: the per-text memos (bounded lru caches: keywords._analyse, _terms, _stem,
+    # clean._word) empty again; the per-process loads (unbounded functools.cache: lexicons, models) stay.
+    for mod in [m for k, m in list(sys.modules.items()) if k.startswith("pipelines.thematic")]:
+        for f in list(vars(mod).values()):
+            info = getattr(f, "cache_info", None)
+            if callable(info) and getattr(f, "__module__", "") == mod.__name__ and info().maxsize is not None:
+                f.cache_clear()
 stage_cpu.clear()
 c0, w0 = cpu(), time.perf_counter()
 doc = R.run_with(b.Ctx(), params, items, client=None)
@@ -212,12 +220,14 @@ def ref_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def run_one(code: Path, name: str, seed: int, threads: int, out: Path, blas: int | None = None) -> dict[str, Any]:
-    """One worker run of ``name`` at ``threads`` (onnxruntime and BLAS; ``blas`` sets BLAS apart)."""
+def run_one(code: Path, name: str, seed: int, threads: int, out: Path, blas: int | None = None,
+            cold: bool = False) -> dict[str, Any]:
+    """One worker run of ``name`` at ``threads`` (onnxruntime and BLAS; ``blas`` sets BLAS apart); ``cold``: the
+    per-text memos emptied before the timed run."""
     env = dict(os.environ)
     b = str(threads if blas is None else blas)
     env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=b, MKL_NUM_THREADS=b)
-    p = subprocess.run([sys.executable, "-c", WORKER, str(code), str(ROOT), name, str(seed), str(out)],
+    p = subprocess.run([sys.executable, "-c", WORKER, str(code), str(ROOT), name, str(seed), str(out), str(int(cold))],
                        capture_output=True, text=True, env=env, cwd=str(code))
     if p.returncode:
         raise SystemExit(f"{code} {name}: worker failed\n{p.stderr[-3000:]}")
@@ -259,6 +269,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="--counts: seeds 0..N-1")
     ap.add_argument("--snapshot", action="store_true", help="--counts: run a copy of this tree taken at the start")
     ap.add_argument("--knobs", default="", help="--counts: NAME=VALUE,... constants of this tree's cluster.py")
+    ap.add_argument("--cold", action="store_true",
+                    help="empty the per-text memos (keywords, clean) before the timed run, as in a fresh worker")
     args = ap.parse_args()
     if args.counts:
         with tempfile.TemporaryDirectory(prefix="cluster-counts-") as tmp:
@@ -268,7 +280,8 @@ def main() -> None:
     from bench.int8_speed import machine
 
     print(machine())
-    print(f"ref {args.ref} vs this tree; {args.threads} thread(s); seed {args.seed}; {args.rounds} round(s)")
+    print(f"ref {args.ref} vs this tree; {args.threads} thread(s); seed {args.seed}; {args.rounds} round(s)"
+          f"{'; per-text memos emptied before the timed run (--cold)' if args.cold else ''}")
     with tempfile.TemporaryDirectory(prefix="cluster-speed-") as tmp:
         trees = {"ref": ref_tree(args.ref, Path(tmp) / "ref"), "now": ROOT}
         all_same = True
@@ -277,7 +290,7 @@ def main() -> None:
             for r in range(args.rounds):
                 for tag in (("ref", "now") if r % 2 == 0 else ("now", "ref")):
                     out = Path(tmp) / f"{name}-{tag}-{r}.json"
-                    runs[tag].append(run_one(trees[tag], name, args.seed, args.threads, out))
+                    runs[tag].append(run_one(trees[tag], name, args.seed, args.threads, out, cold=args.cold))
             a = json.loads((Path(tmp) / f"{name}-now-0.json").read_text(encoding="utf-8"))
             b = json.loads((Path(tmp) / f"{name}-ref-0.json").read_text(encoding="utf-8"))
             diff = first_difference(a, b)

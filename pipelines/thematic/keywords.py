@@ -67,7 +67,7 @@ def _terms(text: str, stopwords: frozenset[str], languages: tuple[str, ...]) -> 
         if prev is not None:
             out.add(f"{prev} {t}")
         # CJK tokens are overlapping character bigrams already: no phrases of them.
-        prev = None if lang.is_cjk(t) else t
+        prev = None if not t.isascii() and lang.is_cjk(t) else t  # an ASCII token is never CJK
     return frozenset(out)
 
 
@@ -219,8 +219,10 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
     surfaces: dict[str, str] = {}
     cued: set[str] = set()
     after: dict[str, set[str]] = {}  # per content word, what follows each of its uses here ("" for no word)
+    span = max(max_n, MAX_SPAN_TOKENS)
     for clause in CLAUSE_RE.split(CONJUNCTION_RE.sub(",", scrub(text))):
         toks = tokens(clause)
+        n_toks = len(toks)
         kind = []  # per token: "c" content, "n" negation, "s" stopword
         for n, t in enumerate(toks):
             if t in NEGATIONS:
@@ -231,28 +233,33 @@ def _analyse(text: str, stopwords: frozenset[str], max_n: int, languages: tuple[
                 kind.append("c")
                 if n and toks[n - 1] in PREDICATE_CUES:
                     cued.add(t)
+        # lang.is_cjk per token once (the spans below ask it up to MAX_SPAN_TOKENS times a token); an ASCII token
+        # is never CJK, so the regex runs only on the others (issue 27: the same answers, cheaper).
+        cjk = [not t.isascii() and lang.is_cjk(t) for t in toks]
         for i, t in enumerate(toks):
-            if kind[i] != "c" and not (kind[i] == "n" and i + 1 < len(toks)):
+            if kind[i] != "c" and not (kind[i] == "n" and i + 1 < n_toks):
                 continue
-            if lang.is_cjk(t):
+            if cjk[i]:
                 # CJK tokens are overlapping character bigrams already: no phrases of them.
                 keys.add(t)
                 continue
             if kind[i] == "c":
-                nxt = toks[i + 1] if i + 1 < len(toks) and (kind[i + 1] == "c" or toks[i + 1] in VERB_PARTICLES) else ""
+                nxt = toks[i + 1] if i + 1 < n_toks and (kind[i + 1] == "c" or toks[i + 1] in VERB_PARTICLES) else ""
                 after.setdefault(t, set()).add(nxt)
             if kind[i] == "c" and _particle(toks, kind, i + 1):
                 surfaces.setdefault(t, f"{t} {toks[i + 1]}")  # "top" is said "top up"
             words: list[str] = []
-            span = max(max_n, MAX_SPAN_TOKENS)
-            for j in range(i, min(len(toks), i + span)):
-                if kind[j] == "c" and lang.is_cjk(toks[j]):
+            said = False  # any(w != "not" for w in words), kept as the words are appended
+            for j in range(i, min(n_toks, i + span)):
+                if kind[j] == "c" and cjk[j]:
                     break
                 if kind[j] != "s":
                     if len(words) >= max_n:
                         break
-                    words.append("not" if kind[j] == "n" else toks[j])
-                if kind[j] == "c" and any(w != "not" for w in words):
+                    w = "not" if kind[j] == "n" else toks[j]
+                    words.append(w)
+                    said = said or w != "not"
+                if kind[j] == "c" and said:
                     key = " ".join(words)
                     keys.add(key)
                     # A verb's particle belongs to it as written: "can't log in", "top up".
