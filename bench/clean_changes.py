@@ -24,7 +24,6 @@ sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import importlib.util  # noqa: E402
-import os  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 import types  # noqa: E402
@@ -34,6 +33,7 @@ from typing import Any  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.int8_speed import machine  # noqa: E402  (the CPU, its flags and the load: with every speed number)
 from pipelines.thematic import clean as current  # noqa: E402
 
 
@@ -103,16 +103,6 @@ def compare(name: str, texts: list[str], ref: Any, notes: list[str] | None, show
     for i in kept[:show]:
         print(f"  {'(unchanged)':>15}    {after[i]:<15} {texts[i][:100]!r}")
     return len(texts), len(changed)
-
-
-def machine() -> str:
-    info = Path("/proc/cpuinfo").read_text()
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []))
-    wanted = [f for f in ("avx2", "avx512_vnni", "avx_vnni") if f in flags]
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    return f"cpu: {model}; cores {os.cpu_count()}; flags {' '.join(wanted) or 'none of avx2/avx512_vnni/avx_vnni'}; " \
-           f"load {' '.join(load)}"
 
 
 def speed(ref: Any, texts: list[str], repeats: int = 3) -> None:

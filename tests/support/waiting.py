@@ -14,8 +14,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "",
+               pause: Callable[[float], None] | None = None) -> T:
     """The predicate's first truthy value; AssertionError (naming ``what``) if none came within ``timeout`` s.
+    ``pause(interval)`` between calls (``time.sleep``, looked up at each call, by default).
 
     The predicate is called once more after the deadline, so a condition met while the poller was descheduled
     still counts.
@@ -27,7 +29,7 @@ def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: floa
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
-        time.sleep(interval)
+        (pause or time.sleep)(interval)
 
 
 def wait_in_page(page: Any, predicate: Callable[[], T], timeout: float = 30.0, interval_ms: int = 100,
@@ -35,11 +37,4 @@ def wait_in_page(page: Any, predicate: Callable[[], T], timeout: float = 30.0, i
     """:func:`wait_until` for a test that drives a Playwright page (sync API): the page's events (``request``,
     ``response``, ``requestfinished``) reach the test's handlers only while a Playwright call runs, so it pauses
     with ``page.wait_for_timeout``, never ``time.sleep``. ``timeout`` (s) is measured by the test's clock."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
-        page.wait_for_timeout(interval_ms)
+    return wait_until(predicate, timeout, interval_ms / 1000, what, pause=lambda s: page.wait_for_timeout(s * 1000))

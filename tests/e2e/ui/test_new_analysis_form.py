@@ -39,6 +39,18 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _open_form_with(page: Any, host: HostProcess, api: Api, f: Path) -> list[dict[str, Any]]:
+    """The New analysis form with ``f`` chosen; the bodies the page POSTs to /api/jobs, as they are sent."""
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    page.wait_for_selector("#responses-file")
+    posted: list[dict[str, Any]] = []
+    page.on("request", lambda r: posted.append(json.loads(r.post_data))
+            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#metadata-fields")).to_be_visible()
+    return posted
+
+
 def _jobs(api: Api) -> set[str]:
     status, _, body = api.call("GET", "/api/jobs?limit=200")
     assert status == 200
@@ -53,13 +65,7 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     assert first["status"] == "succeeded", first
     f = _csv(tmp_path / "wave2.csv", _survey(2, 1000))
 
-    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
-    page.wait_for_selector("#responses-file")
-    posted: list[dict[str, Any]] = []
-    page.on("request", lambda r: posted.append(json.loads(r.post_data))
-            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
-    page.set_input_files("#responses-file", str(f))
-    expect(page.locator("#metadata-fields")).to_be_visible()
+    posted = _open_form_with(page, host, api, f)
     assert page.locator("#text-column").input_value() == "comment"
     page.select_option("#id-column", "respondent")
     # Metadata choices are the columns other than the text and id ones.
@@ -131,13 +137,7 @@ def test_a_rating_columns_scale_can_be_declared_and_a_scale_the_values_do_not_fi
         page: Any, host: HostProcess, api: Api, tmp_path: Path) -> None:
     f = _csv(tmp_path / "survey.csv", _survey(4, 0))
     before = _jobs(api)
-    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
-    page.wait_for_selector("#responses-file")
-    posted: list[dict[str, Any]] = []
-    page.on("request", lambda r: posted.append(json.loads(r.post_data))
-            if r.method == "POST" and r.url.split("?")[0].endswith("/api/jobs") else None)
-    page.set_input_files("#responses-file", str(f))
-    expect(page.locator("#metadata-fields")).to_be_visible()
+    posted = _open_form_with(page, host, api, f)
     page.select_option("#id-column", "respondent")
     # The scale picker is for a rating column only.
     expect(page.locator("#sentiment-scale")).to_be_disabled()
