@@ -291,9 +291,10 @@ def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict
     by_index = _themes_by_index(s)
     themes_by_id = {th.id: th for th in s.themes}
     usable_pos = {r.index: n for n, r in enumerate(s.usable)}
-    counted = [*s.usable, *(c for c, _ in s.copies)]
-    scored = ({str(r.id): x for r, x in zip(counted, s.scored, strict=True)} if s.scored is not None else None)
-    first_of = {c.index: s.usable[first] for c, first in s.copies}
+    # ``s.scored``: one per usable response, then one per counted copy (insight_sentiment).
+    scored_rows = [*s.usable, *(c for c, _ in s.copies)]
+    scored = ({str(r.id): x for r, x in zip(scored_rows, s.scored, strict=True)} if s.scored is not None else None)
+    first_of = {c.index: s.usable[first].index for c, first in s.copies}  # a copy's row -> its first copy's row
     built: dict[int, AssignmentOut] = {}
     counts = {th.id: 0 for th in s.themes}
     level_counts: dict[str, int] = {}
@@ -303,7 +304,7 @@ def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict
         if r.index in first_of:
             # A copy is its first copy's coding under its own id, and says what it copies (the first copy is
             # earlier in the input, so it is built); its own rating (sentiment_from) scores it.
-            a = _copy(built[first_of[r.index].index].document(), r, scored)
+            a = _copy(built[first_of[r.index]].document(), r, scored)
         elif r.status != "ok":
             out.append(AssignmentOut(response_id=r.id, bucket="unusable", themes=[], reason=r.status,
                                      duplicate_of=r.duplicate_of))
