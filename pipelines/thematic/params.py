@@ -18,6 +18,8 @@ from pydantic import (
     model_validator,
 )
 
+from shared.sdk.errors import ParamError
+
 from .insight import MAX_BREAKDOWN_FIELDS, MIN_GROUP_SIZE
 
 #: Largest number of responses in one job. 100k embeds in ~15 min on 2 cores
@@ -197,13 +199,23 @@ class ThematicParams(BaseModel):
     #: A metadata score to measure each theme's impact on (``result.impact``): {"key", "scale"}.
     score: ScoreParam | None = None
 
-    @field_validator("num_themes", "max_themes", "min_theme_size", "seed", "fanout_min_responses",
+    @field_validator("max_themes", "min_theme_size", "seed", "fanout_min_responses",
                      "fanout_chunk_size", "min_group_size", mode="before")
     @classmethod
     def _no_boolean_counts(cls, value: object) -> object:
         # JSON true is no count: lax validation would read it as 1 (a one-theme job for {"num_themes": true}).
+        # (The service validates strictly as well, which refuses it too; this holds for any other caller.)
         if isinstance(value, bool):
             raise ValueError("expected an integer, not a boolean")
+        return value
+
+    @field_validator("num_themes", mode="before")
+    @classmethod
+    def _auto_or_an_integer(cls, value: object) -> object:
+        # One error naming params.num_themes: the union's own errors name its members
+        # (params.num_themes.literal['auto'] and params.num_themes.int).
+        if value != "auto" and type(value) is not int:
+            raise ValueError("expected 'auto' or an integer")
         return value
 
     @field_validator("breakdown_by")
@@ -244,14 +256,16 @@ class ThematicParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ThematicParams:
+        # ParamError: the 422 names the parameter (params.num_themes), not the whole params.
         if isinstance(self.num_themes, int) and not 1 <= self.num_themes <= (self.max_themes or 200):
-            raise ValueError("num_themes must be 'auto' or between 1 and max_themes")
+            raise ParamError("num_themes", "num_themes must be 'auto' or between 1 and max_themes")
         if self.seed_themes is not None:
             names = [s.name.strip().lower() for s in self.seed_themes]
             if len(set(names)) != len(names):
-                raise ValueError("seed_themes names must be unique")
+                raise ParamError("seed_themes", "seed_themes names must be unique")
         if self.embedding == "quality" and self.language not in ("en", "auto"):
-            raise ValueError(
-                "embedding 'quality' is English only; use language 'en' or 'auto', or embedding 'multilingual'"
+            raise ParamError(
+                "embedding",
+                "embedding 'quality' is English only; use language 'en' or 'auto', or embedding 'multilingual'",
             )
         return self

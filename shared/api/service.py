@@ -361,7 +361,10 @@ class JobService:
                 [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}],
             )
         try:
-            params_model = pipeline.params_model.model_validate(body.params)
+            # Strict, as JSON: a parameter is the JSON type it is declared as (an integer is a JSON integer, never
+            # "5", 5.0 or true; a number never a string), so what is stored is what was sent; enums and literals
+            # still take their JSON strings.
+            params_model = pipeline.params_model.model_validate_json(json.dumps(body.params), strict=True)
         except ValidationError as err:
             raise_for(err, "params", "invalid params")
         if pipeline.validate_params is not None:
