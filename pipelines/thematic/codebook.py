@@ -11,11 +11,35 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from .params import SEED_DESCRIPTION_MAX, SEED_EXAMPLE_MAX, SEED_KEYWORD_MAX, SEED_KEYWORDS_MAX, SEED_NAME_MAX
+
+#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes) and the bidirectional overrides and
+#: isolates, which turn the rest of a line around in whatever shows the label (a spreadsheet, a report).
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The same, but a description may hold line breaks and tabs.
+_INVISIBLE_IN_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a label needs a visible character")
+    if _INVISIBLE.search(value):
+        raise ValueError("no control characters, line breaks or direction overrides")
+    return value
+
+
+def _text(value: str) -> str:
+    if _INVISIBLE_IN_TEXT.search(value):
+        raise ValueError("no control characters or direction overrides")
+    return value
+
+
+#: A theme's name as an edit gives it: shown as is in every export, so visible text on one line.
+Label = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(_visible)]
 
 
 class _Edit(BaseModel):
@@ -25,14 +49,14 @@ class _Edit(BaseModel):
 class Rename(_Edit):
     op: Literal["rename"]
     theme: str
-    label: str = Field(min_length=1, max_length=120)
-    description: str | None = Field(default=None, max_length=1000)
+    label: Label
+    description: Annotated[str, AfterValidator(_text)] | None = Field(default=None, max_length=1000)
 
 
 class Merge(_Edit):
     op: Literal["merge"]
     themes: list[str] = Field(min_length=2, max_length=50)
-    label: str | None = Field(default=None, min_length=1, max_length=120)
+    label: Label | None = None
 
 
 class Split(_Edit):
@@ -40,8 +64,8 @@ class Split(_Edit):
 
     op: Literal["split"]
     theme: str
-    keyword: str = Field(min_length=2, max_length=60)
-    label: str = Field(min_length=1, max_length=120)
+    keyword: Annotated[str, Field(min_length=2, max_length=60), AfterValidator(_visible)]
+    label: Label
 
 
 class Delete(_Edit):

@@ -21,6 +21,8 @@ from .insight import MIN_GROUP_SIZE
 from .result import ThematicResult
 from .validate import responses_of
 
+#: The ops of an edit: pydantic names a field of one as edits[i].<op>.<field>.
+_OPS: Final = frozenset({"rename", "merge", "split", "delete"})
 #: Edits in one request: a researcher's session of renames and merges, not a script's bulk rewrite.
 MAX_EDITS: Final = 50
 
@@ -34,6 +36,8 @@ class ThemesPatch(BaseModel):
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
+    if len(loc) > 2 and loc[0] == "edits" and loc[2] in _OPS:
+        loc = loc[:2] + loc[3:]  # edits[0].label, not the discriminated union's edits[0].rename.label
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
