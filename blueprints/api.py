@@ -6,7 +6,15 @@ import azure.functions as func
 
 from shared import platform
 from shared.api import polling, views
-from shared.api.http import AUTH_LEVEL, anonymous_handler, api_handler, base_url, json_response, tenant_of
+from shared.api.http import (
+    AUTH_LEVEL,
+    anonymous_handler,
+    api_handler,
+    base_url,
+    json_body,
+    json_response,
+    tenant_of,
+)
 from shared.api.service import JobService
 from shared.api.webhook_secrets import WebhookSecrets
 from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
@@ -40,7 +48,7 @@ def _poll_headers(job: Job) -> dict[str, str]:
 @api_handler
 def submit_job(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
-    submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), telemetry.traceparent())
+    submitted = service().submit(tenant, json_body(req), _idempotency_key(req), telemetry.traceparent())
     body = views.public(submitted.job, base_url(req))
     headers = {"Location": body["links"]["self"], **_poll_headers(submitted.job)}
     return json_response(202 if submitted.created else 200, body, headers)
@@ -109,7 +117,7 @@ def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
 def edit_job_themes(req: func.HttpRequest) -> func.HttpResponse:
     # Rename, merge, split off or delete themes of a finished job; If-Match is the ETag of the result read.
     result = service().edit_themes(
-        tenant_of(req), req.route_params["id"], req.get_body(), req.headers.get("If-Match")
+        tenant_of(req), req.route_params["id"], json_body(req), req.headers.get("If-Match")
     )
     return func.HttpResponse(
         result.body, status_code=200, headers={"ETag": result.etag, "Content-Type": result.content_type}
