@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import sys
 import threading
 import uuid
 from collections import OrderedDict
@@ -242,8 +243,12 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except json.JSONDecodeError as err:
         raise BadRequest(f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}", field="body") from None
     except ValueError as err:
-        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits).
-        raise BadRequest(f"invalid JSON value: {str(err)[:100]}", field="body") from None
+        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits), whose own message
+        # advises calling sys.set_int_max_str_digits(): said in the API's words instead.
+        message = str(err)
+        if "integer string conversion" in message:
+            message = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        raise BadRequest(f"invalid JSON value: {message[:100]}", field="body") from None
     if _nesting(text) > _MAX_JSON_DEPTH:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body")
     if _SURROGATE_ESCAPE.search(text):
