@@ -11,35 +11,23 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-from .params import SEED_DESCRIPTION_MAX, SEED_EXAMPLE_MAX, SEED_KEYWORD_MAX, SEED_KEYWORDS_MAX, SEED_NAME_MAX
-
-#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes) and the bidirectional overrides and
-#: isolates, which turn the rest of a line around in whatever shows the label (a spreadsheet, a report).
-_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-#: The same, but a description may hold line breaks and tabs.
-_INVISIBLE_IN_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _visible(value: str) -> str:
-    if not value.strip():
-        raise ValueError("a label needs a visible character")
-    if _INVISIBLE.search(value):
-        raise ValueError("no control characters, line breaks or direction overrides")
-    return value
-
-
-def _text(value: str) -> str:
-    if _INVISIBLE_IN_TEXT.search(value):
-        raise ValueError("no control characters or direction overrides")
-    return value
-
+from .params import (
+    SEED_DESCRIPTION_MAX,
+    SEED_EXAMPLE_MAX,
+    SEED_KEYWORD_MAX,
+    SEED_KEYWORDS_MAX,
+    SEED_NAME_MAX,
+    shown_name,
+    visible_name,
+    visible_text,
+)
 
 #: A theme's name as an edit gives it: shown as is in every export, so visible text on one line.
-Label = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(_visible)]
+Label = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(visible_name)]
 
 
 class _Edit(BaseModel):
@@ -50,7 +38,7 @@ class Rename(_Edit):
     op: Literal["rename"]
     theme: str
     label: Label
-    description: Annotated[str, AfterValidator(_text)] | None = Field(default=None, max_length=1000)
+    description: Annotated[str, AfterValidator(visible_text)] | None = Field(default=None, max_length=1000)
 
 
 class Merge(_Edit):
@@ -64,7 +52,7 @@ class Split(_Edit):
 
     op: Literal["split"]
     theme: str
-    keyword: Annotated[str, Field(min_length=2, max_length=60), AfterValidator(_visible)]
+    keyword: Annotated[str, Field(min_length=2, max_length=60), AfterValidator(visible_name)]
     label: Label
 
 
@@ -96,7 +84,7 @@ def codebook(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "id": t["id"],
-            "name": str(t["label"])[:SEED_NAME_MAX],
+            "name": shown_name(str(t["label"]), str(t["id"]))[:SEED_NAME_MAX],
             "description": str(t.get("description", ""))[:SEED_DESCRIPTION_MAX],
             "keywords": [k for k in t.get("keywords", []) if len(k) <= SEED_KEYWORD_MAX][:SEED_KEYWORDS_MAX],
             "examples": [str(q["text"])[:SEED_EXAMPLE_MAX] for q in t.get("quotes", [])[:3]],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -64,6 +66,32 @@ MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
 
 
+#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes) and the bidirectional overrides and
+#: isolates, which turn the rest of a line around in whatever shows the label (a spreadsheet, a report).
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The same, but a description may hold line breaks and tabs.
+_INVISIBLE_IN_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a label needs a visible character")
+    if _INVISIBLE.search(value):
+        raise ValueError("no control characters, line breaks or direction overrides")
+    return value
+
+
+def shown_name(value: str, fallback: str) -> str:
+    """``value`` as a name ``visible_name`` takes: invisible characters as spaces, trimmed; ``fallback`` if empty."""
+    return _INVISIBLE.sub(" ", value).strip() or fallback
+
+
+def visible_text(value: str) -> str:
+    if _INVISIBLE_IN_TEXT.search(value):
+        raise ValueError("no control characters or direction overrides")
+    return value
+
+
 #: The limits of a codebook entry; a served codebook (``codebook.codebook``) keeps within them.
 SEED_NAME_MAX: Final = 120
 SEED_DESCRIPTION_MAX: Final = 1000
@@ -78,7 +106,8 @@ class SeedTheme(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=SEED_NAME_MAX)
+    #: Shown as a theme's label: visible text on one line, as a codebook edit's label (``codebook.Label``).
+    name: Annotated[str, Field(min_length=1, max_length=SEED_NAME_MAX), AfterValidator(visible_name)]
     description: str = Field(default="", max_length=SEED_DESCRIPTION_MAX)
     #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
     #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.

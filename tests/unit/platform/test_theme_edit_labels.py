@@ -82,3 +82,27 @@ def test_a_visible_label_is_taken_as_sent(platform: Platform, label: str) -> Non
                            "description": "Two lines:\nfirst, then\tsecond."}])
     assert resp.status_code == 200, resp.get_body()
     assert label in _labels(job_id)
+
+
+@pytest.mark.parametrize("name", BAD, ids=repr)
+def test_a_seed_theme_name_that_is_no_visible_text_is_a_422_naming_it(platform: Platform, name: str) -> None:
+    # A seed theme's name is the label of the theme it seeds: the same rule as an edit's label.
+    items, _ = synthetic_job(10, seed=10, impact=False)
+    resp = http("submit_job", "POST", "jobs", body={
+        "pipeline": "thematic", "params": {"llm": "off", "seed_themes": [{"name": "Late"}, {"name": name}]},
+        "input": items})
+    assert resp.status_code == 422, resp.get_body()
+    assert [e["field"] for e in body_of(resp)["errors"]] == ["params.seed_themes[1].name"]
+    assert platform.service.list("local", {})[0] == []
+
+
+def test_a_served_codebook_can_be_sent_back_whatever_its_labels_held() -> None:
+    # A label stored before this rule (or an LLM's) may hold a line break: the codebook's name shows it as a space.
+    from pipelines.thematic import codebook
+    from pipelines.thematic.params import SeedTheme
+
+    doc = {"themes": [{"id": "t1", "label": "Late\ndelivery\x00", "keywords": []}, {"id": "t2", "label": "\n"}]}
+    names = [entry["name"] for entry in codebook.codebook(doc)]
+    assert names == ["Late delivery", "t2"]
+    for entry in codebook.codebook(doc):
+        SeedTheme.model_validate(entry)
