@@ -84,9 +84,20 @@ def edit_result(doc: dict[str, Any], body: Any, data: Any) -> dict[str, Any]:
         min_group_size=int(params.get("min_group_size") or MIN_GROUP_SIZE),
         score=params.get("score"),
     )
+    _recount_levels(out)
     # The stored document must stay a valid result: a broken edit is our bug, found here and not by a reader.
     ThematicResult.model_validate(out)
     return out
+
+
+def _recount_levels(doc: dict[str, Any]) -> None:
+    # As document.py counts a fresh result's levels: a delete or merge leaves fewer themes (and sub-themes).
+    levels = doc.get("levels")
+    if not levels:
+        return
+    themes = len(doc.get("themes") or [])
+    levels["broad_count"] = len(doc.get("parents") or []) if levels.get("broad") == "parents" else themes
+    levels["fine_count"] = themes if levels.get("fine") == "themes" else len(doc.get("subthemes") or [])
 
 
 def render_codebook(doc: dict[str, Any]) -> tuple[str, bytes]:
