@@ -106,7 +106,12 @@ def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
     # Every response with its text, metadata and coding, a page at a time (the cursor keeps the filters).
     request = service().responses_request(tenant_of(req), req.route_params["id"], dict(req.params))
     headers = {"ETag": request.etag, "Cache-Control": "private, no-cache"}
-    if polling.matches(req.headers.get("If-None-Match"), request.etag):
+    if_none_match = req.headers.get("If-None-Match")
+    if polling.matches(if_none_match, request.etag):
+        if polling.any_tag(if_none_match):
+            # "*" holds for any query: the filters are checked against the result first, so a bad one is its
+            # 422 (RFC 9110 13.2.1). A specific ETag came from a 200 for these very filters: the cheap 304.
+            service().responses_page(request)
         return func.HttpResponse(status_code=304, headers=headers)
     return json_response(200, service().responses_page(request), headers)
 
