@@ -9,6 +9,7 @@ to the original and apply them under its own concurrency rules (an ``If-Match`` 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections import Counter
 from typing import Annotated, Any, Literal
@@ -215,9 +216,17 @@ def _instrument_split(doc: dict[str, Any], edit: Split, new_id: str, moved: int)
         biggest["splits"][-1]["count"] = take
 
 
+@functools.lru_cache(maxsize=1024)
+def keyword_pattern(keyword: str) -> re.Pattern[str]:
+    """A split's keyword as a whole token: not inside a longer word, whatever character it starts or ends with.
+    (``\\b`` needs a word character beyond the edge, so ``\\bc\\+\\+\\b`` or ``\\b#refund`` never matched; for a keyword
+    with word characters at both ends the two are the same.) waves.py codes the next wave with it too."""
+    return re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", re.IGNORECASE)
+
+
 def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> tuple[str, int]:
     source = _theme(doc, edit.theme, f"{where}.theme")
-    pattern = re.compile(rf"\b{re.escape(edit.keyword)}\b", re.IGNORECASE)
+    pattern = keyword_pattern(edit.keyword)
     quotes = {str(q["response_id"]): q["text"] for q in source.get("quotes", [])}
     new_id = _next_id(doc)
     moved = 0
