@@ -6,7 +6,15 @@ import azure.functions as func
 
 from shared import platform
 from shared.api import polling, views
-from shared.api.http import AUTH_LEVEL, anonymous_handler, api_handler, base_url, json_response, tenant_of
+from shared.api.http import (
+    AUTH_LEVEL,
+    anonymous_handler,
+    api_handler,
+    base_url,
+    json_body,
+    json_response,
+    tenant_of,
+)
 from shared.api.service import JobService
 from shared.api.webhook_secrets import WebhookSecrets
 from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
@@ -40,7 +48,7 @@ def _poll_headers(job: Job) -> dict[str, str]:
 @api_handler
 def submit_job(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
-    submitted = service().submit(tenant, req.get_body(), _idempotency_key(req), telemetry.traceparent())
+    submitted = service().submit(tenant, json_body(req), _idempotency_key(req), telemetry.traceparent())
     body = views.public(submitted.job, base_url(req))
     headers = {"Location": body["links"]["self"], **_poll_headers(submitted.job)}
     return json_response(202 if submitted.created else 200, body, headers)
@@ -98,7 +106,12 @@ def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
     # Every response with its text, metadata and coding, a page at a time (the cursor keeps the filters).
     request = service().responses_request(tenant_of(req), req.route_params["id"], dict(req.params))
     headers = {"ETag": request.etag, "Cache-Control": "private, no-cache"}
-    if polling.matches(req.headers.get("If-None-Match"), request.etag):
+    if_none_match = req.headers.get("If-None-Match")
+    if polling.matches(if_none_match, request.etag):
+        if polling.any_tag(if_none_match):
+            # "*" holds for any query: the filters are checked against the result first, so a bad one is its
+            # 422 (RFC 9110 13.2.1). A specific ETag came from a 200 for these very filters: the cheap 304.
+            service().responses_page(request)
         return func.HttpResponse(status_code=304, headers=headers)
     return json_response(200, service().responses_page(request), headers)
 
@@ -109,7 +122,7 @@ def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
 def edit_job_themes(req: func.HttpRequest) -> func.HttpResponse:
     # Rename, merge, split off or delete themes of a finished job; If-Match is the ETag of the result read.
     result = service().edit_themes(
-        tenant_of(req), req.route_params["id"], req.get_body(), req.headers.get("If-Match")
+        tenant_of(req), req.route_params["id"], json_body(req), req.headers.get("If-Match")
     )
     return func.HttpResponse(
         result.body, status_code=200, headers={"ETag": result.etag, "Content-Type": result.content_type}

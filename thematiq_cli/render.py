@@ -221,6 +221,23 @@ RESPONSE_CSV_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_ids", 
                         "broad", "fine", "sentiment", "sentiment_score")
 
 
+def metadata_columns(keys: Sequence[str], fixed: tuple[str, ...]) -> list[str]:
+    """A metadata key is its own column header, unless it is a fixed column's name: then ``metadata.`` is prefixed
+    until the name is no column's and no other key's, so every header is unique (the service's export does the same:
+    pipelines/thematic/render.py)."""
+    taken = set(fixed) | set(keys)
+    names: list[str] = []
+    for k in keys:
+        name = k
+        if k in fixed:
+            name = f"metadata.{k}"
+            while name in taken:
+                name = f"metadata.{name}"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
 def _safe(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with = + - @ (or a tab/CR) is executed by Excel.
     s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -290,7 +307,7 @@ def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
         for k in r.get("metadata") or {}:
             if k not in keys:
                 keys.append(k)
-    names = [f"metadata.{k}" if k in RESPONSE_CSV_COLUMNS else k for k in keys]
+    names = metadata_columns(keys, (*RESPONSE_CSV_COLUMNS, "metadata_other"))
     w.writerow([*RESPONSE_CSV_COLUMNS, *(_safe(c) for c in names), "metadata_other"])
     n = 0
     for r in [*first, *it]:

@@ -9,13 +9,26 @@ to the original and apply them under its own concurrency rules (an ``If-Match`` 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections import Counter
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-from .params import SEED_DESCRIPTION_MAX, SEED_EXAMPLE_MAX, SEED_KEYWORD_MAX, SEED_KEYWORDS_MAX, SEED_NAME_MAX
+from .params import (
+    SEED_DESCRIPTION_MAX,
+    SEED_EXAMPLE_MAX,
+    SEED_KEYWORD_MAX,
+    SEED_KEYWORDS_MAX,
+    SEED_NAME_MAX,
+    shown_name,
+    visible_name,
+    visible_text,
+)
+
+#: A theme's name as an edit gives it: shown as is in every export, so visible text on one line.
+Label = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(visible_name)]
 
 
 class _Edit(BaseModel):
@@ -25,14 +38,14 @@ class _Edit(BaseModel):
 class Rename(_Edit):
     op: Literal["rename"]
     theme: str
-    label: str = Field(min_length=1, max_length=120)
-    description: str | None = Field(default=None, max_length=1000)
+    label: Label
+    description: Annotated[str, AfterValidator(visible_text)] | None = Field(default=None, max_length=1000)
 
 
 class Merge(_Edit):
     op: Literal["merge"]
     themes: list[str] = Field(min_length=2, max_length=50)
-    label: str | None = Field(default=None, min_length=1, max_length=120)
+    label: Label | None = None
 
 
 class Split(_Edit):
@@ -40,8 +53,8 @@ class Split(_Edit):
 
     op: Literal["split"]
     theme: str
-    keyword: str = Field(min_length=2, max_length=60)
-    label: str = Field(min_length=1, max_length=120)
+    keyword: Annotated[str, Field(min_length=2, max_length=60), AfterValidator(visible_name)]
+    label: Label
 
 
 class Delete(_Edit):
@@ -72,7 +85,7 @@ def codebook(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "id": t["id"],
-            "name": str(t["label"])[:SEED_NAME_MAX],
+            "name": shown_name(str(t["label"]), str(t["id"]))[:SEED_NAME_MAX],
             "description": str(t.get("description", ""))[:SEED_DESCRIPTION_MAX],
             "keywords": [k for k in t.get("keywords", []) if len(k) <= SEED_KEYWORD_MAX][:SEED_KEYWORDS_MAX],
             "examples": [str(q["text"])[:SEED_EXAMPLE_MAX] for q in t.get("quotes", [])[:3]],
@@ -203,9 +216,17 @@ def _instrument_split(doc: dict[str, Any], edit: Split, new_id: str, moved: int)
         biggest["splits"][-1]["count"] = take
 
 
+@functools.lru_cache(maxsize=1024)
+def keyword_pattern(keyword: str) -> re.Pattern[str]:
+    """A split's keyword as a whole token: not inside a longer word, whatever character it starts or ends with.
+    (``\\b`` needs a word character beyond the edge, so ``\\bc\\+\\+\\b`` or ``\\b#refund`` never matched; for a keyword
+    with word characters at both ends the two are the same.) waves.py codes the next wave with it too."""
+    return re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", re.IGNORECASE)
+
+
 def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> tuple[str, int]:
     source = _theme(doc, edit.theme, f"{where}.theme")
-    pattern = re.compile(rf"\b{re.escape(edit.keyword)}\b", re.IGNORECASE)
+    pattern = keyword_pattern(edit.keyword)
     quotes = {str(q["response_id"]): q["text"] for q in source.get("quotes", [])}
     new_id = _next_id(doc)
     moved = 0

@@ -21,6 +21,8 @@ from .insight import MIN_GROUP_SIZE
 from .result import ThematicResult
 from .validate import responses_of
 
+#: The ops of an edit: pydantic names a field of one as edits[i].<op>.<field>.
+_OPS: Final = frozenset({"rename", "merge", "split", "delete"})
 #: Edits in one request: a researcher's session of renames and merges, not a script's bulk rewrite.
 MAX_EDITS: Final = 50
 
@@ -34,6 +36,8 @@ class ThemesPatch(BaseModel):
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
+    if len(loc) > 2 and loc[0] == "edits" and loc[2] in _OPS:
+        loc = loc[:2] + loc[3:]  # edits[0].label, not the discriminated union's edits[0].rename.label
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -80,9 +84,20 @@ def edit_result(doc: dict[str, Any], body: Any, data: Any) -> dict[str, Any]:
         min_group_size=int(params.get("min_group_size") or MIN_GROUP_SIZE),
         score=params.get("score"),
     )
+    _recount_levels(out)
     # The stored document must stay a valid result: a broken edit is our bug, found here and not by a reader.
     ThematicResult.model_validate(out)
     return out
+
+
+def _recount_levels(doc: dict[str, Any]) -> None:
+    # As document.py counts a fresh result's levels: a delete or merge leaves fewer themes (and sub-themes).
+    levels = doc.get("levels")
+    if not levels:
+        return
+    themes = len(doc.get("themes") or [])
+    levels["broad_count"] = len(doc.get("parents") or []) if levels.get("broad") == "parents" else themes
+    levels["fine_count"] = themes if levels.get("fine") == "themes" else len(doc.get("subthemes") or [])
 
 
 def render_codebook(doc: dict[str, Any]) -> tuple[str, bytes]:

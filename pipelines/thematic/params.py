@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -17,6 +19,8 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+
+from shared.sdk.errors import ParamError
 
 from .insight import MAX_BREAKDOWN_FIELDS, MIN_GROUP_SIZE
 
@@ -62,6 +66,32 @@ MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
 
 
+#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes) and the bidirectional overrides and
+#: isolates, which turn the rest of a line around in whatever shows the label (a spreadsheet, a report).
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The same, but a description may hold line breaks and tabs.
+_INVISIBLE_IN_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a label needs a visible character")
+    if _INVISIBLE.search(value):
+        raise ValueError("no control characters, line breaks or direction overrides")
+    return value
+
+
+def shown_name(value: str, fallback: str) -> str:
+    """``value`` as a name ``visible_name`` takes: invisible characters as spaces, trimmed; ``fallback`` if empty."""
+    return _INVISIBLE.sub(" ", value).strip() or fallback
+
+
+def visible_text(value: str) -> str:
+    if _INVISIBLE_IN_TEXT.search(value):
+        raise ValueError("no control characters or direction overrides")
+    return value
+
+
 #: The limits of a codebook entry; a served codebook (``codebook.codebook``) keeps within them.
 SEED_NAME_MAX: Final = 120
 SEED_DESCRIPTION_MAX: Final = 1000
@@ -76,7 +106,8 @@ class SeedTheme(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=SEED_NAME_MAX)
+    #: Shown as a theme's label: visible text on one line, as a codebook edit's label (``codebook.Label``).
+    name: Annotated[str, Field(min_length=1, max_length=SEED_NAME_MAX), AfterValidator(visible_name)]
     description: str = Field(default="", max_length=SEED_DESCRIPTION_MAX)
     #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
     #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.
@@ -197,13 +228,23 @@ class ThematicParams(BaseModel):
     #: A metadata score to measure each theme's impact on (``result.impact``): {"key", "scale"}.
     score: ScoreParam | None = None
 
-    @field_validator("num_themes", "max_themes", "min_theme_size", "seed", "fanout_min_responses",
+    @field_validator("max_themes", "min_theme_size", "seed", "fanout_min_responses",
                      "fanout_chunk_size", "min_group_size", mode="before")
     @classmethod
     def _no_boolean_counts(cls, value: object) -> object:
         # JSON true is no count: lax validation would read it as 1 (a one-theme job for {"num_themes": true}).
+        # (The service validates strictly as well, which refuses it too; this holds for any other caller.)
         if isinstance(value, bool):
             raise ValueError("expected an integer, not a boolean")
+        return value
+
+    @field_validator("num_themes", mode="before")
+    @classmethod
+    def _auto_or_an_integer(cls, value: object) -> object:
+        # One error naming params.num_themes: the union's own errors name its members
+        # (params.num_themes.literal['auto'] and params.num_themes.int).
+        if value != "auto" and type(value) is not int:
+            raise ValueError("expected 'auto' or an integer")
         return value
 
     @field_validator("breakdown_by")
@@ -244,14 +285,16 @@ class ThematicParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ThematicParams:
+        # ParamError: the 422 names the parameter (params.num_themes), not the whole params.
         if isinstance(self.num_themes, int) and not 1 <= self.num_themes <= (self.max_themes or 200):
-            raise ValueError("num_themes must be 'auto' or between 1 and max_themes")
+            raise ParamError("num_themes", "num_themes must be 'auto' or between 1 and max_themes")
         if self.seed_themes is not None:
             names = [s.name.strip().lower() for s in self.seed_themes]
             if len(set(names)) != len(names):
-                raise ValueError("seed_themes names must be unique")
+                raise ParamError("seed_themes", "seed_themes names must be unique")
         if self.embedding == "quality" and self.language not in ("en", "auto"):
-            raise ValueError(
-                "embedding 'quality' is English only; use language 'en' or 'auto', or embedding 'multilingual'"
+            raise ParamError(
+                "embedding",
+                "embedding 'quality' is English only; use language 'en' or 'auto', or embedding 'multilingual'",
             )
         return self

@@ -33,8 +33,21 @@ def _score(value: Any) -> str:
 
 
 def metadata_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
-    """A metadata key is its own column header, unless it is already a fixed column's name."""
-    return [f"metadata.{k}" if k in fixed else k for k in keys]
+    """A metadata key is its own column header, unless it is already a fixed column's name: then ``metadata.`` is
+    prefixed until the name is no column's and no other key's (keys ``text`` and ``metadata.text`` are the columns
+    ``metadata.metadata.text`` and ``metadata.text``), so every header is unique.
+    (thematiq_cli.render.metadata_columns is the same rule for the CLI's CSV.)"""
+    taken = set(fixed) | set(keys)
+    names: list[str] = []
+    for k in keys:
+        name = k
+        if k in fixed:
+            name = f"metadata.{k}"
+            while name in taken:
+                name = f"metadata.{name}"
+            taken.add(name)
+        names.append(name)
+    return names
 
 
 def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:

@@ -35,6 +35,8 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from .codebook import keyword_pattern
+
 #: Below this cosine to its nearest centroid a response is coded to no theme (the seed-code floor, assign.py).
 FLOOR: Final = 0.30
 #: A theme's radius: this quantile of its own members' cosine to its centroid (at most the same quantile
@@ -120,7 +122,7 @@ def code_with(inst: Mapping[str, Any], emb: NDArray[np.float32], texts: Sequence
 def _rule(code: Mapping[str, Any], text: str) -> Mapping[str, Any] | None:
     """The first split rule of ``code`` whose keyword (a whole word, as codebook.Split) is in ``text``."""
     for rule in code.get("splits", []):
-        if re.search(rf"\b{re.escape(rule['keyword'])}\b", text, re.IGNORECASE):
+        if keyword_pattern(str(rule["keyword"])).search(text):
             return rule  # type: ignore[no-any-return]
     return None
 

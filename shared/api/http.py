@@ -13,7 +13,7 @@ from typing import Any
 import azure.functions as func
 
 from shared.api import tenancy
-from shared.api.problems import problem_type
+from shared.api.problems import UnsupportedMediaType, problem_type
 from shared.config.constants import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
 from shared.config.settings import UnresolvedSecret
 from shared.core.errors import Misconfigured, StorageUnavailable, ThematiqError, ValidationFailed
@@ -31,6 +31,29 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
         charset="utf-8",
         headers=headers,
     )
+
+
+def json_body(req: func.HttpRequest) -> bytes:
+    """The body of a route that reads JSON: sent as ``application/json`` (UTF-8), or with no Content-Type at all.
+
+    Another media type (a form, ``text/plain``, XML) or a content coding (``gzip``: the body would reach the JSON
+    parser compressed) is a 415 naming the header, rather than a body read as something it was not sent as.
+    """
+    encoding = (req.headers.get("content-encoding") or "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedMediaType(
+            f"Content-Encoding {encoding[:40]!r} is not supported: send the JSON uncompressed", field="content-encoding"
+        )
+    sent = (req.headers.get("content-type") or "").strip()
+    if sent:
+        media, *parameters = (part.strip() for part in sent.split(";"))
+        charset = next((v.strip().strip('"').lower() for k, _, v in (p.partition("=") for p in parameters)
+                        if k.strip().lower() == "charset"), "utf-8")
+        if media.lower() != _JSON or charset != "utf-8":
+            raise UnsupportedMediaType(
+                f"Content-Type {sent[:80]!r} is not supported: send application/json (UTF-8)", field="content-type"
+            )
+    return bytes(req.get_body())
 
 
 def html_page(html: bytes, csp: str) -> func.HttpResponse:

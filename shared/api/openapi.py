@@ -68,6 +68,8 @@ _PROBLEMS = {
     "unfinished job.",
     "412": "If-Match does not match the result's current ETag: it was edited since it was read; nothing changed.",
     "413": "Body larger than MAX_INPUT_BYTES.",
+    "415": "A body sent as another media type than application/json (UTF-8), or compressed (Content-Encoding); "
+    "the header is named.",
     "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
@@ -174,7 +176,7 @@ def _submit_job() -> dict[str, Any]:
         "responses": {
             "202": _json("JobView", "Accepted: the job is committed and queued.", _LOCATION),
             "200": _json("JobView", "Idempotent replay: the job created earlier with this key.", _LOCATION),
-            **_problems(400, 409, 413, 422, *_COMMON),
+            **_problems(400, 409, 413, 415, 422, *_COMMON),
         },
     }
 
@@ -359,7 +361,7 @@ def _edit_job_themes() -> dict[str, Any]:
                 "headers": {"ETag": {"schema": {"type": "string"}}},
                 "content": {"application/json": {"schema": {"type": "object"}}},
             },
-            **_problems(400, 404, 409, 412, 413, 422, 428, *_COMMON),
+            **_problems(400, 404, 409, 412, 413, 415, 422, 428, *_COMMON),
         },
     }
 

@@ -57,6 +57,11 @@ def matches(if_none_match: str | None, etag: str) -> bool:
     return False
 
 
+def any_tag(if_none_match: str | None) -> bool:
+    """``If-None-Match: *`` (alone or in a list): a match whatever the representation is."""
+    return any(c.strip() == "*" for c in (if_none_match or "").split(","))
+
+
 def _seconds(since: datetime | None, now: datetime) -> float:
     return max(0.0, (now - since).total_seconds()) if since else 0.0
 

@@ -26,6 +26,10 @@ class PreconditionRequired(ThematiqError):
     """A write that must be conditional came without ``If-Match`` (428): a blind overwrite would lose edits."""
 
 
+class UnsupportedMediaType(ThematiqError):
+    """A request body in a media type or content coding the route does not read (415): it reads JSON, uncompressed."""
+
+
 @dataclass(frozen=True)
 class ProblemType:
     status: int
@@ -45,6 +49,7 @@ PROBLEMS: tuple[tuple[type[ThematiqError], ProblemType], ...] = (
     (PayloadTooLarge, ProblemType(413, "payload-too-large", "Payload too large")),
     (PreconditionFailed, ProblemType(412, "precondition-failed", "Precondition failed")),
     (PreconditionRequired, ProblemType(428, "precondition-required", "Precondition required")),
+    (UnsupportedMediaType, ProblemType(415, "unsupported-media-type", "Unsupported media type")),
     (StorageUnavailable, ProblemType(503, "storage-unavailable", "Storage temporarily unavailable")),
     (Misconfigured, ProblemType(503, "service-misconfigured", "Service unavailable")),
     (StorageError, ProblemType(500, "storage-error", "Storage error")),

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import sys
 import threading
 import uuid
 from collections import OrderedDict
@@ -242,8 +243,12 @@ def parse_json_body(body: bytes, max_bytes: int) -> Any:
     except json.JSONDecodeError as err:
         raise BadRequest(f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}", field="body") from None
     except ValueError as err:
-        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits).
-        raise BadRequest(f"invalid JSON value: {str(err)[:100]}", field="body") from None
+        # NaN/Infinity (not JSON), or an integer longer than Python converts (4,300 digits), whose own message
+        # advises calling sys.set_int_max_str_digits(): said in the API's words instead.
+        message = str(err)
+        if "integer string conversion" in message:
+            message = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        raise BadRequest(f"invalid JSON value: {message[:100]}", field="body") from None
     if _nesting(text) > _MAX_JSON_DEPTH:
         raise BadRequest(f"the JSON is nested deeper than {_MAX_JSON_DEPTH} levels", field="body")
     if _SURROGATE_ESCAPE.search(text):
@@ -361,7 +366,10 @@ class JobService:
                 [{"field": "pipeline", "message": f"unknown pipeline; known: {known}"}],
             )
         try:
-            params_model = pipeline.params_model.model_validate(body.params)
+            # Strict, as JSON: a parameter is the JSON type it is declared as (an integer is a JSON integer, never
+            # "5", 5.0 or true; a number never a string), so what is stored is what was sent; enums and literals
+            # still take their JSON strings.
+            params_model = pipeline.params_model.model_validate_json(json.dumps(body.params), strict=True)
         except ValidationError as err:
             raise_for(err, "params", "invalid params")
         if pipeline.validate_params is not None:

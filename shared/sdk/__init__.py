@@ -4,7 +4,15 @@ Pipelines import this package (and ``shared.llm`` for the LLM client) and nothin
 else of ``shared``; an import-linter contract in ``pyproject.toml`` holds that.
 """
 
-from shared.sdk.errors import Cancelled, PermanentError, PipelineError, RetryableError, ThematiqError, ValidationFailed
+from shared.sdk.errors import (
+    Cancelled,
+    ParamError,
+    PermanentError,
+    PipelineError,
+    RetryableError,
+    ThematiqError,
+    ValidationFailed,
+)
 from shared.sdk.fanout_types import MapResult, Suspend
 from shared.sdk.pipeline import EarlierResults, Pipeline, PipelineContext, Renderer, ResultEditor
 from shared.sdk.responses import (
@@ -25,6 +33,7 @@ __all__ = [
     "Exporter",
     "LevelLink",
     "MapResult",
+    "ParamError",
     "PermanentError",
     "Pipeline",
     "PipelineContext",

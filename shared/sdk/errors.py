@@ -27,6 +27,18 @@ class ValidationFailed(ThematiqError):
         self.errors = errors
 
 
+class ParamError(ValueError):
+    """A rule across parameters, raised in a params model's ``model_validator``, blamed on one of them.
+
+    Pydantic places a model validator's error on the model itself, so the 422 would name ``params``; this one
+    names ``params.<field>`` (``field`` is a dotted path below the params, e.g. ``num_themes``).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class PipelineError(ThematiqError):
     """Raised by pipeline code. ``retryable`` decides whether a retry can help."""
 

@@ -183,3 +183,14 @@ def test_a_job_whose_stored_input_does_not_decode_is_a_409_naming_input_not_a_50
     assert [e["field"] for e in problem.get("errors", [])] == ["input"] or problem.get("field") == "input", problem
     assert "SECRET" not in resp.get_body().decode()
     assert len(platform.service.list("local", {})[0]) == len(before)  # nothing stored
+
+
+@pytest.mark.parametrize("number", [b"9" * 4301, b"-" + b"1" * 5000])
+def test_an_integer_too_long_to_read_is_a_400_in_the_apis_words(platform: Platform, number: bytes) -> None:
+    # Python's int() refuses over 4,300 digits; its message told the client to call sys.set_int_max_str_digits().
+    resp = http("submit_job", "POST", "jobs", raw=b'{"pipeline": "echo", "params": {}, "input": [' + number + b"]}")
+    assert resp.status_code == 400, resp.get_body()
+    problem = body_of(resp)
+    assert [e["field"] for e in problem["errors"]] == ["body"]
+    assert "4300 digits" in problem["detail"] and "sys." not in problem["detail"], problem
+    assert platform.service.list("local", {})[0] == []
