@@ -37,7 +37,7 @@ from .keywords import (
 )
 from .keywords import phrases as phrase_set
 from .llm_port import ChatClient, MergeGroups, ThemeLabel, llm_errors
-from .stopwords import GENERIC
+from .stopwords import FRAME, GENERIC
 
 log = logging.getLogger(__name__)
 
@@ -440,6 +440,7 @@ def _label_options(
     ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
     options: list[str] = []
     for pool in (lead, ~lead):
+        framed: list[str] = []  # options that start or end with a FRAME word: after the others
         for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
             if not pool[i] or len(options) >= KEY_PHRASES:
                 break
@@ -448,8 +449,9 @@ def _label_options(
                 continue  # a five-token span that drops no determiner, or one cut short: a key phrase, not a label
             if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
-            if not words.plain(phrase_key(shown)) and shown not in options:
-                options.append(shown)
+            if not words.plain(phrase_key(shown)) and shown not in options and shown not in framed:
+                (framed if framed_phrase(shown) else options).append(shown)
+        options = [*options, *framed][:KEY_PHRASES]
         if options:
             break
     if options:
@@ -461,6 +463,14 @@ def _label_options(
     shown = display(key, texts)
     # Five tokens that drop no determiner: its content words ("card was not yet delivered" -> "card not delivered").
     return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi, not multi and not words.plain(key)
+
+
+def framed_phrase(shown: str) -> bool:
+    """A phrase of 2+ words whose first or last word frames it (:data:`stopwords.FRAME`: "Please send", "Thanks in
+    advance", "Phone please"): politeness or a request's frame, not what the theme is about. Such a label option ranks
+    after the others (:func:`_label_options`); it stays a key phrase."""
+    ws = phrase_key(shown.lower()).split()
+    return len(ws) > 1 and (ws[0] in FRAME or ws[-1] in FRAME)
 
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.

@@ -16,6 +16,7 @@ from pipelines.thematic.describe import (
     _expand_word,
     cut_after,
     describe,
+    framed_phrase,
     headline,
     name_parents,
     pick_label,
@@ -23,7 +24,7 @@ from pipelines.thematic.describe import (
     word_stats,
 )
 from pipelines.thematic.keywords import analyse, looks_predicate, phrase_key, phrases
-from pipelines.thematic.stopwords import GENERIC
+from pipelines.thematic.stopwords import FRAME, GENERIC
 
 
 def _vecs(labels: list[int], dim: int = 16, seed: int = 0, spread: float = 0.15) -> np.ndarray:
@@ -515,3 +516,23 @@ def test_a_long_text_continues_a_word_only_if_it_continues_every_use_of_it() -> 
     said = [analyse(t) for t in posts]
     assert cut_after("space shuttle", said) is None
     assert cut_after("top up using apple", [analyse(t) for t in APPLE]) == "watch"
+
+
+def test_a_politeness_or_request_frame_at_a_label_edge_yields_to_what_the_theme_is_about() -> None:
+    # "please send" and "phone please" are said most, but "please" frames the request ("Please send" on 20NG's
+    # for-sale posts, "Thanks in advance" on its hardware questions; CLINC150's "Phone please"): the option that says
+    # what the theme is about goes first, and the framed phrase stays a key phrase (before 2026-12-07 it was the label).
+    sale = ["please send me the price list", "please send details", "please send a photo of the bike",
+            "thanks in advance, please send", "please send an offer", "bike for sale, please send offers",
+            "bike for sale", "please send me an email", "mountain bike for sale", "please send cash only"]
+    pair = ["pair with my phone please", "unsync my phone please", "connect to my phone please", "pair with my phone",
+            "disconnect from my phone please", "pair with my phone now", "sync my phone please",
+            "use my phone please", "get connected to my phone please", "pair with my phone today"]
+    themes = _themes([sale, pair, COLD])
+    by = {th.members[0]: th for th in themes}
+    assert by[0].label == "Bike for sale" and "please send" in [p.lower() for p in by[0].key_phrases], by[0]
+    assert by[len(sale)].label == "Pair with phone", by[len(sale)]
+    assert framed_phrase("Thanks in advance") and framed_phrase("Phone please") and framed_phrase("Tell me name")
+    # Only at an edge, only 2+ words, and not "take" (the theme's own verb: "how long does a transfer take").
+    assert not framed_phrase("Transfer take") and not framed_phrase("Please") and not framed_phrase("Good value")
+    assert FRAME <= GENERIC
