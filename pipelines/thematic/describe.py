@@ -1018,7 +1018,11 @@ def name_parents(
             c.update(k for k in phrase_set(texts[i]) if k in vocab)
         counts[p.id] = c
     # And the words generic across the themes: a parent has few siblings to show them generic ("Mg" in drug reviews).
-    generic = generic_words(parents, texts) | generic_words(themes.values(), texts)
+    uses, cued, theme_generic = word_stats([[texts[i] for i in th.members] for th in themes.values()])
+    generic = generic_words(parents, texts) | theme_generic
+    # The themes' rule for a word alone (_Words.plain): a verb, adjective or adverb alone ("Charged", "Slow") names
+    # how or what happened, not to what; a parent names what its themes are about.
+    alone = _Words(uses, cued, generic)
     for p in parents:
         mine = kids[p.id]
         if not mine:
@@ -1038,7 +1042,7 @@ def name_parents(
             if share < PARENT_MIN_SHARE or (len(mine) >= 2 and len(holders) < 2):
                 continue
             other = max((counts[q.id][key] / max(1, len(q.members)) for q in parents if q.id != p.id), default=0.0)
-            if " " not in key and other >= GENERIC_SHARE:
+            if " " not in key and (other >= GENERIC_SHARE or alone.plain(key)):
                 continue  # a word common in another group too names neither alone ("Transfer", "Card")
             score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
             score *= 1.0 + 0.2 * min(key.count(" "), 2)

@@ -536,3 +536,21 @@ def test_a_politeness_or_request_frame_at_a_label_edge_yields_to_what_the_theme_
     # Only at an edge, only 2+ words, and not "take" (the theme's own verb: "how long does a transfer take").
     assert not framed_phrase("Transfer take") and not framed_phrase("Please") and not framed_phrase("Good value")
     assert FRAME <= GENERIC
+
+
+def test_a_parent_is_not_named_by_a_verb_or_adjective_alone() -> None:
+    # Both children say "charged" (Banking77's "Charged" parent over double charges and card fees, 2026-12-06); a verb
+    # alone names what happened, not to what, so it names no theme alone and no parent either: the children's shared
+    # noun does ("charged" reads as a verb by its use after "was" / "been" in the job's texts).
+    texts = (["i was charged twice for the fee"] * 5 + ["i have been charged a card fee"] * 5
+             + ["refund never came"] * 5 + ["the screen froze"] * 5)
+    themes = {
+        "t1": _info("t1", "Charged twice", list(range(0, 5)), ["charged twice", "fee"]),
+        "t2": _info("t2", "Charged card fee", list(range(5, 10)), ["charged card fee", "card fee"]),
+        "t3": _info("t3", "Refund never came", list(range(10, 15)), ["refund never came"]),
+        "t4": _info("t4", "Screen froze", list(range(15, 20)), ["screen froze"]),
+    }
+    parents = [_info("p1", "Twice", list(range(10)), []), _info("p2", "Came", list(range(10, 20)), [])]
+    name_parents(parents, {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}, themes, texts,
+                 {th.label.lower() for th in themes.values()})
+    assert parents[0].label == "Fee", parents[0].label
