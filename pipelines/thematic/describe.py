@@ -440,18 +440,17 @@ def _label_options(
     ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
     options: list[str] = []
     for pool in (lead, ~lead):
-        framed: list[str] = []  # options that start or end with a FRAME word: after the others
         for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
-            if not pool[i] or len(options) >= KEY_PHRASES:
+            if not pool[i] or sum(not framed_phrase(o) for o in options) >= KEY_PHRASES:
                 break
             shown = _completed(said(c[i].key), texts)
             if shown is None:
                 continue  # a five-token span that drops no determiner, or one cut short: a key phrase, not a label
             if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
-            if not words.plain(phrase_key(shown)) and shown not in options and shown not in framed:
-                (framed if framed_phrase(shown) else options).append(shown)
-        options = [*options, *framed][:KEY_PHRASES]
+            if not words.plain(phrase_key(shown)) and shown not in options:
+                options.append(shown)
+        options = _unframed_first(options)[:KEY_PHRASES]
         if options:
             break
     if options:
@@ -465,10 +464,20 @@ def _label_options(
     return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi, not multi and not words.plain(key)
 
 
+def _unframed_first(options: list[str]) -> list[str]:
+    """``options`` with the best phrase of 2+ words that is not framed (:func:`framed_phrase`) first when the best
+    option is framed: "Please send" yields to "Bike for sale", but not to a bare word ("Inches" for "Volume to
+    please"): the label stays a phrase (issue 22 prefers a 2-4-word phrase to a bare noun)."""
+    if not options or not framed_phrase(options[0]):
+        return options
+    better = next((o for o in options if " " in phrase_key(o.lower()) and not framed_phrase(o)), None)
+    return options if better is None else [better, *(o for o in options if o != better)]
+
+
 def framed_phrase(shown: str) -> bool:
     """A phrase of 2+ words whose first or last word frames it (:data:`stopwords.FRAME`: "Please send", "Thanks in
-    advance", "Phone please"): politeness or a request's frame, not what the theme is about. Such a label option ranks
-    after the others (:func:`_label_options`); it stays a key phrase."""
+    advance", "Phone please"): politeness or a request's frame, not what the theme is about. Such a label option yields
+    to the best unframed phrase of 2+ words (:func:`_unframed_first`); it stays a key phrase."""
     ws = phrase_key(shown.lower()).split()
     return len(ws) > 1 and (ws[0] in FRAME or ws[-1] in FRAME)
 

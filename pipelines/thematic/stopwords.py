@@ -93,6 +93,6 @@ question please help know tell think tried take
 #: (``bench/labels.py --generic``: used by >= 5 % of the responses of >= 15 % of the themes; banking: help know please
 #: take tell think tried; 20ng: also thanks thank hi ok), with "hello" and "okay" beside "hi" and "ok". Not "take":
 #: at a label's end it is the theme's own verb on the TUNE sets ("Transfer take", how long a transfer takes). A label
-#: option that starts or ends with one ranks after the options that do not ("Please send", "Thanks in advance",
-#: "Phone please"): describe._label_options.
+#: option that starts or ends with one ("Please send", "Thanks in advance", "Phone please") yields to the best phrase
+#: of 2+ words that does not: describe._unframed_first.
 FRAME: Final = frozenset("thanks thank hi hello ok okay please help know tell think tried".split())

@@ -14,6 +14,7 @@ from pipelines.thematic.describe import (
     ThemeInfo,
     _completed,
     _expand_word,
+    _unframed_first,
     cut_after,
     describe,
     framed_phrase,
@@ -536,6 +537,11 @@ def test_a_politeness_or_request_frame_at_a_label_edge_yields_to_what_the_theme_
     # Only at an edge, only 2+ words, and not "take" (the theme's own verb: "how long does a transfer take").
     assert not framed_phrase("Transfer take") and not framed_phrase("Please") and not framed_phrase("Good value")
     assert FRAME <= GENERIC
+    # It yields to a phrase, not to a bare word: a label stays a 2-4-word phrase where the theme has one (CLINC150's
+    # "Volume to please" over "Inches", whose theme mixes volume requests with unit conversions).
+    assert _unframed_first(["Volume to please", "Inches"]) == ["Volume to please", "Inches"]
+    assert _unframed_first(["Please send", "Corporation", "Bike for sale"])[0] == "Bike for sale"
+    assert _unframed_first(["Card declined", "Please help"]) == ["Card declined", "Please help"]
 
 
 def test_a_parent_is_not_named_by_a_verb_or_adjective_alone() -> None:
