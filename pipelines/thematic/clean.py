@@ -220,10 +220,11 @@ def is_gibberish(text: str) -> bool:
     real = [ok for _, ok in read]
     if not any(real):
         return True
-    # Two different words of the lexicon make it language, whatever else it holds: a developer's "How to get from
-    # xhtml to excel" or "Are peekCString and peekCStringLen lazy?" has long words without vowels or with five
-    # consonants in a row, and mashing does not type "how", "to" and "from".
-    if len({w for w in words if len(w) >= 2 and w in lexicon}) >= 2:
+    # Two different function words (the English stopwords) make it language, whatever else it holds: a developer's
+    # "How to get from xhtml to excel" or "Are peekCString and peekCStringLen lazy?" has long words without vowels or
+    # with five consonants in a row, and mashing does not type "how", "to" and "from". Not any word of the lexicon:
+    # VADER's chat tokens ("gg", "ff", "kk", "jk", "xd", "gla") are what mashing does type ("gg ff asdfgh").
+    if len({w for w in words if len(w) >= 2 and w in EN_STOPWORDS}) >= 2:
         return False
     long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
     return bool(long_words) and long_words.count(False) / len(long_words) >= 0.5

@@ -125,3 +125,11 @@ def test_the_bundled_sample_is_marked_as_its_labels_say() -> None:
             assert (row.status, row.duplicate_of) == ("exact_duplicate", note.removeprefix("exact duplicate of ")), row
         else:
             assert theme != "unusable" and row.status == "ok", row
+
+
+@pytest.mark.parametrize("text", ["gg ff asdfgh", "kk jj sdfghjk", "jk xd qwrtzp", "np ty fghjkl", "lol xd dfghj",
+                                  "ok gg hjkl"])
+def test_chat_tokens_of_the_lexicon_do_not_save_mashing(text: str) -> None:
+    # Before (audit41): not gibberish, since two different words of the lexicon made any text language, and VADER's
+    # lexicon holds chat tokens that mashing types ("gg", "ff", "kk", "jj", "jk", "xd", "np", "ty").
+    assert is_gibberish(text)
