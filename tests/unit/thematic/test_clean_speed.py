@@ -8,6 +8,7 @@ import unicodedata
 from typing import Any
 
 from pipelines.thematic import clean as C
+from pipelines.thematic.stopwords import EN as EN_STOPWORDS
 
 
 def _plain_near_key(text: str) -> str:
@@ -62,7 +63,7 @@ def _plain_is_gibberish(text: str) -> bool:
     real = [not _plain_latin(w) or _plain_real_word(w, orig) for w, orig in zip(words, written, strict=True)]
     if not any(real):
         return True
-    if sum(1 for w in set(words) if len(w) > 1 and w in lexicon) > 1:
+    if sum(1 for w in set(words) if len(w) > 1 and w in EN_STOPWORDS) > 1:
         return False
     long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
     return bool(long_words) and long_words.count(False) / len(long_words) >= 0.5
