@@ -17,6 +17,7 @@ import importlib.util
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
@@ -93,13 +94,38 @@ def normalise(text: str) -> str:
     return WS_RE.sub(" ", text).strip()
 
 
+#: Marks that are optional accents, which :func:`near_key` drops ("café" is "cafe", "ё" is "е", Arabic's and Hebrew's
+#: vowel points; also variation selectors). Any other mark is part of its letter and stays: kana's voicing marks (ガス
+#: "gas" is not カス "dregs"), Thai's vowels and tones (ข่าว "news" is not ขาว "white"), Devanagari's vowel signs.
+_ACCENT_MARKS: Final = ("COMBINING", "VARIATION SELECTOR", "LATIN", "GREEK", "CYRILLIC", "ARABIC", "HEBREW", "SYRIAC")
+
+
+class _KeyTable(dict[int, str | None]):
+    """:func:`near_key`'s ``str.translate`` table, filled as characters are met: a letter or digit stays, an accent
+    goes, another mark stays, anything else is a space."""
+
+    def __missing__(self, code: int) -> str | None:
+        char = chr(code)
+        if unicodedata.category(char).startswith("M"):
+            name = unicodedata.name(char, "COMBINING")
+            kept = "KATAKANA-HIRAGANA" in name or not name.startswith(_ACCENT_MARKS)
+            value: str | None = char if kept else None
+        else:
+            value = char if char.isalnum() else " "
+        self[code] = value
+        return value
+
+
+_KEY_TABLE: Final = _KeyTable()
+
+
 def near_key(text: str) -> str:
     """Case-, accent- and punctuation-insensitive key: "Great service!!" == "great service"."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
-    # ASCII has no combining marks: the filter would give the same string back (issue 27: most answers are ASCII).
-    stripped = decomposed if decomposed.isascii() else "".join(c for c in decomposed if not unicodedata.combining(c))
     # Digits count: "late by 3 days" and "late by 9 days" are different answers.
-    return " ".join(ALNUM_RE.findall(stripped))
+    if decomposed.isascii():  # no marks to weigh (issue 27: most answers are ASCII)
+        return " ".join(ALNUM_RE.findall(decomposed))
+    return " ".join(decomposed.translate(_KEY_TABLE).split())
 
 
 #: :data:`NO_ANSWER_PHRASES` as :func:`near_key` reads them ("N/A" and "n/a" are ``n a``).
@@ -192,6 +218,11 @@ def _ideograph(char: str) -> bool:
     return unicodedata.name(char, "").startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH"))
 
 
+def _marked_letter(text: str) -> bool:
+    """A letter of a script other than Latin with a mark after it (Thai "ดี", Devanagari "है"): one written word."""
+    return any(unicodedata.category(c).startswith("M") and p.isalpha() and not _latin(p) for p, c in pairwise(text))
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing and noise: no real words, or mostly unpronounceable ones.
 
@@ -206,8 +237,10 @@ def is_gibberish(text: str) -> bool:
     read = [_word(w) for w in WORD_RE.findall(text)]
     words = [w for w, _ in read]
     letters = sum(len(w) for w in words)
-    if letters < 2 and not (letters == 1 and _ideograph(words[0])):
-        return True  # only digits/punctuation/emoji, or one letter ("x"); one Han character is a word ("好", "贵")
+    if letters < 2 and not (letters == 1 and (_ideograph(words[0]) or _marked_letter(text))):
+        # Only digits/punctuation/emoji, or one letter ("x"); one Han character is a word ("好", "贵"), and so is a
+        # letter with its vowel sign (Thai "ดี" good, "มี": WORD_RE does not take the sign, which is no \w).
+        return True
     # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme; words of the lexicon written with two
     # letters are still words ("I did", "ok ok", "no no no").
     lexicon = _lexicon()

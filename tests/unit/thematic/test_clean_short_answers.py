@@ -78,7 +78,13 @@ def test_one_han_character_is_an_answer(text: str) -> None:
     assert [r.status for r in clean([{"id": 1, "text": text}])] == ["ok"]
 
 
-@pytest.mark.parametrize("text", ["x", "Ж", "ね", "7", "!"])
+@pytest.mark.parametrize("text", ["ดี", "มี", "ดี!", "ดู"])
+def test_one_thai_letter_with_its_vowel_sign_is_an_answer(text: str) -> None:
+    # Before (audit41): gibberish, since WORD_RE stops at the vowel sign (no \w) and left one letter: "ดี" is "good".
+    assert not is_gibberish(text)
+
+
+@pytest.mark.parametrize("text", ["x", "Ж", "ね", "7", "!", "x\u0301"])
 def test_one_letter_of_an_alphabet_stays_noise(text: str) -> None:
     assert is_gibberish(text)
 
@@ -133,3 +139,20 @@ def test_chat_tokens_of_the_lexicon_do_not_save_mashing(text: str) -> None:
     # Before (audit41): not gibberish, since two different words of the lexicon made any text language, and VADER's
     # lexicon holds chat tokens that mashing types ("gg", "ff", "kk", "jj", "jk", "xd", "np", "ty").
     assert is_gibberish(text)
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("ガス", "カス"),  # gas / dregs: kana's voicing mark
+    ("ぶた", "ふた"),  # pig / lid
+    ("ข่าว", "ขาว"),  # news / white: a Thai tone mark
+    ("ดี", "ดู"),  # good / look: Thai vowels above and below
+])
+def test_marks_that_are_part_of_a_letter_keep_answers_apart(first: str, second: str) -> None:
+    # Before (audit41): near_key dropped every combining mark and split words at Thai vowels, so the second answer
+    # was a near_duplicate of the first and counted with its themes.
+    assert [r.status for r in clean([{"id": 1, "text": first}, {"id": 2, "text": second}])] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize(("first", "second"), [("café", "cafe"), ("Ёлка", "елка"), ("كَتَبَ", "كتب"), ("ガス!", "ガス")])
+def test_accents_still_make_near_duplicates(first: str, second: str) -> None:
+    assert [r.status for r in clean([{"id": 1, "text": first}, {"id": 2, "text": second}])] == ["ok", "near_duplicate"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import unicodedata
+from itertools import pairwise
 from typing import Any
 
 from pipelines.thematic import clean as C
@@ -12,9 +13,19 @@ from pipelines.thematic.stopwords import EN as EN_STOPWORDS
 
 
 def _plain_near_key(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return " ".join(C.ALNUM_RE.findall(stripped))
+    # A mark is off where it is an accent (the combining diacritics, variation selectors, Latin, Greek, Cyrillic,
+    # Arabic, Hebrew and Syriac marks) and stays where it is part of the letter (kana, Thai, Devanagari); anything
+    # else that is not alphanumeric splits.
+    out = []
+    for c in unicodedata.normalize("NFKD", text.casefold()):
+        if unicodedata.category(c).startswith("M"):
+            name = unicodedata.name(c, "COMBINING")
+            if "KATAKANA-HIRAGANA" in name or name.split()[0] not in ("COMBINING", "VARIATION", "LATIN", "GREEK",
+                                                                     "CYRILLIC", "ARABIC", "HEBREW", "SYRIAC"):
+                out.append(c)
+        else:
+            out.append(c if c.isalnum() else " ")
+    return " ".join("".join(out).split())
 
 
 def _plain_base(word: str) -> str:
@@ -54,7 +65,8 @@ def _plain_is_gibberish(text: str) -> bool:
     written = C.WORD_RE.findall(text)
     words = [_plain_base(w.lower()) for w in written]
     letters = sum(len(w) for w in words)
-    if letters < 2 and not (letters == 1 and unicodedata.name(words[0], "").startswith("CJK")):
+    marked = any(unicodedata.category(c)[0] == "M" and p.isalpha() and not _plain_latin(p) for p, c in pairwise(text))
+    if letters < 2 and not (letters == 1 and (unicodedata.name(words[0], "").startswith("CJK") or marked)):
         return True
     lexicon = C._lexicon()
     if len(set(text.lower().replace(" ", ""))) <= 2 and len(text) >= 5:
@@ -101,12 +113,14 @@ def _plain_clean(items: list[dict[str, Any]]) -> list[C.CleanedResponse]:
 def _texts() -> list[str]:
     rng = random.Random(27)
     alphabet = ("abcdefghijklmnopqrstuvwxyz" "BCDFGHJKLMNPQRSTVWXZ" "0123456789 .,!?-_'/" "éèüöäßçñøåœ" "\u0301\u0308"
-                "ﬁﬂ²½" "привет" "γειά" "مرحبا" "客服态度" "안녕" "สวัสดี" "\u200b\ufeff\u2013")
+                "ﬁﬂ²½" "привет" "γειά" "مرحبا" "客服态度" "안녕" "สวัสดี" "\u200b\ufeff\u2013"
+                "ガバぱ\u3099" "ข่าวไม่" "َ" "नमस्ते")
     fixed = ["Great service!!", "great service", "Ｆｕｌｌ ｗｉｄｔｈ", "café", "cafe\u0301", "stürzt ab", "bcdfgh",
              "qwrtzp xcvbnm", "aaaaaaa", "hahahaha", "Привет мир", "ﬁnal ﬂight", "ok", "x", "42 !!", "", "Ærø Ørsted",
              "naïve coöperation", "İstanbul", "ǅemal", "N/A", "n.a.", "None.", "-", "...", "no comment", "TV", "Thx",
              "SMS", "qwe qwe qwe", "asdfgh", "lkjh", "zzz", "I did", "ok ok", "www.example.com", "QWERTY", "Ytrewq",
-             "poiuytrewq", "mnbvcxz", "azerty", "wxcvbn!", "好", "慢!", "无", "k.A.", "特になし", "n.v.t.", "없음"]
+             "poiuytrewq", "mnbvcxz", "azerty", "wxcvbn!", "好", "慢!", "无", "k.A.", "特になし", "n.v.t.", "없음",
+             "ガス", "カス", "ข่าว", "ขาว", "ไม่มี", "كَتَبَ", "नमस्ते", "\u0301x"]
     keys = "".join(C.KEYBOARD_ROWS)
     rand = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
     words = ["".join(rng.choice("bcdfghklmnprstvwxz" if rng.random() < 0.7 else "aeiouy") for _ in range(rng.randint(1, 9)))
