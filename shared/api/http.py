@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import functools
 import inspect
 import json
@@ -33,6 +34,15 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     )
 
 
+def _codec(charset: str) -> str:
+    """The codec a charset names ("utf8", "UTF-8" and "u8" are ``utf-8``; "us-ascii" is ``ascii``, whose bytes are
+    UTF-8 too): RFC 8259 defines no charset for JSON, so only one that says the bytes are not UTF-8 is refused."""
+    try:
+        return codecs.lookup(charset).name
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        return ""
+
+
 def json_body(req: func.HttpRequest) -> bytes:
     """The body of a route that reads JSON: sent as ``application/json`` (UTF-8), or with no Content-Type at all.
 
@@ -49,7 +59,7 @@ def json_body(req: func.HttpRequest) -> bytes:
         media, *parameters = (part.strip() for part in sent.split(";"))
         charset = next((v.strip().strip('"').lower() for k, _, v in (p.partition("=") for p in parameters)
                         if k.strip().lower() == "charset"), "utf-8")
-        if media.lower() != _JSON or charset != "utf-8":
+        if media.lower() != _JSON or _codec(charset) not in ("utf-8", "ascii"):
             raise UnsupportedMediaType(
                 f"Content-Type {sent[:80]!r} is not supported: send application/json (UTF-8)", field="content-type"
             )
