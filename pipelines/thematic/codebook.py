@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import unicodedata
 from collections import Counter
 from typing import Annotated, Any, Literal
 
@@ -221,7 +222,16 @@ def keyword_pattern(keyword: str) -> re.Pattern[str]:
     """A split's keyword as a whole token: not inside a longer word, whatever character it starts or ends with.
     (``\\b`` needs a word character beyond the edge, so ``\\bc\\+\\+\\b`` or ``\\b#refund`` never matched; for a keyword
     with word characters at both ends the two are the same.) waves.py codes the next wave with it too."""
-    return re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", re.IGNORECASE)
+    # Chinese, Japanese and Thai are written without spaces and Korean attaches its particles ("배송이"): a keyword
+    # edge in those scripts has no token edge to find, so it matches where it is ("物流" in "物流太慢了").
+    left = "" if _unspaced(keyword[:1]) else r"(?<!\w)"
+    right = "" if _unspaced(keyword[-1:]) else r"(?!\w)"
+    return re.compile(rf"{left}{re.escape(keyword)}{right}", re.IGNORECASE)
+
+
+def _unspaced(char: str) -> bool:
+    return bool(char) and unicodedata.name(char, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER",
+                                                  "MYANMAR"))
 
 
 def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> tuple[str, int]:
