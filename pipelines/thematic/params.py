@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -66,15 +67,22 @@ MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
 
 
-#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes) and the bidirectional overrides and
-#: isolates, which turn the rest of a line around in whatever shows the label (a spreadsheet, a report).
-_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: Characters no label shows: C0 and C1 controls (NUL, line breaks, escapes), the Unicode line and paragraph
+#: separators, and the bidirectional overrides and isolates, which turn the rest of a line around in whatever shows
+#: the label (a spreadsheet, a report).
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 #: The same, but a description may hold line breaks and tabs.
 _INVISIBLE_IN_TEXT: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def _shows(value: str) -> bool:
+    # A letter, mark, digit, punctuation or symbol: not only spaces and format characters (a zero-width space, a BOM,
+    # a word joiner), which show nothing.
+    return any(unicodedata.category(c)[0] not in "ZC" for c in value)
+
+
 def visible_name(value: str) -> str:
-    if not value.strip():
+    if not _shows(value):
         raise ValueError("a label needs a visible character")
     if _INVISIBLE.search(value):
         raise ValueError("no control characters, line breaks or direction overrides")
@@ -83,7 +91,8 @@ def visible_name(value: str) -> str:
 
 def shown_name(value: str, fallback: str) -> str:
     """``value`` as a name ``visible_name`` takes: invisible characters as spaces, trimmed; ``fallback`` if empty."""
-    return _INVISIBLE.sub(" ", value).strip() or fallback
+    shown = _INVISIBLE.sub(" ", value).strip()
+    return shown if _shows(shown) else fallback
 
 
 def visible_text(value: str) -> str:
