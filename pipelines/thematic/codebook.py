@@ -169,10 +169,17 @@ def _drop_levels(doc: dict[str, Any], gone: set[str]) -> None:
     doc["subthemes"] = [st for st in doc.get("subthemes") or [] if st["parent"] not in gone]
     for p in doc.get("parents") or []:
         p["children"] = [c for c in p.get("children", []) if c not in gone]
+    # A parent whose themes are all gone names nothing (levels.broad_count counts the parents left); a response
+    # left with no theme has no level either, as in a fresh result's "other" bucket.
+    if doc.get("parents"):
+        doc["parents"] = [p for p in doc["parents"] if p["children"]]
+    parents = {p["id"] for p in doc.get("parents") or []}
+    broad_parents = (doc.get("levels") or {}).get("broad") == "parents"
     for a in doc.get("assignments", []):
-        if a.get("fine") and a["fine"].partition(".")[0] in gone:
+        if a.get("fine") and (a["fine"].partition(".")[0] in gone or not a.get("themes")):
             a["fine"] = None
-        if a.get("broad") in gone:
+        if a.get("broad") and (a["broad"] in gone or not a.get("themes")
+                               or (broad_parents and a["broad"] not in parents)):
             a["broad"] = None
 
 
