@@ -164,23 +164,38 @@ def rename_ids(doc: dict[str, Any], mapping: dict[str, str]) -> None:
 
 
 def _drop_levels(doc: dict[str, Any], gone: set[str]) -> None:
-    # Sub-themes of a theme that no longer exists go with it; the levels of its responses are recomputed by
-    # the next run, so here they are cleared rather than guessed.
+    # Sub-themes of a theme that no longer exists go with it; a response whose theme went takes the levels of the
+    # theme it has now (_set_levels: no sub-theme, which is the next run's to say).
     doc["subthemes"] = [st for st in doc.get("subthemes") or [] if st["parent"] not in gone]
     for p in doc.get("parents") or []:
         p["children"] = [c for c in p.get("children", []) if c not in gone]
-    # A parent whose themes are all gone names nothing (levels.broad_count counts the parents left); a response
-    # left with no theme has no level either, as in a fresh result's "other" bucket.
+    # A parent whose themes are all gone names nothing (levels.broad_count counts the parents left).
     if doc.get("parents"):
         doc["parents"] = [p for p in doc["parents"] if p["children"]]
     parents = {p["id"] for p in doc.get("parents") or []}
     broad_parents = (doc.get("levels") or {}).get("broad") == "parents"
     for a in doc.get("assignments", []):
-        if a.get("fine") and (a["fine"].partition(".")[0] in gone or not a.get("themes")):
-            a["fine"] = None
-        if a.get("broad") and (a["broad"] in gone or not a.get("themes")
-                               or (broad_parents and a["broad"] not in parents)):
-            a["broad"] = None
+        if (not a.get("themes") or (a.get("fine") or "").partition(".")[0] in gone or a.get("broad") in gone
+                or (broad_parents and a.get("broad") is not None and a["broad"] not in parents)):
+            _set_levels(doc, a)
+
+
+def _set_levels(doc: dict[str, Any], a: dict[str, Any]) -> None:
+    """Both levels of a response whose primary theme changed, from the document's structure: none without a theme
+    (a fresh result's "other" bucket); else broad is the theme's parent (or the theme), fine the theme when the fine
+    level is themes, and no sub-theme (which one it would be is the next run's to say)."""
+    levels = doc.get("levels") or {}
+    if not levels or (a.get("broad") is None and a.get("fine") is None and not a.get("themes")):
+        return
+    if not a.get("themes"):
+        a["broad"] = a["fine"] = None
+        return
+    primary = a["themes"][0]["theme_id"]
+    if levels.get("broad") == "parents":
+        a["broad"] = next((p["id"] for p in doc.get("parents") or [] if primary in p.get("children", [])), None)
+    else:
+        a["broad"] = primary
+    a["fine"] = primary if levels.get("fine") == "themes" else None
 
 
 def _merge(doc: dict[str, Any], edit: Merge, where: str) -> None:
@@ -263,6 +278,13 @@ def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) 
             moved += 1
     if not moved:
         raise EditError(f"{where}.keyword", f"no response of theme {edit.theme!r} contains {edit.keyword!r}")
+    # The new theme sits where its source did: under the same parent, so its responses' levels follow it.
+    for p in doc.get("parents") or []:
+        if source["id"] in p.get("children", []):
+            p["children"].append(new_id)
+    for a in doc.get("assignments", []):
+        if a.get("themes") and a["themes"][0]["theme_id"] == new_id:
+            _set_levels(doc, a)
     doc["themes"].append({
         **{k: v for k, v in source.items() if k not in ("subthemes", "merged_from")},
         "id": new_id, "label": edit.label, "keywords": [edit.keyword],

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pipelines.thematic.edit import edit_result
 from tests.support.synthetic_result import synthetic_job
 
@@ -46,3 +48,51 @@ def test_a_response_left_with_no_theme_has_no_broad_theme() -> None:
             assert a.get("broad") is None and a.get("fine") is None, a
     # The others keep theirs.
     assert any(a.get("broad") == "p1" for a in out["assignments"])
+
+
+def _levels_follow_the_structure(doc: dict[str, Any]) -> None:
+    # Every themed response's levels are its primary theme's (a sub-theme may be unknown after an edit: None), and
+    # every parent's and sub-theme's count is the number of themed responses at it, as document.py counts them.
+    lv = doc["levels"]
+    parent_of = {c: p["id"] for p in doc["parents"] for c in p["children"]}
+    for a in doc["assignments"]:
+        if not a["themes"]:
+            assert a.get("broad") is None and a.get("fine") is None, a
+            continue
+        primary = a["themes"][0]["theme_id"]
+        assert a.get("broad") == (parent_of[primary] if lv["broad"] == "parents" else primary), a
+        if lv["fine"] == "themes":
+            assert a.get("fine") == primary, a
+        else:
+            assert a.get("fine") is None or a["fine"].partition(".")[0] == primary, a
+    for level in (*doc["parents"], *doc["subthemes"]):
+        n = sum(1 for a in doc["assignments"] if a["themes"] and level["id"] in (a.get("broad"), a.get("fine")))
+        assert level["count"] == n, level["id"]
+    assert {t["id"] for t in doc["themes"]} == set(parent_of) or lv["broad"] != "parents"
+
+
+def _keyword(doc: dict[str, Any], items: list[dict[str, Any]], theme: str) -> str:
+    texts = {i["id"]: i["text"] for i in items}
+    words = [w.strip(".").lower() for a in doc["assignments"] if a["themes"] and a["themes"][0]["theme_id"] == theme
+             for w in texts[a["response_id"]].split()]
+    return max(set(words), key=words.count)
+
+
+@pytest.mark.parametrize("mode", ["parents", "subthemes"])
+@pytest.mark.parametrize("edit", ["delete", "merge", "split"])
+def test_an_edit_keeps_levels_and_their_counts_true(mode: str, edit: str) -> None:
+    if mode == "parents":
+        items, doc, ids = _with_parents()
+        for p in doc["parents"]:
+            p["count"] = sum(1 for a in doc["assignments"] if a["themes"] and a.get("broad") == p["id"])
+    else:
+        items, doc = synthetic_job(40, seed=4, impact=False)
+        ids = [t["id"] for t in doc["themes"]]
+        for st in doc["subthemes"]:
+            st["count"] = sum(1 for a in doc["assignments"] if a["themes"] and a.get("fine") == st["id"])
+    _levels_follow_the_structure(doc)
+    edits = {"delete": [{"op": "delete", "theme": ids[0]}],
+             "merge": [{"op": "merge", "themes": [ids[1], ids[-1]]}],
+             "split": [{"op": "split", "theme": ids[0], "keyword": _keyword(doc, items, ids[0]), "label": "Split"}]}
+    out = edit_result(doc, {"edits": edits[edit]}, items)
+    _levels_follow_the_structure(out)
