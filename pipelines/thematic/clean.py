@@ -112,7 +112,8 @@ class _KeyTable(dict[int, str | None]):
             value: str | None = char if kept else None
         else:
             value = char if char.isalnum() else " "
-        self[code] = value
+        if len(self) < 1 << 16:  # the characters answers use; a text of every code point does not grow it further
+            self[code] = value
         return value
 
 
