@@ -375,6 +375,7 @@ def main() -> None:
         r = evaluate(name, args, seed)
         split = "tune" if name in TUNE else "check"
         pool[split].update(themes=len(r["named"]), hits=r["n_hit"], big=r["big"], phrase=round(r["phrase"] * r["big"]),
+                           ct_hits=round(100 * r["ctfidf_same"] * len(r["named"])),
                            content=round(100 * r["content"] * len(r["named"])),
                            ct_content=round(100 * r["ctfidf_content"] * len(r["named"])),
                            breaks=sum(len(r[kind][key]) for kind in ("themes", "second")
@@ -411,7 +412,8 @@ def main() -> None:
                         print(f"    {kind} {key}: {r[kind][key]}")
     for split, c in pool.items():
         if c["themes"]:
-            print(f"# pooled {split}: label hits {c['hits']} of {c['themes']} themes ({c['hits'] / c['themes']:.1%}); "
+            print(f"# pooled {split}: label hits {c['hits']} of {c['themes']} themes ({c['hits'] / c['themes']:.1%}; BERTopic's "
+                  f"c-TF-IDF words on them at our length {c['ct_hits'] / 100 / c['themes']:.1%}); "
                   f"2-4-word labels {c['phrase']} of {c['big']} themes >= 10; generic / '(n)' / shared: {c['breaks']}; "
                   f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
                   f"{c['ct_content'] / 100 / c['themes']:.2f}); cut-off labels {c['cut']} + {c['cut_second']} "

@@ -37,10 +37,30 @@ VOWELS: Final = frozenset("aeiouy")
 #: Explicit non-answers, compared by :func:`near_key` (case, accents and punctuation off: "N/A", "n.a." and "n/a"
 #: are all ``n a``). A closed list on purpose: a short real answer is an answer. "nothing" is here by decision: a
 #: reader codes it as "no answer given"; to "what should we improve?" it can mean "no complaints", and every such
-#: answer is still listed (bucket ``unusable``, reason ``no_answer``). English only.
-NO_ANSWERS: Final = frozenset({
-    "n a", "na", "none", "nothing", "no comment", "no comments", "not applicable", "nil",
-})
+#: answer is still listed (bucket ``unusable``, reason ``no_answer``). The same few phrases (n/a, none, nothing, no
+#: comment, not applicable) in the languages the multilingual encoder reads, as survey tools print them ("k.A.",
+#: "n.v.t.", "特になし"); the clean stage does not know the language yet, so one list serves every job, and a
+#: phrase that is also an English answer is left out ("no", "nein", "нет": to "would you recommend us?" they are
+#: answers). Written as people type them; :data:`NO_ANSWERS` holds their near_keys.
+NO_ANSWER_PHRASES: Final = {
+    "en": ("n/a", "na", "none", "nothing", "no comment", "no comments", "not applicable", "nil"),
+    "de": ("k.A.", "keine Angabe", "keine Angaben", "keine", "nichts", "kein Kommentar", "entfällt",
+           "trifft nicht zu"),
+    "fr": ("rien", "aucun", "aucune", "néant", "sans commentaire", "sans commentaires", "pas de commentaire",
+           "sans objet", "non applicable"),
+    "es": ("nada", "ninguno", "ninguna", "sin comentarios", "sin comentario", "no aplica"),
+    "it": ("niente", "nulla", "nessuno", "nessuna", "nessun commento", "non applicabile"),
+    "pt": ("nenhum", "nenhuma", "sem comentários", "sem comentário", "não se aplica", "não aplicável"),
+    "nl": ("niets", "geen", "geen commentaar", "geen opmerkingen", "n.v.t.", "nvt"),
+    "pl": ("nic", "brak", "brak uwag", "bez komentarza", "nie dotyczy"),
+    "ru": ("ничего", "без комментариев", "нет комментариев", "не применимо"),
+    "tr": ("yok", "hiçbir şey", "yorum yok"),
+    "ja": ("なし", "無し", "特になし", "特に無し", "特にありません", "ありません"),
+    "zh": ("无", "無", "没有", "沒有", "暂无", "暫無", "无意见", "沒意見", "没意见"),
+    "ko": ("없음", "없습니다", "해당 없음", "특별히 없음"),
+    "ar": ("لا يوجد", "لا شيء", "لا تعليق"),
+    "th": ("ไม่มี", "ไม่มีความคิดเห็น"),
+}
 #: An answer of only these characters ("-", ".", "--", "...") is a non-answer too (its near_key is empty);
 #: other punctuation alone ("?????", "!!!") stays gibberish.
 NO_ANSWER_MARKS: Final = frozenset("-._ \u2010\u2011\u2012\u2013\u2014\u2015")  # ASCII and Unicode dashes
@@ -80,6 +100,10 @@ def near_key(text: str) -> str:
     stripped = decomposed if decomposed.isascii() else "".join(c for c in decomposed if not unicodedata.combining(c))
     # Digits count: "late by 3 days" and "late by 9 days" are different answers.
     return " ".join(ALNUM_RE.findall(stripped))
+
+
+#: :data:`NO_ANSWER_PHRASES` as :func:`near_key` reads them ("N/A" and "n/a" are ``n a``).
+NO_ANSWERS: Final = frozenset(near_key(p) for phrases in NO_ANSWER_PHRASES.values() for p in phrases)
 
 
 def _base(word: str) -> str:
@@ -163,6 +187,11 @@ def _word(written: str) -> tuple[str, bool]:
     return word, not _latin(word) or _real_word(word, written)
 
 
+def _ideograph(char: str) -> bool:
+    """A Han character (Chinese, or Japanese kanji), which is a word alone: "慢" (slow) is an answer."""
+    return unicodedata.name(char, "").startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH"))
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing and noise: no real words, or mostly unpronounceable ones.
 
@@ -177,8 +206,8 @@ def is_gibberish(text: str) -> bool:
     read = [_word(w) for w in WORD_RE.findall(text)]
     words = [w for w, _ in read]
     letters = sum(len(w) for w in words)
-    if letters < 2:
-        return True  # only digits/punctuation/emoji
+    if letters < 2 and not (letters == 1 and _ideograph(words[0])):
+        return True  # only digits/punctuation/emoji, or one letter ("x"); one Han character is a word ("好", "贵")
     # One or two characters repeated ("aaaaaaa", "hahahaha") carry no theme; words of the lexicon written with two
     # letters are still words ("I did", "ok ok", "no no no").
     lexicon = _lexicon()
@@ -191,6 +220,11 @@ def is_gibberish(text: str) -> bool:
     real = [ok for _, ok in read]
     if not any(real):
         return True
+    # Two different words of the lexicon make it language, whatever else it holds: a developer's "How to get from
+    # xhtml to excel" or "Are peekCString and peekCStringLen lazy?" has long words without vowels or with five
+    # consonants in a row, and mashing does not type "how", "to" and "from".
+    if len({w for w in words if len(w) >= 2 and w in lexicon}) >= 2:
+        return False
     long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
     return bool(long_words) and long_words.count(False) / len(long_words) >= 0.5
 

@@ -141,7 +141,7 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 #: seed-to-seed variation of the result. 5 since issue 27 (was 10; a quarter of the 2,000-answer job's time after
 #: embedding at 2 threads): on the TUNE sets, 3 seeds, the count and its confidence cannot move (the final partition
 #: comes after them) and NMI at the chosen count fell 0.0034 on the mean (dominant-20ng -0.021, the rest within
-#: 0.005); 3 restarts fell 0.0068 (docs/thematic.md, issue 27).
+#: 0.005); 3 restarts fell 0.0068 (docs/embedding-speed.md).
 FINAL_RESTARTS = 5
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
@@ -579,7 +579,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
 
     (Reusing the bisections of groups the previous candidate left whole halves the 2-means runs but moves counts on
-    the tune sets, so it is not done: docs/thematic.md, issue 27, 2026-12-03.)"""
+    the tune sets, so it is not done: docs/embedding-speed.md, 2026-12-03.)"""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space

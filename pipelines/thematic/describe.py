@@ -37,7 +37,7 @@ from .keywords import (
 )
 from .keywords import phrases as phrase_set
 from .llm_port import ChatClient, MergeGroups, ThemeLabel, llm_errors
-from .stopwords import GENERIC
+from .stopwords import FRAME, GENERIC
 
 log = logging.getLogger(__name__)
 
@@ -441,7 +441,7 @@ def _label_options(
     options: list[str] = []
     for pool in (lead, ~lead):
         for i in np.argsort(-np.where(pool, ranked_score, -np.inf), kind="stable"):
-            if not pool[i] or len(options) >= KEY_PHRASES:
+            if not pool[i] or sum(not framed_phrase(o) for o in options) >= KEY_PHRASES:
                 break
             shown = _completed(said(c[i].key), texts)
             if shown is None:
@@ -450,6 +450,7 @@ def _label_options(
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
                 options.append(shown)
+        options = _unframed_first(options)[:KEY_PHRASES]
         if options:
             break
     if options:
@@ -461,6 +462,24 @@ def _label_options(
     shown = display(key, texts)
     # Five tokens that drop no determiner: its content words ("card was not yet delivered" -> "card not delivered").
     return [shown if len(shown.split()) <= MAX_LABEL_WORDS else key], not multi, not multi and not words.plain(key)
+
+
+def _unframed_first(options: list[str]) -> list[str]:
+    """``options`` with the best phrase of 2+ words that is not framed (:func:`framed_phrase`) first when the best
+    option is framed: "Please send" yields to "Bike for sale", but not to a bare word ("Inches" for "Volume to
+    please"): the label stays a phrase (issue 22 prefers a 2-4-word phrase to a bare noun)."""
+    if not options or not framed_phrase(options[0]):
+        return options
+    better = next((o for o in options if " " in phrase_key(o.lower()) and not framed_phrase(o)), None)
+    return options if better is None else [better, *(o for o in options if o != better)]
+
+
+def framed_phrase(shown: str) -> bool:
+    """A phrase of 2+ words whose first or last word frames it (:data:`stopwords.FRAME`: "Please send", "Thanks in
+    advance", "Phone please"): politeness or a request's frame, not what the theme is about. Such a label option yields
+    to the best unframed phrase of 2+ words (:func:`_unframed_first`); it stays a key phrase."""
+    ws = phrase_key(shown.lower()).split()
+    return len(ws) > 1 and (ws[0] in FRAME or ws[-1] in FRAME)
 
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
@@ -1008,7 +1027,11 @@ def name_parents(
             c.update(k for k in phrase_set(texts[i]) if k in vocab)
         counts[p.id] = c
     # And the words generic across the themes: a parent has few siblings to show them generic ("Mg" in drug reviews).
-    generic = generic_words(parents, texts) | generic_words(themes.values(), texts)
+    uses, cued, theme_generic = word_stats([[texts[i] for i in th.members] for th in themes.values()])
+    generic = generic_words(parents, texts) | theme_generic
+    # The themes' rule for a word alone (_Words.plain): a verb, adjective or adverb alone ("Charged", "Slow") names
+    # how or what happened, not to what; a parent names what its themes are about.
+    alone = _Words(uses, cued, generic)
     for p in parents:
         mine = kids[p.id]
         if not mine:
@@ -1028,7 +1051,7 @@ def name_parents(
             if share < PARENT_MIN_SHARE or (len(mine) >= 2 and len(holders) < 2):
                 continue
             other = max((counts[q.id][key] / max(1, len(q.members)) for q in parents if q.id != p.id), default=0.0)
-            if " " not in key and other >= GENERIC_SHARE:
+            if " " not in key and (other >= GENERIC_SHARE or alone.plain(key)):
                 continue  # a word common in another group too names neither alone ("Transfer", "Card")
             score = share * (len(holders) / len(mine)) ** 0.5 * share / (share + other)
             score *= 1.0 + 0.2 * min(key.count(" "), 2)

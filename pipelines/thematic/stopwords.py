@@ -88,3 +88,11 @@ good great nice bad love best excellent amazing awesome terrible thanks thank hi
 question please help know tell think tried take
 """.split()
 )
+#: The words of :data:`GENERIC` that frame what is said rather than say it: politeness, greetings and request
+#: frames. From data: the words of GENERIC that spread over the true themes of the TUNE sets Banking77 and 20NG
+#: (``bench/labels.py --generic``: used by >= 5 % of the responses of >= 15 % of the themes; banking: help know please
+#: take tell think tried; 20ng: also thanks thank hi ok), with "hello" and "okay" beside "hi" and "ok". Not "take":
+#: at a label's end it is the theme's own verb on the TUNE sets ("Transfer take", how long a transfer takes). A label
+#: option that starts or ends with one ("Please send", "Thanks in advance", "Phone please") yields to the best phrase
+#: of 2+ words that does not: describe._unframed_first.
+FRAME: Final = frozenset("thanks thank hi hello ok okay please help know tell think tried".split())

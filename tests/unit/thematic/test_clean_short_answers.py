@@ -22,6 +22,18 @@ def test_short_real_answers_are_not_gibberish(text: str) -> None:
     assert not is_gibberish(text)
 
 
+@pytest.mark.parametrize("text", ["How to get from xhtml to excel to xhtml", "Are peekCString and peekCStringLen lazy?",
+                                  "Why does my sfdxcli crash on startup", "the nginx hdrs stopped working"])
+def test_technical_words_in_a_sentence_are_not_gibberish(text: str) -> None:
+    # Before: gibberish (half the long words have no vowel or five consonants in a row): StackOverflow titles.
+    assert not is_gibberish(text)
+
+
+@pytest.mark.parametrize("text", ["the asdfgh", "zxcvb the zxcvb", "qwrtp xcvbn to"])
+def test_one_word_of_the_lexicon_does_not_save_mashing(text: str) -> None:
+    assert is_gibberish(text)
+
+
 @pytest.mark.parametrize("text", [
     "asdfgh", "jjjjj", "qwerty123", "qwerty", "qwe qwe qwe", "kdjf slkd fjsl", "hgfdsa lkjh", "xxxxx", "zzz",
     "sdf", "lkjh", "azerty", "?????", "123", "x", "hahahaha", "zzz zzz", "asdf app",
@@ -38,6 +50,37 @@ def test_keyboard_mash_stays_gibberish(text: str) -> None:
 def test_explicit_non_answers(text: str) -> None:
     assert is_no_answer(text)
     assert [r.status for r in clean([{"id": 1, "text": text}])] == ["no_answer"]
+
+
+@pytest.mark.parametrize("text", [
+    "k.A.", "Keine Angabe", "nichts", "entfällt", "Rien.", "sans objet", "Néant", "nada", "Sin comentarios",
+    "niente", "nessun commento", "não se aplica", "N.v.t.", "geen opmerkingen", "brak uwag", "nie dotyczy",
+    "Ничего", "hiçbir şey", "特になし", "なし", "无", "暂无", "없음", "해당 없음", "لا يوجد", "ไม่มี",
+])
+def test_non_answers_in_the_languages_the_pipeline_reads(text: str) -> None:
+    # Before: all were "ok" (clustered as answers) and "无" was gibberish. The list was English only, so a German
+    # survey's "k.A." rows formed a theme of their own.
+    assert is_no_answer(text)
+    assert [r.status for r in clean([{"id": 1, "text": text}])] == ["no_answer"]
+
+
+@pytest.mark.parametrize("text", ["nein", "нет", "non", "Keine Probleme", "rien à redire sur le service",
+                                  "nada mal", "なしでいい", "没有问题"])
+def test_answers_in_other_languages_are_not_non_answers(text: str) -> None:
+    # "no" / "nein" / "нет" answer a yes-no question; the others are whole answers that contain a listed word.
+    assert not is_no_answer(text)
+
+
+@pytest.mark.parametrize("text", ["好", "贵", "慢", "良", "好!", "慢。"])
+def test_one_han_character_is_an_answer(text: str) -> None:
+    # Before: gibberish (fewer than two letters). In Chinese one character is a word: good, expensive, slow.
+    assert not is_gibberish(text)
+    assert [r.status for r in clean([{"id": 1, "text": text}])] == ["ok"]
+
+
+@pytest.mark.parametrize("text", ["x", "Ж", "ね", "7", "!"])
+def test_one_letter_of_an_alphabet_stays_noise(text: str) -> None:
+    assert is_gibberish(text)
 
 
 @pytest.mark.parametrize("text", ["?????", "no", "nothing else works", "None of the couriers were on time", "TV",

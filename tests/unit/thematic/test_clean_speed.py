@@ -53,7 +53,7 @@ def _plain_is_gibberish(text: str) -> bool:
     written = C.WORD_RE.findall(text)
     words = [_plain_base(w.lower()) for w in written]
     letters = sum(len(w) for w in words)
-    if letters < 2:
+    if letters < 2 and not (letters == 1 and unicodedata.name(words[0], "").startswith("CJK")):
         return True
     lexicon = C._lexicon()
     if len(set(text.lower().replace(" ", ""))) <= 2 and len(text) >= 5:
@@ -62,6 +62,8 @@ def _plain_is_gibberish(text: str) -> bool:
     real = [not _plain_latin(w) or _plain_real_word(w, orig) for w, orig in zip(words, written, strict=True)]
     if not any(real):
         return True
+    if sum(1 for w in set(words) if len(w) > 1 and w in lexicon) > 1:
+        return False
     long_words = [ok for w, ok in zip(words, real, strict=True) if len(w) >= 4]
     return bool(long_words) and long_words.count(False) / len(long_words) >= 0.5
 
@@ -103,7 +105,7 @@ def _texts() -> list[str]:
              "qwrtzp xcvbnm", "aaaaaaa", "hahahaha", "Привет мир", "ﬁnal ﬂight", "ok", "x", "42 !!", "", "Ærø Ørsted",
              "naïve coöperation", "İstanbul", "ǅemal", "N/A", "n.a.", "None.", "-", "...", "no comment", "TV", "Thx",
              "SMS", "qwe qwe qwe", "asdfgh", "lkjh", "zzz", "I did", "ok ok", "www.example.com", "QWERTY", "Ytrewq",
-             "poiuytrewq", "mnbvcxz", "azerty", "wxcvbn!"]
+             "poiuytrewq", "mnbvcxz", "azerty", "wxcvbn!", "好", "慢!", "无", "k.A.", "特になし", "n.v.t.", "없음"]
     keys = "".join(C.KEYBOARD_ROWS)
     rand = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
     words = ["".join(rng.choice("bcdfghklmnprstvwxz" if rng.random() < 0.7 else "aeiouy") for _ in range(rng.randint(1, 9)))

@@ -14,8 +14,10 @@ from pipelines.thematic.describe import (
     ThemeInfo,
     _completed,
     _expand_word,
+    _unframed_first,
     cut_after,
     describe,
+    framed_phrase,
     headline,
     name_parents,
     pick_label,
@@ -23,7 +25,7 @@ from pipelines.thematic.describe import (
     word_stats,
 )
 from pipelines.thematic.keywords import analyse, looks_predicate, phrase_key, phrases
-from pipelines.thematic.stopwords import GENERIC
+from pipelines.thematic.stopwords import FRAME, GENERIC
 
 
 def _vecs(labels: list[int], dim: int = 16, seed: int = 0, spread: float = 0.15) -> np.ndarray:
@@ -515,3 +517,46 @@ def test_a_long_text_continues_a_word_only_if_it_continues_every_use_of_it() -> 
     said = [analyse(t) for t in posts]
     assert cut_after("space shuttle", said) is None
     assert cut_after("top up using apple", [analyse(t) for t in APPLE]) == "watch"
+
+
+def test_a_politeness_or_request_frame_at_a_label_edge_yields_to_what_the_theme_is_about() -> None:
+    # "please send" and "phone please" are said most, but "please" frames the request ("Please send" on 20NG's
+    # for-sale posts, "Thanks in advance" on its hardware questions; CLINC150's "Phone please"): the option that says
+    # what the theme is about goes first, and the framed phrase stays a key phrase (before 2026-12-07 it was the label).
+    sale = ["please send me the price list", "please send details", "please send a photo of the bike",
+            "thanks in advance, please send", "please send an offer", "bike for sale, please send offers",
+            "bike for sale", "please send me an email", "mountain bike for sale", "please send cash only"]
+    pair = ["pair with my phone please", "unsync my phone please", "connect to my phone please", "pair with my phone",
+            "disconnect from my phone please", "pair with my phone now", "sync my phone please",
+            "use my phone please", "get connected to my phone please", "pair with my phone today"]
+    themes = _themes([sale, pair, COLD])
+    by = {th.members[0]: th for th in themes}
+    assert by[0].label == "Bike for sale" and "please send" in [p.lower() for p in by[0].key_phrases], by[0]
+    assert by[len(sale)].label == "Pair with phone", by[len(sale)]
+    assert framed_phrase("Thanks in advance") and framed_phrase("Phone please") and framed_phrase("Tell me name")
+    # Only at an edge, only 2+ words, and not "take" (the theme's own verb: "how long does a transfer take").
+    assert not framed_phrase("Transfer take") and not framed_phrase("Please") and not framed_phrase("Good value")
+    assert FRAME <= GENERIC
+    # It yields to a phrase, not to a bare word: a label stays a 2-4-word phrase where the theme has one (CLINC150's
+    # "Volume to please" over "Inches", whose theme mixes volume requests with unit conversions).
+    assert _unframed_first(["Volume to please", "Inches"]) == ["Volume to please", "Inches"]
+    assert _unframed_first(["Please send", "Corporation", "Bike for sale"])[0] == "Bike for sale"
+    assert _unframed_first(["Card declined", "Please help"]) == ["Card declined", "Please help"]
+
+
+def test_a_parent_is_not_named_by_a_verb_or_adjective_alone() -> None:
+    # Both children say "charged" (Banking77's "Charged" parent over double charges and card fees, 2026-12-06); a verb
+    # alone names what happened, not to what, so it names no theme alone and no parent either: the children's shared
+    # noun does ("charged" reads as a verb by its use after "was" / "been" in the job's texts).
+    texts = (["i was charged twice for the fee"] * 5 + ["i have been charged a card fee"] * 5
+             + ["refund never came"] * 5 + ["the screen froze"] * 5)
+    themes = {
+        "t1": _info("t1", "Charged twice", list(range(0, 5)), ["charged twice", "fee"]),
+        "t2": _info("t2", "Charged card fee", list(range(5, 10)), ["charged card fee", "card fee"]),
+        "t3": _info("t3", "Refund never came", list(range(10, 15)), ["refund never came"]),
+        "t4": _info("t4", "Screen froze", list(range(15, 20)), ["screen froze"]),
+    }
+    parents = [_info("p1", "Twice", list(range(10)), []), _info("p2", "Came", list(range(10, 20)), [])]
+    name_parents(parents, {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}, themes, texts,
+                 {th.label.lower() for th in themes.values()})
+    assert parents[0].label == "Fee", parents[0].label
