@@ -18,7 +18,7 @@ from shared.api.http import (
 from shared.api.service import JobService
 from shared.api.webhook_secrets import WebhookSecrets
 from shared.config.constants import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_RE
-from shared.core.errors import BadRequest
+from shared.core.errors import BadRequest, ValidationFailed
 from shared.core.jobs import Job
 from shared.observability import telemetry
 
@@ -90,8 +90,14 @@ def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route="jobs/{id}/result", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
+    tenant = tenant_of(req)
+    unknown = sorted(set(req.params) - {"format", "code"})
+    if unknown:
+        # As the job list and the responses route: a typo (?fromat=csv) is named, not answered with the JSON.
+        raise ValidationFailed(f"unknown query parameter {unknown[0][:60]!r}",
+                               [{"field": unknown[0][:60], "message": "unknown query parameter; known: format"}])
     fmt = req.params.get("format", "json")
-    result = service().result(tenant_of(req), req.route_params["id"], fmt)
+    result = service().result(tenant, req.route_params["id"], fmt)
     # A download, never a page of the dashboard's origin: as an attachment, its type not sniffed, and under a CSP
     # that lets nothing in it run should a browser render it anyway (a result carries the tenant's own text).
     headers = {"Content-Disposition": f'attachment; filename="{result.filename}"', "ETag": result.etag,

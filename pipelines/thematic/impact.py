@@ -25,6 +25,7 @@ not noise; with independent themes (multi-label) an unaffected theme's impact is
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
@@ -66,7 +67,7 @@ def problem(values: Sequence[Any], scale: Scale) -> tuple[str, str] | None:
         return "key", "no response has a value"
     bad = next((v for v in present if number(v) is None), None)
     if bad is not None:
-        return "key", f"not a number: {str(bad)[:40]!r}"
+        return "key", f"not a number: {json.dumps(bad, ensure_ascii=False)[:40]}"  # as sent (true, not True)
     nums = [number(v) for v in present]
     if scale == "nps" and any(x is None or not x.is_integer() or not 0 <= x <= 10 for x in nums):
         return "scale", "an NPS score is an integer from 0 to 10"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -121,7 +122,8 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             problems = declared_problems(values, declared)
             for i, _, v in [p for p in problems if p[1] == "value"][:MAX_ERRORS // 2]:
                 errors.append({"field": f"input[{i}].metadata.{key}",
-                               "message": f"not a number on the declared {declared} scale: {str(v)[:40]!r}"})
+                               "message": f"not a number on the declared {declared} scale: "
+                                          f"{json.dumps(v, ensure_ascii=False)[:40]}"})
             outside = [(i, v) for i, fault, v in problems if fault == "scale"]
             if outside:
                 rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])

@@ -7,7 +7,8 @@ each sheet streams to a temporary file as its rows are appended, so memory holds
 shared strings, and the zip is assembled at the end (bench/exports.py measures a 20,000-response job).
 
 Every cell is inert: a string is always a string cell (never a formula, whatever it starts with), characters
-XML cannot carry are dropped, and cells are cut at Excel's 32,767-character limit.
+XML cannot carry are dropped, and cells are cut at Excel's 32,767-character limit. A sheet keeps within Excel's
+16,384 columns: metadata keys past it go into one last ``metadata_other`` column, a row's as JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from .render import metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
+#: Columns a worksheet may have (A to XFD): past it Excel refuses the file until it "repairs" (drops) the sheet.
+EXCEL_MAX_COLUMNS = 16_384
+#: The last column of the Responses sheet when its metadata keys would pass EXCEL_MAX_COLUMNS: the rest, as JSON.
+OTHER_COLUMN = "metadata_other"
 #: Integers below this in magnitude (15 digits) are exact in Excel; larger ones are written as text.
 EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
@@ -92,7 +97,14 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
     level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
         "fine", FINE_COLUMNS)
     fixed = (*RESPONSE_COLUMNS[:8], *level_columns, *RESPONSE_COLUMNS[8:])
-    header = [*fixed, *metadata_columns(keys, fixed)]
+    spill = len(fixed) + len(keys) > EXCEL_MAX_COLUMNS
+    if spill:
+        # Past Excel's last column: the first keys keep a column each, a row's others go into OTHER_COLUMN as JSON.
+        keys = keys[:EXCEL_MAX_COLUMNS - len(fixed) - 1]
+        header = [*fixed, *metadata_columns(keys, (*fixed, OTHER_COLUMN)), OTHER_COLUMN]
+    else:
+        header = [*fixed, *metadata_columns(keys, fixed)]
+    kept = set(keys)
 
     def gen() -> Iterable[list[Any]]:
         for r in rows:
@@ -109,6 +121,7 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 sentiment.get("label"), sentiment.get("score"),
                 ";".join(c["name"] for c in a.get("seed_codes") or []),
                 *(meta.get(k) for k in keys),
+                *([{k: v for k, v in meta.items() if k not in kept} or None] if spill else []),
             ]
 
     return header, gen()

@@ -93,6 +93,9 @@ class Pipeline:
     """
 
     name: str
+    #: The job's ``params``, validated at submission strictly as JSON (an int field takes a JSON integer only, a
+    #: float any JSON number, an enum or literal its JSON string). A rule across fields raises
+    #: :class:`shared.sdk.errors.ParamError` in a model validator, so the 422 names the field it blames.
     params_model: type[BaseModel]
     run: Callable[[PipelineContext, Any, Any], Any]
     #: Validates and normalises the submitted ``input`` before anything is

@@ -73,7 +73,7 @@ def test_nps_points_and_score_validation() -> None:
     assert doc["overall"] == pytest.approx(100 / 6, abs=1e-4) and doc["n"] == 6
     assert [impact.points(x, "nps") for x in (0, 6, 7, 8, 9, 10)] == [-100, -100, 0, 0, 100, 100]
     assert impact.problem([1, "7", None, ""], "nps") is None  # a spreadsheet's "7" is a number; blanks: no score
-    assert impact.problem([1, "seven"], "nps") == ("key", "not a number: 'seven'")
+    assert impact.problem([1, "seven"], "nps") == ("key", 'not a number: "seven"')
     assert impact.problem([11], "nps")[0] == "scale"  # type: ignore[index]
     assert impact.problem([7.5], "nps")[0] == "scale"  # type: ignore[index]
     assert impact.problem([0], "csat")[0] == "scale"  # type: ignore[index]

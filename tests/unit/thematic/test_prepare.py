@@ -110,7 +110,7 @@ def test_values_off_a_declared_scale_are_refused_naming_the_scale_or_the_row() -
         prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "1-7"}), odd, Earlier())
     # The text is no number: that row's field. 0 and 9 are numbers outside 1-7: the declaration, naming the rows.
     assert _fields(err) == ["input[7].metadata.stars", "params.sentiment_from.scale"]
-    assert "'great'" in err.value.errors[0]["message"]
+    assert '"great"' in err.value.errors[0]["message"]
     assert "2 value(s) outside the declared 1-7 scale (input[2] has 0, input[5] has 9)" in err.value.errors[1]["message"]
     with pytest.raises(ValidationFailed) as err:
         prepare(ThematicParams(sentiment_from={"key": "nope", "scale": "1-5"}), data, Earlier())
