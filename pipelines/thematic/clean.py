@@ -41,8 +41,8 @@ VOWELS: Final = frozenset("aeiouy")
 #: answer is still listed (bucket ``unusable``, reason ``no_answer``). The same few phrases (n/a, none, nothing, no
 #: comment, not applicable) in the languages the multilingual encoder reads, as survey tools print them ("k.A.",
 #: "n.v.t.", "特になし"); the clean stage does not know the language yet, so one list serves every job, and a
-#: phrase that is also an English answer is left out ("no", "nein", "нет": to "would you recommend us?" they are
-#: answers). Written as people type them; :data:`NO_ANSWERS` holds their near_keys.
+#: phrase that is also an English answer, or a bare yes/no, is left out ("no", "nein", "нет": to "would you
+#: recommend us?" they are answers; Polish "nic" is also "NIC" and a name). "yok", "没有", "ありません" are "none". Written as people type them; :data:`NO_ANSWERS` holds their near_keys.
 NO_ANSWER_PHRASES: Final = {
     "en": ("n/a", "na", "none", "nothing", "no comment", "no comments", "not applicable", "nil"),
     "de": ("k.A.", "keine Angabe", "keine Angaben", "keine", "nichts", "kein Kommentar", "entfällt",
@@ -53,10 +53,10 @@ NO_ANSWER_PHRASES: Final = {
     "it": ("niente", "nulla", "nessuno", "nessuna", "nessun commento", "non applicabile"),
     "pt": ("nenhum", "nenhuma", "sem comentários", "sem comentário", "não se aplica", "não aplicável"),
     "nl": ("niets", "geen", "geen commentaar", "geen opmerkingen", "n.v.t.", "nvt"),
-    "pl": ("nic", "brak", "brak uwag", "bez komentarza", "nie dotyczy"),
+    "pl": ("brak", "brak uwag", "bez komentarza", "nie dotyczy"),
     "ru": ("ничего", "без комментариев", "нет комментариев", "не применимо"),
     "tr": ("yok", "hiçbir şey", "yorum yok"),
-    "ja": ("なし", "無し", "特になし", "特に無し", "特にありません", "ありません"),
+    "ja": ("なし", "ナシ", "無し", "特になし", "特にナシ", "特に無し", "特にありません", "ありません"),
     "zh": ("无", "無", "没有", "沒有", "暂无", "暫無", "无意见", "沒意見", "没意见"),
     "ko": ("없음", "없습니다", "해당 없음", "특별히 없음"),
     "ar": ("لا يوجد", "لا شيء", "لا تعليق"),

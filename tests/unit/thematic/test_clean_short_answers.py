@@ -55,7 +55,7 @@ def test_explicit_non_answers(text: str) -> None:
 @pytest.mark.parametrize("text", [
     "k.A.", "Keine Angabe", "nichts", "entfällt", "Rien.", "sans objet", "Néant", "nada", "Sin comentarios",
     "niente", "nessun commento", "não se aplica", "N.v.t.", "geen opmerkingen", "brak uwag", "nie dotyczy",
-    "Ничего", "hiçbir şey", "特になし", "なし", "无", "暂无", "없음", "해당 없음", "لا يوجد", "ไม่มี",
+    "Ничего", "hiçbir şey", "特になし", "なし", "ナシ", "无", "暂无", "없음", "해당 없음", "لا يوجد", "ไม่มี",
 ])
 def test_non_answers_in_the_languages_the_pipeline_reads(text: str) -> None:
     # Before: all were "ok" (clustered as answers) and "无" was gibberish. The list was English only, so a German
@@ -64,7 +64,7 @@ def test_non_answers_in_the_languages_the_pipeline_reads(text: str) -> None:
     assert [r.status for r in clean([{"id": 1, "text": text}])] == ["no_answer"]
 
 
-@pytest.mark.parametrize("text", ["nein", "нет", "non", "Keine Probleme", "rien à redire sur le service",
+@pytest.mark.parametrize("text", ["nein", "нет", "non", "NIC", "Nic", "Keine Probleme", "rien à redire sur le service",
                                   "nada mal", "なしでいい", "没有问题"])
 def test_answers_in_other_languages_are_not_non_answers(text: str) -> None:
     # "no" / "nein" / "нет" answer a yes-no question; the others are whole answers that contain a listed word.
