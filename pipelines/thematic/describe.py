@@ -37,7 +37,7 @@ from .keywords import (
 )
 from .keywords import phrases as phrase_set
 from .llm_port import ChatClient, MergeGroups, ThemeLabel, llm_errors
-from .stopwords import FRAME, GENERIC
+from .stopwords import FRAME, GENERIC, LY_NOUNS
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ class _Words:
         """No label alone: an adverb, verb or adjective alone ("repeatedly", "delete", "slow") names how or what
         happened, not to what; a phrase of generic words names nothing."""
         if " " not in key and (
-                (len(key) >= 5 and key.endswith("ly")) or looks_predicate(key, self.cued[key], self.uses[key])):
+                (len(key) >= 5 and key.endswith("ly") and key not in LY_NOUNS) or looks_predicate(key, self.cued[key], self.uses[key])):
             return True
         return all(v in self.generic or v == "not" for v in key.split())
 

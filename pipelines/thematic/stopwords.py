@@ -96,3 +96,10 @@ question please help know tell think tried take
 #: option that starts or ends with one ("Please send", "Thanks in advance", "Phone please") yields to the best phrase
 #: of 2+ words that does not: describe._unframed_first.
 FRAME: Final = frozenset("thanks thank hi hello ok okay please help know tell think tried".split())
+#: Nouns that end in -ly, which the label rule's adverb test (a word of 5+ letters ending in -ly names how, not what:
+#: "repeatedly") would otherwise never let name a theme alone. Not from data: the common English nouns of that
+#: shape (and two proper nouns a survey names).
+LY_NOUNS: Final = frozenset(
+    "family reply supply assembly anomaly monopoly italy july belly jelly rally bully lily butterfly dragonfly "
+    "firefly holly folly homily melancholy ally".split())
+

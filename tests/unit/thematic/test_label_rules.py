@@ -560,3 +560,16 @@ def test_a_parent_is_not_named_by_a_verb_or_adjective_alone() -> None:
     name_parents(parents, {"p1": ["t1", "t2"], "p2": ["t3", "t4"]}, themes, texts,
                  {th.label.lower() for th in themes.values()})
     assert parents[0].label == "Fee", parents[0].label
+
+
+def test_a_noun_that_ends_in_ly_may_name_a_theme_alone() -> None:
+    # Before: every word of 5+ letters ending in -ly was an adverb, so "Family", "Reply", "Supply" could never be a
+    # label or a parent alone (audit41). Adverbs still cannot.
+    from collections import Counter
+
+    from pipelines.thematic.describe import _Words
+
+    words = _Words(uses=Counter({"family": 9, "reply": 9, "supply": 9, "repeatedly": 9, "quickly": 9}),
+                   cued=Counter(), generic=frozenset())
+    assert not words.plain("family") and not words.plain("reply") and not words.plain("supply")
+    assert words.plain("repeatedly") and words.plain("quickly")
