@@ -143,6 +143,10 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 #: comes after them) and NMI at the chosen count fell 0.0034 on the mean (dominant-20ng -0.021, the rest within
 #: 0.005); 3 restarts fell 0.0068 (docs/embedding-speed.md).
 FINAL_RESTARTS = 5
+#: Trial knobs (issue 27, speed41): above SPLIT_MAX_K no split path; FINAL_PCA: the final restarts in PCA space.
+SPLIT_MAX_K = 1 << 30
+FINAL_PCA = 0
+SEED_SHIFT = 0
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
@@ -505,7 +509,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
+        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None and k <= SPLIT_MAX_K else None
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
             sp, split_sims = _silhouette_and_sims(full, split)
@@ -1058,6 +1062,7 @@ def cluster(
     x: F32, *, num_themes: int | None, max_themes: int | None, min_theme_size: int, seed: int
 ) -> Clustering:
     """Cluster unit vectors ``x`` into themes; see the module docstring."""
+    seed += SEED_SHIFT
     n = x.shape[0]
     # Fewer than two themes' worth of responses: one theme, nothing to choose.
     k_cap = auto_cap(n, min_theme_size, max_themes)
@@ -1077,7 +1082,12 @@ def cluster(
         k = count.k
     # Partition the denoised vectors, but report centroids of the original
     # ones: assignment, outliers and confidences work in the original space.
-    labels, _ = spherical_kmeans(knn_smooth(x, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
+    smooth = knn_smooth(x, seed=seed)
+    if FINAL_PCA and smooth.shape[1] > PCA_DIMS and n > PCA_DIMS:
+        first, _ = spherical_kmeans(pca(smooth, PCA_DIMS, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
+        labels, _ = spherical_kmeans(smooth, k, seed=seed, n_init=1, init=normalise(group_sums(first, smooth, k)))
+    else:
+        labels, _ = spherical_kmeans(smooth, k, seed=seed, n_init=FINAL_RESTARTS)
     centroids = normalise(group_sums(labels, x, k))
     return Clustering(labels, k, centroids, count.criterion, count.explanation, count.scores, count)
 
