@@ -364,24 +364,38 @@ def silhouette_values(x: F32, labels: I64) -> NDArray[np.float64]:
     return _silhouette_and_sims(x, labels)[0]
 
 
-def _silhouette_and_sims(x: F32, labels: I64) -> tuple[NDArray[np.float64], F32 | None]:
+def _silhouette_and_sims(x: F32, labels: I64, self_dist: F32 | None = None) -> tuple[NDArray[np.float64], F32 | None]:
     """:func:`silhouette_values` and its product ``x @ group_sums(labels, x, k).T`` when ``labels`` are all of
-    0..k-1 (then it is the very product :func:`_bisect_to` starts from: the same one-hot block), else None."""
-    uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    0..k-1 (then it is the very product :func:`_bisect_to` starts from: the same one-hot block), else None.
+    ``self_dist``: :func:`_self_distances` of ``x`` when the caller scores many partitions of it (the curve)."""
+    counts = np.bincount(labels) if len(labels) and labels.min() >= 0 else None
+    if counts is not None and np.count_nonzero(counts) == len(counts):
+        # Every label of 0..k-1 is used (every k-means partition): np.unique's values would be 0..k-1, its inverse
+        # the labels themselves and its counts these: the same arrays without its sort (issue 27).
+        uniq, own = np.arange(len(counts)), labels.astype(np.int64, copy=False)
+    else:
+        uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
+        own = own.reshape(-1).astype(np.int64, copy=False)
     if len(uniq) < 2:
         return np.zeros(len(labels)), None
-    own = own.reshape(-1).astype(np.int64, copy=False)
     sums = _group_sums(own, x, len(uniq), labels_ok=True)
     sims = x @ sums.T
     tot = counts.astype(np.float32) - sims
     rows = np.arange(len(labels))
     own_count = counts[own]
-    a = (tot[rows, own] - (1.0 - np.einsum("ij,ij->i", x, x))) / np.maximum(own_count - 1, 1)
+    a = (tot[rows, own] - (_self_distances(x) if self_dist is None else self_dist)) / np.maximum(own_count - 1, 1)
     mean_d = tot / counts.astype(np.float32)
     mean_d[rows, own] = np.inf
     b = mean_d.min(axis=1)
     s: NDArray[np.float64] = np.where(own_count > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
     return s, (sims if uniq[0] == 0 and uniq[-1] == len(uniq) - 1 else None)
+
+
+def _self_distances(x: F32) -> F32:
+    """Each unit vector's cosine distance to itself, 1 - x_i . x_i (zero up to rounding), as the silhouette takes
+    it out of the point's own group."""
+    out: F32 = 1.0 - np.einsum("ij,ij->i", x, x)
+    return out
 
 
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
@@ -483,6 +497,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
     plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
+    self_dist = _self_distances(full)  # the same for every partition the curve scores
     for k in ks:
         vals = []
         median = top = 0.0
@@ -493,7 +508,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER,
                                          init=plus[s].first(max(1, min(k, len(reduced)))))
-            per_point, sims = _silhouette_and_sims(full, labels)
+            per_point, sims = _silhouette_and_sims(full, labels, self_dist)
             vals.append(float(per_point.mean()))
             runs.append(labels)
             if vals[-1] >= max(vals):
@@ -512,7 +527,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None and k <= SPLIT_MAX_K else None
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
-            sp, split_sims = _silhouette_and_sims(full, split)
+            sp, split_sims = _silhouette_and_sims(full, split, self_dist)
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
                        split_top=float(np.bincount(split).max() / len(split)))
             nxt, nxt_sims = (split, split_sims) if row["split"] > row["silhouette"] else (best_labels, best_sims)
