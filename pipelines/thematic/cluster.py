@@ -145,6 +145,7 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 FINAL_RESTARTS = 5
 #: Trial knobs (issue 27, speed41): above SPLIT_MAX_K no split path; FINAL_PCA: the final restarts in PCA space.
 SPLIT_MAX_K = 1 << 30
+SPLIT_BATCH_K = 1 << 30
 FINAL_PCA = 0
 SEED_SHIFT = 0
 #: Rows per one-hot block in :func:`group_sums`.
@@ -627,24 +628,33 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
+        scored: list[tuple[float, int]] = []
         for start in range(0, len(cand), CUT_BLOCK):
             for g, total in zip(cand[start : start + CUT_BLOCK],
                                 _cut_totals(cand[start : start + CUT_BLOCK], cuts, tot, a, near, b1, b2, own0),
                                 strict=True):
+                scored.append((total, g))
                 if total > best_total:
                     best_total, best_g = total, g
         if best_g < 0:
             break
-        chosen = cuts.pop(best_g)
-        assert chosen is not None
-        m, sub, s1 = chosen[:3]
-        out[m[sub == 1]] = groups
-        tot[:, best_g] -= s1
-        tot = np.concatenate([tot, s1[:, None]], axis=1)
-        c1 = float((sub == 1).sum())
-        sizes[best_g] -= c1
-        sizes = np.append(sizes, c1)
-        groups += 1
+        if k > SPLIT_BATCH_K:
+            # Every cut still needed at once, the best-scoring first (each scored on the partition before any of them).
+            order = sorted(range(len(scored)), key=lambda i: (-scored[i][0], i))
+            made = [scored[i][1] for i in order[: k - groups]]
+        else:
+            made = [best_g]
+        for g_cut in made:
+            chosen = cuts.pop(g_cut)
+            assert chosen is not None
+            m, sub, s1 = chosen[:3]
+            out[m[sub == 1]] = groups
+            tot[:, g_cut] -= s1
+            tot = np.concatenate([tot, s1[:, None]], axis=1)
+            c1 = float((sub == 1).sum())
+            sizes[g_cut] -= c1
+            sizes = np.append(sizes, c1)
+            groups += 1
     return out
 
 
