@@ -8,7 +8,7 @@ Algorithm:
    many k-means runs of step 2 cheap. Vectors are re-normalised afterwards
    so k-means stays spherical (cosine).
 2. Candidate theme counts ``k`` over the whole allowed range (every k up to
-   10, then steps of ~15 %). For each, spherical k-means with k-means++
+   20, then steps of ~25 %). For each, spherical k-means with k-means++
    seeding on a sample (≤ 3,000 points), for ``SEEDS`` different seeds.
 3. Each candidate is scored by the mean cosine silhouette, computed in the
    *original* 384-d embedding space (not the reduced one, and not UMAP: a
@@ -60,10 +60,16 @@ SEEDS = 3
 SEEDS_LARGE_K = 2
 #: k-means iterations per run of the k search (the final partition runs to convergence).
 SEARCH_ITER = 25
-#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
-SPLIT_RESTARTS = 2
-#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
-CANDIDATE_STEP = 1.15
+#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`). 1 since issue 27 (was 2): the path
+#: bisects every group of the previous candidate's partition, ~1,200 2-means runs per curve of 2,000 answers, and
+#: chosen on the TUNE sets with the grid step and ``SPLIT_BATCH_K`` below (docs/embedding-speed.md, 2026-12-07).
+SPLIT_RESTARTS = 1
+SPLIT_RESTARTS_SMALL_K = 1
+#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks). 1.25 since issue 27 (was
+#: 1.15: 16 candidates above 20 up to a cap of 178, now 10): each candidate above 20 costs a k-means row, its
+#: silhouettes and a split-path step; chosen with ``SPLIT_RESTARTS`` and ``SPLIT_BATCH_K`` on the TUNE sets, 3 seeds:
+#: no count outside 0.5-2x (none before), mean |log2(k / true k)| 0.330 -> 0.308, NMI at the chosen count +0.006.
+CANDIDATE_STEP = 1.25
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
 CAP_SQRT = 4.0
@@ -143,11 +149,12 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 #: comes after them) and NMI at the chosen count fell 0.0034 on the mean (dominant-20ng -0.021, the rest within
 #: 0.005); 3 restarts fell 0.0068 (docs/embedding-speed.md).
 FINAL_RESTARTS = 5
-#: Trial knobs (issue 27, speed41): above SPLIT_MAX_K no split path; FINAL_PCA: the final restarts in PCA space.
-SPLIT_MAX_K = 1 << 30
-SPLIT_BATCH_K = 1 << 30
-FINAL_PCA = 0
-SEED_SHIFT = 0
+#: Above this candidate count the split path (:func:`_bisect_to`) makes all the cuts it still needs from one scoring
+#: round, the best-scoring first, instead of re-scoring every cut after each one (issue 27): at large k a step scores
+#: ~k cuts over every point and a candidate needs ~k/4 steps, so the path cost grows as k^2 (0.6 of the 2,000-answer
+#: job's ~2.0 CPU-s of clustering, most of it above 60). Dropping the path above 60 instead moved the TUNE counts of
+#: Banking77 down (49 for 77 on a seed, NMI -0.010); one round keeps them (95, 95, 119).
+SPLIT_BATCH_K = 60
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
@@ -400,7 +407,8 @@ def _self_distances(x: F32) -> F32:
 
 
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
-    """Every k up to 20, then geometric steps of ~15 % (resolution where it matters, ~35 candidates to 200)."""
+    """Every k up to 20, then geometric steps of ~25 % (``CANDIDATE_STEP``; resolution where it matters, 30 candidates
+    to 200)."""
     ks: list[int] = []
     k = k_min
     while k <= k_max:
@@ -525,7 +533,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None and k <= SPLIT_MAX_K else None
+        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
             sp, split_sims = _silhouette_and_sims(full, split, self_dist)
@@ -598,6 +606,10 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
     space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
 
+    Above ``SPLIT_BATCH_K`` groups (the target ``k``) the cuts still needed are all made after one scoring round,
+    the best-scoring first, each scored on the partition before any of them (issue 27: the cost of a step-by-step
+    path grows as k^2).
+
     (Reusing the bisections of groups the previous candidate left whole halves the 2-means runs but moves counts on
     the tune sets, so it is not done: docs/embedding-speed.md, 2026-12-03.)"""
     out = labels.copy()
@@ -620,7 +632,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
+                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)),
+                                          n_init=SPLIT_RESTARTS if k > SPLIT_BATCH_K else SPLIT_RESTARTS_SMALL_K,
                                           max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
@@ -639,7 +652,7 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         if best_g < 0:
             break
         if k > SPLIT_BATCH_K:
-            # Every cut still needed at once, the best-scoring first (each scored on the partition before any of them).
+            # Every cut still needed at once, the best-scoring first (ties: the order of eligible, as one at a time).
             order = sorted(range(len(scored)), key=lambda i: (-scored[i][0], i))
             made = [scored[i][1] for i in order[: k - groups]]
         else:
@@ -1087,7 +1100,6 @@ def cluster(
     x: F32, *, num_themes: int | None, max_themes: int | None, min_theme_size: int, seed: int
 ) -> Clustering:
     """Cluster unit vectors ``x`` into themes; see the module docstring."""
-    seed += SEED_SHIFT
     n = x.shape[0]
     # Fewer than two themes' worth of responses: one theme, nothing to choose.
     k_cap = auto_cap(n, min_theme_size, max_themes)
@@ -1107,12 +1119,7 @@ def cluster(
         k = count.k
     # Partition the denoised vectors, but report centroids of the original
     # ones: assignment, outliers and confidences work in the original space.
-    smooth = knn_smooth(x, seed=seed)
-    if FINAL_PCA and smooth.shape[1] > PCA_DIMS and n > PCA_DIMS:
-        first, _ = spherical_kmeans(pca(smooth, PCA_DIMS, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
-        labels, _ = spherical_kmeans(smooth, k, seed=seed, n_init=1, init=normalise(group_sums(first, smooth, k)))
-    else:
-        labels, _ = spherical_kmeans(smooth, k, seed=seed, n_init=FINAL_RESTARTS)
+    labels, _ = spherical_kmeans(knn_smooth(x, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
     centroids = normalise(group_sums(labels, x, k))
     return Clustering(labels, k, centroids, count.criterion, count.explanation, count.scores, count)
 

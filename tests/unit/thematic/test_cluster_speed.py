@@ -259,7 +259,8 @@ def plain_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Ge
             g = int(g)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=K.SEARCH_ITER)
+                sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=K.SPLIT_RESTARTS,
+                                              max_iter=K.SEARCH_ITER)
                 cuts[g] = (m, sub) if min(int((sub == 0).sum()), int((sub == 1).sum())) >= K.SPLIT_MIN // 2 else None
             cut = cuts[g]
             if cut is None:
