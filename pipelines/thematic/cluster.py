@@ -63,14 +63,15 @@ SEARCH_ITER = 25
 #: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`) up to ``SPLIT_BATCH_K`` groups ...
 SPLIT_RESTARTS = 2
 #: ... and above it (issue 27): the path bisects every group of the previous candidate's partition, ~1,200 2-means
-#: runs per curve of 2,000 answers, most of them above 60. One restart everywhere lost a lump's bisection in
-#: test_count_split_path's shape; above 60 groups of ~30 it is chosen on the TUNE sets with the grid step and
-#: ``SPLIT_BATCH_K`` (docs/embedding-speed.md, 2026-12-07).
+#: runs per curve of 2,000 answers, most of them above 60 (groups of ~30). One restart everywhere lost a lump's
+#: bisection in test_count_split_path's shape, so it is 1 only there.
 SPLIT_RESTARTS_LARGE_K = 1
 #: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks). 1.25 since issue 27 (was
-#: 1.15: 16 candidates above 20 up to a cap of 178, now 10): each candidate above 20 costs a k-means row, its
-#: silhouettes and a split-path step; chosen with ``SPLIT_RESTARTS`` and ``SPLIT_BATCH_K`` on the TUNE sets, 3 seeds:
-#: no count outside 0.5-2x (none before), mean |log2(k / true k)| 0.330 -> 0.308, NMI at the chosen count +0.006.
+#: 1.15: 16 candidates above 20 up to a cap of 178, now 10); each costs a k-means row, its silhouettes and a split
+#: path. Chosen with ``SPLIT_BATCH_K`` and ``SPLIT_RESTARTS_LARGE_K`` on the TUNE sets (7 sets x 3 seeds, the whole
+#: cluster stage, bench/cluster_speed.py --counts): no count outside 0.5-2x (none before), mean |log2(k / true k)|
+#: 0.330 -> 0.301, NMI at the chosen count +0.003 (other seeds, a null change: 0.330 -> 0.362, +0.001). The k search
+#: of the 2,000-answer job ~0.6 CPU-s cheaper (docs/embedding-speed.md, 2026-12-07).
 CANDIDATE_STEP = 1.25
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
@@ -152,10 +153,10 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 #: 0.005); 3 restarts fell 0.0068 (docs/embedding-speed.md).
 FINAL_RESTARTS = 5
 #: Above this candidate count the split path (:func:`_bisect_to`) makes all the cuts it still needs from one scoring
-#: round, the best-scoring first, instead of re-scoring every cut after each one (issue 27): at large k a step scores
-#: ~k cuts over every point and a candidate needs ~k/4 steps, so the path cost grows as k^2 (0.6 of the 2,000-answer
-#: job's ~2.0 CPU-s of clustering, most of it above 60). Dropping the path above 60 instead moved the TUNE counts of
-#: Banking77 down (49 for 77 on a seed, NMI -0.010); one round keeps them (95, 95, 119).
+#: round, the best-scoring first, instead of re-scoring every cut after each one (issue 27): a step scores ~k cuts
+#: over every point and a candidate needs ~k/4 steps, so that path's cost grows as k^2 (~0.9 of the 2,000-answer
+#: job's ~2.1 CPU-s of clustering, most of it above 60). No split path at all above 60 was cheaper still but moved
+#: Banking77's TUNE counts down (49 for 77 on one seed, NMI -0.010); one round keeps them (95, 95, 119).
 SPLIT_BATCH_K = 60
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
