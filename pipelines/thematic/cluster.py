@@ -71,7 +71,7 @@ SPLIT_RESTARTS_LARGE_K = 1
 #: path. Chosen with ``SPLIT_BATCH_K`` and ``SPLIT_RESTARTS_LARGE_K`` on the TUNE sets (7 sets x 3 seeds, the whole
 #: cluster stage, bench/cluster_speed.py --counts): no count outside 0.5-2x (none before), mean |log2(k / true k)|
 #: 0.330 -> 0.301, NMI at the chosen count +0.003 (other seeds, a null change: 0.330 -> 0.362, +0.001). The k search
-#: of the 2,000-answer job ~0.6 CPU-s cheaper (docs/embedding-speed.md, 2026-12-07).
+#: of the 2,000-answer job 0.5-0.6 CPU-s cheaper (docs/embedding-speed.md, 2026-12-07).
 CANDIDATE_STEP = 1.25
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
