@@ -8,7 +8,7 @@ Algorithm:
    many k-means runs of step 2 cheap. Vectors are re-normalised afterwards
    so k-means stays spherical (cosine).
 2. Candidate theme counts ``k`` over the whole allowed range (every k up to
-   10, then steps of ~15 %). For each, spherical k-means with k-means++
+   20, then steps of ~25 %). For each, spherical k-means with k-means++
    seeding on a sample (≤ 3,000 points), for ``SEEDS`` different seeds.
 3. Each candidate is scored by the mean cosine silhouette, computed in the
    *original* 384-d embedding space (not the reduced one, and not UMAP: a
@@ -60,10 +60,19 @@ SEEDS = 3
 SEEDS_LARGE_K = 2
 #: k-means iterations per run of the k search (the final partition runs to convergence).
 SEARCH_ITER = 25
-#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`).
+#: k-means++ restarts of each bisection of the split path (:func:`_bisect_to`) up to ``SPLIT_BATCH_K`` groups ...
 SPLIT_RESTARTS = 2
-#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks).
-CANDIDATE_STEP = 1.15
+#: ... and above it (issue 27): the path bisects every group of the previous candidate's partition, ~1,200 2-means
+#: runs per curve of 2,000 answers, most of them above 60 (groups of ~30). One restart everywhere lost a lump's
+#: bisection in test_count_split_path's shape, so it is 1 only there.
+SPLIT_RESTARTS_LARGE_K = 1
+#: Above 20, candidate counts grow in geometric steps of this factor (see candidate_ks). 1.25 since issue 27 (was
+#: 1.15: 16 candidates above 20 up to a cap of 178, now 10); each costs a k-means row, its silhouettes and a split
+#: path. Chosen with ``SPLIT_BATCH_K`` and ``SPLIT_RESTARTS_LARGE_K`` on the TUNE sets (7 sets x 3 seeds, the whole
+#: cluster stage, bench/cluster_speed.py --counts): no count outside 0.5-2x (none before), mean |log2(k / true k)|
+#: 0.330 -> 0.301, NMI at the chosen count +0.003 (other seeds, a null change: 0.330 -> 0.362, +0.001). The k search
+#: of the 2,000-answer job 0.5-0.6 CPU-s cheaper (docs/embedding-speed.md, 2026-12-07).
+CANDIDATE_STEP = 1.25
 #: Hard ceiling of the automatic count and its growth with sqrt(n) (see auto_cap).
 AUTO_CAP = 200
 CAP_SQRT = 4.0
@@ -143,6 +152,12 @@ SMOOTH_BLOCK_CELLS = 1 << 23
 #: comes after them) and NMI at the chosen count fell 0.0034 on the mean (dominant-20ng -0.021, the rest within
 #: 0.005); 3 restarts fell 0.0068 (docs/embedding-speed.md).
 FINAL_RESTARTS = 5
+#: Above this candidate count the split path (:func:`_bisect_to`) makes all the cuts it still needs from one scoring
+#: round, the best-scoring first, instead of re-scoring every cut after each one (issue 27): a step scores ~k cuts
+#: over every point and a candidate needs ~k/4 steps, so that path's cost grows as k^2 (~0.9 of the 2,000-answer
+#: job's ~2.1 CPU-s of clustering, most of it above 60). No split path at all above 60 was cheaper still but moved
+#: Banking77's TUNE counts down (49 for 77 on one seed, NMI -0.010); one round keeps them (95, 95, 119).
+SPLIT_BATCH_K = 60
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
@@ -360,19 +375,26 @@ def silhouette_values(x: F32, labels: I64) -> NDArray[np.float64]:
     return _silhouette_and_sims(x, labels)[0]
 
 
-def _silhouette_and_sims(x: F32, labels: I64) -> tuple[NDArray[np.float64], F32 | None]:
+def _silhouette_and_sims(x: F32, labels: I64, self_dist: F32 | None = None) -> tuple[NDArray[np.float64], F32 | None]:
     """:func:`silhouette_values` and its product ``x @ group_sums(labels, x, k).T`` when ``labels`` are all of
-    0..k-1 (then it is the very product :func:`_bisect_to` starts from: the same one-hot block), else None."""
-    uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    0..k-1 (then it is the very product :func:`_bisect_to` starts from: the same one-hot block), else None.
+    ``self_dist``: :func:`_self_distances` of ``x`` when the caller scores many partitions of it (the curve)."""
+    counts = np.bincount(labels) if len(labels) and labels.min() >= 0 else None
+    if counts is not None and np.count_nonzero(counts) == len(counts):
+        # Every label of 0..k-1 is used (every k-means partition): np.unique's values would be 0..k-1, its inverse
+        # the labels themselves and its counts these: the same arrays without its sort (issue 27).
+        uniq, own = np.arange(len(counts)), labels.astype(np.int64, copy=False)
+    else:
+        uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
+        own = own.reshape(-1).astype(np.int64, copy=False)
     if len(uniq) < 2:
         return np.zeros(len(labels)), None
-    own = own.reshape(-1).astype(np.int64, copy=False)
     sums = _group_sums(own, x, len(uniq), labels_ok=True)
     sims = x @ sums.T
     tot = counts.astype(np.float32) - sims
     rows = np.arange(len(labels))
     own_count = counts[own]
-    a = (tot[rows, own] - (1.0 - np.einsum("ij,ij->i", x, x))) / np.maximum(own_count - 1, 1)
+    a = (tot[rows, own] - (_self_distances(x) if self_dist is None else self_dist)) / np.maximum(own_count - 1, 1)
     mean_d = tot / counts.astype(np.float32)
     mean_d[rows, own] = np.inf
     b = mean_d.min(axis=1)
@@ -380,8 +402,16 @@ def _silhouette_and_sims(x: F32, labels: I64) -> tuple[NDArray[np.float64], F32 
     return s, (sims if uniq[0] == 0 and uniq[-1] == len(uniq) - 1 else None)
 
 
+def _self_distances(x: F32) -> F32:
+    """Each unit vector's cosine distance to itself, 1 - x_i . x_i (zero up to rounding), as the silhouette takes
+    it out of the point's own group."""
+    out: F32 = 1.0 - np.einsum("ij,ij->i", x, x)
+    return out
+
+
 def candidate_ks(k_min: int, k_max: int) -> list[int]:
-    """Every k up to 20, then geometric steps of ~15 % (resolution where it matters, ~35 candidates to 200)."""
+    """Every k up to 20, then geometric steps of ~25 % (``CANDIDATE_STEP``; resolution where it matters, 30 candidates
+    to 200)."""
     ks: list[int] = []
     k = k_min
     while k <= k_max:
@@ -479,6 +509,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     prev_sims: F32 | None = None  # full @ group_sums(prev, full).T, from prev's silhouette (None: recompute)
     split_rng = np.random.default_rng(seed + 7919)
     plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
+    self_dist = _self_distances(full)  # the same for every partition the curve scores
     for k in ks:
         vals = []
         median = top = 0.0
@@ -489,7 +520,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
             labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER,
                                          init=plus[s].first(max(1, min(k, len(reduced)))))
-            per_point, sims = _silhouette_and_sims(full, labels)
+            per_point, sims = _silhouette_and_sims(full, labels, self_dist)
             vals.append(float(per_point.mean()))
             runs.append(labels)
             if vals[-1] >= max(vals):
@@ -508,7 +539,7 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
         nxt_sims = best_sims
         if split is not None and int(split.max()) + 1 == k:
-            sp, split_sims = _silhouette_and_sims(full, split)
+            sp, split_sims = _silhouette_and_sims(full, split, self_dist)
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
                        split_top=float(np.bincount(split).max() / len(split)))
             nxt, nxt_sims = (split, split_sims) if row["split"] > row["silhouette"] else (best_labels, best_sims)
@@ -578,6 +609,10 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     kept, so a candidate cut costs O(n), and each group is bisected once. ``sims``: ``space @ group_sums(labels,
     space, k).T`` when the caller has it (the curve, from the silhouette of ``labels``), else computed here.
 
+    Above ``SPLIT_BATCH_K`` groups (the target ``k``) the cuts still needed are all made after one scoring round,
+    the best-scoring first, each scored on the partition before any of them (issue 27: the cost of a step-by-step
+    path grows as k^2).
+
     (Reusing the bisections of groups the previous candidate left whole halves the 2-means runs but moves counts on
     the tune sets, so it is not done: docs/embedding-speed.md, 2026-12-03.)"""
     out = labels.copy()
@@ -600,7 +635,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=SPLIT_RESTARTS,
+                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)),
+                                          n_init=SPLIT_RESTARTS_LARGE_K if k > SPLIT_BATCH_K else SPLIT_RESTARTS,
                                           max_iter=SEARCH_ITER)
                 ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
                 h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
@@ -608,24 +644,33 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
+        scored: list[tuple[float, int]] = []
         for start in range(0, len(cand), CUT_BLOCK):
             for g, total in zip(cand[start : start + CUT_BLOCK],
                                 _cut_totals(cand[start : start + CUT_BLOCK], cuts, tot, a, near, b1, b2, own0),
                                 strict=True):
+                scored.append((total, g))
                 if total > best_total:
                     best_total, best_g = total, g
         if best_g < 0:
             break
-        chosen = cuts.pop(best_g)
-        assert chosen is not None
-        m, sub, s1 = chosen[:3]
-        out[m[sub == 1]] = groups
-        tot[:, best_g] -= s1
-        tot = np.concatenate([tot, s1[:, None]], axis=1)
-        c1 = float((sub == 1).sum())
-        sizes[best_g] -= c1
-        sizes = np.append(sizes, c1)
-        groups += 1
+        if k > SPLIT_BATCH_K:
+            # Every cut still needed at once, the best-scoring first (ties: the order of eligible, as one at a time).
+            order = sorted(range(len(scored)), key=lambda i: (-scored[i][0], i))
+            made = [scored[i][1] for i in order[: k - groups]]
+        else:
+            made = [best_g]
+        for g_cut in made:
+            chosen = cuts.pop(g_cut)
+            assert chosen is not None
+            m, sub, s1 = chosen[:3]
+            out[m[sub == 1]] = groups
+            tot[:, g_cut] -= s1
+            tot = np.concatenate([tot, s1[:, None]], axis=1)
+            c1 = float((sub == 1).sum())
+            sizes[g_cut] -= c1
+            sizes = np.append(sizes, c1)
+            groups += 1
     return out
 
 

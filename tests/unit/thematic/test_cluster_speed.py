@@ -259,7 +259,8 @@ def plain_bisect_to(x: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Ge
             g = int(g)
             if g not in cuts:
                 m = np.flatnonzero(out == g)
-                sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=2, max_iter=K.SEARCH_ITER)
+                sub, _ = K.spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)), n_init=K.SPLIT_RESTARTS,
+                                              max_iter=K.SEARCH_ITER)
                 cuts[g] = (m, sub) if min(int((sub == 0).sum()), int((sub == 1).sum())) >= K.SPLIT_MIN // 2 else None
             cut = cuts[g]
             if cut is None:
@@ -404,3 +405,42 @@ def test_normalise_is_the_linalg_norm_quotient_bit_for_bit(dtype: type) -> None:
         x[0] = 0
         plain = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)).astype(np.float32)
         assert np.array_equal(K.normalise(x), plain, equal_nan=True)
+
+
+def plain_silhouette_and_sims(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """_silhouette_and_sims before this cut: np.unique always, the self-distances computed per call."""
+    uniq, own, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if len(uniq) < 2:
+        return np.zeros(len(labels)), None
+    own = own.reshape(-1).astype(np.int64, copy=False)
+    sums = K._group_sums(own, x, len(uniq), labels_ok=True)
+    sims = x @ sums.T
+    tot = counts.astype(np.float32) - sims
+    rows = np.arange(len(labels))
+    own_count = counts[own]
+    a = (tot[rows, own] - (1.0 - np.einsum("ij,ij->i", x, x))) / np.maximum(own_count - 1, 1)
+    mean_d = tot / counts.astype(np.float32)
+    mean_d[rows, own] = np.inf
+    b = mean_d.min(axis=1)
+    s = np.where(own_count > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-12), 0.0)
+    return s, (sims if uniq[0] == 0 and uniq[-1] == len(uniq) - 1 else None)
+
+
+def test_silhouette_without_unique_and_with_the_self_distances_given_is_the_plain_one_bit_for_bit() -> None:
+    # Issue 27 (ported from the speed40 branch without its threading refactor): labels using every value 0..k-1
+    # skip np.unique's sort, and the curve computes the self-distances once.
+    x, _ = blobs(500, 9, 48, 5, spread=0.9)
+    rng = np.random.default_rng(3)
+    cases = [rng.integers(0, 9, 500), rng.integers(0, 60, 500), rng.integers(2, 9, 500),  # all used, some unused
+             rng.integers(-1, 6, 500), np.zeros(500, dtype=np.int64), np.arange(500) % 2,
+             rng.integers(0, 9, 500).astype(np.int32), np.array([0, 0, 1, 3, 3] * 100)]
+    fast = 0
+    for labels in cases:
+        want_s, want_sims = plain_silhouette_and_sims(x, labels)
+        for self_dist in (None, K._self_distances(x)):
+            s, sims = K._silhouette_and_sims(x, labels, self_dist)
+            assert s.dtype == want_s.dtype and s.tobytes() == want_s.tobytes()
+            assert (sims is None) == (want_sims is None)
+            assert sims is None or (want_sims is not None and sims.tobytes() == want_sims.tobytes())
+        fast += int(labels.min() >= 0 and np.count_nonzero(np.bincount(labels)) == labels.max() + 1)
+    assert fast >= 3  # the path without np.unique was taken
