@@ -51,3 +51,12 @@ def test_the_cli_csv_has_one_header_per_column(keys: list[str]) -> None:
     write_responses(iter(rows), "csv", out)
     header = next(csv.reader(io.StringIO(out.getvalue())))
     assert len(set(header)) == len(header), header
+
+
+@pytest.mark.parametrize("keys", CASES)
+def test_the_cli_names_columns_as_the_service_does(keys: list[str]) -> None:
+    # The CLI stands alone (it must not import the service's pipelines), so its rule is a copy, held equal here.
+    from thematiq_cli.render import metadata_columns as cli_metadata_columns
+
+    for fixed in ((*CSV_COLUMNS, "text"), ("response_id", "text", "metadata_other")):
+        assert cli_metadata_columns(keys, fixed) == metadata_columns(keys, fixed)
