@@ -94,6 +94,8 @@ if cold == "1":
             info = getattr(f, "cache_info", None)
             if callable(info) and getattr(f, "__module__", "") == mod.__name__ and info().maxsize is not None:
                 f.cache_clear()
+    # clean.near_key's character table fills as characters are met (a dict, not an lru cache): empty it too.
+    getattr(sys.modules.get("pipelines.thematic.clean"), "_KEY_TABLE", {}).clear()
 stage_cpu.clear()
 c0, w0 = cpu(), time.perf_counter()
 doc = R.run_with(b.Ctx(), params, items, client=None)
