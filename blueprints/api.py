@@ -96,7 +96,7 @@ def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
         # As the job list and the responses route: a typo (?fromat=csv) is named, not answered with the JSON.
         raise ValidationFailed(f"unknown query parameter {unknown[0][:60]!r}",
                                [{"field": unknown[0][:60], "message": "unknown query parameter; known: format"}])
-    fmt = req.params.get("format", "json")
+    fmt = req.params.get("format") or "json"  # ?format= is the default, as an empty ?limit= is on the lists
     result = service().result(tenant, req.route_params["id"], fmt)
     # A download, never a page of the dashboard's origin: as an attachment, its type not sniffed, and under a CSP
     # that lets nothing in it run should a browser render it anyway (a result carries the tenant's own text).

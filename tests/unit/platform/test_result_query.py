@@ -29,3 +29,5 @@ def test_format_and_the_function_key_are_known(platform: Platform) -> None:
                 route_params={"id": job})
     assert resp.status_code == 409, resp.get_body()  # queued: no result yet, but the query was fine
     assert [e["field"] for e in body_of(resp)["errors"]] == ["status"]
+
+
