@@ -90,3 +90,23 @@ def synthetic_job(n: int, *, themes: int = 8, seed: int = 0, impact: bool = True
             {"theme_id": f"t{k + 1}", "label": theme_docs[k]["label"], "n": counts[k], "score": 10.0 - k,
              "impact": -1.5 + 0.3 * k, "ci_low": -3.0 + 0.3 * k, "ci_high": 0.2 + 0.3 * k} for k in range(themes)]}
     return items, doc
+
+
+def planted_job(platform: Any, n: int = 30, seed: int = 30) -> str:
+    """A thematic job submitted through the API and marked succeeded with :func:`synthetic_job`'s result inline in
+    its row, as the worker would leave it: for the unit tier's route tests (no pipeline run, no child process)."""
+    import json
+
+    from shared.core.jobs import Status, utcnow
+    from tests.support.direct import body_of, http
+
+    items, doc = synthetic_job(n, seed=seed, impact=False)
+    resp = http("submit_job", "POST", "jobs", body={"pipeline": "thematic", "params": {"llm": "off"}, "input": items})
+    assert resp.status_code == 202, resp.get_body()
+    job_id = str(body_of(resp)["id"])
+    row = platform.stores.jobs.get("local", job_id)
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    platform.stores.jobs.update(row, status=Status.SUCCEEDED, finished_at=utcnow(), result_bytes=len(body),
+                                result_blob=f"local/{job_id}/result-1.json", result_inline=body)
+    return job_id
+

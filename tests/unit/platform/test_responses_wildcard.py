@@ -6,26 +6,17 @@ a 200 for them), so it keeps its cheap 304."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from shared.core.jobs import Status, utcnow
 from shared.platform import Platform
 from tests.support.direct import body_of, http
-from tests.support.synthetic_result import synthetic_job
+from tests.support.synthetic_result import planted_job
 
 
 def _plant(platform: Platform) -> str:
-    items, doc = synthetic_job(30, seed=30, impact=False)
-    resp = http("submit_job", "POST", "jobs", body={"pipeline": "thematic", "params": {"llm": "off"}, "input": items})
-    job_id = str(body_of(resp)["id"])
-    row = platform.stores.jobs.get("local", job_id)
-    body = json.dumps(doc, separators=(",", ":")).encode()
-    platform.stores.jobs.update(row, status=Status.SUCCEEDED, finished_at=utcnow(), result_bytes=len(body),
-                                result_blob=f"local/{job_id}/result-1.json", result_inline=body)
-    return job_id
+    return planted_job(platform)
 
 
 def _get(job_id: str, params: dict[str, str], inm: str) -> Any:

@@ -2,7 +2,8 @@
 ``@support`` or ``wi-fi!`` never matched, because ``\\b`` before ``#`` or after ``+`` needs a word character on the
 other side, so the split was a 422 "no response contains" for text that does contain it; the next wave's keyword
 rule (waves.py) had the same pattern. A keyword is a whole token: not inside a longer word, whatever it starts or
-ends with."""
+ends with. In a script written without spaces (Chinese, Japanese, Thai; Korean attaches its particles) the keyword
+matches inside the text (audit41): the whole-token rule found "物流" in no "物流太慢了"."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def _doc(texts: dict[str, str]) -> dict:
     ("#refund", "where is my #refund", "no#refunds"),
     ("@support", "asked @support twice", "mail@support.example"),
     ("late", "late again", "chocolate cake"),
+    ("物流", "物流太慢了", "客服态度很好"),
+    ("配送", "配送が遅いです", "アプリが使いにくい"),
+    ("ส่งของ", "ส่งของช้ามาก", "แอปใช้ยาก"),
+    ("배송", "배송이 너무 늦어요", "앱이 느려요"),
 ])
 def test_a_keyword_matches_as_a_whole_token_whatever_its_edges(keyword: str, hit: str, miss: str) -> None:
     texts = {"1": hit, "2": miss}
