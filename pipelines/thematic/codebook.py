@@ -325,17 +325,36 @@ def _reassign(doc: dict[str, Any], mapping: dict[str, str | None]) -> None:
 def _recount(doc: dict[str, Any]) -> None:
     """Counts and shares of every theme from the assignments, themes largest first (a stored document's;
     ``baseline._recounted`` is the same on the result model). A response counts in each of its themes, as the run
-    counts them: counting only the primary one made a multi_label theme's count drop at its first rename."""
-    counts: Counter[str] = Counter(
-        str(r["theme_id"]) for a in doc.get("assignments", []) for r in a.get("themes") or []
-    )
-    usable = sum(1 for a in doc.get("assignments", []) if a.get("bucket") != "unusable") or 1
+    counts them: counting only the primary one made a multi_label theme's count drop at its first rename. The two
+    levels are recounted the same way (:func:`_recount_levels`)."""
+    assignments = doc.get("assignments", [])
+    counts: Counter[str] = Counter(str(r["theme_id"]) for a in assignments for r in a.get("themes") or [])
+    usable = sum(1 for a in assignments if a.get("bucket") != "unusable") or 1
     for t in doc.get("themes", []):
         t["count"] = counts.get(t["id"], 0)
         t["share"] = round(t["count"] / usable, 4)
     doc["themes"].sort(key=lambda t: -t["count"])
+    _recount_levels(doc, usable)
     run_counts = doc.get("run", {}).get("counts")
     if run_counts is not None:
         # A delete or a split moves responses between "theme" and "other": the run's counts follow.
         buckets = Counter(a.get("bucket") for a in doc.get("assignments", []))
         run_counts["themed"], run_counts["other"] = buckets["theme"], buckets["other"]
+
+
+def _recount_levels(doc: dict[str, Any], usable: int) -> None:
+    """As document.py counts a fresh result's levels: ``levels.broad_count`` / ``fine_count`` the parents or themes
+    and sub-themes left (a delete or merge leaves fewer), and a parent's or sub-theme's count its responses' (a
+    response with a theme whose broad or fine level it is; the Markdown report's "Broad themes" table)."""
+    levels = doc.get("levels")
+    if not levels:
+        return
+    themes = len(doc.get("themes") or [])
+    levels["broad_count"] = len(doc.get("parents") or []) if levels.get("broad") == "parents" else themes
+    levels["fine_count"] = themes if levels.get("fine") == "themes" else len(doc.get("subthemes") or [])
+    counts = Counter(lid for a in doc.get("assignments") or [] if a.get("themes")
+                     for lid in (a.get("broad"), a.get("fine")) if lid)
+    for level in (*(doc.get("parents") or []), *(doc.get("subthemes") or [])):
+        level["count"] = counts.get(level["id"], 0)
+        level["share"] = round(level["count"] / usable, 4)
+

@@ -9,7 +9,6 @@ breakdowns, the comparison with an earlier wave) is recomputed here, and each ed
 from __future__ import annotations
 
 import json
-from collections import Counter
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -85,28 +84,9 @@ def edit_result(doc: dict[str, Any], body: Any, data: Any) -> dict[str, Any]:
         min_group_size=int(params.get("min_group_size") or MIN_GROUP_SIZE),
         score=params.get("score"),
     )
-    _recount_levels(out)
     # The stored document must stay a valid result: a broken edit is our bug, found here and not by a reader.
     ThematicResult.model_validate(out)
     return out
-
-
-def _recount_levels(doc: dict[str, Any]) -> None:
-    # As document.py counts a fresh result's levels: a delete or merge leaves fewer themes (and sub-themes).
-    levels = doc.get("levels")
-    if not levels:
-        return
-    themes = len(doc.get("themes") or [])
-    levels["broad_count"] = len(doc.get("parents") or []) if levels.get("broad") == "parents" else themes
-    levels["fine_count"] = themes if levels.get("fine") == "themes" else len(doc.get("subthemes") or [])
-    # A parent's or sub-theme's count is its responses', as document.py counts them (a response with a theme whose
-    # broad or fine level it is): a delete or merge took some away (the Markdown report's "Broad themes" table).
-    assignments = doc.get("assignments") or []
-    counts = Counter(lid for a in assignments if a.get("themes") for lid in (a.get("broad"), a.get("fine")) if lid)
-    usable = sum(1 for a in assignments if a.get("bucket") != "unusable")
-    for level in (*(doc.get("parents") or []), *(doc.get("subthemes") or [])):
-        level["count"] = counts.get(level["id"], 0)
-        level["share"] = round(level["count"] / usable, 4) if usable else 0.0
 
 
 def render_codebook(doc: dict[str, Any]) -> tuple[str, bytes]:
