@@ -21,6 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+from .lang import is_han
 from .stopwords import EN as EN_STOPWORDS
 
 #: Why a response is unusable (``assignments[].reason``, the keys of ``run.counts.unusable``), in this order.
@@ -214,11 +215,6 @@ def _word(written: str) -> tuple[str, bool]:
     return word, not _latin(word) or _real_word(word, written)
 
 
-def _ideograph(char: str) -> bool:
-    """A Han character (Chinese, or Japanese kanji), which is a word alone: "慢" (slow) is an answer."""
-    return unicodedata.name(char, "").startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH"))
-
-
 def _marked_letter(text: str) -> bool:
     """A letter of a script other than Latin with a mark after it (Thai "ดี", Devanagari "है"): one written word."""
     return any(unicodedata.category(c).startswith("M") and p.isalpha() and not _latin(p) for p, c in pairwise(text))
@@ -238,7 +234,7 @@ def is_gibberish(text: str) -> bool:
     read = [_word(w) for w in WORD_RE.findall(text)]
     words = [w for w, _ in read]
     letters = sum(len(w) for w in words)
-    if letters < 2 and not (letters == 1 and (_ideograph(words[0]) or _marked_letter(text))):
+    if letters < 2 and not (letters == 1 and (is_han(words[0]) or _marked_letter(text))):
         # Only digits/punctuation/emoji, or one letter ("x"); one Han character is a word ("好", "贵"), and so is a
         # letter with its vowel sign (Thai "ดี" good, "มี": WORD_RE does not take the sign, which is no \w).
         return True

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import unicodedata
 from collections import Counter
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
+from .lang import is_unspaced
 from .params import (
     SEED_DESCRIPTION_MAX,
     SEED_EXAMPLE_MAX,
@@ -246,14 +246,9 @@ def keyword_pattern(keyword: str) -> re.Pattern[str]:
     with word characters at both ends the two are the same.) waves.py codes the next wave with it too."""
     # Chinese, Japanese and Thai are written without spaces and Korean attaches its particles ("배송이"): a keyword
     # edge in those scripts has no token edge to find, so it matches where it is ("物流" in "物流太慢了").
-    left = "" if _unspaced(keyword[:1]) else r"(?<!\w)"
-    right = "" if _unspaced(keyword[-1:]) else r"(?!\w)"
+    left = "" if is_unspaced(keyword[:1]) else r"(?<!\w)"
+    right = "" if is_unspaced(keyword[-1:]) else r"(?!\w)"
     return re.compile(rf"{left}{re.escape(keyword)}{right}", re.IGNORECASE)
-
-
-def _unspaced(char: str) -> bool:
-    return bool(char) and unicodedata.name(char, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER",
-                                                  "MYANMAR"))
 
 
 def _split(doc: dict[str, Any], edit: Split, where: str, texts: dict[str, str]) -> tuple[str, int]:

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -53,7 +54,14 @@ UNDETERMINED: Final = "und"
 _ASCII_TOKEN: Final = re.compile(r"[a-z][a-z0-9'&-]*[a-z0-9]|[a-z]")
 # A word: letters (any script, incl. combining marks), digits inside, ' & - joiners.
 _WORD: Final = re.compile(r"[^\W\d_](?:[\w'&-]*[^\W_])?")
+# The tokeniser's scope: runs of Han and kana (BMP), cut into character bigrams. Hangul is spaced (by phrase), and
+# Thai has no bigram model here, so both stay whole words. script() below answers the per-character questions.
 _CJK_RUN: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u30fc]+")
+# Unicode name prefixes: Han is a word in one character (clean.py: "慢", slow, is an answer); these scripts are
+# written without a space between words, or (Hangul) with particles attached, so a word edge has no token edge
+# (codebook.keyword_pattern: "物流" in "物流太慢了").
+_HAN_NAMES: Final = ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH")
+_UNSPACED_NAMES: Final = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR")
 
 _lock = threading.Lock()
 _identifier: Any = None
@@ -192,3 +200,14 @@ def _words(s: str) -> list[str]:
 
 def is_cjk(token: str) -> bool:
     return bool(_CJK_RUN.fullmatch(token))
+
+
+def is_han(char: str) -> bool:
+    """A Han character (Chinese hanzi, Japanese kanji), in any block: one is a word."""
+    return bool(char) and unicodedata.name(char, "").startswith(_HAN_NAMES)
+
+
+def is_unspaced(char: str) -> bool:
+    """A character of a script whose word edges are not marked by spaces (Han, kana, Hangul, Thai, Lao, Khmer,
+    Myanmar)."""
+    return bool(char) and unicodedata.name(char, "").startswith(_UNSPACED_NAMES)
