@@ -16,7 +16,8 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
   labelling from BERTopic's partition (same themes, same word budget: the labelling comparison), and the hit
   rate of our 3 key phrases together;
 * phrase share: themes with >= 10 members whose label is a 2-4-word phrase, and the same for sub-themes (sets
-  of <= 12 themes);
+  of <= 12 themes; no set here has so few, so the column is "-": ``bench/sublabels.py`` scores the sub-theme
+  level on sets with two known levels);
 * rule breaks: generic single-word labels (generic by the job's own rule, describe.word_stats, or on the fixed
   list of before 2026-12-02, :data:`DOMAIN_GENERIC_2026_12`, so the count stays comparable), "(n)" suffixes,
   labels shared by two themes, at both levels;

@@ -127,13 +127,18 @@ def describe(
     id_prefix: str = "t",
     used: set[str] | None = None,
     avoid: frozenset[str] = frozenset(),
+    alone: frozenset[str] = frozenset(),
 ) -> list[ThemeInfo]:
     """Keyword-based themes, ordered by size (ids t1, t2, ...). Label -1 (= other) is skipped.
 
     With ``embed`` (the job's embedder), labels are key phrases ranked
     KeyBERT-style (:func:`rank_labels`, :func:`pick_label`); without it, the c-TF-IDF label.
     ``used`` holds labels already given (lower case; the set is updated), ``avoid`` words that may not
-    make a label alone besides the generic ones (a sub-theme's parent label, so sub-themes say what differs).
+    make a label alone besides the generic ones, nor a phrase with only generic words besides them, in any
+    spelling (a sub-theme's parent label, so sub-themes say what differs: "Exchange rates" never names a
+    sub-theme of "Exchange rate"), ``alone`` words that may not make a label alone but may make one with another
+    word (the words generic across a job's themes, for a sub-theme: "Top up pending" names the top-ups of
+    "Pending payment").
     """
     k = len(centroids)
     groups = [np.flatnonzero(labels == t).tolist() for t in range(k)]
@@ -145,7 +150,7 @@ def describe(
         None
         if embed is None
         else rank_labels(member_texts, centroids[order], None if embed is CONTEXTUAL else embed, member_vecs,
-                         avoid=avoid)
+                         avoid=avoid, alone=alone)
     )
     used = used if used is not None else set()
     out = []
@@ -285,6 +290,7 @@ def rank_labels(
     member_vecs: list[NDArray[np.float32]] | None = None,
     *,
     avoid: frozenset[str] = frozenset(),
+    alone: frozenset[str] = frozenset(),
 ) -> list[Ranked]:
     """KeyBERT-style label material per theme: c-TF-IDF candidates ranked by embedding similarity, MMR for diversity.
 
@@ -320,7 +326,7 @@ def rank_labels(
         assert member_vecs is not None
         vecs = contextual_vectors(vocab, member_texts, member_vecs)
     uses, cued, generic = word_stats(member_texts)
-    words = _Words(uses, cued, generic | avoid)
+    words = _Words(uses, cued, generic, alone, frozenset(_spelling(w) for w in avoid))
     index = {p: i for i, p in enumerate(vocab)}
     sims = vecs @ centroids.T  # phrase x theme
     out: list[Ranked] = []
@@ -333,6 +339,11 @@ def rank_labels(
     return out
 
 
+def _spelling(word: str) -> str:
+    """One form for a word's spellings ("rates" / "rate", "exchanges" / "exchange"): singular, then stemmed."""
+    return _stem(_singular(word))
+
+
 @dataclass(frozen=True)
 class _Words:
     """The job's word statistics (:func:`word_stats`) as :func:`rank_labels` reads them."""
@@ -340,15 +351,29 @@ class _Words:
     uses: Counter[str]
     cued: Counter[str]
     generic: frozenset[str]
-    """Generic words and the words to avoid alone (a sub-theme's parent label)."""
+    """Generic words: never a label alone, nor a phrase of them."""
+    alone: frozenset[str] = frozenset()
+    """Words that are never a label alone but may be one with another word (:func:`describe`'s ``alone``)."""
+    parent: frozenset[str] = frozenset()
+    """Words (:func:`_spelling`) that count as generic here: a sub-theme's parent label (:func:`describe`'s
+    ``avoid``)."""
+
+    def common(self, word: str) -> bool:
+        """``word`` is generic here (:attr:`generic`, or a spelling of a word of :attr:`parent`)."""
+        return word in self.generic or (bool(self.parent) and _spelling(word) in self.parent)
 
     def plain(self, key: str) -> bool:
         """No label alone: an adverb, verb or adjective alone ("repeatedly", "delete", "slow") names how or what
-        happened, not to what; a phrase of generic words names nothing."""
-        if " " not in key and (
-                (len(key) >= 5 and key.endswith("ly") and key not in LY_NOUNS) or looks_predicate(key, self.cued[key], self.uses[key])):
+        happened, not to what, also negated ("not working": what is not?); a phrase of generic words names nothing."""
+        ws = key.split()
+        said = [v for v in ws if v != "not"]
+        if len(said) == 1 and (
+                (len(said[0]) >= 5 and said[0].endswith("ly") and said[0] not in LY_NOUNS)
+                or looks_predicate(said[0], self.cued[said[0]], self.uses[said[0]])):
             return True
-        return all(v in self.generic or v == "not" for v in key.split())
+        if len(ws) == 1 and key in self.alone:
+            return True
+        return all(self.common(v) or v == "not" for v in ws)
 
 
 def _candidate_scores(
@@ -401,7 +426,7 @@ def _rank_theme(
                                                    else memo[c[i].key] for i in picked)]))
     split = [x.key.split() for x in c]
     solo = sorted(
-        {v for w in split for v in w if v not in words.generic and v != "not"},
+        {v for w in split for v in w if not words.common(v) and v not in words.alone and v != "not"},
         # The word breaks a tie: a set's order follows the process's string-hash seed, so without it two
         # processes (a retry, a fan-out) could name one theme differently.
         key=lambda v: (-max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w), v),
@@ -1162,12 +1187,17 @@ def build_levels(
         for j, s_idx in enumerate(mine):
             local[sub == s_idx] = j
         cent = K.normalise(K.group_sums(local, emb, len(mine)))
-        # A sub-theme says what sets it apart inside its theme: the theme's own words never name it alone.
-        # Nor do the words generic across the job's themes (a sub-theme has few siblings to show them generic).
-        avoid = frozenset(w for w in phrase_key(th.label).split() if w != "not") | job_generic
+        # A sub-theme says what sets it apart inside its theme: the theme's own words (in any spelling) never name
+        # it alone, nor with only generic words ("Exchange rates" under "Exchange rate").
+        # Nor do the words generic across the job's themes alone (a sub-theme has few siblings to show them
+        # generic); with another word they may: "Top up pending" is what sets the top-ups of "Pending payment"
+        # apart, though "top" is said in three of Banking77's seven prefix groups (bench/sublabels.py).
+        # A hyphenated word counts by its parts too: "Verify top up" is "Verify top-up" said again.
+        avoid = frozenset(p for w in phrase_key(th.label).split() if w != "not" for p in (w, *w.split("-")) if p)
         # One set of taken labels for the whole level: two themes' sub-themes never share a label either
         # (long Yahoo answers gave "Good luck" under two themes).
-        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used=taken, avoid=avoid)
+        subs = describe(local, cent, emb, texts, embed=embed, id_prefix=f"{th.id}.", used=taken, avoid=avoid,
+                        alone=job_generic)
         for st in subs:
             st.parent = th.id
             for i in st.members:
