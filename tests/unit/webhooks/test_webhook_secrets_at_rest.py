@@ -168,3 +168,27 @@ def test_an_unresolved_webhook_secret_does_not_stop_another_tenants_webhooks(
     assert headers["Thematiq-Signature"].split(",")[1:] == [f"v1={expected}"]  # its own secret, and only it
     with pytest.raises(UnresolvedSecret):
         WebhookSecrets(backend.stores).list("local")  # the default tenant's own first secret is still refused
+
+
+def test_secrets_sealed_with_a_key_no_longer_configured_make_a_failed_attempt_retried(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # WEBHOOK_SECRETS_KEY rotated without WEBHOOK_SECRETS_KEY_PREVIOUS: the row does not open (Unsealable). The
+    # delivery raised, unrecorded, went round the host's dequeues to the poison queue, and the sweep failed the
+    # webhook for good within about half an hour as "lost 6 times in a row", where the unresolved reference (the
+    # same kind of deployment fault) is a failed attempt retried for 24 h. Setting the old key mends it.
+    from tests.support.webhooks import public_dns, row
+
+    public_dns(monkeypatch)
+    WebhookSecrets(backend.stores).create("tenant-b")
+    job = finished_job(backend, "tenant-b", index=False)
+    rec = Recorder()
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "test-key-" + "n" * 32)  # the new key, the old one forgotten
+    first = WebhookMessage("tenant-b", job.id, delivery_id(job), 1, time.time())
+    assert rec.sender(backend).handle(first.encode()) == "retrying"
+    assert rec.calls == []
+    stored = row(backend, job)
+    assert stored.callback_attempts == 1 and "signing secret" in (stored.callback_error or "")
+    [(nxt, _)] = rec.sent
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", KEY)
+    assert rec.sender(backend).handle(nxt.encode()) == "delivered"
