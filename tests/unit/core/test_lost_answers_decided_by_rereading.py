@@ -270,3 +270,15 @@ def test_a_retention_delete_whose_retry_finds_the_job_gone_is_a_delete(backend: 
     assert report.deleted == [j.id] and report.errors == 0, report.summary()
     assert jobs(backend) == []
     assert backend.stores.jobs.index_state().swept_at is not None  # the sweep is recorded: not run again at once
+
+
+def test_a_chunk_delete_whose_retry_finds_rows_gone_deletes_the_rest(backend: Backend) -> None:
+    """Review42: retention deletes a job's chunks in batches of deletes; a batch that committed, was answered 503
+    and retried by the SDK came back 404, an error of that expiry (and of the sweep, run again 5 minutes later)."""
+    j = submit(backend).job
+    chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.SUCCEEDED, 1, "m:f") for i in range(3)]
+    Lifecycle(backend.stores).create_chunks(TENANT, j.id, "s", chunks)
+    backend.faults.arm("table", "commit-5xx", method="POST", contains=f"{j.id}~c~s~", count=1)
+    assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 3
+    backend.faults.disarm()
+    assert backend.stores.chunks.list_stage(TENANT, j.id, "s") == []
