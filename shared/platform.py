@@ -30,6 +30,7 @@ from shared.api import views
 from shared.api.pages import PageCache
 from shared.api.service import JobService
 from shared.api.webhook_secrets import WebhookSecrets
+from shared.config import hostconfig
 from shared.config import settings as _settings
 from shared.core import jobs as _jobs
 from shared.core.ports import Stores
@@ -190,7 +191,8 @@ def reset_process() -> None:
       a platform on Azure Storage shares those clients, so its meter is this one;
     * no LLM allowance or cache scope (``shared.llm.reset_job_scope``): the attempt's process sets them, and a
       platform cannot be handed across a fork or an exec;
-    * the settings and storage-client caches: read once from the environment, which a test changed.
+    * the settings, host.json (with its ``AzureFunctionsJobHost__`` overrides) and storage-client caches: read
+      once from the environment, which a test changed.
 
     The zygote is not touched: it belongs to the fork runner of the host process and restarts itself.
     """
@@ -202,6 +204,7 @@ def reset_process() -> None:
     METER.reset()
     reset_job_scope()
     _settings.get_settings.cache_clear()
+    hostconfig.host_config.cache_clear()
     connections.reset_clients()
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.config.settings import get_settings, secret
+from shared.config.settings import get_settings
 from shared.core import conditional
 from shared.core.jobs import utcnow
 from shared.core.ports import Stores
 from shared.core.webhooks import Secret, SecretSet, new_secret, plan_revocation, plan_rotation, with_deployment_secret
-from shared.storage.webhook_store import WebhookStore
+from shared.storage.webhook_store import WebhookStore, deployment_secret
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class WebhookSecrets:
     def _current(self, tenant: str) -> SecretSet:
         # The default tenant's WEBHOOK_SECRET is its first secret until it stores a set: the first rotation
         # migrates it into the row (id "deployment"), so receivers keep verifying through the rotation.
-        return with_deployment_secret(self.store.secrets(tenant), secret("WEBHOOK_SECRET") or None,
-                                      get_settings().default_tenant)
+        stored = self.store.secrets(tenant)
+        return with_deployment_secret(stored, deployment_secret(stored), get_settings().default_tenant)
 
     def list(self, tenant: str) -> list[SecretInfo]:
         return [SecretInfo(s.id, s.created_at) for s in self._current(tenant).secrets]

@@ -54,6 +54,7 @@ from shared.core.webhooks import (
     sign,
 )
 from shared.observability import telemetry
+from shared.storage.sealed import Unsealable
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
@@ -304,10 +305,12 @@ class WebhookSender:
         try:
             try:
                 keys = [s.value for s in active_secrets(self.index, job.tenant).secrets]
-            except UnresolvedSecret as err:
+            except (UnresolvedSecret, Unsealable) as err:
                 # The deployment's to fix, not the URL's fault: a failed attempt, retried with the backoff for the
                 # 24 h (raising left it unrecorded, and the sweep failed it as lost within the hour). Nothing is
                 # signed with the reference's text; the job says why in words of its own (the tenant reads it).
+                # Unsealable: the row is sealed with a key that is not configured (WEBHOOK_SECRETS_KEY rotated
+                # without WEBHOOK_SECRETS_KEY_PREVIOUS), which setting the old key mends.
                 log.error("job %s: webhook not signed: %s", job.id, err)
                 keys, unsigned = [], "failed: the signing secrets are unavailable (a deployment setting); retried"
             if not keys and unsigned is None:

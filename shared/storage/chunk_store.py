@@ -143,5 +143,14 @@ class ChunkStore:
                 for e in self.table.query_entities(query, parameters=params, select=["RowKey"])
             ]
             for start in range(0, len(rows), _BATCH):
-                self.table.submit_transaction([("delete", r) for r in rows[start : start + _BATCH]])
+                part = rows[start : start + _BATCH]
+                try:
+                    self.table.submit_transaction([("delete", r) for r in part])
+                except TableTransactionError as err:
+                    if err.status_code != 404:
+                        raise
+                    # A row of the batch is gone: a batch that committed, was answered 5xx and retried by the SDK
+                    # (or a delete racing this one). Gone is what was asked: delete the rest one by one.
+                    for r in part:
+                        self.table.delete_entity(r["PartitionKey"], r["RowKey"])
         return len(rows)

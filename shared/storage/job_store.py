@@ -496,7 +496,21 @@ class JobStore:
         return dict(result[0])
 
     def delete(self, job: Job) -> None:
-        """Delete a finished job and its idempotency row in one transaction, if unchanged."""
+        """Delete a finished job and its idempotency row in one transaction, if unchanged.
+
+        A job already gone is a success: a delete that committed and was answered 5xx comes back 404 from the
+        SDK's own retry (a ``$batch`` is retried on 500/503/504 too), and that is the row gone, as asked. Without
+        an idempotency row it is one DELETE, not a ``$batch`` of one, so that 404 is the plain ``NotFound``.
+        """
+        if not job.idempotency_row:
+            try:
+                with storage_call("delete job"):
+                    self.table.delete_entity(
+                        job.tenant, job.id, etag=job.etag, match_condition=MatchConditions.IfNotModified
+                    )
+            except NotFound:
+                pass
+            return
         ops: list[Any] = [
             (
                 "delete",

@@ -253,12 +253,29 @@ def _context(tenant: str) -> str:
     return f"{tenant}/{SECRETS_ROW}"
 
 
+def deployment_secret(stored: SecretSet) -> str | None:
+    """``WEBHOOK_SECRET``, read only where it can count: for the default tenant while it has no row of its own.
+
+    Every other tenant signs with its own secrets only, so the setting is not even read for it: an unresolved
+    Key Vault reference in ``WEBHOOK_SECRET`` (which raises ``UnresolvedSecret``) must not stop another tenant's
+    deliveries, its secrets routes or its submissions with a callback; and in Azure, where ``DEFAULT_TENANT`` is
+    empty, it is read for nobody.
+    """
+    from shared.config.settings import get_settings, secret
+
+    default = get_settings().default_tenant
+    if not default or stored.tenant != default or stored.secrets or stored.etag is not None:
+        return None
+    return secret("WEBHOOK_SECRET") or None
+
+
 def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:
     """The tenant's signing secrets, the deployment's ``WEBHOOK_SECRET`` standing in for the default tenant's first."""
-    from shared.config.settings import get_settings, secret
+    from shared.config.settings import get_settings
     from shared.core.webhooks import with_deployment_secret
 
-    return with_deployment_secret(store.secrets(tenant), secret("WEBHOOK_SECRET") or None, get_settings().default_tenant)
+    stored = store.secrets(tenant)
+    return with_deployment_secret(stored, deployment_secret(stored), get_settings().default_tenant)
 
 
-__all__ = ["IndexRow", "WebhookStore", "active_secrets", "index_key"]
+__all__ = ["IndexRow", "WebhookStore", "active_secrets", "deployment_secret", "index_key"]

@@ -253,3 +253,32 @@ def test_a_refusal_of_an_undecodable_input_whose_answer_is_lost_is_decided_by_re
     row = job(backend, j.id)
     assert row.status == Status.FAILED and row.error is not None and row.error.type == "BadInput", row
     assert executions(j.id) == 0 and backend.depth() == 0
+
+
+@pytest.mark.parametrize("idempotency_key", [None, "k-retention"])
+def test_a_retention_delete_whose_retry_finds_the_job_gone_is_a_delete(backend: Backend, idempotency_key: str | None) -> None:
+    """Review42: the delete committed, was answered 503, and the SDK's retry came back 404 (the row was gone, as
+    asked). With an idempotency row the 404 fell back to a single delete; without one it was an error of the
+    sweep, so the sweep was not recorded and the next 5-minute run scanned the whole table again."""
+    j = submit(backend, key=idempotency_key).job
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    backend.clock.advance(get_settings().retention_days * 86400 + 60)
+    backend.faults.arm("table", "commit-5xx", method="POST", contains=j.id, count=1)
+    backend.faults.arm("table", "commit-5xx", method="DELETE", contains=j.id, count=1)
+    report = Reaper(backend.stores, sweep=True).run()
+    backend.faults.disarm()
+    assert report.deleted == [j.id] and report.errors == 0, report.summary()
+    assert jobs(backend) == []
+    assert backend.stores.jobs.index_state().swept_at is not None  # the sweep is recorded: not run again at once
+
+
+def test_a_chunk_delete_whose_retry_finds_rows_gone_deletes_the_rest(backend: Backend) -> None:
+    """Review42: retention deletes a job's chunks in batches of deletes; a batch that committed, was answered 503
+    and retried by the SDK came back 404, an error of that expiry (and of the sweep, run again 5 minutes later)."""
+    j = submit(backend).job
+    chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.SUCCEEDED, 1, "m:f") for i in range(3)]
+    Lifecycle(backend.stores).create_chunks(TENANT, j.id, "s", chunks)
+    backend.faults.arm("table", "commit-5xx", method="POST", contains=f"{j.id}~c~s~", count=1)
+    assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 3
+    backend.faults.disarm()
+    assert backend.stores.chunks.list_stage(TENANT, j.id, "s") == []

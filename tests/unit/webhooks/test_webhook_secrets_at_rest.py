@@ -139,3 +139,56 @@ def test_an_unresolved_webhook_secret_signs_nothing_and_the_delivery_is_a_failed
     monkeypatch.setenv("WEBHOOK_SECRET", "resolved-" + "s" * 32)
     assert rec.sender(backend).handle(nxt.encode()) == "delivered"
     assert len(rec.calls) == 1
+
+
+def test_an_unresolved_webhook_secret_does_not_stop_another_tenants_webhooks(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # WEBHOOK_SECRET is the default tenant's first secret and signs for nobody else, yet it was read for every
+    # tenant: its unresolved reference made each tenant's deliveries a failed attempt ("the signing secrets are
+    # unavailable"), its secrets routes a 503 and its submissions with a callback a 503, although its own sealed
+    # secrets opened fine. In Azure (DEFAULT_TENANT empty) the setting is used by no tenant at all.
+    import hashlib
+    import hmac
+
+    from tests.support.webhooks import public_dns
+
+    public_dns(monkeypatch)
+    own = WebhookSecrets(backend.stores).create("tenant-b")
+    monkeypatch.setenv("WEBHOOK_SECRET", UNRESOLVED)
+    assert [s.id for s in WebhookSecrets(backend.stores).list("tenant-b")] == [own.id]
+    job = finished_job(backend, "tenant-b", index=False)
+    rec = Recorder()
+    assert rec.sender(backend).handle(WebhookMessage("tenant-b", job.id, delivery_id(job), 1, time.time()).encode()) \
+        == "delivered"
+    [(_, _, body, headers)] = rec.calls
+    parts = dict(p.split("=", 1) for p in headers["Thematiq-Signature"].split(",") if p.startswith("t="))
+    payload = f"{parts['t']}.{headers['Thematiq-Event']}.{headers['Thematiq-Delivery']}.".encode() + body
+    expected = hmac.new(own.value.encode(), payload, hashlib.sha256).hexdigest()
+    assert headers["Thematiq-Signature"].split(",")[1:] == [f"v1={expected}"]  # its own secret, and only it
+    with pytest.raises(UnresolvedSecret):
+        WebhookSecrets(backend.stores).list("local")  # the default tenant's own first secret is still refused
+
+
+def test_secrets_sealed_with_a_key_no_longer_configured_make_a_failed_attempt_retried(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # WEBHOOK_SECRETS_KEY rotated without WEBHOOK_SECRETS_KEY_PREVIOUS: the row does not open (Unsealable). The
+    # delivery raised, unrecorded, went round the host's dequeues to the poison queue, and the sweep failed the
+    # webhook for good within about half an hour as "lost 6 times in a row", where the unresolved reference (the
+    # same kind of deployment fault) is a failed attempt retried for 24 h. Setting the old key mends it.
+    from tests.support.webhooks import public_dns, row
+
+    public_dns(monkeypatch)
+    WebhookSecrets(backend.stores).create("tenant-b")
+    job = finished_job(backend, "tenant-b", index=False)
+    rec = Recorder()
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "test-key-" + "n" * 32)  # the new key, the old one forgotten
+    first = WebhookMessage("tenant-b", job.id, delivery_id(job), 1, time.time())
+    assert rec.sender(backend).handle(first.encode()) == "retrying"
+    assert rec.calls == []
+    stored = row(backend, job)
+    assert stored.callback_attempts == 1 and "signing secret" in (stored.callback_error or "")
+    [(nxt, _)] = rec.sent
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", KEY)
+    assert rec.sender(backend).handle(nxt.encode()) == "delivered"
