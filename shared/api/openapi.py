@@ -21,6 +21,8 @@ from shared.config.constants import (
     JOB_ID_RE,
     LIST_DEFAULT_LIMIT,
     LIST_MAX_LIMIT,
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
     PIPELINE_NAME_RE,
     PROBLEM_CONTENT_TYPE,
     TENANT_HEADER,
@@ -161,6 +163,12 @@ def _submit_job() -> dict[str, Any]:
     return {
         "operationId": "submit_job",
         "summary": "Submit a job",
+        "description": "`input` is the pipeline's. A pipeline that lists its responses (thematic: "
+        "`[{id, text, metadata?}]`) serves every metadata key as a `metadata[KEY]` filter and an export column, "
+        f"and every id as a cell: a key is 1 to {MAX_METADATA_KEY_CHARS} characters with a visible one and no "
+        "control character, line break or direction override (the rule of theme labels), a string id follows "
+        f"the same rule, and the responses have at most {MAX_METADATA_KEYS:,} distinct keys; anything else is a "
+        "422 naming `input[i].metadata` (and the key) or `input[i].id`, and nothing is stored.",
         "parameters": [
             _TENANT,
             {
