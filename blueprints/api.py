@@ -13,6 +13,7 @@ from shared.api.http import (
     base_url,
     json_body,
     json_response,
+    query_of,
     tenant_of,
 )
 from shared.api.service import JobService
@@ -58,7 +59,7 @@ def submit_job(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route="jobs", methods=["GET"], auth_level=AUTH_LEVEL)
 @api_handler
 def list_jobs(req: func.HttpRequest) -> func.HttpResponse:
-    jobs, cursor = service().list(tenant_of(req), dict(req.params))
+    jobs, cursor = service().list(tenant_of(req), query_of(req))
     base = base_url(req)
     body = {"items": [views.public(j, base) for j in jobs], "next_cursor": cursor}
     return json_response(200, body)
@@ -91,12 +92,13 @@ def cancel_job(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
     tenant = tenant_of(req)
-    unknown = sorted(set(req.params) - {"format", "code"})
+    query = query_of(req)
+    unknown = sorted(set(query) - {"format", "code"})
     if unknown:
         # As the job list and the responses route: a typo (?fromat=csv) is named, not answered with the JSON.
         raise ValidationFailed(f"unknown query parameter {unknown[0][:60]!r}",
                                [{"field": unknown[0][:60], "message": "unknown query parameter; known: format"}])
-    fmt = req.params.get("format") or "json"  # ?format= is the default, as an empty ?limit= is on the lists
+    fmt = query.get("format") or "json"  # ?format= is the default, as an empty ?limit= is on the lists
     result = service().result(tenant, req.route_params["id"], fmt)
     # A download, never a page of the dashboard's origin: as an attachment, its type not sniffed, and under a CSP
     # that lets nothing in it run should a browser render it anyway (a result carries the tenant's own text).
@@ -110,7 +112,7 @@ def get_job_result(req: func.HttpRequest) -> func.HttpResponse:
 @api_handler
 def list_job_responses(req: func.HttpRequest) -> func.HttpResponse:
     # Every response with its text, metadata and coding, a page at a time (the cursor keeps the filters).
-    request = service().responses_request(tenant_of(req), req.route_params["id"], dict(req.params))
+    request = service().responses_request(tenant_of(req), req.route_params["id"], query_of(req))
     headers = {"ETag": request.etag, "Cache-Control": "private, no-cache"}
     if_none_match = req.headers.get("If-None-Match")
     if polling.matches(if_none_match, request.etag):

@@ -168,13 +168,23 @@ def _header_index(rows: Rows, column: str | None) -> int | None:
     candidates = [i for i, (_, cells) in enumerate(rows[:50]) if _filled(cells)]
     if not candidates:
         return None
-    wanted = [column.strip().lower()] if column else list(TEXT_COLUMNS)
+    wanted = [header_name(column).lower()] if column else list(TEXT_COLUMNS)
     for i in candidates[:20]:
-        names = {(c or "").strip().lower() for c in rows[i][1]}
+        names = {header_name(c).lower() for c in rows[i][1]}
         if any(w in names for w in wanted):
             return i
     widest = max(_filled(rows[i][1]) for i in candidates[:20])
     return next(i for i in candidates[:20] if _filled(rows[i][1]) == widest)
+
+
+#: Line breaks and tabs in a header cell ("How likely\nare you to recommend us?", a wrapped question in a survey
+#: export): the service refuses a metadata key with one (a key is a column heading), so they fold into one space.
+_HEADER_BREAKS = re.compile(r"\s*[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+\s*")
+
+
+def header_name(cell: str | None) -> str:
+    """A header cell as the metadata key it becomes: trimmed, its line breaks and tabs one space each."""
+    return _HEADER_BREAKS.sub(" ", cell or "").strip()
 
 
 def _refuse_repeated_names(header: list[str], where: str, letters: bool) -> None:
@@ -198,10 +208,10 @@ def table_items(
     if h is None:
         return []
     header_number, raw_header = rows[h]
-    header = [(c or "").strip() for c in raw_header]
+    header = [header_name(c) for c in raw_header]
     named = [n for n in header if n]
     _refuse_repeated_names(header, f"{where} {header_number}", letters)
-    text_col = _pick(named, column, TEXT_COLUMNS, "text")
+    text_col = _pick(named, header_name(column) if column else column, TEXT_COLUMNS, "text")
     if text_col is None:
         if len(named) == 1:
             text_col = named[0]
@@ -210,7 +220,7 @@ def table_items(
                 "error: cannot tell which column holds the text; the columns are: "
                 f"{', '.join(named)}\n  hint: choose one with --column NAME"
             )
-    id_col = _pick(named, id_column, ID_COLUMNS, "id")
+    id_col = _pick(named, header_name(id_column) if id_column else id_column, ID_COLUMNS, "id")
     ti = header.index(text_col)
     ii = header.index(id_col) if id_col is not None else None
 

@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bucket", choices=["theme", "other", "unusable"])
     s.add_argument("--sentiment", choices=["positive", "neutral", "negative"])
     s.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep responses whose metadata KEY is VALUE (repeatable: all must match)")
+                   help="keep responses whose metadata KEY is VALUE (repeatable for other keys: all must match)")
     s.add_argument("--format", "-f", choices=["table", "csv", "json", "jsonl"], default="table",
                    help="table (default), csv (formula-safe, one column per metadata key), json or jsonl")
     s.add_argument("--limit", "-n", type=int, default=None, metavar="N", help="at most N responses (default: all)")
@@ -373,6 +373,11 @@ def _where(pairs: Sequence[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise CliError(f"error: --where takes KEY=VALUE (got {pair!r})")
+        if key in out:
+            # Every --where must match and a response has one value per key: the later one silently replaced the
+            # first (input42), where the service refuses a filter given twice.
+            raise CliError(f"error: --where {key}= is given twice ({out[key]!r} and {value!r}); every --where must "
+                           "match, so give each key once")
         out[key] = value
     return out
 

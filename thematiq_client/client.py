@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import numbers
 import random
 import time
 import urllib.error
@@ -135,6 +136,16 @@ def metadata_text(value: MetadataValue) -> str:
     return str(value)
 
 
+def _json_integer(value: Any) -> int:
+    """An integer of another library (``numpy.int64`` from a DataFrame: any ``numbers.Integral``) as the JSON integer
+    it is, in params (``num_themes``, ``max_themes`` alike) and input; ``json`` knows only ``int`` and refused it. A
+    ``bool`` never gets here (``json`` writes it as true/false), and numpy's ``bool_``, which is no ``Integral``, is
+    refused as before rather than sent as 0 or 1."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _id(job: JobRef) -> str:
     return job.id if isinstance(job, Job) else str(job)
 
@@ -214,7 +225,7 @@ class Client:
             h[TENANT_HEADER] = self.tenant
         data = None
         if body is not None:
-            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=_json_integer).encode("utf-8")
             h["Content-Type"] = "application/json"
         h.update(headers or {})
         repeatable = method in ("GET", "HEAD") if safe is None else safe

@@ -7,6 +7,7 @@ import functools
 import inspect
 import json
 import logging
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,41 @@ def json_body(req: func.HttpRequest) -> bytes:
                 f"Content-Type {sent[:80]!r} is not supported: send application/json (UTF-8)", field="content-type"
             )
     return bytes(req.get_body())
+
+
+def query_of(req: func.HttpRequest) -> dict[str, str]:
+    """The query as the client sent it, one value per name; a name given twice, or no name, is a 422 naming it.
+
+    Read from ``req.url``, which carries the query string as sent (the Functions host passes the request's URL with
+    its raw query, devhost the request target): ``req.params`` has a repeated name once, its values joined with ","
+    (ASP.NET's ``StringValues.ToString()``, which devhost copies), so ``metadata[nps]=7&metadata[nps]=8`` arrived as
+    the one filter ``7,8``, which matched nothing and looked like ``metadata[tags]=7,8``, a value with a comma.
+    Every parameter of the routes that read this takes one value (their filters combine with AND), so a repeat is
+    refused rather than guessed at; a single value is taken whole, commas and all. Names are compared exactly, as
+    the routes read them (ASP.NET also joins names that differ in case, ``metadata[Plan]`` and ``metadata[plan]``:
+    two filters here). ``code`` is the host's function key, not the route's: it is left to the host.
+    """
+    url = req.url or ""
+    if "?" not in url:
+        return {k: str(v) for k, v in req.params.items()}
+    raw = url.split("?", 1)[1].split("#", 1)[0]
+    query: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for name, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+        if name == "code":
+            continue
+        if not name:
+            raise ValidationFailed("a query parameter has no name", [
+                {"field": "query", "message": f"a parameter with no name ({('=' + value)[:40]!r}): send NAME=VALUE"}])
+        counts[name] = counts.get(name, 0) + 1
+        query.setdefault(name, value)
+    repeated = [name for name, n in counts.items() if n > 1]
+    if repeated:
+        errors = [{"field": name[:200], "message": (
+            f"given {counts[name]} times; a query parameter takes one value (filters combine with AND, and a value "
+            "is taken whole, commas included): send it once") } for name in repeated[:10]]
+        raise ValidationFailed(f"query parameter {repeated[0][:60]!r} given more than once", errors)
+    return query
 
 
 def html_page(html: bytes, csp: str) -> func.HttpResponse:

@@ -21,6 +21,8 @@ from shared.config.constants import (
     JOB_ID_RE,
     LIST_DEFAULT_LIMIT,
     LIST_MAX_LIMIT,
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
     PIPELINE_NAME_RE,
     PROBLEM_CONTENT_TYPE,
     TENANT_HEADER,
@@ -70,7 +72,7 @@ _PROBLEMS = {
     "413": "Body larger than MAX_INPUT_BYTES.",
     "415": "A body sent as another media type than application/json (UTF-8), or compressed (Content-Encoding); "
     "the header is named.",
-    "422": "Unknown pipeline, invalid params or input, unknown query parameter (the field is named).",
+    "422": "Unknown pipeline, invalid params or input, an unknown query parameter or one given twice (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
     "503": "Storage unavailable, or a secret setting the route needs is an unresolved Key Vault reference; retry after "
@@ -161,6 +163,12 @@ def _submit_job() -> dict[str, Any]:
     return {
         "operationId": "submit_job",
         "summary": "Submit a job",
+        "description": "`input` is the pipeline's. A pipeline that lists its responses (thematic: "
+        "`[{id, text, metadata?}]`) serves every metadata key as a `metadata[KEY]` filter and an export column, "
+        f"and every id as a cell: a key is 1 to {MAX_METADATA_KEY_CHARS} characters with a visible one and no "
+        "control character, line break or direction override (the rule of theme labels), a string id follows "
+        f"the same rule, and the responses have at most {MAX_METADATA_KEYS:,} distinct keys; anything else is a "
+        "422 naming `input[i].metadata` (and the key) or `input[i].id`, and nothing is stored.",
         "parameters": [
             _TENANT,
             {
@@ -186,6 +194,7 @@ def _list_jobs() -> dict[str, Any]:
     return {
         "operationId": "list_jobs",
         "summary": "List the tenant's jobs, newest first",
+        "description": "Each parameter once: one given twice is a 422 naming it.",
         "parameters": [
             _TENANT,
             {"name": "status", "in": "query", "schema": {"type": "string", "enum": [s.value for s in Status]}},
@@ -264,7 +273,7 @@ def _get_job_result() -> dict[str, Any]:
                 "in": "query",
                 "description": "`json` for every pipeline; others (`csv`, `xlsx`, `md`, `codebook`) "
                 "where the pipeline renders them. Thematic `csv` and `xlsx` carry each response's text "
-                "and metadata columns; every cell is inert (no formulas).",
+                "and metadata columns; every cell is inert (no formulas). Empty is `json`; given twice, a 422.",
                 "schema": {"type": "string", "default": "json"},
             },
         ],
@@ -298,8 +307,10 @@ def _list_job_responses() -> dict[str, Any]:
         "operationId": "list_job_responses",
         "summary": "Every response of a succeeded job: its text and metadata as submitted, and its coding",
         "description": "In the order they were submitted, a page at a time (`next_cursor`, with the same "
-        "filters). Filters combine with AND. Costs at most 3 storage reads per page (the job row, the "
-        "result blob and the input blob when they are not inline), whatever the job's size.",
+        "filters). Filters combine with AND, one value each: a parameter given twice (`metadata[nps]=7&"
+        "metadata[nps]=8`) is a 422 naming it, and a value is taken whole, commas included (`metadata[tags]=a,b`). "
+        "Costs at most 3 storage reads per page (the job row, the result blob and the input blob when they are "
+        "not inline), whatever the job's size.",
         "parameters": [
             _JOB_ID,
             _TENANT,
@@ -314,7 +325,9 @@ def _list_job_responses() -> dict[str, Any]:
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
              "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
              "compare as written: `metadata[nps]=7`, so 7.0 is `7`; booleans as `true`/`false`; a list or "
-             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422.",
+             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422 "
+             f"(`metadata[]`, the key \"\", too: submissions refuse it); a key is at most {MAX_METADATA_KEY_CHARS} "
+             "characters.",
              "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
              "maximum": RESPONSES_MAX_LIMIT, "default": RESPONSES_DEFAULT_LIMIT}},

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from shared.config.constants import MAX_METADATA_KEY_CHARS
 from shared.core.errors import BadRequest, ValidationFailed
 from shared.sdk.responses import ResponseQuery, ResponseRow
 
@@ -31,7 +32,9 @@ RESPONSES_MAX_LIMIT = 500
 MAX_FILTER_CHARS = 200
 #: Bumped when a row's shape changes, so a client's cached page is never taken for the new one.
 ROW_VERSION = "2"  # 2: the page carries `usable`
-_METADATA = re.compile(r"^metadata\[(.{1,200})\]$", re.DOTALL)
+#: ``metadata[KEY]``: any key, ``metadata[]`` too (the key "", which a job submitted before input42 may hold; a new
+#: one cannot: shared.api.inputs), up to the length a stored key may have.
+_METADATA = re.compile(r"^metadata\[(.*)\]$", re.DOTALL)
 _ALWAYS = frozenset({"limit", "cursor", "code"})
 
 
@@ -97,6 +100,8 @@ def parse_query(params: Mapping[str, str], allowed: frozenset[str]) -> ParsedQue
             target, key = filters, name
         elif m:
             target, key = metadata, m.group(1)
+            if len(key) > MAX_METADATA_KEY_CHARS:
+                raise _invalid(name[:60], f"a metadata key is at most {MAX_METADATA_KEY_CHARS} characters")
         else:
             known = ", ".join([*sorted(allowed), "metadata[KEY]", "limit", "cursor"])
             raise _invalid(name[:60], f"unknown query parameter; known: {known}")

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.api.inputs import check_responses
 from shared.api.problems import PreconditionFailed, PreconditionRequired
 from shared.api.responses import ParsedQuery, ResponseList, encode_cursor, page_etag, parse_query
 from shared.api.validation import raise_for
@@ -376,6 +377,10 @@ class JobService:
             pipeline.validate_params(params_model)
         params = params_model.model_dump(mode="json")
         data = pipeline.validate_input(body.input) if pipeline.validate_input else body.input
+        if pipeline.responses is not None:
+            # Its rows are served as submitted: every key a metadata[KEY] filter and an export column, every id a
+            # cell (shared.api.inputs), so a key or id they cannot show is a 422 here, never a stored job.
+            check_responses(data)
         if pipeline.prepare is not None:
             # Checks of params against the input, and reads of the tenant's earlier results: before anything is
             # stored, so a bad metadata key or another tenant's job id is a 4xx and nothing changes.

@@ -63,6 +63,18 @@ ERROR_MESSAGE_MAX_CHARS: Final = 2_000
 # Queue messages carry ids only; the job itself is in Table Storage.
 POISON_SUFFIX: Final = "-poison"
 
+# The responses of a job, as the platform stores and serves them (``shared.api.inputs``): every metadata key is a
+# column of the exports and a ``metadata[KEY]`` filter of ``GET /api/jobs/{id}/responses``, so a key is what that
+# filter can name (1 to 200 characters, ``shared.api.responses``) and a heading can show; and a job has at most
+# this many distinct keys, so an export has at most this many metadata columns (a survey export's columns fit:
+# wide ones reach a few hundred).
+MAX_METADATA_KEYS: Final = 1_000
+MAX_METADATA_KEY_CHARS: Final = 200
+#: Characters no name shows (the label rule of pipelines/thematic/params.py, which shared/ may not import; a test
+#: compares the two): C0 and C1 controls (NUL, line breaks, tab, escapes), the Unicode line and paragraph
+#: separators, and the bidirectional overrides and isolates. A metadata key and a response id may hold none.
+INVISIBLE_IN_NAME: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
 LIST_DEFAULT_LIMIT: Final = 50
 LIST_MAX_LIMIT: Final = 200
 

@@ -21,6 +21,7 @@ import base64
 import functools
 import json
 import threading
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -81,16 +82,27 @@ def http(
     body: Any = None,
     raw: bytes | None = None,
     headers: dict[str, str] | None = None,
-    params: dict[str, str] | None = None,
+    params: dict[str, str] | list[tuple[str, str]] | None = None,
     route_params: dict[str, str] | None = None,
+    raw_query: str | None = None,
 ) -> func.HttpResponse:
-    """Call HTTP function ``name``; returns the answer as the client would get it from the host."""
+    """Call HTTP function ``name``; returns the answer as the client would get it from the host.
+
+    ``params`` (a list may repeat a name) go into the URL percent-encoded, ``raw_query`` as it is; the query map the
+    function's ``req.params`` comes from joins a repeated name's values with ",", as the Functions host and devhost do.
+    """
     fn = functions()[name]
     data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-    query = params or {}
+    pairs = list(params.items()) if isinstance(params, dict) else list(params or [])
     url = f"http://localhost:7071/api/{path}"
-    if query:
-        url += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    if raw_query is not None:
+        url += "?" + raw_query
+        pairs = urllib.parse.parse_qsl(raw_query, keep_blank_values=True)
+    elif pairs:
+        url += "?" + urllib.parse.urlencode(pairs, quote_via=urllib.parse.quote)
+    query: dict[str, str] = {}
+    for k, v in pairs:
+        query[k] = f"{query[k]},{v}" if k in query else v
     message = convert.http_request(method, url, headers or {}, query, route_params or {}, data)
     req = _incoming("httpTrigger", name, message, func.HttpRequest, {})
     resp = fn(req)

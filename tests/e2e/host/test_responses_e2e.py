@@ -20,8 +20,9 @@ OTHER = {"x-thematiq-tenant": "other-tenant"}
 def job(api: Api) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:  # noqa: F811 - the fixture
     rng = random.Random(2)
     items, _ = feedback(per_theme=12, seed=2)
-    items = [{"id": it["id"], "text": it["text"], "metadata": {"plan": rng.choice(["free", "pro"]), "nps": rng.randint(0, 10)}}
-             for it in items] + [{"id": 999, "text": ""}]
+    items = [{"id": it["id"], "text": it["text"], "metadata": {"plan": rng.choice(["free", "pro"]), "nps": rng.randint(0, 10),
+                                                              "city": f"Paris{', FR' if i % 3 else ''}"}}
+             for i, it in enumerate(items)] + [{"id": 999, "text": ""}]
     done = api.wait(api.submit("thematic", {"llm": "off", "min_theme_size": 3}, items)["id"], timeout=300)
     assert done["status"] == "succeeded", done
     status, _, doc = api.call("GET", f"/api/jobs/{done['id']}/result")
@@ -80,6 +81,25 @@ def test_tenant_bad_input_and_etag(api: Api, job: Any) -> None:  # noqa: F811
     status, again, body = api.call("GET", f"/api/jobs/{job_id}/responses?limit=5",
                                    headers={"If-None-Match": headers["ETag"]})
     assert status == 304 and not body and again["ETag"] == headers["ETag"]
+
+
+def test_a_repeated_parameter_is_named_and_a_comma_belongs_to_its_value(api: Api, job: Any) -> None:  # noqa: F811
+    # The host joins a repeated name's values with "," (devhost as Azure's host): city=Paris&city= FR arrived as the
+    # one value "Paris, FR" and matched those responses; nps=7&nps=8 as "7,8", which matched none (input42).
+    job_id, items, _ = job
+    base = f"/api/jobs/{job_id}"
+    for query, field in [("metadata%5Bnps%5D=7&metadata%5Bnps%5D=8", "metadata[nps]"),
+                         ("metadata%5Bcity%5D=Paris&metadata%5Bcity%5D=%20FR", "metadata[city]"),
+                         ("theme=t1&theme=t2", "theme"), ("limit=5&limit=5", "limit")]:
+        status, headers, body = api.call("GET", f"{base}/responses?{query}")
+        assert status == 422, (query, body)
+        assert "application/problem+json" in headers.get("Content-Type", "")
+        assert [e["field"] for e in body["errors"]] == [field], body
+        assert "given 2 times" in body["errors"][0]["message"]
+    want = [it["id"] for it in items if (it.get("metadata") or {}).get("city") == "Paris, FR"]
+    assert want and [r["id"] for r in _pages(api, job_id, {"metadata[city]": "Paris, FR"})] == want
+    status, _, body = api.call("GET", f"{base}/result?format=csv&format=md")
+    assert status == 422 and [e["field"] for e in body["errors"]] == ["format"], body
 
 
 def test_xlsx_download_reads_back(api: Api, job: Any) -> None:  # noqa: F811
