@@ -1121,7 +1121,11 @@ def name_parents(
                       if cut_after(x, said) is None), None)
         phrases = [] if whole is None else [whole]
         names = [t.label.split(" (")[0] for t in mine[:2]]
-        joined = names[0] if len(names) == 1 else f"{names[0]} and {names[1][:1].lower() + names[1][1:]}"
+        second = names[1][:1].lower() + names[1][1:] if len(names) > 1 else ""
+        # A child named with "and" ("Ordered and received") is one item of the list: "Food cold, ordered and
+        # received", not "Food cold and ordered and received".
+        joined = (names[0] if len(names) == 1 else f"{names[0]}, {second}" if " and " in f"{names[0]} {second}"
+                  else f"{names[0]} and {second}")
         r = Ranked([*phrases, joined], [*phrases, joined], [w for t in mine for w in phrase_key(t.label).split()])
         p.label = pick_label(r, used)
 

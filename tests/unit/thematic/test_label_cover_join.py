@@ -45,3 +45,18 @@ def test_words_of_one_kind_are_still_joined_with_and() -> None:
     assert D._joined("good", "quick", frozenset({"good", "quick"})) == "good and quick"
     assert D._joined("age", "minimal", frozenset({"minimal"})) == "minimal age"
     assert D._joined("top up", "failed", frozenset({"failed"})) == "top up and failed"  # a phrase stays as it is
+
+
+def test_a_parent_named_by_a_child_with_and_lists_its_children() -> None:
+    from pipelines.thematic.describe import ThemeInfo, name_parents
+
+    texts = ["food was cold"] * 5 + ["ordered and received late"] * 5
+
+    def info(tid: str, label: str, members: list[int], phrases: list[str]) -> ThemeInfo:
+        return ThemeInfo(tid, label, "", [], [], members, [], key_phrases=phrases)
+
+    themes = {"t1": info("t1", "Food cold", list(range(5)), ["food cold"]),
+              "t2": info("t2", "Ordered and received", list(range(5, 10)), ["ordered", "received"])}
+    parents = [info("p1", "Cold", list(range(10)), [])]
+    name_parents(parents, {"p1": ["t1", "t2"]}, themes, texts, {"food cold", "ordered and received"})
+    assert parents[0].label == "Food cold, ordered and received", parents[0].label
