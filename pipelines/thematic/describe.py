@@ -230,6 +230,9 @@ class Ranked:
     longer: list[str] = field(default_factory=list)
     """Longer phrases holding the best option, as written, most used first: what the theme says when another
     theme has taken the option ("shopping list" -> "add to my shopping list")."""
+    predicates: frozenset[str] = frozenset()
+    """The theme's single words that read as a verb or an adjective (``keywords.looks_predicate`` on the job's
+    cue counts): a lone word is joined to a word of the other kind as a phrase, not with "and"."""
 
 
 def contextual_vectors(
@@ -309,7 +312,7 @@ def rank_labels(
        verb, adjective or negation (``keywords.looks_predicate``).
     3. A label option must be used by >= ``LABEL_MIN_USES`` x the most-used
        candidate's responses and hold a word that is not generic
-       (:func:`word_stats`); it is expanded to a longer phrase most of its uses
+       (:func:`word_stats`) and one used by >= ``LABEL_MIN_COVER`` of the theme; it is expanded to a longer phrase most of its uses
        share ("cold" -> "arrived cold") and shown as most of them write it
        ("top failed" -> "top up failed").
     4. MMR (lambda 0.7) adds key phrases far from the label.
@@ -414,7 +417,14 @@ def _rank_theme(
             memo[key] = display(_expand(key, texts) if " " in key else _expand_word(key, texts, stems, bare[0]), texts)
         return memo[key]
 
-    options, lone, topic = _label_options(c, score, n_words, lead, said, words, texts)
+    n_texts = max(1, len(texts))
+
+    def cover(key: str) -> float:
+        """The share of the theme's responses using the key's best-covered word (any spelling)."""
+        ws = {_stem(v) for v in key.split() if v != "not"}
+        return max((sum(w in s for s in stems) / n_texts for w in ws), default=0.0)
+
+    options, lone, topic = _label_options(c, score, n_words, lead, said, words, texts, cover)
     first = int(np.argmax(np.where(lead, score, -np.inf))) if lead.any() else int(np.argmax(score))
     picked = [first]
     while len(picked) < min(KEY_PHRASES, len(c)):
@@ -431,8 +441,11 @@ def _rank_theme(
         # processes (a retry, a fan-out) could name one theme differently.
         key=lambda v: (-max(float(dist[j] * share[j]) for j, w in enumerate(split) if v in w), v),
     )
+    # Only a lone word is joined to another (pick_label); the words it may be joined to are the theme's.
+    predicates = frozenset(v for a in texts for v in a.keys if " " not in v
+                           and looks_predicate(v, words.cued[v], words.uses[v])) if lone else frozenset()
     return Ranked(phrases[:KEY_PHRASES], options, solo, lone, topic,
-                  _longer(options[0], texts) if options and not lone else [])
+                  _longer(options[0], texts) if options and not lone else [], predicates)
 
 
 #: A clash is resolved by a longer phrase holding the label that at least this many of the theme's responses say.
@@ -455,12 +468,14 @@ def _longer(shown: str, texts: list[Analysed]) -> list[str]:
 def _label_options(
     c: list[Candidate], score: NDArray[np.float32], n_words: NDArray[np.float32], lead: NDArray[np.bool_],
     said: Callable[[str], str], words: _Words, texts: list[Analysed],
+    cover: Callable[[str], float] = lambda key: 1.0,
 ) -> tuple[list[str], bool, bool]:
     """:func:`rank_labels`' step 3: label options as written, best first, whether the only one is generic and
     whether that one is a topic word another theme says too (:attr:`Ranked.topic`).
 
     A phrase beats a bare word within PHRASE_MARGIN; a bare word is said as a phrase its uses share
-    ("minutes" -> "minutes late"); an option must hold a word that is not generic.
+    ("minutes" -> "minutes late"); an option must hold a word that is not generic, and one that
+    >= :data:`LABEL_MIN_COVER` of the theme's responses use (``cover``: the share of its best-covered word).
     """
     ranked_score = score + np.where(n_words > 1, PHRASE_MARGIN, 0.0)
     options: list[str] = []
@@ -471,6 +486,8 @@ def _label_options(
             shown = _completed(said(c[i].key), texts)
             if shown is None:
                 continue  # a five-token span that drops no determiner, or one cut short: a key phrase, not a label
+            if cover(phrase_key(shown.lower())) < LABEL_MIN_COVER:
+                continue  # said by too few of the theme to name it ("Kids" for 2 of 22 late or wrong orders)
             if " " not in phrase_key(shown) and c[i].other >= GENERIC_SHARE:
                 continue  # a word common in another theme too names neither alone ("Food", "Card")
             if not words.plain(phrase_key(shown)) and shown not in options:
@@ -509,6 +526,13 @@ def framed_phrase(shown: str) -> bool:
 
 #: The label (first key phrase) must be used by at least this share of the most-used candidate's responses.
 LABEL_MIN_USES = 0.33
+#: A label option's best-covered word (any spelling) must be used by at least this share of the theme's responses:
+#: a word said by a few of them names those few, not the theme (the demo's "Kids", 2 of 22 late or wrong orders,
+#: the one noun no other theme said). A floor, set on the label TUNE pool, 2026-12-07: no TUNE label was under 0.108
+#: (0.1 changes none: 587 hits, 640 of 656 2-4-word); at 0.15-0.25 the labels it replaces there ("Disk drive",
+#: "Oort cloud", "Best offer") give way to frames and fallbacks ("Thanks in advance", "Please e-mail", "Clinton and
+#: care") for +1 hit, so it stays a floor.
+LABEL_MIN_COVER = 0.1
 #: A key phrase is replaced by a longer candidate containing it that covers at least this share of its uses.
 EXPAND_MIN_SHARE = 0.5
 #: A bare-word label is replaced by a phrase holding it that this share of its uses say ("cold" -> "food was cold").
@@ -731,7 +755,8 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         stems = {_stem(r.options[0])}
         for w in dict.fromkeys([*r.words, *(keywords or []), *r.phrases[1:]]):
             if not {_stem(v) for v in w.split()} & stems:
-                return pick_label(Ranked(r.phrases, [f"{r.options[0]} and {w}"], r.words), used, keywords)
+                return pick_label(Ranked(r.phrases, [_joined(r.options[0], w, r.predicates)], r.words), used,
+                                  keywords)
         if r.topic:  # nothing else is said twice, but the word names what the theme is about
             return pick_label(Ranked(r.phrases, r.options, r.words), used, keywords)
         # Nothing else is said twice: the theme is short general remarks like "good".
@@ -766,6 +791,15 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         label = label[:-1] + " too)"
     used.add(label.lower())
     return _cap(label)
+
+
+def _joined(lone: str, other: str, predicates: frozenset[str]) -> str:
+    """A lone word and another word of its theme as one label: "and" between words of one kind ("Countries and
+    locations", "Good and quick"); a verb or adjective before a noun as a phrase ("expensive" + "prices" ->
+    "Expensive prices", not "Expensive and prices": the two words name one thing)."""
+    if " " not in lone and " " not in other and (lone.lower() in predicates) != (other.lower() in predicates):
+        return f"{lone} {other}" if lone.lower() in predicates else f"{other} {lone}"
+    return f"{lone} and {other}"
 
 
 def describe_sentence(phrases: list[str], quotes: list[str]) -> str:
@@ -1087,7 +1121,11 @@ def name_parents(
                       if cut_after(x, said) is None), None)
         phrases = [] if whole is None else [whole]
         names = [t.label.split(" (")[0] for t in mine[:2]]
-        joined = names[0] if len(names) == 1 else f"{names[0]} and {names[1][:1].lower() + names[1][1:]}"
+        second = names[1][:1].lower() + names[1][1:] if len(names) > 1 else ""
+        # A child named with "and" ("Ordered and received") is one item of the list: "Food cold, ordered and
+        # received", not "Food cold and ordered and received".
+        joined = (names[0] if len(names) == 1 else f"{names[0]}, {second}" if " and " in f"{names[0]} {second}"
+                  else f"{names[0]} and {second}")
         r = Ranked([*phrases, joined], [*phrases, joined], [w for t in mine for w in phrase_key(t.label).split()])
         p.label = pick_label(r, used)
 
