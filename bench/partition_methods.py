@@ -51,12 +51,13 @@ import os  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import bench.thematic as B  # noqa: E402  (sets one BLAS thread before numpy loads)
+import bench.thematic as B  # noqa: E402, I001  (sets one BLAS thread before numpy loads)
 import numpy as np  # noqa: E402
 
 from bench.metrics import ari, nmi  # noqa: E402
@@ -99,11 +100,11 @@ def spectral_embedding(w: Any, k: int, seed: int) -> np.ndarray:
     a = dinv @ w @ dinv
     n = a.shape[0]
     if k + 1 >= n // 2:
-        vals, vecs = np.linalg.eigh(a.toarray())
+        _, vecs = np.linalg.eigh(a.toarray())
         vecs = vecs[:, -k:]
     else:
         v0 = np.random.default_rng(seed).standard_normal(n)
-        vals, vecs = eigsh(a, k=k, which="LA", v0=v0, tol=1e-6)
+        _, vecs = eigsh(a, k=k, which="LA", v0=v0, tol=1e-6)
     return K.normalise(vecs.astype(np.float32))
 
 
