@@ -123,7 +123,10 @@ def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:
 
 
 def _fmt(x: float) -> str:
-    return str(int(x)) if x.is_integer() else f"{x:.3g}"
+    # A range's edges are data values, printed as written (repr is the shortest form that reads back as the same
+    # float): to 3 significant digits, the quartiles of order values 1000.00-1004.99 were all "1e+03–1e+03", one
+    # group, and 99999.5 read "1e+05".
+    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
 
 
 def pool_small(labels: list[str], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[str]:

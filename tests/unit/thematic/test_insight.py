@@ -119,3 +119,24 @@ def test_groups_on_a_scale_are_in_its_order_and_categories_largest_first() -> No
     assert order(["7–9"] * 2 + ["0–2"] + ["3–6"] * 3 + [insight.OTHER_VALUES] * 9, "numeric") == \
         ["0–2", "3–6", "7–9", insight.OTHER_VALUES]
     assert order(["free"] * 3 + ["plus"] * 5 + ["7"], "categorical") == ["plus", "free", "7"]
+
+
+def test_quartile_ranges_of_close_decimals_keep_distinct_labels_with_the_data_values() -> None:
+    # The ranges' edges were printed to 3 significant digits, so four quartiles of order values 1000.00-1004.99
+    # were each "1e+03–1e+03": one group (the breakdown showed nothing), and 99999.5 was labelled "1e+05". The
+    # edges are data values, printed as written.
+    rng = random.Random(0)
+    values = [round(1000 + rng.random() * 5, 2) for _ in range(200)]
+    b = insight.bucket(values)
+    assert b.kind == "numeric" and len(set(b.labels)) == 4, sorted(set(b.labels))
+    edges = sorted(values)
+    assert b.labels[values.index(edges[0])].startswith(f"{edges[0]}–")
+    assert not any("e+" in label for label in b.labels)
+    b = insight.bucket([48.85661, 48.85702, 48.8581, 48.8592] * 30)
+    assert sorted(set(b.labels)) == ["48.85661–48.85702", "48.8581–48.8581", "48.8592–48.8592"]
+    assert set(insight.bucket([1234.56, 2345.67, 99999.5, 150000.25] * 30).labels) == {
+        "1234.56–2345.67", "99999.5–99999.5", "150000.25–150000.25"}
+    # The columns still follow the scale (by their lower edge), including exponent forms of huge or tiny values.
+    groups = insight.bucket([1e-07, 2e-07, 3.5e-07, 4e-07] * 30).labels
+    order = [g["value"] for g in insight.breakdown("f", groups, ["t1"] * len(groups), ["t1"], kind="numeric")["groups"]]
+    assert order == ["1e-07–2e-07", "3.5e-07–3.5e-07", "4e-07–4e-07"]
