@@ -127,10 +127,11 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             outside = [(i, v) for i, fault, v in problems if fault == "scale"]
             if outside:
                 rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])
+                nps_note = "; its NPS groups take the integers 0-10 " if declared == "0-10" else " "
                 more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
                 errors.append({"field": "params.sentiment_from.scale",
-                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale "
-                                          f"({rows}{more})"})
+                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale"
+                                          f"{nps_note}({rows}{more})"})
     if params.score is not None:
         key = params.score.key
         if key not in keys:
