@@ -14,10 +14,17 @@ CSV_COLUMNS = (
 )
 
 
+#: The first characters that make a spreadsheet read a cell as a formula: = + - @, a tab or CR before one, and the
+#: full-width forms East Asian input methods type (U+FF1D U+FF0B U+FF0D U+FF20), which Excel under a Japanese or
+#: Chinese locale takes as = + - @. (thematiq_cli.render has a copy; tests/unit/thematic/test_verbatims.py holds
+#: both to every export.)
+FORMULA_START: Final = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
+
+
 def _cell(value: Any) -> str:
-    # Spreadsheet formula injection: a cell starting with = + - @ is executed by Excel.
+    # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else str(value)
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+    return "'" + s if s[:1] in FORMULA_START else s
 
 
 def _meta_cell(value: Any) -> str:
