@@ -92,7 +92,7 @@ def test_sentiment_from_takes_a_plain_key_or_a_key_with_a_declared_scale_and_kee
                        ({"key": "", "scale": "1-5"}, "params.sentiment_from.key"),
                        ({"scale": "1-5"}, "params.sentiment_from.key"),
                        ({"key": "ltr", "scale": "1-5", "range": 5}, "params.sentiment_from.range"),
-                       ("", "params.sentiment_from"), ("x" * 101, "params.sentiment_from")]:
+                       ("", "params.sentiment_from"), ("x" * 201, "params.sentiment_from")]:
         with pytest.raises(ValidationError) as err:
             ThematicParams(sentiment_from=bad)
         assert [e["field"] for e in field_errors(err.value, "params")] == [field], (bad, err.value)
