@@ -51,6 +51,8 @@ def number(value: Any) -> float | None:
     if isinstance(value, int | float):
         return finite(value)
     if isinstance(value, str) and value.strip():
+        if "_" in value:
+            return None  # float() reads Python's "1_0" as 10; a spreadsheet cell "1_0" is no number
         try:
             x = float(value.strip())
         except ValueError:

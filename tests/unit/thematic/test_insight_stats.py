@@ -334,3 +334,11 @@ def test_discover_mode_does_not_test_a_gone_theme_and_every_renderer_warns() -> 
     inherited = _compared("inherit")
     assert "warning" not in inherited
     assert next(r for r in inherited["themes"] if r["theme_id"] == "t3")["significant"]  # type: ignore[attr-defined]
+
+
+def test_a_score_string_is_a_number_as_a_spreadsheet_writes_one_not_as_python_reads_one() -> None:
+    # float() takes Python's literal syntax too: "1_0" was the score 10 (a spreadsheet's "1_0" is no number), and
+    # "  nan " or "Infinity" are refused as before. A plain decimal, a sign, an exponent and spaces around still read.
+    assert impact.problem([1, "1_0"], "nps") == ("key", 'not a number: "1_0"')
+    assert impact.number("1_000.5") is None and impact.number("Infinity") is None and impact.number(" nan") is None
+    assert [impact.number(s) for s in ("7", " 7 ", "-3.5", "+2", "1e3", ".5", "7.")] == [7, 7, -3.5, 2, 1000, 0.5, 7]
