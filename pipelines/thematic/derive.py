@@ -137,8 +137,15 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
     then_counts = {k: int(v["count"]) for k, v in then.items()}
     discover = mode == "discover"
     gone = {k for k, c in then_counts.items() if c > 0 and now.get(k, 0) == 0} if discover else set()
-    result = insight.compare(then_counts, n_then, now, len(usable), untested=gone)
-    groups = waves.family_tests(then_counts, n_then, now, len(usable),
+    # A theme a codebook edit split in this wave (then[id].split_into) is no longer what its earlier count counted:
+    # neither it nor an earlier theme that took its split-off is tested; its family is, with the split-off pooled in.
+    split = {k: [str(c) for c in v["split_into"]] for k, v in then.items() if v.get("split_into")}
+    untested = gone | set(split) | {c for cs in split.values() for c in cs if c in then}
+    result = insight.compare(then_counts, n_then, now, len(usable), untested=untested)
+    pooled = dict(now)
+    for k, cs in split.items():
+        pooled[k] = pooled.get(k, 0) + sum(now.get(c, 0) for c in cs if c not in then)
+    groups = waves.family_tests(then_counts, n_then, pooled, len(usable),
                                 {k: str(v["family"]) for k, v in then.items() if v.get("family")})
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
     rows = []

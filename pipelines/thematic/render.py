@@ -180,11 +180,16 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   *([f"**Warning**: {_md(str(comparison['warning']))}", ""] if comparison.get("warning") else []),
                   *([_md(far), ""] if (far := far_note(comparison)) else []),
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
+        # Themes a codebook edit split (or that took a split-off): their earlier count covered other answers.
+        then_of = comparison.get("then") or {}
+        split = {t for t, v in then_of.items() if v.get("split_into")} | {
+            c for v in then_of.values() for c in v.get("split_into") or () if c in then_of}
         for r in comparison.get("themes", []):
             if r.get("change") is None:
                 # A new theme has no share then; discover mode's gone theme has one but is not tested.
                 then = "—" if r["status"] == "new" else f"{r['share_then']:.1%}"
-                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {r['status']} |")
+                status = r["status"] + (", split: not tested" if r["theme_id"] in split else "")
+                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {status} |")
                 continue
             # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
             # relative change for a share that went from 4.6% to 9.4%.
