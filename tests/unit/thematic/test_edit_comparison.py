@@ -61,3 +61,17 @@ def test_a_split_off_merged_into_another_earlier_theme_leaves_both_untested() ->
     assert rows["t1"]["p"] is None and rows["t3"]["p"] is None
     assert moved["comparison"]["then"]["t1"]["split_into"] == ["t3"]
     assert rows["t4"]["p"] is not None
+
+
+def test_a_deleted_theme_leaves_both_waves_not_a_significant_fall_in_this_one() -> None:
+    # A delete says the theme is no theme: the instrument codes its answers to no theme in this wave and the next
+    # (docs/thematic.md, "exact, in both waves"). The comparison kept its earlier count, so an unchanged wave showed
+    # it "gone", -25.8 pts, q 0, significant, and its family falling as significantly: the edit's change, not the
+    # answers'. As a merged-away theme, it leaves "then" too.
+    items, doc = _unchanged_wave()
+    edited = edit_result(doc, {"edits": [{"op": "delete", "theme": "t2"}]}, items)
+    rows = _rows(edited)
+    assert "t2" not in rows and "t2" not in edited["comparison"]["then"] and edited["comparison"]["gone"] == []
+    assert not any(r["significant"] for r in rows.values()) and not any(
+        g["significant"] for g in edited["comparison"]["groups"])
+    assert edited["comparison"]["n_then"] == doc["comparison"]["n_then"]
