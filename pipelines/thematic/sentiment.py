@@ -130,11 +130,21 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
     if lo >= 0 and hi <= 10:
         # NPS groups are of the integers 0-10 (as the breakdowns and params.score's "nps" read them): a field of
         # probabilities 0.05-0.95 was read as all detractors, a 6.5 as a passive.
-        if all(n is not None and n.is_integer() for n in nums):
+        distinct = {n for n in nums if n is not None}
+        if all(n.is_integer() for n in distinct) and len(distinct) > 2:
             return RatingScale("score10", 0.0, 10.0, "0-10")
+        if len(distinct) <= 2 and all(n.is_integer() for n in distinct):
+            # A yes/no field as 0/1 read as NPS made every response a detractor (the breakdowns need more than
+            # two values to read 0-10 integers as NPS groups, for the same reason).
+            return (f"only the values {' and '.join(_fmt_value(n) for n in sorted(distinct))}: a yes/no field is no "
+                    "0-10 rating; declare its scale ({\"key\", \"scale\": \"0-10\"}) if it is one")
         return ("values in 0-10 that are not all integers are no 0-10 (NPS) rating: declare its scale "
                 "({\"key\", \"scale\": \"1-10\"} reads 1-10 linearly)")
     return "a rating must lie in 1-5 or 0-10 (or declare its scale: {\"key\", \"scale\"})"
+
+
+def _fmt_value(n: float) -> str:
+    return str(int(n)) if n.is_integer() else repr(n)
 
 
 def declared_problems(values: Sequence[Any], scale: str) -> list[tuple[int, Literal["value", "scale"], Any]]:

@@ -170,3 +170,16 @@ def test_fractional_values_are_no_nps_rating_inferred_or_declared() -> None:
         data = items(values)
         sf: Any = "r" if scale is None else {"key": "r", "scale": scale}
         assert prepare(ThematicParams(sentiment_from=sf), data, Earlier()) == data
+
+
+def test_a_zero_one_field_is_no_inferred_nps_rating() -> None:
+    # A yes/no field as 0/1 ("resolved", "would buy again") lies in 0-10 outside 1-5, so it was read as NPS: 0 and 1
+    # are both detractors, every response negative and each theme's NPS -100. The breakdowns already need more than
+    # two values to read 0-10 integers as NPS groups; declared, 0-10 is the client's word and stands.
+    data = validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": i % 2}} for i in range(10)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="r"), data, Earlier())
+    assert _fields(err) == ["params.sentiment_from"] and "declare" in err.value.errors[0]["message"]
+    assert prepare(ThematicParams(sentiment_from={"key": "r", "scale": "0-10"}), data, Earlier()) == data
+    three = validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": i % 3}} for i in range(10)])
+    assert prepare(ThematicParams(sentiment_from="r"), three, Earlier()) == three
