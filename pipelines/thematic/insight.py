@@ -132,7 +132,8 @@ def _fmt(x: float) -> str:
 def pool_small(labels: list[str], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[str]:
     """Groups under ``min_size`` (and beyond the ``max_groups`` largest) become ``other values``; ``(missing)`` stays."""
     sizes = Counter(labels)
-    keep = {g for g, n in sizes.most_common(max_groups) if n >= min_size or g == MISSING}
+    # (missing) is never pooled with real values, even when 12 larger groups leave it out of the largest.
+    keep = {g for g, n in sizes.most_common(max_groups) if n >= min_size} | {MISSING}
     return [g if g in keep else OTHER_VALUES for g in labels]
 
 

@@ -140,3 +140,12 @@ def test_quartile_ranges_of_close_decimals_keep_distinct_labels_with_the_data_va
     groups = insight.bucket([1e-07, 2e-07, 3.5e-07, 4e-07] * 30).labels
     order = [g["value"] for g in insight.breakdown("f", groups, ["t1"] * len(groups), ["t1"], kind="numeric")["groups"]]
     assert order == ["1e-07–2e-07", "3.5e-07–3.5e-07", "4e-07–4e-07"]
+
+
+def test_missing_values_keep_their_group_beyond_the_twelve_largest() -> None:
+    # "(missing) stays" (pool_small's rule) held only while (missing) was among the 12 largest groups: with 13
+    # larger segments its responses were pooled into "other values" with real values.
+    labels = [f"city {i:02d}" for i in range(14) for _ in range(30 + i)] + [None] * 21
+    pooled = insight.pool_small(insight.bucket(labels).labels, min_size=20)
+    assert pooled.count(insight.MISSING) == 21
+    assert pooled.count(insight.OTHER_VALUES) == 30 + 31  # the two smallest cities
