@@ -28,13 +28,18 @@ def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
 
 
-def declared_scales(doc: Mapping[str, Any]) -> dict[str, str]:
-    """The rating field whose scale ``params.sentiment_from`` declared, with it: a breakdown by that field groups
-    it on the declared scale too (read from the result, so a codebook edit's recomputation agrees)."""
+def declared_scales(doc: Mapping[str, Any], score: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The rating fields whose scale the job declared, with it: a breakdown by such a field groups it on that
+    scale. ``params.sentiment_from.scale`` (read from the result, so a codebook edit's recomputation agrees), and
+    ``params.score`` with the scale ``nps`` (NPS groups, as its impact reads it: inferred from the values, an
+    unhappy panel's 1-5 answers were star groups and only 0s and 10s two quartile ranges)."""
+    out: dict[str, str] = {}
+    if score is not None and score.get("scale") == "nps":
+        out[str(score["key"])] = "0-10"
     src = doc.get("sentiment") or {}
     if src.get("source") == "metadata" and src.get("scale_from") == "declared" and src.get("rating_range"):
-        return {str(src["field"]): str(src["rating_range"])}
-    return {}
+        out[str(src["field"])] = str(src["rating_range"])
+    return out
 
 
 @dataclass
@@ -78,7 +83,7 @@ def derived(
         [themes_of(a) for a in usable],
         theme_ids,
         min_group_size=min_group_size,
-        scales=declared_scales(doc),
+        scales=declared_scales(doc, score),
     ) if breakdown_by else []
     comparison = doc.get("comparison")
     if comparison is not None:

@@ -149,3 +149,20 @@ def test_missing_values_keep_their_group_beyond_the_twelve_largest() -> None:
     pooled = insight.pool_small(insight.bucket(labels).labels, min_size=20)
     assert pooled.count(insight.MISSING) == 21
     assert pooled.count(insight.OTHER_VALUES) == 30 + 31  # the two smallest cities
+
+
+def test_a_breakdown_by_the_nps_score_groups_it_as_nps_whatever_values_it_happens_to_have() -> None:
+    # params.score {"key", "scale": "nps"} says the field is a 0-10 likelihood to recommend; a breakdown by it
+    # inferred the grouping from the values instead: an unhappy panel's answers in 1-5 were five star groups, and
+    # only 0s and 10s two quartile ranges "0–0" and "10–10", where the impact table beside them speaks of NPS.
+    from pipelines.thematic import derive
+    from tests.support.synthetic_result import synthetic_job
+
+    _, doc = synthetic_job(200, themes=3, seed=4, impact=False)
+    for values, want in (([1, 2, 3, 4, 5], ["detractor"]), ([0, 10], ["detractor", "promoter"])):
+        meta = {str(a["response_id"]): {"ltr": values[i % len(values)]} for i, a in enumerate(doc["assignments"])}
+        got = derive.derived(doc, meta, breakdown_by=["ltr"], score={"key": "ltr", "scale": "nps"}).breakdowns[0]
+        assert got["kind"] == "nps" and [g["value"] for g in got["groups"]] == want, got["groups"]
+        # Without the score, the values still decide (a 1-5 field is a rating).
+        plain = derive.derived(doc, meta, breakdown_by=["ltr"]).breakdowns[0]
+        assert plain["kind"] != "nps"
