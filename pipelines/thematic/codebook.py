@@ -329,6 +329,9 @@ def _next_id(doc: dict[str, Any]) -> str:
     # away, or the comparison would read a new theme as an old one.
     used = {t["id"] for t in doc.get("themes", [])} | set((doc.get("comparison") or {}).get("then", {}))
     used |= {m for t in doc.get("themes", []) for m in t.get("merged_from", [])}
+    # Nor the id of a deleted theme, which the edit log still names (and a reader's notes, or the next wave's
+    # comparison when it is an earlier theme).
+    used |= {str(t) for e in doc.get("edits", []) for t in [e.get("theme"), *(e.get("themes") or [])] if t}
     n = len(used) + 1
     while f"t{n}" in used:
         n += 1

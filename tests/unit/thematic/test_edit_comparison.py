@@ -75,3 +75,26 @@ def test_a_deleted_theme_leaves_both_waves_not_a_significant_fall_in_this_one() 
     assert not any(r["significant"] for r in rows.values()) and not any(
         g["significant"] for g in edited["comparison"]["groups"])
     assert edited["comparison"]["n_then"] == doc["comparison"]["n_then"]
+
+
+def test_a_split_never_reuses_the_id_of_a_deleted_theme() -> None:
+    # _next_id skipped the ids the document still names; a deleted theme's id was free again, so a split after a
+    # delete could call its new theme t2, the id the edit log (and a reader's notes) give the deleted one.
+    items, doc = _unchanged_wave()
+    keep = {"t1"}
+    for a in doc["assignments"]:
+        a["themes"] = [r for r in a.get("themes") or [] if r["theme_id"] in keep or r["theme_id"] == "t2"]
+        if not a["themes"] and a["bucket"] == "theme":
+            a["bucket"] = "other"
+    doc["themes"] = [t for t in doc["themes"] if t["id"] in ("t1", "t2")]
+    doc.pop("comparison")
+    for a in doc["assignments"]:
+        a.pop("broad", None), a.pop("fine", None)
+    doc.pop("subthemes", None), doc.pop("levels", None)
+    for t in doc["themes"]:
+        t.pop("subthemes", None)
+    codebook._recount(doc)
+    out = codebook.apply_edits(doc, codebook.EDITS.validate_python([
+        {"op": "delete", "theme": "t2"}, {"op": "split", "theme": "t1", "keyword": "late", "label": "Late"}]),
+        {str(it["id"]): it["text"] for it in items})
+    assert {t["id"] for t in out["themes"]} == {"t1", "t3"}
