@@ -183,3 +183,15 @@ def test_a_zero_one_field_is_no_inferred_nps_rating() -> None:
     assert prepare(ThematicParams(sentiment_from={"key": "r", "scale": "0-10"}), data, Earlier()) == data
     three = validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": i % 3}} for i in range(10)])
     assert prepare(ThematicParams(sentiment_from="r"), three, Earlier()) == three
+
+
+def test_a_breakdown_key_that_no_response_has_a_value_for_is_refused() -> None:
+    # "A typo is a 422, not a table of (missing)" (params.breakdown_by): a key present only with null or "" values
+    # (an empty spreadsheet column) passed, and the breakdown was one "(missing)" group; score and sentiment_from
+    # already refuse such a key ("no response has a value").
+    data = validate_input([{"id": i, "text": f"text {i}", "metadata": {"plan": "pro", "region": None if i % 2 else ""}}
+                           for i in range(10)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(breakdown_by=["plan", "region"]), data, Earlier())
+    assert _fields(err) == ["params.breakdown_by[1]"] and "no response has a value" in err.value.errors[0]["message"]
+    assert prepare(ThematicParams(breakdown_by=["plan"]), data, Earlier()) == data
