@@ -238,10 +238,15 @@ def metadata_columns(keys: Sequence[str], fixed: tuple[str, ...]) -> list[str]:
     return names
 
 
+#: What makes a spreadsheet read a cell as a formula: = + - @, a tab or CR, and their full-width forms (Excel under
+#: a Japanese or Chinese locale). The service's exports use the same set (pipelines/thematic/render.FORMULA_START).
+FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
+
+
 def _safe(value: Any) -> str:
-    # Spreadsheet formula injection: a cell starting with = + - @ (or a tab/CR) is executed by Excel.
+    # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+    return "'" + s if s[:1] in FORMULA_START else s
 
 
 def _meta_cell(value: Any) -> str:

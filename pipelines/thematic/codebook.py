@@ -112,9 +112,11 @@ def apply_edits(doc: dict[str, Any], edits: list[Edit], texts: dict[str, str] | 
         elif isinstance(edit, Merge):
             _merge(out, edit, where)
             _instrument_remap(out, {t: edit.themes[0] for t in edit.themes[1:]})
+            _then_merge(out, edit.themes)
         elif isinstance(edit, Split):
             new_id, moved = _split(out, edit, where, texts or {})
             _instrument_split(out, edit, new_id, moved)
+            _then_split(out, edit.theme, new_id)
         else:
             _theme(out, edit.theme, f"{where}.theme")
             _reassign(out, {edit.theme: None})
@@ -239,6 +241,37 @@ def _instrument_split(doc: dict[str, Any], edit: Split, new_id: str, moved: int)
         biggest["splits"][-1]["count"] = take
 
 
+def _then_split(doc: dict[str, Any], source: str, new_id: str) -> None:
+    """A split of a compared wave's theme is noted on the earlier theme(s) whose count covered its answers
+    (``comparison.then[id].split_into``): the source, or the earlier theme it was itself split off. Tested against
+    that count, the source "fell" by what the split took (an unchanged wave: 130 -> 86 answers, significant)."""
+    then = (doc.get("comparison") or {}).get("then")
+    if not then:
+        return
+    for tid, entry in then.items():
+        if tid == source or source in (entry.get("split_into") or ()):
+            entry.setdefault("split_into", []).append(new_id)
+
+
+def _then_merge(doc: dict[str, Any], themes: list[str]) -> None:
+    """``split_into`` follows a merge: a split-off merged into another theme makes that theme the holder of the
+    earlier theme's answers; merged back into its source it is gone (the source is whole again, tested as before);
+    an earlier theme merged away hands its split-offs to the theme it went into (edit.py sums its count there)."""
+    then = (doc.get("comparison") or {}).get("then")
+    if not then:
+        return
+    into, gone = themes[0], set(themes[1:])
+    for tid in [t for t in themes[1:] if (then.get(t) or {}).get("split_into")]:
+        holder = then.setdefault(into, {"label": into, "count": 0})
+        holder["split_into"] = [*(holder.get("split_into") or []), *then[tid].pop("split_into")]
+    for tid, entry in then.items():
+        if entry.get("split_into"):
+            kept = list(dict.fromkeys(into if c in gone else c for c in entry["split_into"]))
+            entry["split_into"] = [c for c in kept if c != tid]
+        if "split_into" in entry and not entry["split_into"]:
+            del entry["split_into"]
+
+
 @functools.lru_cache(maxsize=1024)
 def keyword_pattern(keyword: str) -> re.Pattern[str]:
     """A split's keyword as a whole token: not inside a longer word, whatever character it starts or ends with.
@@ -296,6 +329,9 @@ def _next_id(doc: dict[str, Any]) -> str:
     # away, or the comparison would read a new theme as an old one.
     used = {t["id"] for t in doc.get("themes", [])} | set((doc.get("comparison") or {}).get("then", {}))
     used |= {m for t in doc.get("themes", []) for m in t.get("merged_from", [])}
+    # Nor the id of a deleted theme, which the edit log still names (and a reader's notes, or the next wave's
+    # comparison when it is an earlier theme).
+    used |= {str(t) for e in doc.get("edits", []) for t in [e.get("theme"), *(e.get("themes") or [])] if t}
     n = len(used) + 1
     while f"t{n}" in used:
         n += 1

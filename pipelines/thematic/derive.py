@@ -28,13 +28,18 @@ def _usable(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [a for a in doc.get("assignments", []) if a.get("bucket") != "unusable"]
 
 
-def declared_scales(doc: Mapping[str, Any]) -> dict[str, str]:
-    """The rating field whose scale ``params.sentiment_from`` declared, with it: a breakdown by that field groups
-    it on the declared scale too (read from the result, so a codebook edit's recomputation agrees)."""
+def declared_scales(doc: Mapping[str, Any], score: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The rating fields whose scale the job declared, with it: a breakdown by such a field groups it on that
+    scale. ``params.sentiment_from.scale`` (read from the result, so a codebook edit's recomputation agrees), and
+    ``params.score`` with the scale ``nps`` (NPS groups, as its impact reads it: inferred from the values, an
+    unhappy panel's 1-5 answers were star groups and only 0s and 10s two quartile ranges)."""
+    out: dict[str, str] = {}
+    if score is not None and score.get("scale") == "nps":
+        out[str(score["key"])] = "0-10"
     src = doc.get("sentiment") or {}
     if src.get("source") == "metadata" and src.get("scale_from") == "declared" and src.get("rating_range"):
-        return {str(src["field"]): str(src["rating_range"])}
-    return {}
+        out[str(src["field"])] = str(src["rating_range"])
+    return out
 
 
 @dataclass
@@ -78,7 +83,7 @@ def derived(
         [themes_of(a) for a in usable],
         theme_ids,
         min_group_size=min_group_size,
-        scales=declared_scales(doc),
+        scales=declared_scales(doc, score),
     ) if breakdown_by else []
     comparison = doc.get("comparison")
     if comparison is not None:
@@ -137,8 +142,15 @@ def compare(job_id: str, then: Mapping[str, Mapping[str, Any]], n_then: int, doc
     then_counts = {k: int(v["count"]) for k, v in then.items()}
     discover = mode == "discover"
     gone = {k for k, c in then_counts.items() if c > 0 and now.get(k, 0) == 0} if discover else set()
-    result = insight.compare(then_counts, n_then, now, len(usable), untested=gone)
-    groups = waves.family_tests(then_counts, n_then, now, len(usable),
+    # A theme a codebook edit split in this wave (then[id].split_into) is no longer what its earlier count counted:
+    # neither it nor an earlier theme that took its split-off is tested; its family is, with the split-off pooled in.
+    split = {k: [str(c) for c in v["split_into"]] for k, v in then.items() if v.get("split_into")}
+    untested = gone | set(split) | {c for cs in split.values() for c in cs if c in then}
+    result = insight.compare(then_counts, n_then, now, len(usable), untested=untested)
+    pooled = dict(now)
+    for k, cs in split.items():
+        pooled[k] = pooled.get(k, 0) + sum(now.get(c, 0) for c in cs if c not in then)
+    groups = waves.family_tests(then_counts, n_then, pooled, len(usable),
                                 {k: str(v["family"]) for k, v in then.items() if v.get("family")})
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
     rows = []

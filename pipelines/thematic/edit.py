@@ -46,7 +46,9 @@ def _field(loc: tuple[int | str, ...]) -> str:
 
 def _fold_then(doc: dict[str, Any], edits: list[Any]) -> None:
     """A merge says the merged themes are one: their counts in the earlier wave are summed too, or the
-    comparison would call the absorbed ones "gone"."""
+    comparison would call the absorbed ones "gone". A delete says the theme is none, in both waves (the instrument
+    codes its answers to no theme in the next one too): it leaves the earlier wave's counts, or an unchanged wave
+    showed it "gone", falling significantly, by the edit's doing."""
     comparison = doc.get("comparison")
     if comparison is None:
         return
@@ -57,6 +59,8 @@ def _fold_then(doc: dict[str, Any], edits: list[Any]) -> None:
             for other in edit.themes[1:]:
                 if other in then:
                     into["count"] += then.pop(other)["count"]
+        elif isinstance(edit, codebook.Delete):
+            then.pop(edit.theme, None)
 
 
 def edit_result(doc: dict[str, Any], body: Any, data: Any) -> dict[str, Any]:

@@ -51,6 +51,8 @@ def number(value: Any) -> float | None:
     if isinstance(value, int | float):
         return finite(value)
     if isinstance(value, str) and value.strip():
+        if "_" in value:
+            return None  # float() reads Python's "1_0" as 10; a spreadsheet cell "1_0" is no number
         try:
             x = float(value.strip())
         except ValueError:
@@ -101,14 +103,18 @@ def impact(
                 m[r, pos[t]] = 1.0
     n = len(keep)
     overall = float(v.mean()) if n else None
+    # The sums are of the scores less their mean: impact does not depend on where the scores sit, and scores around
+    # 1e9 keep the digits of their spread (impact is a difference of means of values that large).
+    shift = overall if overall is not None and math.isfinite(overall) else 0.0
+    c = v - shift
     n_t = m.sum(axis=0)
-    s_t = v @ m
-    low, high = welch_interval(v, m)
+    s_t = c @ m
+    low, high = welch_interval(c, m)
     rows = []
     for j, theme in enumerate(themes):
         nt, rest = int(n_t[j]), n - int(n_t[j])
-        score = float(s_t[j] / nt) if nt else None
-        imp = float(overall - (v.sum() - s_t[j]) / rest) if nt and rest and overall is not None else None
+        score = float(s_t[j] / nt + shift) if nt else None
+        imp = float(c.sum() / n - (c.sum() - s_t[j]) / rest) if nt and rest and overall is not None else None
         rows.append({
             "theme_id": str(theme["id"]), "label": str(theme.get("label", theme["id"])), "n": nt,
             "score": _round(score), "impact": _round(imp),
@@ -145,6 +151,11 @@ def welch_interval(
     low, high = np.full(k, np.nan), np.full(k, np.nan)
     if n == 0:
         return low, high
+    # Centred first: the variances below are sums of squares less n * mean^2, which lose every digit of the spread
+    # of scores that sit far from 0 (around 1e9 with a spread of 1, a theme's interval shrank to its point).
+    mean = float(v.mean())
+    if math.isfinite(mean):
+        v = v - mean
     n_a = m.sum(axis=0)
     n_b = n - n_a
     s_a, s_b = v @ m, v.sum() - v @ m
@@ -154,9 +165,12 @@ def welch_interval(
         if na < 2 or nb < 2:
             continue
         ma, mb = s_a[j] / na, s_b[j] / nb
-        # Sample variances from the sums (clipped at 0: a constant side rounds to a tiny negative).
-        va = max(0.0, (q_a[j] - na * ma * ma) / (na - 1)) / na
-        vb = max(0.0, (q_b[j] - nb * mb * mb) / (nb - 1)) / nb
+        # Sample variances from the sums (clipped at 0: a constant side rounds to a tiny negative). Scores whose
+        # squares overflow have no variance to tell: no interval (max(0.0, nan) is 0.0, a false certainty).
+        ra, rb = (q_a[j] - na * ma * ma) / (na - 1), (q_b[j] - nb * mb * mb) / (nb - 1)
+        if not (math.isfinite(ra) and math.isfinite(rb)):
+            continue
+        va, vb = max(0.0, ra) / na, max(0.0, rb) / nb
         f = na / n
         se = math.sqrt(va + vb)
         # Welch-Satterthwaite; with no variance on either side the interval is the point (df is then moot).

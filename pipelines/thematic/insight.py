@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -94,6 +94,7 @@ def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
         if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2:
             return Bucketing("nps", [_nps_group(v) for v in values])
         edges = _quartile_edges(sorted(nums))
+        fmt = _edge_format({x for e in edges for x in e})
 
         def rng(v: Any) -> str:
             if v is None or v == "":
@@ -101,9 +102,9 @@ def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
             n = float(v)
             for lo, hi in edges:
                 if n <= hi:
-                    return f"{_fmt(lo)}–{_fmt(hi)}"
+                    return f"{fmt(lo)}–{fmt(hi)}"
             lo, hi = edges[-1]
-            return f"{_fmt(lo)}–{_fmt(hi)}"
+            return f"{fmt(lo)}–{fmt(hi)}"
 
         return Bucketing("numeric", [rng(v) for v in values])
     # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a
@@ -122,14 +123,27 @@ def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:
     return edges
 
 
-def _fmt(x: float) -> str:
-    return str(int(x)) if x.is_integer() else f"{x:.3g}"
+def _edge_format(values: set[float]) -> Callable[[float], str]:
+    """How a field's range edges are printed: to 3 significant digits, or as many more as tell every two edges apart
+    (and, below 1e16, never fewer than the integer digits, so 99999.5 is not "1e+05"). At a fixed 3 the quartiles of
+    order values 1000.00-1004.99 were all "1e+03–1e+03": four ranges, one label, one group."""
+    for digits in range(3, 18):
+        def fmt(x: float, digits: int = digits) -> str:
+            if x.is_integer() and abs(x) < 1e16:
+                return str(int(x))
+            whole = len(str(int(abs(x)))) if 1 <= abs(x) < 1e16 else 0
+            return f"{x:.{max(digits, whole + 1)}g}"
+
+        if len({fmt(x) for x in values}) == len(values):
+            return fmt
+    return repr
 
 
 def pool_small(labels: list[str], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[str]:
     """Groups under ``min_size`` (and beyond the ``max_groups`` largest) become ``other values``; ``(missing)`` stays."""
     sizes = Counter(labels)
-    keep = {g for g, n in sizes.most_common(max_groups) if n >= min_size or g == MISSING}
+    # (missing) is never pooled with real values, even when 12 larger groups leave it out of the largest.
+    keep = {g for g, n in sizes.most_common(max_groups) if n >= min_size} | {MISSING}
     return [g if g in keep else OTHER_VALUES for g in labels]
 
 

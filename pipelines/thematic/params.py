@@ -61,8 +61,12 @@ FANOUT_MIN_RESPONSES: Final = 5_000
 FANOUT_CHUNK_SIZE: Final = 1_000
 
 
-#: A metadata key as a client names it: a non-empty string short enough to show as a heading.
-MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+#: The longest metadata key a job's responses may have (shared.config.constants.MAX_METADATA_KEY_CHARS, which
+#: pipelines may not import; a test holds the two equal): a survey question as a CSV header is easily 150.
+METADATA_KEY_MAX: Final = 200
+#: A metadata key as a client names it: any key the platform takes at submission (at 100 characters, a job with a
+#: longer key could not break down by it, score it or take its sentiment from it).
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=METADATA_KEY_MAX)]
 #: A job id (28 lowercase hex digits, shared.core.jobs.new_job_id); pipelines may not import shared.core.
 JOB_ID_PATTERN: Final = r"^[0-9a-f]{28}$"
 

@@ -14,10 +14,17 @@ CSV_COLUMNS = (
 )
 
 
+#: The first characters that make a spreadsheet read a cell as a formula: = + - @, a tab or CR before one, and the
+#: full-width forms East Asian input methods type (U+FF1D U+FF0B U+FF0D U+FF20), which Excel under a Japanese or
+#: Chinese locale takes as = + - @. (thematiq_cli.render has a copy; tests/unit/thematic/test_verbatims.py holds
+#: both to every export.)
+FORMULA_START: Final = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
+
+
 def _cell(value: Any) -> str:
-    # Spreadsheet formula injection: a cell starting with = + - @ is executed by Excel.
+    # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else str(value)
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+    return "'" + s if s[:1] in FORMULA_START else s
 
 
 def _meta_cell(value: Any) -> str:
@@ -173,11 +180,16 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   *([f"**Warning**: {_md(str(comparison['warning']))}", ""] if comparison.get("warning") else []),
                   *([_md(far), ""] if (far := far_note(comparison)) else []),
                   "| Theme | Then | Now | Change | |", "|---|---:|---:|---:|---|"]
+        # Themes a codebook edit split (or that took a split-off): their earlier count covered other answers.
+        then_of = comparison.get("then") or {}
+        split = {t for t, v in then_of.items() if v.get("split_into")} | {
+            c for v in then_of.values() for c in v.get("split_into") or () if c in then_of}
         for r in comparison.get("themes", []):
             if r.get("change") is None:
                 # A new theme has no share then; discover mode's gone theme has one but is not tested.
                 then = "—" if r["status"] == "new" else f"{r['share_then']:.1%}"
-                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {r['status']} |")
+                status = r["status"] + (", split: not tested" if r["theme_id"] in split else "")
+                lines.append(f"| {_md(r['label'])} | {then} | {r['share_now']:.1%} | — | {status} |")
                 continue
             # A change in share is in percentage points ("+4.9 pts", as the dashboard says): "+4.9%" read as a
             # relative change for a share that went from 4.6% to 9.4%.

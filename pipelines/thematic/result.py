@@ -356,6 +356,10 @@ class ThenTheme(_Model):
     label: str
     count: int
     family: str | None = Field(default=None, description="its family of near earlier themes (waves.families)")
+    split_into: list[str] | None = Field(default=None, description=(
+        "new in 1.4 (2026-12-07): the themes a codebook edit split off it in this wave (or merged its split-off "
+        "into); its earlier count covered them too, so its row and theirs are not tested (p, q, change null) and "
+        "its family is tested with them pooled back in"))
 
 
 class ComparisonRow(_Model):

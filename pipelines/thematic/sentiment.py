@@ -128,13 +128,29 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
     if lo >= 1 and hi <= 5:
         return RatingScale("stars", 1.0, 5.0, "1-5")
     if lo >= 0 and hi <= 10:
-        return RatingScale("score10", 0.0, 10.0, "0-10")
+        # NPS groups are of the integers 0-10 (as the breakdowns and params.score's "nps" read them): a field of
+        # probabilities 0.05-0.95 was read as all detractors, a 6.5 as a passive.
+        distinct = {n for n in nums if n is not None}
+        if all(n.is_integer() for n in distinct) and len(distinct) > 2:
+            return RatingScale("score10", 0.0, 10.0, "0-10")
+        if len(distinct) <= 2 and all(n.is_integer() for n in distinct):
+            # A yes/no field as 0/1 read as NPS made every response a detractor (the breakdowns need more than
+            # two values to read 0-10 integers as NPS groups, for the same reason).
+            return (f"only the values {' and '.join(_fmt_value(n) for n in sorted(distinct))}: a yes/no field is no "
+                    "0-10 rating; declare its scale ({\"key\", \"scale\": \"0-10\"}) if it is one")
+        return ("values in 0-10 that are not all integers are no 0-10 (NPS) rating: declare its scale "
+                "({\"key\", \"scale\": \"1-10\"} reads 1-10 linearly)")
     return "a rating must lie in 1-5 or 0-10 (or declare its scale: {\"key\", \"scale\"})"
+
+
+def _fmt_value(n: float) -> str:
+    return str(int(n)) if n.is_integer() else repr(n)
 
 
 def declared_problems(values: Sequence[Any], scale: str) -> list[tuple[int, Literal["value", "scale"], Any]]:
     """The values (one per response, None for none) that do not fit the declared ``scale``: (index, what is at
-    fault: ``"value"`` a value that is no number, ``"scale"`` a number outside the range, the value). Missing
+    fault: ``"value"`` a value that is no number, ``"scale"`` a number outside the range, or not an integer on
+    the 0-10 (NPS) scale, the value). Missing
     values are allowed (those responses have no sentiment)."""
     s = DECLARED[scale]
     out: list[tuple[int, Literal["value", "scale"], Any]] = []
@@ -144,7 +160,9 @@ def declared_problems(values: Sequence[Any], scale: str) -> list[tuple[int, Lite
         n = finite(v)
         if n is None:
             out.append((i, "value", v))
-        elif not s.low <= n <= s.high:
+        elif not s.low <= n <= s.high or (s.kind == "score10" and not n.is_integer()):
+            # A 0-10 score is read as NPS groups, which are of its integers (6.5 is neither a detractor nor a
+            # passive); a linear scale takes any number in its range (an average rating).
             out.append((i, "scale", v))
     return out
 

@@ -87,6 +87,18 @@ def responses_of(data: Any) -> list[dict[str, Any]]:
     return list(data)
 
 
+def _keys_of(data: list[dict[str, Any]]) -> tuple[Counter[str], set[str]]:
+    """How many responses have each metadata key, and the keys some response gives a value (not null, not ""):
+    what a breakdown can group."""
+    keys: Counter[str] = Counter()
+    valued: set[str] = set()
+    for item in data:
+        meta = item.get("metadata") or {}
+        keys.update(str(k) for k in meta)
+        valued.update(str(k) for k, v in meta.items() if v is not None and v != "")
+    return keys, valued
+
+
 def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: EarlierResults) -> Any:
     """Submission-time checks of params against the input, and the baseline of ``compare_to``.
 
@@ -94,15 +106,17 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
     ``params.breakdown_by[i]`` and an unknown ``compare_to`` a 404 naming ``params.compare_to``: never a job
     that fails later.
     """
-    keys: Counter[str] = Counter()
-    for item in data:
-        keys.update(str(k) for k in (item.get("metadata") or {}))
+    keys, valued = _keys_of(data)
     seen = ", ".join(k for k, _ in keys.most_common(10)) or "none"
     errors: list[dict[str, str]] = []
     for i, key in enumerate(params.breakdown_by or []):
         if key not in keys:
             errors.append({"field": f"params.breakdown_by[{i}]",
                            "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+        elif key not in valued:
+            # An empty column: its breakdown would be one "(missing)" group, what the key check is there to prevent.
+            errors.append({"field": f"params.breakdown_by[{i}]",
+                           "message": f"{key!r}: no response has a value (every one is null or empty)"})
     if params.sentiment_from is not None:
         key, declared = params.sentiment_from.key, params.sentiment_from.scale
         # The object form names its parts (as params.score does); the plain key is the field itself.
@@ -127,10 +141,11 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             outside = [(i, v) for i, fault, v in problems if fault == "scale"]
             if outside:
                 rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])
+                nps_note = "; its NPS groups take the integers 0-10 " if declared == "0-10" else " "
                 more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
                 errors.append({"field": "params.sentiment_from.scale",
-                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale "
-                                          f"({rows}{more})"})
+                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale"
+                                          f"{nps_note}({rows}{more})"})
     if params.score is not None:
         key = params.score.key
         if key not in keys:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import verbatims as V
-from .render import metadata_columns
+from .render import FORMULA_START, metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
@@ -61,12 +61,13 @@ class _Cells:
         # write it: OverflowError, a 500) is kept as the text of its digits, like an id.
         s = str(v) if isinstance(v, int) else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
         s = self._illegal.sub("", s)[:EXCEL_CELL_MAX]
-        if s[:1] != "=":
-            # openpyxl writes any other string as a string cell; + - @ are only a risk in CSV.
+        if s[:1] not in FORMULA_START:
             return s
         cell = self._cell(ws, value=s)
         cell.data_type = "s"  # openpyxl would make "=..." a formula
-        cell.quotePrefix = True  # and Excel keeps it text when the cell is edited
+        # A string cell is text when the workbook opens, but Excel re-reads a cell that is edited: the quote prefix
+        # keeps "+1+1" or "＝1+1" text then too (before, only "=..." had it).
+        cell.quotePrefix = True
         return cell
 
     def row(self, ws: Any, values: Iterable[Any]) -> list[Any]:

@@ -131,3 +131,22 @@ def test_the_rule_is_the_label_rule_of_the_thematic_pipeline() -> None:
             except ValueError:
                 label_ok = False
             assert (inputs.name_problem(value) is None) == label_ok, (hex(cp), value)
+
+
+def test_every_key_the_platform_takes_can_be_named_in_breakdown_by_score_and_sentiment_from(platform: Platform) -> None:
+    # A survey question as a CSV header is easily 150 characters: submission took it as a metadata key (at most
+    # MAX_METADATA_KEY_CHARS) while params.breakdown_by, score.key and sentiment_from refused any key past 100
+    # characters, so the one job that asked to break down by that question was a 422 for a key it had sent.
+    key = "How likely are you to recommend us to a friend or colleague, given your experience with delivery, " \
+          "support and the app over the last three months?"
+    assert 100 < len(key) <= MAX_METADATA_KEY_CHARS
+    items = [{"id": f"r{i}", "text": f"answer {i}", "metadata": {key: i % 11}} for i in range(20)]
+    body = {"pipeline": "thematic", "input": items, "params": {
+        "breakdown_by": [key], "score": {"key": key, "scale": "nps"}, "sentiment_from": {"key": key, "scale": "0-10"}}}
+    resp = http("submit_job", "POST", "jobs", raw=json.dumps(body).encode("utf-8"))
+    assert resp.status_code == 202, resp.get_body()
+    body["params"] = {"breakdown_by": ["k" * (MAX_METADATA_KEY_CHARS + 1)]}
+    resp = http("submit_job", "POST", "jobs", raw=json.dumps(body).encode("utf-8"))
+    assert resp.status_code == 422 and body_of(resp)["errors"][0]["field"] == "params.breakdown_by[0]"
+    # shared/ may not import pipelines/: the two limits are held equal here.
+    assert thematic_params.METADATA_KEY_MAX == MAX_METADATA_KEY_CHARS

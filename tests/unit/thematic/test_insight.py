@@ -119,3 +119,51 @@ def test_groups_on_a_scale_are_in_its_order_and_categories_largest_first() -> No
     assert order(["7–9"] * 2 + ["0–2"] + ["3–6"] * 3 + [insight.OTHER_VALUES] * 9, "numeric") == \
         ["0–2", "3–6", "7–9", insight.OTHER_VALUES]
     assert order(["free"] * 3 + ["plus"] * 5 + ["7"], "categorical") == ["plus", "free", "7"]
+
+
+def test_quartile_ranges_of_close_decimals_keep_distinct_labels() -> None:
+    # The ranges' edges were printed to 3 significant digits, so four quartiles of order values 1000.00-1004.99
+    # were each "1e+03–1e+03": one group (the breakdown showed nothing), and 99999.5 was labelled "1e+05". Now as
+    # many digits as tell the edges apart, never fewer than the integer digits.
+    rng = random.Random(0)
+    values = [round(1000 + rng.random() * 5, 2) for _ in range(200)]
+    b = insight.bucket(values)
+    assert b.kind == "numeric" and sorted(set(b.labels)) == [
+        "1000.01–1001.44", "1001.45–1002.7", "1002.74–1003.79", "1003.92–1004.98"]
+    assert sorted(set(insight.bucket([48.85661, 48.85702, 48.8581, 48.8592] * 30).labels)) == [
+        "48.8566–48.857", "48.8581–48.8581", "48.8592–48.8592"]
+    assert set(insight.bucket([1234.56, 2345.67, 99999.5, 150000.25] * 30).labels) == {
+        "1234.6–2345.7", "99999.5–99999.5", "150000.2–150000.2"}
+    # Spread-out values keep 3 digits; huge and tiny ones their exponent form.
+    assert max(len(label) for label in insight.bucket([rng.random() * 1000 for _ in range(400)]).labels) <= 13
+    assert set(insight.bucket([1e20, 3e20, 5e25, 7e30] * 10).labels) == {"1e+20–3e+20", "5e+25–5e+25", "7e+30–7e+30"}
+    # The columns still follow the scale (by their lower edge), exponent forms included.
+    groups = insight.bucket([1e-07, 2e-07, 3.5e-07, 4e-07] * 30).labels
+    order = [g["value"] for g in insight.breakdown("f", groups, ["t1"] * len(groups), ["t1"], kind="numeric")["groups"]]
+    assert order == ["1e-07–2e-07", "3.5e-07–3.5e-07", "4e-07–4e-07"]
+
+
+def test_missing_values_keep_their_group_beyond_the_twelve_largest() -> None:
+    # "(missing) stays" (pool_small's rule) held only while (missing) was among the 12 largest groups: with 13
+    # larger segments its responses were pooled into "other values" with real values.
+    labels = [f"city {i:02d}" for i in range(14) for _ in range(30 + i)] + [None] * 21
+    pooled = insight.pool_small(insight.bucket(labels).labels, min_size=20)
+    assert pooled.count(insight.MISSING) == 21
+    assert pooled.count(insight.OTHER_VALUES) == 30 + 31  # the two smallest cities
+
+
+def test_a_breakdown_by_the_nps_score_groups_it_as_nps_whatever_values_it_happens_to_have() -> None:
+    # params.score {"key", "scale": "nps"} says the field is a 0-10 likelihood to recommend; a breakdown by it
+    # inferred the grouping from the values instead: an unhappy panel's answers in 1-5 were five star groups, and
+    # only 0s and 10s two quartile ranges "0–0" and "10–10", where the impact table beside them speaks of NPS.
+    from pipelines.thematic import derive
+    from tests.support.synthetic_result import synthetic_job
+
+    _, doc = synthetic_job(200, themes=3, seed=4, impact=False)
+    for values, want in (([1, 2, 3, 4, 5], ["detractor"]), ([0, 10], ["detractor", "promoter"])):
+        meta = {str(a["response_id"]): {"ltr": values[i % len(values)]} for i, a in enumerate(doc["assignments"])}
+        got = derive.derived(doc, meta, breakdown_by=["ltr"], score={"key": "ltr", "scale": "nps"}).breakdowns[0]
+        assert got["kind"] == "nps" and [g["value"] for g in got["groups"]] == want, got["groups"]
+        # Without the score, the values still decide (a 1-5 field is a rating).
+        plain = derive.derived(doc, meta, breakdown_by=["ltr"]).breakdowns[0]
+        assert plain["kind"] != "nps"

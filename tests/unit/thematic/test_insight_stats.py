@@ -334,3 +334,35 @@ def test_discover_mode_does_not_test_a_gone_theme_and_every_renderer_warns() -> 
     inherited = _compared("inherit")
     assert "warning" not in inherited
     assert next(r for r in inherited["themes"] if r["theme_id"] == "t3")["significant"]  # type: ignore[attr-defined]
+
+
+def test_a_score_string_is_a_number_as_a_spreadsheet_writes_one_not_as_python_reads_one() -> None:
+    # float() takes Python's literal syntax too: "1_0" was the score 10 (a spreadsheet's "1_0" is no number), and
+    # "  nan " or "Infinity" are refused as before. A plain decimal, a sign, an exponent and spaces around still read.
+    assert impact.problem([1, "1_0"], "nps") == ("key", 'not a number: "1_0"')
+    assert impact.number("1_000.5") is None and impact.number("Infinity") is None and impact.number(" nan") is None
+    assert [impact.number(s) for s in ("7", " 7 ", "-3.5", "+2", "1e3", ".5", "7.")] == [7, 7, -3.5, 2, 1000, 0.5, 7]
+
+
+def test_the_interval_does_not_depend_on_where_the_scores_sit() -> None:
+    # The variances came from sums of squares less n * mean^2: scores around 1e9 with a spread of 1 (a numeric
+    # score in small units) lost every digit of the spread, so one theme's interval shrank to its point (starred:
+    # "impact 0.0086, 95 % interval 0.0086 … 0.0086") and the others were ten times too wide. Impact and its interval
+    # are the same for the scores shifted by any constant.
+    rng = np.random.default_rng(1)
+    has = rng.random((400, 3)) < 0.3
+    noise = rng.normal(0, 1, 400)
+    themes_of = [[f"t{j + 1}" for j in np.flatnonzero(r)] for r in has]
+    themes = [{"id": f"t{j + 1}"} for j in range(3)]
+
+    def rows(base: float) -> list[float]:
+        doc = impact.impact((base + noise).tolist(), themes_of, themes, key="s", scale="numeric")
+        return [t[k] for t in sorted(doc["themes"], key=lambda t: t["theme_id"]) for k in ("impact", "ci_low", "ci_high")]
+
+    near_0 = rows(0.0)
+    for base in (1e6, 1e9, 1e10):
+        assert rows(base) == pytest.approx(near_0, abs=2e-4), base
+    # Scores whose squares overflow have no interval (it was the point, starred), never a false certainty.
+    doc = impact.impact([1e200, -1e200, 5e199, 3e199, -2e199, 1e199], [["a"], ["a"], ["a"], ["b"], ["b"], ["b"]],
+                        [{"id": "a"}, {"id": "b"}], key="s", scale="numeric")
+    assert all(t["ci_low"] is None and not impact.starred(t) for t in doc["themes"]), doc["themes"]

@@ -92,7 +92,7 @@ def test_sentiment_from_takes_a_plain_key_or_a_key_with_a_declared_scale_and_kee
                        ({"key": "", "scale": "1-5"}, "params.sentiment_from.key"),
                        ({"scale": "1-5"}, "params.sentiment_from.key"),
                        ({"key": "ltr", "scale": "1-5", "range": 5}, "params.sentiment_from.range"),
-                       ("", "params.sentiment_from"), ("x" * 101, "params.sentiment_from")]:
+                       ("", "params.sentiment_from"), ("x" * 201, "params.sentiment_from")]:
         with pytest.raises(ValidationError) as err:
             ThematicParams(sentiment_from=bad)
         assert [e["field"] for e in field_errors(err.value, "params")] == [field], (bad, err.value)
@@ -139,3 +139,59 @@ def test_the_baseline_says_whether_the_earlier_wave_counted_copies(run: dict[str
         assert _fields(err) == ["params.count_duplicates"] and "counted copies" in err.value.errors[0]["message"]
     else:
         assert prepare(ThematicParams(compare_to=EARLIER, count_duplicates=False), data, Earlier(run))["baseline"]
+
+
+def test_fractional_values_are_no_nps_rating_inferred_or_declared() -> None:
+    # NPS groups are of the integers 0-10. Inferred, any numbers in 0-10 outside 1-5 were read as NPS: a field of
+    # probabilities 0.05-0.95 made every response a detractor (each theme's NPS -100), 6.5 was a passive and 8.5 a
+    # promoter. The breakdowns (NPS groups only for integers) and params.score's "nps" (integers only) already
+    # refused to read them so.
+    def items(values: list[Any]) -> list[dict[str, Any]]:
+        return validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": v}} for i, v in enumerate(values)])
+
+    probabilities = items([round(0.05 + i / 10, 2) for i in range(10)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="r"), probabilities, Earlier())
+    assert _fields(err) == ["params.sentiment_from"] and "declare" in err.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="r"), items([0, 3, 6.5, 8.5, 10]), Earlier())
+    assert _fields(err) == ["params.sentiment_from"]
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from={"key": "r", "scale": "0-10"}), items([0, 3, 6.5, 8.5, 10, None]),
+                Earlier())
+    assert _fields(err) == ["params.sentiment_from.scale"]
+    assert "input[2] has 6.5" in err.value.errors[0]["message"] and "integer" in err.value.errors[0]["message"]
+    # Integers (7.0 is one, as JSON writes it) and linear scales still read as before: a 1-5 or 1-10 rating may
+    # be an average.
+    data = items([0, 3, 7.0, 9, 10])
+    assert prepare(ThematicParams(sentiment_from="r"), data, Earlier()) == data
+    assert prepare(ThematicParams(sentiment_from={"key": "r", "scale": "0-10"}), data, Earlier()) == data
+    for values, scale in (([1.5, 3.5, 4.5], None), ([1.5, 6.5, 9.5], "1-10")):
+        data = items(values)
+        sf: Any = "r" if scale is None else {"key": "r", "scale": scale}
+        assert prepare(ThematicParams(sentiment_from=sf), data, Earlier()) == data
+
+
+def test_a_zero_one_field_is_no_inferred_nps_rating() -> None:
+    # A yes/no field as 0/1 ("resolved", "would buy again") lies in 0-10 outside 1-5, so it was read as NPS: 0 and 1
+    # are both detractors, every response negative and each theme's NPS -100. The breakdowns already need more than
+    # two values to read 0-10 integers as NPS groups; declared, 0-10 is the client's word and stands.
+    data = validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": i % 2}} for i in range(10)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="r"), data, Earlier())
+    assert _fields(err) == ["params.sentiment_from"] and "declare" in err.value.errors[0]["message"]
+    assert prepare(ThematicParams(sentiment_from={"key": "r", "scale": "0-10"}), data, Earlier()) == data
+    three = validate_input([{"id": i, "text": f"text {i}", "metadata": {"r": i % 3}} for i in range(10)])
+    assert prepare(ThematicParams(sentiment_from="r"), three, Earlier()) == three
+
+
+def test_a_breakdown_key_that_no_response_has_a_value_for_is_refused() -> None:
+    # "A typo is a 422, not a table of (missing)" (params.breakdown_by): a key present only with null or "" values
+    # (an empty spreadsheet column) passed, and the breakdown was one "(missing)" group; score and sentiment_from
+    # already refuse such a key ("no response has a value").
+    data = validate_input([{"id": i, "text": f"text {i}", "metadata": {"plan": "pro", "region": None if i % 2 else ""}}
+                           for i in range(10)])
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(breakdown_by=["plan", "region"]), data, Earlier())
+    assert _fields(err) == ["params.breakdown_by[1]"] and "no response has a value" in err.value.errors[0]["message"]
+    assert prepare(ThematicParams(breakdown_by=["plan"]), data, Earlier()) == data

@@ -189,3 +189,50 @@ def test_xlsx_themes_sheet_gives_a_themes_nps_for_a_zero_to_ten_rating() -> None
     rows = list(wb["Themes"].iter_rows(values_only=True))
     col = list(rows[0]).index("sentiment_nps")
     assert [r[col] for r in rows[1:] if r[1] == "theme"] == [-95.2] * len(doc["themes"])
+
+
+#: Text that a spreadsheet may run as a formula, with the full-width forms East Asian input methods type
+#: (U+FF1D U+FF0B U+FF0D U+FF20: Excel under a Japanese or Chinese locale takes them as = + - @).
+FORMULA_TEXTS = ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "\uff1d1+1", "\uff0b1+1", "\uff0d1+1",
+                 "\uff20SUM(A1)")
+
+
+def test_every_export_keeps_a_formula_in_user_text_inert_full_width_forms_too() -> None:
+    import csv
+
+    from pipelines.thematic.render import render_csv
+    from thematiq_cli.render import write_responses
+
+    items, doc = synthetic_job(len(FORMULA_TEXTS), seed=3)
+    for it, v in zip(items, FORMULA_TEXTS, strict=True):
+        it["text"], it["metadata"] = v, {"note": v}
+    rows = list(csv.DictReader(io.StringIO(render_csv(doc, items)[1].decode())))
+    first = {r["response_id"]: r for r in reversed(rows)}
+    for it in items:
+        got = first[str(it["id"])]
+        assert got["text"] == "'" + it["text"] and got["note"] == "'" + it["text"], got
+    # The CLI's CSV of the same rows (thematiq responses --format csv) has its own copy of the guard.
+    out = io.StringIO()
+    write_responses(iter([{"id": str(i), "text": v, "bucket": "theme", "themes": [], "metadata": {"note": v}}
+                          for i, v in enumerate(FORMULA_TEXTS)]), "csv", out)
+    cli = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [(r["text"], r["note"]) for r in cli] == [("'" + v, "'" + v) for v in FORMULA_TEXTS]
+
+
+def test_xlsx_marks_every_formula_like_string_as_quoted_text() -> None:
+    # A string cell is text when the workbook opens, but Excel re-reads a cell that is edited (F2, Enter): without
+    # the quote prefix "+1+1" or "＝1+1" becomes a formula then; "=..." had the prefix, the others not.
+    openpyxl = pytest.importorskip("openpyxl")
+    from pipelines.thematic.xlsx import render_xlsx
+
+    items, doc = synthetic_job(len(FORMULA_TEXTS), seed=3)
+    for it, v in zip(items, FORMULA_TEXTS, strict=True):
+        it["text"] = v
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
+    ws = wb["Responses"]
+    col = [c.value for c in ws[1]].index("text") + 1
+    cells = {ws.cell(row=r, column=col).value: ws.cell(row=r, column=col) for r in range(2, ws.max_row + 1)}
+    for v in FORMULA_TEXTS:
+        # (openpyxl reads a leading CR back as LF: the XML normalises line ends.)
+        cell = cells[v.replace("\r", "\n")]
+        assert cell.data_type == "s" and cell.quotePrefix, v
