@@ -181,7 +181,11 @@ class ChunkWorker(AttemptHost):
             return "lost"
         held.clear()  # recorded: a failure from here on (looking at the stage) must not release it
         try:
-            check = self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage, traceparent)
+            # A chunk ends cancelled only because its job ended (terminal or cancelled, seen at a heartbeat: chunks
+            # run while the job waits, and a cancel of a waiting job ends it at once): it queues no pending chunk,
+            # which would cost a write, a message and a delivery only to be skipped.
+            check = self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage, traceparent,
+                                                    refill=ending.status != Status.CANCELLED)
         except ThematiqError:
             # The chunk is recorded; the reaper looks at a waiting job whose stage is done.
             log.warning("chunk %s/%d: could not look at the stage now; the reaper will", chunk.stage, chunk.index)
