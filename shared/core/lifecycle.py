@@ -97,7 +97,8 @@ def stage_progress(stores: Stores, job: Job) -> tuple[int, int] | None:
         return None
     try:
         chunks = stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
-    except ThematiqError:
+    except (ThematiqError, KeyError, TypeError, ValueError):
+        # Storage away, or a chunk row that cannot be read (a hand-edited entity): the job's own progress stands.
         return None
     done = sum(c.items if c.status.terminal else c.processed for c in chunks)
     return done, sum(c.items for c in chunks)
