@@ -211,7 +211,8 @@ class JobRows(RowKind[Job]):
             return succeeded_from(found, now)
         if row.cancel_requested:
             return {"owner": None, "status": Status.CANCELLED, "finished_at": now}
-        lost = f"attempt {row.attempts} stopped sending heartbeats (worker {row.owner} presumed dead)"
+        # Not the owner (host name, process id): the error is the tenant's to read; the reaper logs the owner.
+        lost = f"attempt {row.attempts} stopped sending heartbeats (its worker is presumed dead)"
         if row.attempts >= row.max_attempts:
             why = f"{lost}; attempts exhausted ({row.attempts}/{row.max_attempts})"
             return {"owner": None, "status": Status.FAILED, "finished_at": now, "error": JobError.of("WorkerLost", why)}

@@ -97,7 +97,8 @@ def stage_progress(stores: Stores, job: Job) -> tuple[int, int] | None:
         return None
     try:
         chunks = stores.chunks.list_stage(job.tenant, job.id, job.wait_stage)
-    except ThematiqError:
+    except (ThematiqError, KeyError, TypeError, ValueError):
+        # Storage away, or a chunk row that cannot be read (a hand-edited entity): the job's own progress stands.
         return None
     done = sum(c.items if c.status.terminal else c.processed for c in chunks)
     return done, sum(c.items for c in chunks)
@@ -572,17 +573,21 @@ class Lifecycle:
         return sent
 
     def refill_or_fan_in(
-        self, tenant: str, job_id: str, stage: str, traceparent: str | None = None, listed: list[Chunk] | None = None
+        self, tenant: str, job_id: str, stage: str, traceparent: str | None = None, listed: list[Chunk] | None = None,
+        *, refill: bool = True,
     ) -> StageCheck:
         """After a chunk (or the parent) changed state: refill the window, or fan in if the stage is done.
 
         ``listed``: the stage as the caller listed it moments ago (the reaper, in the same run), instead of listing
         it again. Every write below is conditional on the row it changes, so a listing a little older decides as a
         fresh one racing the same writers would: a dispatch or fan-in that no longer applies is not written.
+        ``refill=False``: the caller knows the job has ended (a chunk that stopped because its job was cancelled), so
+        no pending chunk is queued; the fan-in check still runs (it finds the job no longer waiting).
         """
         chunks = self.stores.chunks.list_stage(tenant, job_id, stage) if listed is None else listed
         if not all(c.status.terminal for c in chunks):
-            self._queue_pending(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
+            if refill:
+                self._queue_pending(chunks, get_settings().max_chunks_in_flight_per_job, traceparent)
             return StageCheck.NOT_DONE
         return self._fan_in(tenant, job_id, stage, chunks)
 

@@ -39,6 +39,8 @@ class ChunkLease(RowLease[Chunk]):
 
     def __init__(self, lifecycle: Lifecycle, chunk: Chunk, claimed_at: float) -> None:
         super().__init__(lifecycle, chunk, f"job {chunk.job_id} chunk {chunk.stage}/{chunk.index}", claimed_at)
+        #: A heartbeat found the job ended (or asked to stop): this chunk's ending starts no other chunk.
+        self.job_ended = False
 
     @property
     def chunk(self) -> Chunk:
@@ -52,7 +54,8 @@ class ChunkLease(RowLease[Chunk]):
             # attempt whose lease is fine. The next heartbeat asks the parent again.
             log.warning("chunk %s/%d: could not read its job to look for a cancel", self.row.stage, self.row.index)
             return False
-        return parent.status.terminal or parent.cancel_requested
+        self.job_ended = self.job_ended or parent.status.terminal or parent.cancel_requested
+        return self.job_ended
 
 
 class ChunkWorker(AttemptHost):
@@ -147,11 +150,11 @@ class ChunkWorker(AttemptHost):
         finally:
             reservation.release()
         held[-1] = (lease.chunk, held[-1][1])
-        return self._record(lease.chunk, outcome, pipeline.retry, traceparent, held)
+        return self._record(lease.chunk, outcome, pipeline.retry, traceparent, held, refill=not lease.job_ended)
 
     def _record(
         self, chunk: Chunk, result: AttemptResult, retry: RetryPolicy, traceparent: str | None,
-        held: list[tuple[Chunk, Chunk]],
+        held: list[tuple[Chunk, Chunk]], *, refill: bool = True,
     ) -> str:
         telemetry.record_usage("chunk", result.usage)
         if result.kind == "lost":
@@ -172,16 +175,25 @@ class ChunkWorker(AttemptHost):
                 )
                 return "retrying" if retried.applied else "lost"
             ending = Ending(Status.FAILED, result.error or JobError.of("Error", "the chunk failed"))
-        return self._end(chunk, ending, traceparent, held)
+        return self._end(chunk, ending, traceparent, held, refill=refill)
 
-    def _end(self, chunk: Chunk, ending: Ending, traceparent: str | None, held: list[tuple[Chunk, Chunk]]) -> str:
-        """Record the chunk's ending, then refill the job's window or fan in: the last chunk to end settles it."""
+    def _end(
+        self, chunk: Chunk, ending: Ending, traceparent: str | None, held: list[tuple[Chunk, Chunk]], *,
+        refill: bool = True,
+    ) -> str:
+        """Record the chunk's ending, then refill the job's window or fan in: the last chunk to end settles it.
+
+        ``refill=False``: a heartbeat of this chunk found its job ended (cancelled): no pending chunk is queued.
+        """
         ended = self.lifecycle.finish(chunk, ending, traceparent)
         if not ended.applied:
             return "lost"
         held.clear()  # recorded: a failure from here on (looking at the stage) must not release it
         try:
-            check = self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage, traceparent)
+            # A chunk whose heartbeat found its job ended (a cancel of a waiting job ends it at once) queues no
+            # pending chunk, which would cost a write, a message and a delivery only to be skipped.
+            check = self.lifecycle.refill_or_fan_in(chunk.tenant, chunk.job_id, chunk.stage, traceparent,
+                                                    refill=refill)
         except ThematiqError:
             # The chunk is recorded; the reaper looks at a waiting job whose stage is done.
             log.warning("chunk %s/%d: could not look at the stage now; the reaper will", chunk.stage, chunk.index)

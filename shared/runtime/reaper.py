@@ -251,10 +251,13 @@ class Reaper:
                 Status.RETRYING: report.requeued_stale, Status.FAILED: report.failed_stale,
                 Status.CANCELLED: report.cancelled_stale, Status.SUCCEEDED: report.recovered_results,
             }[outcome].append(job.id)
+            # The owner (host:pid:token) is said here, for the operator; the job's error does not name it.
             if outcome == Status.RETRYING:
-                log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat)", job.id, job.attempts + 1)
+                log.warning("reaper: job %s re-enqueued for attempt %d (stale heartbeat of worker %s)", job.id,
+                            job.attempts + 1, job.owner)
             else:
-                log.warning("reaper: job %s %s (stale heartbeat on attempt %d)", job.id, outcome, job.attempts)
+                log.warning("reaper: job %s %s (stale heartbeat of worker %s on attempt %d)", job.id, outcome,
+                            job.owner, job.attempts)
 
         self._each(stale, "recover a stale job", report, recover)
 

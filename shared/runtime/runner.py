@@ -43,7 +43,7 @@ from shared.core.chunks import Chunk
 from shared.core.errors import LostClaim, StorageUnavailable
 from shared.core.jobs import Job, JobError, Progress, Status
 from shared.core.leased import R, StoredResult, kind_of
-from shared.core.lifecycle import Ending, Lifecycle
+from shared.core.lifecycle import Ending, Lifecycle, first_message
 from shared.core.messages import BadMessage, ChunkMessage, JobMessage
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
@@ -570,7 +570,17 @@ class AttemptHost:
         redelivers it.
         """
         delay = timedelta(seconds=self.settings.admission_delay_seconds)
-        self.lifecycle.postpone(row, delay)
+        postponed = self.lifecycle.postpone(row, delay)
+        if isinstance(message, JobMessage) and message.row is not None:
+            # A first message carries the row and its ETag so the claim needs no read; the postponement just
+            # wrote the row, so the message goes with that write's row and ETag, never with the stale ETag whose
+            # claim would be answered 412 and re-read on every later delivery. Only a row that holds its input
+            # travels (a postponement decided by re-reading has the row without its inline input): else ids only.
+            fresh = postponed.row
+            if postponed.applied and isinstance(fresh, Job) and (fresh.input_inline is not None or fresh.input_blob):
+                message = first_message(fresh)
+            else:
+                message = message.without_row()
         if not self.lifecycle.send(message, delay):
             raise StorageUnavailable(f"could not defer the {type(message).__name__}")
         return delay

@@ -292,10 +292,21 @@ class JobStore:
                     # The service refused the client's cursor (one it never issued): the client's error, not ours.
                     raise BadRequest("cursor is not a valid continuation token", field="cursor") from err
                 raise
-            jobs.extend(Job.from_entity(e) for e in page)
+            jobs.extend(self._readable(page))
             if not token or len(jobs) >= limit:
                 break
         return jobs, encode_cursor(token)
+
+    @staticmethod
+    def _readable(entities: Iterable[Any]) -> Iterator[Job]:
+        """The jobs of a page, less a row that cannot be read (a hand-edited entity): logged and skipped, as the
+        reaper's scans do, so one such row does not make every listing of its tenant a 500."""
+        for entity in entities:
+            try:
+                yield Job.from_entity(entity)
+            except (KeyError, TypeError, ValueError) as err:
+                log.error("skipping unreadable job row %s/%s in a listing (%s)", entity.get("PartitionKey"),
+                          entity.get("RowKey"), type(err).__name__)
 
     def scan(self, query: str, parameters: dict[str, Any], *, with_input: bool = False) -> Iterator[Job]:
         """Jobs of every tenant matching an OData filter (the reaper's query). Values go in ``parameters``."""
