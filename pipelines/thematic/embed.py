@@ -332,10 +332,19 @@ class OnnxEncoder:
         opts.intra_op_num_threads = max(1, threads // n_sessions)
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._sessions: list[Any] = [
-            ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
-            for _ in range(n_sessions)
-        ]
+
+        def session(_: int) -> Any:
+            return ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+
+        if n_sessions == 1:
+            self._sessions: list[Any] = [session(0)]
+        else:
+            # Created side by side (onnxruntime builds a session without the GIL): 2 sessions of the VNNI graph
+            # take ~0.14 s of wall instead of ~0.23 s one after the other (Intel Xeon, 2 cores, load 1.8).
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(n_sessions, thread_name_prefix="thematiq-embed-load") as pool:
+                self._sessions = list(pool.map(session, range(n_sessions)))
         # Some graphs take no token_type_ids (ours fold type 0 into the positions): feed only what is declared.
         self._inputs = frozenset(i.name for i in self._sessions[0].get_inputs())
         self.info = info

@@ -52,9 +52,10 @@ class Sessions:
 
 class FakeSession:
     def __init__(self, registry: Sessions, threads: int) -> None:
-        self.registry, self.threads, self.number = registry, threads, len(registry.made)
-        self.first = True
-        registry.made.append(self)
+        self.registry, self.threads, self.first = registry, threads, True
+        with registry.lock:  # sessions are made side by side
+            self.number = len(registry.made)
+            registry.made.append(self)
 
     def get_inputs(self) -> list[Any]:
         return [SimpleNamespace(name="input_ids"), SimpleNamespace(name="attention_mask")]
@@ -174,3 +175,20 @@ def test_a_workers_error_reaches_the_caller_and_no_worker_is_left(sessions: Sess
     assert not any(t.is_alive() for t in sessions.threads) and embed_threads() == []
     sessions.fail_at, sessions.barrier = 0, None
     assert np.array_equal(enc.embed(texts(50, seed=4), batch_size=4), encoder(1).embed(texts(50, seed=4)))
+
+
+def test_a_session_that_cannot_be_made_fails_the_encoder(sessions: Sessions, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime as ort
+
+    made = ort.InferenceSession
+
+    def second_fails(path: str, sess_options: Any, providers: Any) -> FakeSession:
+        session = made(path, sess_options=sess_options, providers=providers)
+        if session.number == 1:
+            raise RuntimeError("cannot load")
+        return session
+
+    monkeypatch.setattr(ort, "InferenceSession", second_fails)
+    with pytest.raises(RuntimeError, match="cannot load"):
+        encoder(2)
+    assert embed_threads() == []
