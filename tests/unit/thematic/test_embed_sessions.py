@@ -183,7 +183,7 @@ def test_a_session_that_cannot_be_made_fails_the_encoder(sessions: Sessions, mon
     made = ort.InferenceSession
 
     def second_fails(path: str, sess_options: Any, providers: Any) -> FakeSession:
-        session = made(path, sess_options=sess_options, providers=providers)
+        session: FakeSession = made(path, sess_options=sess_options, providers=providers)
         if session.number == 1:
             raise RuntimeError("cannot load")
         return session
