@@ -60,8 +60,9 @@ BATCH_SIZE: Final = 32
 #: 1.17 (two threads share too small a product), 512: 0.84 / 1.01, 1,024: 0.94 / 0.98; 300 20NG posts 256: 0.59 /
 #: 0.77, 512: 0.60 / 0.66, 1,024: 0.66 / 0.66. 512 is good at both thread counts. 0: no limit.
 BATCH_TOKENS: Final = 512
-#: Intra-op threads. The Functions plan gives 2 vCPUs; more threads than
-#: cores only adds contention.
+#: Threads per encoder. The Functions plan gives 2 vCPUs; more threads than
+#: cores only adds contention. Since issue 27's sessions change they are 2 sessions of 1 intra-op thread each, not
+#: one session of 2 (``OnnxEncoder``): the same 2 threads, which no longer spin-wait for each other.
 DEFAULT_THREADS: Final = 2
 
 Embeddings = NDArray[np.float32]
@@ -213,8 +214,83 @@ def batch_bounds(sorted_lengths: NDArray[Any], batch_size: int, batch_tokens: in
     return bounds
 
 
+#: Batches handed out ahead per worker of a multi-session encoder: a worker finding its next batch waiting never
+#: waits for the calling thread (which reports progress), and after ``on_batch`` raises at most this many per
+#: worker are still taken.
+LOOKAHEAD: Final = 2
+
+
+def _run_parallel(
+    sessions: Sequence[Any],
+    batches: Sequence[NDArray[Any]],
+    run: Callable[[Any, NDArray[Any]], None],
+    on_batch: Callable[[int], None] | None,
+) -> None:
+    """``run(session, batch)`` for every batch, one worker thread per session taking the next batch from a shared
+    queue (a slow worker holds back no other), in batch order. The calling thread feeds the queue, at most
+    ``LOOKAHEAD`` batches per worker ahead of the results, and calls ``on_batch(done)`` after each result. If
+    ``on_batch`` or a ``run`` raises, no further batch is handed out, the workers finish the batch they hold,
+    are joined, and the exception is raised here."""
+    import queue
+
+    tasks: queue.SimpleQueue[NDArray[Any] | None] = queue.SimpleQueue()
+    results: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work(session: Any) -> None:
+        while True:
+            idx = tasks.get()
+            if idx is None or stop.is_set():
+                return
+            try:
+                run(session, idx)
+            except BaseException as err:  # noqa: BLE001 - handed to the calling thread, which raises it
+                results.put((len(idx), err))
+                return
+            results.put((len(idx), None))
+
+    workers = [
+        threading.Thread(target=work, args=(s,), name=f"thematiq-embed-{n}", daemon=True)
+        for n, s in enumerate(sessions[: len(batches)])
+    ]
+    handed = 0
+    for _ in range(min(len(batches), LOOKAHEAD * len(workers))):
+        tasks.put(batches[handed])
+        handed += 1
+    started: list[threading.Thread] = []
+    try:
+        for w in workers:
+            w.start()
+            started.append(w)
+        done = 0
+        for _ in range(len(batches)):
+            n, err = results.get()
+            if err is not None:
+                raise err
+            if handed < len(batches):
+                tasks.put(batches[handed])
+                handed += 1
+            done += n
+            if on_batch is not None:
+                on_batch(done)
+    finally:
+        stop.set()
+        for _ in started:
+            tasks.put(None)
+        for w in started:
+            w.join()
+
+
 class OnnxEncoder:
-    """A transformer encoder graph and its tokenizer, loaded once. Thread-safe for ``embed``."""
+    """A transformer encoder graph and its tokenizer, loaded once. Thread-safe for ``embed``.
+
+    ``threads`` = N > 1 runs N onnxruntime sessions of one intra-op thread each (``sessions`` = N), fed the
+    length-sorted batches by N worker threads (:meth:`embed`); ``sessions=1`` is one session of N intra-op threads,
+    what ran before issue 27's sessions change (the benches' "previous release" baselines). The vectors are the
+    same either way. Why (docs/embedding-speed.md, "Sessions"; ``bench/embed_sessions.py``): a session's intra-op threads
+    spin while they wait for each other, which on a shared 2-core instance burns the CPU the other attempts need
+    and waits for a descheduled peer at every node; two 1-thread sessions never wait for each other.
+    """
 
     def __init__(
         self,
@@ -226,10 +302,12 @@ class OnnxEncoder:
         prefix: str = "",
         max_tokens: int | None = None,
         tail_tokens: int = 0,
+        sessions: int | None = None,
     ) -> None:
         """``max_tokens`` (default ``info.max_tokens``) word pieces per text, [CLS] and [SEP] included; with
         ``tail_tokens`` a longer text keeps its first and its last ``tail_tokens`` pieces (head + tail) instead
-        of its first ``max_tokens`` only."""
+        of its first ``max_tokens`` only. ``sessions`` (default ``threads``): how many sessions share the
+        ``threads``, each with ``threads // sessions`` intra-op threads."""
         # Imported here so that importing the pipeline package stays cheap
         # (cold start): onnxruntime alone takes ~0.3 s to import.
         import onnxruntime as ort
@@ -248,14 +326,39 @@ class OnnxEncoder:
         self._tokenizer = tok
         self._prefix = prefix
         self._dims = info.dimensions
+        threads = max(1, threads)
+        n_sessions = max(1, min(sessions or threads, threads))
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
+        opts.intra_op_num_threads = max(1, threads // n_sessions)
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+
+        def session(_: int) -> Any:
+            return ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+
+        if n_sessions == 1:
+            self._sessions: list[Any] = [session(0)]
+        else:
+            # Created side by side (onnxruntime builds a session without the GIL): 2 sessions of the VNNI graph
+            # take ~0.14 s of wall instead of ~0.23 s one after the other (Intel Xeon, 2 cores, load 1.8).
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(n_sessions, thread_name_prefix="thematiq-embed-load") as pool:
+                self._sessions = list(pool.map(session, range(n_sessions)))
         # Some graphs take no token_type_ids (ours fold type 0 into the positions): feed only what is declared.
-        self._inputs = frozenset(i.name for i in self._session.get_inputs())
+        self._inputs = frozenset(i.name for i in self._sessions[0].get_inputs())
         self.info = info
+
+    @property
+    def _session(self) -> Any:
+        """The first session. Assigning one replaces them all by it, run as the only session with its own
+        threads (the benches and tests that swap in another graph of the same model do this)."""
+        return self._sessions[0]
+
+    @_session.setter
+    def _session(self, session: Any) -> None:
+        self._sessions = [session]
+        self._inputs = frozenset(i.name for i in session.get_inputs())
 
     def embed(
         self,
@@ -268,8 +371,10 @@ class OnnxEncoder:
         """L2-normalised embeddings, one row per text, in input order.
 
         Batches of at most ``batch_size`` texts and ``batch_tokens`` positions (:func:`batch_bounds`); a text's
-        vector does not depend on its batch. ``on_batch(done)`` is called after each batch with the number of
-        texts embedded so far; it may raise (e.g. on cancellation) to stop early.
+        vector does not depend on its batch, nor on which session ran it. ``on_batch(done)`` is called on the
+        calling thread after each batch with the number of texts embedded so far (increasing); it may raise
+        (e.g. on cancellation) to stop early: no batch is handed out after it raised, the workers' batches in
+        flight finish, every worker is joined, then the exception propagates. So does one raised in a worker.
         """
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
         if not texts:
@@ -282,9 +387,10 @@ class OnnxEncoder:
         lengths = np.array([len(e) for e in encodings])
         # Sorting by length keeps padding (wasted compute) small.
         order = np.argsort(lengths, kind="stable")
-        done = 0
-        for start, end in batch_bounds(lengths[order], batch_size, batch_tokens):
-            idx = order[start:end]
+        batches = [order[start:end] for start, end in batch_bounds(lengths[order], batch_size, batch_tokens)]
+        inputs = self._inputs
+
+        def run(session: Any, idx: NDArray[Any]) -> None:
             width = int(lengths[idx].max())
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
@@ -293,16 +399,24 @@ class OnnxEncoder:
                 ids[row, : len(e)] = e
                 mask[row, : len(e)] = 1
             feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
+            if "token_type_ids" in inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+            hidden = session.run(None, {k: v for k, v in feeds.items() if k in inputs})[0]
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[idx] = pooled / np.maximum(norms, 1e-12)
-            done += len(idx)
-            if on_batch is not None:
-                on_batch(done)
+
+        sessions = self._sessions
+        if len(sessions) == 1 or len(batches) == 1:
+            done = 0
+            for idx in batches:
+                run(sessions[0], idx)
+                done += len(idx)
+                if on_batch is not None:
+                    on_batch(done)
+            return out
+        _run_parallel(sessions, batches, run, on_batch)
         return out
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:

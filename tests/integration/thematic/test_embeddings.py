@@ -146,6 +146,25 @@ def test_batches_bounded_by_positions_give_the_vectors_of_plain_batches(graph: s
         assert np.array_equal(enc.embed(SAMPLE, batch_tokens=budget), plain), budget
 
 
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_two_one_thread_sessions_give_the_vectors_of_one_session(graph: str) -> None:
+    # Issue 27: the pipeline's encoder runs DEFAULT_THREADS sessions of one intra-op thread, fed by worker threads.
+    # Measured: bit for bit the vectors of one session of 2 threads (and of 1), max |difference| 0.0 (2,000 BBC
+    # leads, bench/embed_sessions.py), so the test asks for equality, not closeness.
+    enc = E.get_embedder("fast", graph)
+    assert E.DEFAULT_THREADS == 2 and len(enc._sessions) == 2
+    texts = [*SAMPLE, *[it["text"] for it in feedback(per_theme=30)[0]]]
+    path, tok = E.model_path(graph), E.tokenizer_path()
+    one_of_two = E.OnnxEncoder(path, tok, enc.info, threads=2, sessions=1)
+    one_of_one = E.OnnxEncoder(path, tok, enc.info, threads=1)
+    assert len(one_of_two._sessions) == 1 and len(one_of_one._sessions) == 1
+    done: list[int] = []
+    got = enc.embed(texts, on_batch=done.append)
+    assert len(done) > 2 and done[-1] == len(texts)
+    assert np.array_equal(got, one_of_two.embed(texts))
+    assert np.array_equal(got, one_of_one.embed(texts))
+
+
 def test_model_path_override_accepts_the_built_file_and_refuses_others(tmp_path: Path, monkeypatch: Any) -> None:
     copy = tmp_path / "m.onnx"
     shutil.copy(E.model_path(), copy)
