@@ -57,7 +57,8 @@ def check_params(params: ThematicParams) -> None:
 def memory_mb(params: Any, data: Any) -> float:
     """Estimated peak memory of one attempt (MiB), for the host's admission (docs/performance.md).
 
-    About 250 MiB for onnxruntime, the model and numpy, plus per text a fixed part (row, embedding,
+    About 330 MiB for onnxruntime, the model's two sessions and numpy (250 with one session: the second added
+    79 MiB, bench/embed_sessions.py --rss, 2026-12-07), plus per text a fixed part (row, embedding,
     clustering state) and a part that grows with its length (tokens in the embedding batches).
     Fitted to the measured peaks: 20,000 survey-length answers in one process peak at 2.04 GiB.
     Conservative when the embed stage fans out to chunk workers (above 5,000 answers).
@@ -66,7 +67,7 @@ def memory_mb(params: Any, data: Any) -> float:
     count = len(items)
     chars = sum(len(t.get("text", "")) if isinstance(t, dict) else len(str(t)) for t in items)
     mean = chars / count if count else 0.0
-    return 250.0 + count * (0.05 + 0.00025 * min(mean, 2000.0))
+    return 330.0 + count * (0.05 + 0.00025 * min(mean, 2000.0))
 
 
 def _run(ctx: Any, params: Any, data: Any) -> Any:
