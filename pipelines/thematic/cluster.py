@@ -46,11 +46,15 @@ chained everything into one giant theme.
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .parallel import Unit, Units
 
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -158,6 +162,9 @@ FINAL_RESTARTS = 5
 #: job's ~2.1 CPU-s of clustering, most of it above 60). No split path at all above 60 was cheaper still but moved
 #: Banking77's TUNE counts down (49 for 77 on one seed, NMI -0.010); one round keeps them (95, 95, 119).
 SPLIT_BATCH_K = 60
+#: Candidates whose k-means runs :func:`silhouette_curve` submits ahead of its split path (with a second thread they
+#: run beside it). Each holds its runs' labels and silhouette products (CHOICE_SAMPLE x k float32, <= 1.6 MiB a run).
+CURVE_AHEAD = 8
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
@@ -210,23 +217,43 @@ def pca(x: F32, dims: int, *, seed: int = 0, sample: int = 5000) -> F32:
     return normalise((x - mean) @ vt[:dims].T)
 
 
-def neighbours(x: F32, m: int) -> I64:
+def neighbours(x: F32, m: int, *, units: Units | None = None) -> I64:
     """Indices of the ``m`` most cosine-similar other points of each row of unit vectors ``x``.
 
-    Exact, blockwise (memory O(block · n)); ``argpartition`` so no full sort.
-    """
+    Exact, blockwise (memory O(block · n)); ``argpartition`` so no full sort. ``units``: the blocks are units of it
+    (each block's rows are computed alone either way)."""
+    return _neighbours_done(x, _neighbour_blocks(x, m, units))
+
+
+def _neighbour_blocks(x: F32, m: int, units: Units | None) -> list[Unit[I64]] | I64:
+    """:func:`neighbours`' blocks, submitted to ``units`` (or computed now when it is None)."""
     n = x.shape[0]
-    out = np.empty((n, m), dtype=np.int64)
     block = max(64, min(1024, SMOOTH_BLOCK_CELLS // max(n, 1)))
-    for start in range(0, n, block):
-        sims = x[start : start + block] @ x.T
-        rows = np.arange(sims.shape[0])
-        sims[rows, start + rows] = -np.inf  # not its own neighbour
-        out[start : start + block] = np.argpartition(-sims, m - 1, axis=1)[:, :m]
+    if units is None:
+        out = np.empty((n, m), dtype=np.int64)
+        for start in range(0, n, block):
+            out[start : start + block] = _neighbour_block(x, m, start, block)
+        return out
+    return [units.submit(_neighbour_block, x, m, start, block) for start in range(0, n, block)]
+
+
+def _neighbours_done(x: F32, blocks: list[Unit[I64]] | I64) -> I64:
+    if isinstance(blocks, np.ndarray):
+        return blocks
+    parts = [u.result() for u in blocks]
+    return np.concatenate(parts) if parts else np.empty((0, 0), dtype=np.int64)
+
+
+def _neighbour_block(x: F32, m: int, start: int, block: int) -> I64:
+    """The ``m`` nearest other points of rows ``start .. start + block`` (:func:`neighbours`)."""
+    sims = x[start : start + block] @ x.T
+    rows = np.arange(sims.shape[0])
+    sims[rows, start + rows] = -np.inf  # not its own neighbour
+    out: I64 = np.argpartition(-sims, m - 1, axis=1)[:, :m]
     return out
 
 
-def knn_smooth(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0) -> F32:
+def knn_smooth(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0, units: Units | None = None) -> F32:
     """Each point averaged with the mean of its ``m`` nearest neighbours, re-normalised.
 
     One step of neighbourhood averaging (a graph-diffusion / mean-shift step):
@@ -237,14 +264,23 @@ def knn_smooth(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0) -> F32:
     the many-small-themes set. It is used for the final partition only, not to
     choose k: on smoothed vectors near-paraphrase groups become so tight that
     silhouette prefers 40 themes on headlines.
+
+    ``units``: the neighbour search's blocks are units of it (:func:`neighbours`).
     """
+    return _smooth_start(x, m, seed=seed, units=units)()
+
+
+def _smooth_start(x: F32, m: int = SMOOTH_NEIGHBOURS, *, seed: int = 0, units: Units | None = None
+                  ) -> Callable[[], F32]:
+    """:func:`knn_smooth` in two steps: this submits the neighbour search's blocks to ``units`` (the caller goes on
+    with other work meanwhile, :func:`cluster`); the function it returns waits for them and smooths."""
     n = x.shape[0]
     m = min(m, n - 1)
     if m < 1:
-        return x
+        return lambda: x
     space = x if n <= SMOOTH_FULL_MAX else pca(x, PCA_DIMS, seed=seed)
-    nb = neighbours(space, m)
-    return normalise(x + x[nb].mean(axis=1))
+    blocks = _neighbour_blocks(space, m, units)
+    return lambda: normalise(x + x[_neighbours_done(space, blocks)].mean(axis=1))
 
 
 def kmeans_pp_init(x: F32, k: int, rng: np.random.Generator) -> F32:
@@ -260,14 +296,22 @@ class PlusPlusPrefix:
     the same distance updates in place. The k search seeds every candidate count with the same stream per seed
     (``seed * 1000 + s``), so ``first(k)`` gives what ``kmeans_pp_init(x, k, default_rng(seed))`` gives, bit for
     bit, while the draws are made once up to the largest count instead of once per candidate.
+
+    Thread-safe (the curve's runs are units, :mod:`.parallel`): ``first`` holds a lock, and what it returns does not
+    depend on the order of the calls (a call for more centres draws on from where the stream stopped).
     """
 
     def __init__(self, x: F32, seed: int | None = None, *, rng: np.random.Generator | None = None) -> None:
         self.x, self.rng = x, rng if rng is not None else np.random.default_rng(seed)
         self.centers = np.empty((0, x.shape[1]), dtype=np.float32)
         self.d: F32 | None = None
+        self._lock = threading.Lock()
 
     def first(self, k: int) -> F32:
+        with self._lock:
+            return self._first(k)
+
+    def _first(self, k: int) -> F32:
         x, rng, n = self.x, self.rng, self.x.shape[0]
         have = len(self.centers)
         if k > have:
@@ -308,52 +352,70 @@ def weighted_draw(rng: np.random.Generator, p: F32) -> int:
 
 def spherical_kmeans(
     x: F32, k: int, *, seed: int = 0, n_init: int = 2, max_iter: int = 40, tol: float = 1e-5,
-    init: F32 | None = None,
+    init: F32 | None = None, units: Units | None = None,
 ) -> tuple[I64, F32]:
     """Cluster unit vectors by cosine; returns (labels, unit centroids), best of ``n_init`` runs.
 
     ``init``: the first run's k-means++ centres when the caller has them (:class:`PlusPlusPrefix`: exactly
-    ``kmeans_pp_init(x, k, default_rng(seed))``, so for ``n_init=1`` the same result)."""
+    ``kmeans_pp_init(x, k, default_rng(seed))``, so for ``n_init=1`` the same result). ``units``: the runs after
+    their seeding are units of it (:mod:`.parallel`): the seedings draw from the one random stream in run order,
+    here, and nothing else does, so every run gets the centres it gets one after the other; the best is then
+    taken in run order (the first of equal scores), as one after the other."""
     n = x.shape[0]
     k = max(1, min(k, n))
     rng = np.random.default_rng(seed)
     best: tuple[float, I64, F32] | None = None
-    rows = np.arange(n)
+    runs: list[Unit[tuple[float, I64, F32]]] = []
     for run in range(n_init):
         c = init if run == 0 and init is not None else kmeans_pp_init(x, k, rng)
-        prev = -np.inf
-        labels = np.zeros(n, dtype=np.int64)
-        last: I64 | None = None
-        score = -np.inf
-        for _it in range(max_iter):
-            sims = x @ c.T
-            labels = sims.argmax(axis=1).astype(np.int64, copy=False)
-            fit = sims[rows, labels]
-            score = float(fit.sum())
-            counts = np.bincount(labels, minlength=k)
-            # count_nonzero, not .all() / np.array_equal: the same answers without their per-call overhead (this
-            # loop runs ~5,000 times in the k search of 2,000 responses, mostly on the split path's small groups).
-            full = np.count_nonzero(counts) == k
-            if last is not None and full and not np.count_nonzero(labels != last):
-                # No point moved and no group is empty, so ``c`` already is the mean of these groups: the update
-                # would give back ``c`` bit for bit, the next round the same labels and score, and the loop would
-                # stop there with (labels, c, score). Stopping now returns exactly that, two matrix products
-                # sooner (~20 % of the k search's k-means rounds end this way).
-                break
-            sums = _group_sums(labels, x, k, labels_ok=True)
-            if not full:
-                # Re-seed empty clusters with the worst-fitting points.
-                empty = np.flatnonzero(counts == 0)
-                sums[empty] = x[np.argsort(fit)[: empty.size]]
-            c = normalise(sums)
-            if score - prev <= tol * n:
-                break
-            prev = score
-            last = labels
-        if best is None or score > best[0]:
-            best = (score, labels, c)
+        if units is not None:
+            runs.append(units.submit(_kmeans_run, x, c, k, max_iter, tol))
+            continue
+        got = _kmeans_run(x, c, k, max_iter, tol)
+        if best is None or got[0] > best[0]:
+            best = got
+    for u in runs:
+        got = u.result()
+        if best is None or got[0] > best[0]:
+            best = got
     assert best is not None
     return best[1], best[2]
+
+
+def _kmeans_run(x: F32, c: F32, k: int, max_iter: int, tol: float) -> tuple[float, I64, F32]:
+    """One run of :func:`spherical_kmeans` from the centres ``c``: (objective, labels, unit centroids)."""
+    n = x.shape[0]
+    rows = np.arange(n)
+    prev = -np.inf
+    labels = np.zeros(n, dtype=np.int64)
+    last: I64 | None = None
+    score = -np.inf
+    for _it in range(max_iter):
+        sims = x @ c.T
+        labels = sims.argmax(axis=1).astype(np.int64, copy=False)
+        fit = sims[rows, labels]
+        score = float(fit.sum())
+        counts = np.bincount(labels, minlength=k)
+        # count_nonzero, not .all() / np.array_equal: the same answers without their per-call overhead (this
+        # loop runs ~5,000 times in the k search of 2,000 responses, mostly on the split path's small groups).
+        full = np.count_nonzero(counts) == k
+        if last is not None and full and not np.count_nonzero(labels != last):
+            # No point moved and no group is empty, so ``c`` already is the mean of these groups: the update
+            # would give back ``c`` bit for bit, the next round the same labels and score, and the loop would
+            # stop there with (labels, c, score). Stopping now returns exactly that, two matrix products
+            # sooner (~20 % of the k search's k-means rounds end this way).
+            break
+        sums = _group_sums(labels, x, k, labels_ok=True)
+        if not full:
+            # Re-seed empty clusters with the worst-fitting points.
+            empty = np.flatnonzero(counts == 0)
+            sums[empty] = x[np.argsort(fit)[: empty.size]]
+        c = normalise(sums)
+        if score - prev <= tol * n:
+            break
+        prev = score
+        last = labels
+    return score, labels, c
 
 
 def silhouette(x: F32, labels: I64) -> float:
@@ -487,7 +549,7 @@ class Clustering:
     count: CountChoice | None = None
 
 
-def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, float]]:
+def silhouette_curve(x: F32, ks: list[int], *, seed: int, units: Units | None = None) -> list[dict[str, float]]:
     """Mean cosine silhouette per candidate k (best of the seeds) on a sample, in the full space.
 
     Each row also carries the *split path* (issue 22): ``split`` / ``split_median`` / ``split_top`` are the
@@ -499,6 +561,11 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     bounds that loss; it uses its own random stream, so the k-means fields are those of the plain curve.
     ``agree`` is the mean ARI between the k-means seeds' partitions at that k (their stability under
     re-seeding; reported, not used by :func:`decide`).
+
+    ``units`` (:mod:`.parallel`): the k-means runs of the candidates (with their silhouettes) are units of it,
+    submitted ``CURVE_AHEAD`` candidates ahead of the split path, which the calling thread walks meanwhile (it
+    needs each candidate's runs only after its own bisection); the split path's bisections are units too
+    (:func:`_bisect_to`). Each unit computes what it computes in order, and the rows are assembled in order.
     """
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(x), size=CHOICE_SAMPLE, replace=False) if len(x) > CHOICE_SAMPLE else np.arange(len(x))
@@ -510,23 +577,37 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
     split_rng = np.random.default_rng(seed + 7919)
     plus = {s: PlusPlusPrefix(reduced, seed * 1000 + s) for s in range(max(SEEDS, SEEDS_LARGE_K))}  # k-means++ centres, per seed
     self_dist = _self_distances(full)  # the same for every partition the curve scores
-    for k in ks:
+    if units is None:
+        units = Units(1)
+    # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
+    seed_runs: list[list[Unit[tuple[I64, float, float, F32 | None]]]] = []
+
+    def submit(i: int) -> None:
+        k = ks[i]
+        seed_runs.append([units.submit(_curve_run, reduced, full, self_dist, plus[s], k, seed * 1000 + s)
+                          for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K)])
+
+    for i in range(min(CURVE_AHEAD, len(ks))):
+        submit(i)
+    for i, k in enumerate(ks):
+        if i + CURVE_AHEAD < len(ks):
+            submit(i + CURVE_AHEAD)
+        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims, units=units) if prev is not None else None
+        scored = _silhouette_and_sims(full, split, self_dist) if split is not None and int(split.max()) + 1 == k else None
         vals = []
         median = top = 0.0
         runs: list[I64] = []
         best_labels: I64 | None = None
         best_sims: F32 | None = None
-        # Single runs are noisy at small k; at large k many clusters average out, so fewer seeds suffice.
-        for s in range(SEEDS if k <= 20 else SEEDS_LARGE_K):
-            labels, _ = spherical_kmeans(reduced, k, seed=seed * 1000 + s, n_init=1, max_iter=SEARCH_ITER,
-                                         init=plus[s].first(max(1, min(k, len(reduced)))))
-            per_point, sims = _silhouette_and_sims(full, labels, self_dist)
-            vals.append(float(per_point.mean()))
+        for u in seed_runs[i]:
+            labels, mean, run_median, sims = u.result()
+            vals.append(mean)
             runs.append(labels)
             if vals[-1] >= max(vals):
-                median = float(np.median(per_point))
+                median = run_median
                 top = float(np.bincount(labels).max() / len(labels))
                 best_labels, best_sims = labels, sims
+        seed_runs[i] = []  # drop the finished runs' arrays
         # The best of the seeds, not their mean: a bad local optimum of
         # k-means only ever lowers the score, so the max is the fair
         # estimate of how well k groups can fit. ``median``: the typical
@@ -536,10 +617,9 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
         row["agree"] = float(np.mean(agree)) if agree else 1.0
         assert best_labels is not None
-        split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims) if prev is not None else None
         nxt_sims = best_sims
-        if split is not None and int(split.max()) + 1 == k:
-            sp, split_sims = _silhouette_and_sims(full, split, self_dist)
+        if split is not None and scored is not None:
+            sp, split_sims = scored
             row.update(split=float(sp.mean()), split_median=float(np.median(sp)),
                        split_top=float(np.bincount(split).max() / len(split)))
             nxt, nxt_sims = (split, split_sims) if row["split"] > row["silhouette"] else (best_labels, best_sims)
@@ -553,6 +633,16 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int) -> list[dict[str, floa
         rows.append(row)
         prev, prev_sims = nxt, nxt_sims
     return rows
+
+
+def _curve_run(reduced: F32, full: F32, self_dist: F32, plus: PlusPlusPrefix, k: int, seed: int
+               ) -> tuple[I64, float, float, F32 | None]:
+    """One k-means run of :func:`silhouette_curve` at ``k`` (seeded by ``plus``, the stream of ``seed``) and its
+    silhouette: (labels, mean and median silhouette, the silhouette's product for the split path)."""
+    labels, _ = spherical_kmeans(reduced, k, seed=seed, n_init=1, max_iter=SEARCH_ITER,
+                                 init=plus.first(max(1, min(k, len(reduced)))))
+    per_point, sims = _silhouette_and_sims(full, labels, self_dist)
+    return labels, float(per_point.mean()), float(np.median(per_point)), sims
 
 
 def _ari(a: I64, b: I64) -> float:
@@ -595,7 +685,7 @@ _Cut = tuple[I64, I64, F32, I64, I64]
 
 
 def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32 | None = None,
-               sims: F32 | None = None) -> I64:
+               sims: F32 | None = None, *, units: Units | None = None) -> I64:
     """``labels`` with groups bisected (2-means in ``x``) until there are ``k``: at every step the cut that leaves
     the partition with the highest mean cosine silhouette in ``space`` (the unit vectors the curve scores in;
     ``x`` when not given), among groups of >= ``SPLIT_MIN`` members while there are any. The split path of
@@ -614,7 +704,10 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     path grows as k^2).
 
     (Reusing the bisections of groups the previous candidate left whole halves the 2-means runs but moves counts on
-    the tune sets, so it is not done: docs/embedding-speed.md, 2026-12-03.)"""
+    the tune sets, so it is not done: docs/embedding-speed.md, 2026-12-03.)
+
+    ``units``: a step's new bisections are units of it; their seeds are drawn first, in the order of the eligible
+    groups, as one at a time draws them (a bisection draws nothing else from ``rng``)."""
     out = labels.copy()
     n = len(out)
     v = x if space is None else space
@@ -632,15 +725,15 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
         a, near, b1, b2 = _step_state(tot, sizes, out)
-        for g in map(int, eligible):  # draws first, in the order of eligible (the rng's sequence)
-            if g not in cuts:
-                m = np.flatnonzero(out == g)
-                sub, _ = spherical_kmeans(x[m], 2, seed=int(rng.integers(1 << 31)),
-                                          n_init=SPLIT_RESTARTS_LARGE_K if k > SPLIT_BATCH_K else SPLIT_RESTARTS,
-                                          max_iter=SEARCH_ITER)
-                ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
-                h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
-                cuts[g] = (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
+        restarts = SPLIT_RESTARTS_LARGE_K if k > SPLIT_BATCH_K else SPLIT_RESTARTS
+        new = [(g, np.flatnonzero(out == g), int(rng.integers(1 << 31)))  # draws first, in the order of eligible
+               for g in map(int, eligible) if g not in cuts]
+        if units is None:
+            for g, m, cut_seed in new:
+                cuts[g] = _cut(x, v, m, cut_seed, restarts)
+        else:
+            for g, u in [(g, units.submit(_cut, x, v, m, cut_seed, restarts)) for g, m, cut_seed in new]:
+                cuts[g] = u.result()
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
@@ -672,6 +765,15 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
             sizes = np.append(sizes, c1)
             groups += 1
     return out
+
+
+def _cut(x: F32, v: F32, m: I64, seed: int, restarts: int) -> _Cut | None:
+    """:func:`_bisect_to`'s bisection of the group of members ``m`` (2-means in ``x``, seeded ``seed``) and its
+    distance sums in ``v``, or None when it only peels off fewer than ``SPLIT_MIN // 2`` points."""
+    sub, _ = spherical_kmeans(x[m], 2, seed=seed, n_init=restarts, max_iter=SEARCH_ITER)
+    ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
+    h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
+    return (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
 
 
 def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,
@@ -816,9 +918,9 @@ def _rival(rows: list[dict[str, float]], k: int, *, key: str = "silhouette") -> 
     return max(far, key=lambda r: r[key]) if far else None
 
 
-def choose_k(x: F32, k_min: int, k_max: int, *, seed: int) -> CountChoice:
+def choose_k(x: F32, k_min: int, k_max: int, *, seed: int, units: Units | None = None) -> CountChoice:
     """The automatic theme count: the silhouette curve (:func:`silhouette_curve`), decided by :func:`decide`."""
-    return decide(silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed), len(x), k_min, k_max)
+    return decide(silhouette_curve(x, candidate_ks(k_min, k_max), seed=seed, units=units), len(x), k_min, k_max)
 
 
 def decide(rows: list[dict[str, float]], n: int, k_min: int, k_max: int) -> CountChoice:
@@ -1100,9 +1202,13 @@ def _count_choice(
 
 
 def cluster(
-    x: F32, *, num_themes: int | None, max_themes: int | None, min_theme_size: int, seed: int
+    x: F32, *, num_themes: int | None, max_themes: int | None, min_theme_size: int, seed: int, threads: int = 1
 ) -> Clustering:
-    """Cluster unit vectors ``x`` into themes; see the module docstring."""
+    """Cluster unit vectors ``x`` into themes; see the module docstring.
+
+    ``threads``: independent units of the work (the neighbour search of the smoothing, the curve's k-means runs,
+    the split path's bisections, the final partition's restarts) run on that many threads (:mod:`.parallel`), each
+    on one BLAS thread as everything else: the result is the same at any count, 1 runs everything in this thread."""
     n = x.shape[0]
     # Fewer than two themes' worth of responses: one theme, nothing to choose.
     k_cap = auto_cap(n, min_theme_size, max_themes)
@@ -1113,16 +1219,20 @@ def cluster(
         if num_themes == 1:
             why = "num_themes=1 was requested"
         return Clustering(labels, 1, cent, "single", why, [], CountChoice(1, "single", why, [], cap=k_cap))
-    if num_themes is not None:
-        k = min(num_themes, n)
-        note = f"num_themes={num_themes} was requested"
-        count = CountChoice(k, "fixed", note, [], cap=k_cap)
-    else:
-        count = choose_k(x, 2, max(2, k_cap), seed=seed)
-        k = count.k
-    # Partition the denoised vectors, but report centroids of the original
-    # ones: assignment, outliers and confidences work in the original space.
-    labels, _ = spherical_kmeans(knn_smooth(x, seed=seed), k, seed=seed, n_init=FINAL_RESTARTS)
+    with Units(threads, name="thematiq-cluster") as units:
+        # The smoothing's neighbour search does not depend on the count: its blocks go first, so with a second
+        # thread they run beside the PCA and the curve.
+        smooth = _smooth_start(x, seed=seed, units=units)
+        if num_themes is not None:
+            k = min(num_themes, n)
+            note = f"num_themes={num_themes} was requested"
+            count = CountChoice(k, "fixed", note, [], cap=k_cap)
+        else:
+            count = choose_k(x, 2, max(2, k_cap), seed=seed, units=units)
+            k = count.k
+        # Partition the denoised vectors, but report centroids of the original
+        # ones: assignment, outliers and confidences work in the original space.
+        labels, _ = spherical_kmeans(smooth(), k, seed=seed, n_init=FINAL_RESTARTS, units=units)
     centroids = normalise(group_sums(labels, x, k))
     return Clustering(labels, k, centroids, count.criterion, count.explanation, count.scores, count)
 

@@ -26,6 +26,7 @@ from shared.sdk import PermanentError, PipelineContext
 from . import assign as assigning
 from . import cluster as clustering
 from . import describe as describing
+from . import embed as embedding
 from . import lang, mapped
 from . import sentiment as sentiments
 from .clean import CleanedResponse, clean, from_json, to_json
@@ -205,11 +206,18 @@ def cluster_stage(ctx: PipelineContext, s: RunState) -> None:
     ctx.raise_if_cancelled()
 
 
+def stage_threads() -> int:
+    """Threads for the cluster stage's independent units (:mod:`.parallel`): as many as the embedding uses
+    (``embed.DEFAULT_THREADS``, read when the stage runs), each on one BLAS thread; the result is the same at any
+    count (issue 27)."""
+    return embedding.DEFAULT_THREADS
+
+
 def _cluster(s: RunState) -> tuple[NDArray[np.int64], int, dict[str, Any]]:
     p = s.params
     num = None if p.num_themes == "auto" else int(p.num_themes)
     cl = clustering.cluster(s.emb, num_themes=num, max_themes=p.max_themes, min_theme_size=p.min_theme_size,
-                            seed=p.seed)
+                            seed=p.seed, threads=stage_threads())
     labels, k = assigning.fold_small(cl.labels, s.emb, cl.k, min(p.min_theme_size, max(1, len(s.texts) // 2)))
     explanation = cl.explanation
     if k != cl.k:
