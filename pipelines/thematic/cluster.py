@@ -594,29 +594,9 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int, units: Units | None = 
             submit(i + CURVE_AHEAD)
         split = _bisect_to(reduced, prev, k, split_rng, full, prev_sims, units=units) if prev is not None else None
         scored = _silhouette_and_sims(full, split, self_dist) if split is not None and int(split.max()) + 1 == k else None
-        vals = []
-        median = top = 0.0
-        runs: list[I64] = []
-        best_labels: I64 | None = None
-        best_sims: F32 | None = None
-        for u in seed_runs[i]:
-            labels, mean, run_median, sims = u.result()
-            vals.append(mean)
-            runs.append(labels)
-            if vals[-1] >= max(vals):
-                median = run_median
-                top = float(np.bincount(labels).max() / len(labels))
-                best_labels, best_sims = labels, sims
+        row, best_labels, best_sims = _seeds_row(k, [u.result() for u in seed_runs[i]])
         seed_runs[i] = []  # drop the finished runs' arrays
-        # The best of the seeds, not their mean: a bad local optimum of
-        # k-means only ever lowers the score, so the max is the fair
-        # estimate of how well k groups can fit. ``median``: the typical
-        # response's silhouette in that best run (see choose_k).
-        row = {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
-               "top": top}
-        agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
-        row["agree"] = float(np.mean(agree)) if agree else 1.0
-        assert best_labels is not None
+        median, top = row["median"], row["top"]
         nxt_sims = best_sims
         if split is not None and scored is not None:
             sp, split_sims = scored
@@ -633,6 +613,33 @@ def silhouette_curve(x: F32, ks: list[int], *, seed: int, units: Units | None = 
         rows.append(row)
         prev, prev_sims = nxt, nxt_sims
     return rows
+
+
+def _seeds_row(k: int, results: list[tuple[I64, float, float, F32 | None]]) -> tuple[dict[str, float], I64, F32 | None]:
+    """:func:`silhouette_curve`'s row of candidate ``k`` from its seeds' runs (:func:`_curve_run`, in seed order),
+    with the best run's labels and silhouette product."""
+    vals = []
+    median = top = 0.0
+    runs: list[I64] = []
+    best_labels: I64 | None = None
+    best_sims: F32 | None = None
+    for labels, mean, run_median, sims in results:
+        vals.append(mean)
+        runs.append(labels)
+        if vals[-1] >= max(vals):
+            median = run_median
+            top = float(np.bincount(labels).max() / len(labels))
+            best_labels, best_sims = labels, sims
+    # The best of the seeds, not their mean: a bad local optimum of
+    # k-means only ever lowers the score, so the max is the fair
+    # estimate of how well k groups can fit. ``median``: the typical
+    # response's silhouette in that best run (see choose_k).
+    row = {"k": k, "silhouette": float(np.max(vals)), "seed_spread": float(np.ptp(vals)), "median": median,
+           "top": top}
+    agree = [_ari(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+    row["agree"] = float(np.mean(agree)) if agree else 1.0
+    assert best_labels is not None
+    return row, best_labels, best_sims
 
 
 def _curve_run(reduced: F32, full: F32, self_dist: F32, plus: PlusPlusPrefix, k: int, seed: int
@@ -725,15 +732,8 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
     while groups < k:
         eligible = np.flatnonzero(sizes >= (SPLIT_MIN if (sizes >= SPLIT_MIN).any() else 2))
         a, near, b1, b2 = _step_state(tot, sizes, out)
-        restarts = SPLIT_RESTARTS_LARGE_K if k > SPLIT_BATCH_K else SPLIT_RESTARTS
-        new = [(g, np.flatnonzero(out == g), int(rng.integers(1 << 31)))  # draws first, in the order of eligible
-               for g in map(int, eligible) if g not in cuts]
-        if units is None:
-            for g, m, cut_seed in new:
-                cuts[g] = _cut(x, v, m, cut_seed, restarts)
-        else:
-            for g, u in [(g, units.submit(_cut, x, v, m, cut_seed, restarts)) for g, m, cut_seed in new]:
-                cuts[g] = u.result()
+        _new_cuts(x, v, out, eligible, cuts, rng, SPLIT_RESTARTS_LARGE_K if k > SPLIT_BATCH_K else SPLIT_RESTARTS,
+                  units)
         best_total, best_g = -np.inf, -1
         cand = [int(g) for g in eligible if cuts[int(g)] is not None]
         own0 = sizes[out]
@@ -765,6 +765,20 @@ def _bisect_to(x: F32, labels: I64, k: int, rng: np.random.Generator, space: F32
             sizes = np.append(sizes, c1)
             groups += 1
     return out
+
+
+def _new_cuts(x: F32, v: F32, out: I64, eligible: I64, cuts: dict[int, _Cut | None], rng: np.random.Generator,
+              restarts: int, units: Units | None) -> None:
+    """:func:`_bisect_to`'s bisections of the ``eligible`` groups not in ``cuts`` yet, added to it: their seeds
+    drawn first, in the order of ``eligible`` (the rng's sequence), then each one computed (as units of
+    ``units``, when given)."""
+    new = [(g, np.flatnonzero(out == g), int(rng.integers(1 << 31))) for g in map(int, eligible) if g not in cuts]
+    if units is None:
+        for g, m, cut_seed in new:
+            cuts[g] = _cut(x, v, m, cut_seed, restarts)
+        return
+    for g, u in [(g, units.submit(_cut, x, v, m, cut_seed, restarts)) for g, m, cut_seed in new]:
+        cuts[g] = u.result()
 
 
 def _cut(x: F32, v: F32, m: I64, seed: int, restarts: int) -> _Cut | None:

@@ -98,6 +98,10 @@ class Units:
     def close(self) -> None:
         """Drop the units no worker has started, let the workers finish theirs, and join them."""
         self._open = False
+        self._drop_queued()
+        self._stop_workers()
+
+    def _drop_queued(self) -> None:
         while True:
             try:
                 u = self._queue.get_nowait()
@@ -106,6 +110,8 @@ class Units:
             if u is not None and u._claim(_DROPPED):
                 u._call = None
                 u._done.set()
+
+    def _stop_workers(self) -> None:
         for _ in self._workers:
             self._queue.put(None)
         for w in self._workers:

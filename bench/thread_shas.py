@@ -1,0 +1,88 @@
+"""The result document's sha256 per data set, at a thread count of the cluster stage, for any checkout (issue 27).
+
+The cluster stage runs its independent units on ``embed.DEFAULT_THREADS`` threads (``pipelines/thematic/parallel.py``)
+and must give the same document at any count, and the same as before the change. This runs the whole pipeline (no
+LLM) on each set with the bench's cached embeddings and prints the sha256 of the document without its timings, so
+runs of two checkouts and thread counts compare by eye::
+
+    .venv/bin/python bench/thread_shas.py --threads 1,2 [--sets leads,banking] [--seeds 0,1]
+    .venv/bin/python bench/thread_shas.py --root /work/main        # the same sets on another checkout
+
+``--root``: the checkout whose ``pipelines`` package runs (the bench helpers are this one's). A checkout without the
+stage's threads ignores ``--threads`` (its cluster stage is one thread whatever the setting).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p not in (_HERE, "")]
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DEFAULT_SETS = ("leads", "banking", "20ng", "dominant-20ng", "dominant-banking", "small-20ng", "long-20ng",
+                "headlines", "sentences", "feedback", "clinc", "stackoverflow")
+
+
+def strip(doc: Any) -> Any:
+    """The document without what differs between two runs of the same input (timings)."""
+    if isinstance(doc, dict):
+        return {k: strip(v) for k, v in doc.items() if k not in ("timings_seconds",)}
+    if isinstance(doc, list):
+        return [strip(v) for v in doc]
+    return doc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=str(ROOT), help="the checkout whose pipelines package runs")
+    ap.add_argument("--threads", default="2", help="comma-separated stage thread counts (embed.DEFAULT_THREADS)")
+    ap.add_argument("--sets", default=",".join(DEFAULT_SETS))
+    ap.add_argument("--seeds", default="0")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from shared.runtime.blas import ONE_BLAS_THREAD
+
+    for name, value in ONE_BLAS_THREAD.items():  # as every attempt's process
+        os.environ.setdefault(name, value)
+    sys.path.insert(0, args.root)  # before ROOT: its pipelines package wins
+    for mod in [m for m in sys.modules if m == "pipelines" or m.startswith("pipelines.") or m == "shared"
+                or m.startswith("shared.")]:
+        del sys.modules[mod]
+    import bench.thematic as b
+    import pipelines.thematic.mapped as mapped
+    from bench.int8_speed import machine
+    from pipelines.thematic import ThematicParams
+    from pipelines.thematic import embed as E
+    from pipelines.thematic.run import run_with
+
+    print(machine(), "| pipelines from", Path(sys.modules["pipelines"].__file__ or "").parent.parent, flush=True)
+    real = mapped.job_embedder
+    mapped.job_embedder = lambda *a, **k: b.CachedEmbedder(real(*a, **k))  # type: ignore[assignment]
+    for name in args.sets.split(","):
+        texts, _ = b.suite_set(name)
+        items = [{"id": i, "text": t} for i, t in enumerate(texts)]
+        for seed in map(int, args.seeds.split(",")):
+            for threads in map(int, args.threads.split(",")):
+                E.DEFAULT_THREADS = threads  # type: ignore[misc]  # the stage reads it when it runs
+                t0 = time.perf_counter()
+                doc = run_with(b.Ctx(), ThematicParams(llm="off", seed=seed), items, client=None)
+                wall = time.perf_counter() - t0
+                sha = hashlib.sha256(json.dumps(strip(doc), sort_keys=True).encode()).hexdigest()
+                t = doc["run"]["timings_seconds"]
+                print(f"{name:18s} seed {seed} threads {threads}: sha256 {sha[:16]}  k {len(doc['themes']):3d}  "
+                      f"n {len(texts):5d}  cluster {t.get('cluster', 0):.2f} s  describe {t.get('describe', 0):.2f} s  "
+                      f"wall {wall:.1f} s  load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
