@@ -1300,7 +1300,8 @@ def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], l
     return [ren.setdefault(v, len(ren)) for v in groups], rows
 
 
-def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple[I64, list[int]]:
+def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int, units: Units | None = None
+              ) -> tuple[I64, list[int]]:
     """Sub-themes inside each theme, for k <= ``BROAD_MAX``: (sub-theme index per point, parent theme per sub-theme).
 
     A theme with >= 2 x ``min_size`` members is split into the 2..``SUB_MAX``
@@ -1308,44 +1309,57 @@ def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple
     ``PARSIMONY``), if that silhouette is positive; sub-groups below
     ``min_size`` are folded into the nearest sibling. Smaller themes and
     themes without internal structure stay one sub-theme. Points with label
-    < 0 get -1.
+    < 0 get -1. ``units``: each theme's split is a unit of it (a theme's split depends on nothing but its members
+    and its own seeds).
     """
     sub = -np.ones(len(x), dtype=np.int64)
     parent_of: list[int] = []
-    for t in range(k):
-        m = np.flatnonzero(labels == t)
+    members = [np.flatnonzero(labels == t) for t in range(k)]
+    if units is None:
+        splits = [_sub_split(x, m, t, min_size, seed) for t, m in enumerate(members)]
+    else:
+        splits = [u.result() for u in [units.submit(_sub_split, x, m, t, min_size, seed)
+                                       for t, m in enumerate(members)]]
+    for t, (m, best_lab) in enumerate(zip(members, splits, strict=True)):
         if len(m) == 0:
             continue
-        best_lab: I64 | None = None
-        kmax = min(SUB_MAX, len(m) // max(1, min_size))
-        if kmax >= 2:
-            xm = x[m]
-            rng = np.random.default_rng(seed + t)
-            s_idx = rng.choice(len(m), size=SUB_SAMPLE, replace=False) if len(m) > SUB_SAMPLE else np.arange(len(m))
-            rows = []
-            for ks in range(2, kmax + 1):
-                lab, _ = spherical_kmeans(xm[s_idx], ks, seed=seed * 1000 + t, n_init=2, max_iter=SEARCH_ITER)
-                rows.append({"k": ks, "silhouette": silhouette(xm[s_idx], lab)})
-            chosen = _parsimonious(rows)
-            if chosen["silhouette"] > 0:
-                lab, _ = spherical_kmeans(knn_smooth(xm, seed=seed), int(chosen["k"]), seed=seed, n_init=4)
-                sizes = np.bincount(lab, minlength=int(chosen["k"]))
-                ok = np.flatnonzero(sizes >= min_size)
-                if len(ok) >= 2:
-                    remap = -np.ones(int(chosen["k"]), dtype=np.int64)
-                    remap[ok] = np.arange(len(ok))
-                    new = remap[lab]
-                    c = normalise(group_sums(new, xm, len(ok)))
-                    lost = np.flatnonzero(new < 0)
-                    if lost.size:
-                        new[lost] = (xm[lost] @ c.T).argmax(axis=1)
-                    best_lab = new
         if best_lab is None:
             best_lab = np.zeros(len(m), dtype=np.int64)
         base = len(parent_of)
         sub[m] = base + best_lab
         parent_of += [t] * (int(best_lab.max()) + 1)
     return sub, parent_of
+
+
+def _sub_split(x: F32, m: I64, t: int, min_size: int, seed: int) -> I64 | None:
+    """:func:`sub_level`'s split of theme ``t`` (members ``m``): a sub-theme index per member, or None (one)."""
+    if len(m) == 0:
+        return None
+    best_lab: I64 | None = None
+    kmax = min(SUB_MAX, len(m) // max(1, min_size))
+    if kmax >= 2:
+        xm = x[m]
+        rng = np.random.default_rng(seed + t)
+        s_idx = rng.choice(len(m), size=SUB_SAMPLE, replace=False) if len(m) > SUB_SAMPLE else np.arange(len(m))
+        rows = []
+        for ks in range(2, kmax + 1):
+            lab, _ = spherical_kmeans(xm[s_idx], ks, seed=seed * 1000 + t, n_init=2, max_iter=SEARCH_ITER)
+            rows.append({"k": ks, "silhouette": silhouette(xm[s_idx], lab)})
+        chosen = _parsimonious(rows)
+        if chosen["silhouette"] > 0:
+            lab, _ = spherical_kmeans(knn_smooth(xm, seed=seed), int(chosen["k"]), seed=seed, n_init=4)
+            sizes = np.bincount(lab, minlength=int(chosen["k"]))
+            ok = np.flatnonzero(sizes >= min_size)
+            if len(ok) >= 2:
+                remap = -np.ones(int(chosen["k"]), dtype=np.int64)
+                remap[ok] = np.arange(len(ok))
+                new = remap[lab]
+                c = normalise(group_sums(new, xm, len(ok)))
+                lost = np.flatnonzero(new < 0)
+                if lost.size:
+                    new[lost] = (xm[lost] @ c.T).argmax(axis=1)
+                best_lab = new
+    return best_lab
 
 
 def count_json(count: CountChoice | None, k_final: int) -> dict[str, Any]:
