@@ -899,7 +899,9 @@ def scale(n: int, kind: str = "mixed", baseline: str = "", cpu_time: bool = Fals
     ``cpu_time``: on a loaded machine wall time measures the other processes, so every figure is also taken as
     CPU seconds of this process (user + system), with one thread everywhere (onnxruntime intra-op 1, BLAS 1):
     with 2 threads onnxruntime's pool spins while it waits, which CPU time would count as work. The job's embed
-    stage is then split into the model load (hash check, session) and the embedding proper.
+    stage is then split into the model load (hash check, session) and the embedding proper. The cluster and describe
+    stages' units (``pipelines/thematic/parallel.py``) still run on ``embed.DEFAULT_THREADS`` threads there: their
+    idle workers block instead of spinning, so CPU time counts their work and the cost of sharing it out.
     The load average is printed before and after: on a shared 2-core machine a
     number taken at load > 1 is not a quiet-machine number.
     """

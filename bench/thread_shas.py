@@ -7,6 +7,11 @@ runs of two checkouts and thread counts compare by eye::
 
     .venv/bin/python bench/thread_shas.py --threads 1,2 [--sets leads,banking] [--seeds 0,1]
     .venv/bin/python bench/thread_shas.py --root /work/main        # the same sets on another checkout
+    .venv/bin/python bench/thread_shas.py --sets leads --threads 1,2 --rounds 10   # + medians per thread count
+
+``--rounds``: every thread count that many times, interleaved (1, 2, 1, 2, ...; the first round is a warm-up: the
+process's caches of words and phrases fill on a set's first run), then the median stage times (wall and the
+process's CPU seconds) per set and thread count. The times are the pipeline without embedding (cached vectors).
 
 ``--root``: the checkout whose ``pipelines`` package runs (the bench helpers are this one's). A checkout without the
 stage's threads ignores ``--threads`` (its cluster stage is one thread whatever the setting).
@@ -24,6 +29,7 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -48,6 +54,7 @@ def main() -> None:
     ap.add_argument("--threads", default="2", help="comma-separated stage thread counts (embed.DEFAULT_THREADS)")
     ap.add_argument("--sets", default=",".join(DEFAULT_SETS))
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from shared.runtime.blas import ONE_BLAS_THREAD
@@ -72,16 +79,30 @@ def main() -> None:
         texts, _ = b.suite_set(name)
         items = [{"id": i, "text": t} for i, t in enumerate(texts)]
         for seed in map(int, args.seeds.split(",")):
-            for threads in map(int, args.threads.split(",")):
-                E.DEFAULT_THREADS = threads  # type: ignore[misc]  # the stage reads it when it runs
-                t0 = time.perf_counter()
-                doc = run_with(b.Ctx(), ThematicParams(llm="off", seed=seed), items, client=None)
-                wall = time.perf_counter() - t0
-                sha = hashlib.sha256(json.dumps(strip(doc), sort_keys=True).encode()).hexdigest()
-                t = doc["run"]["timings_seconds"]
-                print(f"{name:18s} seed {seed} threads {threads}: sha256 {sha[:16]}  k {len(doc['themes']):3d}  "
-                      f"n {len(texts):5d}  cluster {t.get('cluster', 0):.2f} s  describe {t.get('describe', 0):.2f} s  "
-                      f"wall {wall:.1f} s  load {os.getloadavg()[0]:.1f}", flush=True)
+            times: dict[int, list[tuple[float, ...]]] = {}
+            for rnd in range(args.rounds):
+                for threads in map(int, args.threads.split(",")):
+                    E.DEFAULT_THREADS = threads  # type: ignore[misc]  # the stage reads it when it runs
+                    load = os.getloadavg()[0]
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    doc = run_with(b.Ctx(), ThematicParams(llm="off", seed=seed), items, client=None)
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                    sha = hashlib.sha256(json.dumps(strip(doc), sort_keys=True).encode()).hexdigest()
+                    t = doc["run"]["timings_seconds"]
+                    if rnd > 0 or args.rounds == 1:
+                        times.setdefault(threads, []).append(
+                            (t.get("cluster", 0), t.get("describe", 0), wall, cpu, load))
+                    print(f"{name:18s} seed {seed} threads {threads}: sha256 {sha[:16]}  k {len(doc['themes']):3d}  "
+                          f"n {len(texts):5d}  cluster {t.get('cluster', 0):.2f} s  describe "
+                          f"{t.get('describe', 0):.2f} s  wall {wall:.2f} s  cpu {cpu:.2f} s  load {load:.1f}",
+                          flush=True)
+            if args.rounds > 1:
+                for threads, rows in times.items():
+                    med = [statistics.median(col) for col in zip(*rows, strict=True)]
+                    print(f"{name:18s} seed {seed} threads {threads}: median of {len(rows)} (after a warm-up round): "
+                          f"cluster {med[0]:.3f} s  describe {med[1]:.3f} s  wall {med[2]:.3f} s  cpu {med[3]:.3f} s  "
+                          f"load {med[4]:.1f} ({min(r[4] for r in rows):.1f}-{max(r[4] for r in rows):.1f})",
+                          flush=True)
 
 
 if __name__ == "__main__":
