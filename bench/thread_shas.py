@@ -12,6 +12,9 @@ runs of two checkouts and thread counts compare by eye::
 ``--rounds``: every thread count that many times, interleaved (1, 2, 1, 2, ...; the first round is a warm-up: the
 process's caches of words and phrases fill on a set's first run), then the median stage times (wall and the
 process's CPU seconds) per set and thread count. The times are the pipeline without embedding (cached vectors).
+Also the CPU seconds of the cluster and describe stages, all threads (``cpu``) and the calling thread alone
+(``main``): on a loaded machine the wall says little, and the calling thread's CPU is what its critical path costs
+(a quiet 2-core machine's wall for the stage is about the larger of ``main`` and ``cpu - main``, plus the waits).
 
 ``--root``: the checkout whose ``pipelines`` package runs (the bench helpers are this one's). A checkout without the
 stage's threads ignores ``--threads`` (its cluster stage is one thread whatever the setting).
@@ -70,9 +73,23 @@ def main() -> None:
     from bench.int8_speed import machine
     from pipelines.thematic import ThematicParams
     from pipelines.thematic import embed as E
+    from pipelines.thematic import stages as S
     from pipelines.thematic.run import run_with
 
     print(machine(), "| pipelines from", Path(sys.modules["pipelines"].__file__ or "").parent.parent, flush=True)
+    stage_cpu: dict[str, tuple[float, float]] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            c0, m0 = time.process_time(), time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                stage_cpu[name] = (time.process_time() - c0, time.thread_time() - m0)
+        return run
+
+    S._cluster = timed("cluster", S._cluster)  # type: ignore[assignment]
+    S._describe = timed("describe", S._describe)  # type: ignore[assignment]
     real = mapped.job_embedder
     mapped.job_embedder = lambda *a, **k: b.CachedEmbedder(real(*a, **k))  # type: ignore[assignment]
     for name in args.sets.split(","):
@@ -89,19 +106,21 @@ def main() -> None:
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                     sha = hashlib.sha256(json.dumps(strip(doc), sort_keys=True).encode()).hexdigest()
                     t = doc["run"]["timings_seconds"]
+                    (cc, cm), (dc, dm) = stage_cpu.get("cluster", (0.0, 0.0)), stage_cpu.get("describe", (0.0, 0.0))
                     if rnd > 0 or args.rounds == 1:
                         times.setdefault(threads, []).append(
-                            (t.get("cluster", 0), t.get("describe", 0), wall, cpu, load))
+                            (t.get("cluster", 0), t.get("describe", 0), wall, cpu, cc, cm, dc, dm, load))
                     print(f"{name:18s} seed {seed} threads {threads}: sha256 {sha[:16]}  k {len(doc['themes']):3d}  "
-                          f"n {len(texts):5d}  cluster {t.get('cluster', 0):.2f} s  describe "
-                          f"{t.get('describe', 0):.2f} s  wall {wall:.2f} s  cpu {cpu:.2f} s  load {load:.1f}",
-                          flush=True)
+                          f"n {len(texts):5d}  cluster {t.get('cluster', 0):.2f} s (cpu {cc:.2f}, main {cm:.2f})  "
+                          f"describe {t.get('describe', 0):.2f} s (cpu {dc:.2f}, main {dm:.2f})  wall {wall:.2f} s  "
+                          f"cpu {cpu:.2f} s  load {load:.1f}", flush=True)
             if args.rounds > 1:
                 for threads, rows in times.items():
                     med = [statistics.median(col) for col in zip(*rows, strict=True)]
                     print(f"{name:18s} seed {seed} threads {threads}: median of {len(rows)} (after a warm-up round): "
-                          f"cluster {med[0]:.3f} s  describe {med[1]:.3f} s  wall {med[2]:.3f} s  cpu {med[3]:.3f} s  "
-                          f"load {med[4]:.1f} ({min(r[4] for r in rows):.1f}-{max(r[4] for r in rows):.1f})",
+                          f"cluster {med[0]:.3f} s (cpu {med[4]:.3f}, main {med[5]:.3f})  describe {med[1]:.3f} s "
+                          f"(cpu {med[6]:.3f}, main {med[7]:.3f})  wall {med[2]:.3f} s  cpu {med[3]:.3f} s  "
+                          f"load {med[8]:.1f} ({min(r[8] for r in rows):.1f}-{max(r[8] for r in rows):.1f})",
                           flush=True)
 
 

@@ -165,6 +165,8 @@ SPLIT_BATCH_K = 60
 #: Candidates whose k-means runs :func:`silhouette_curve` submits ahead of its split path (with a second thread they
 #: run beside it). Each holds its runs' labels and silhouette products (CHOICE_SAMPLE x k float32, <= 1.6 MiB a run).
 CURVE_AHEAD = 8
+#: Fewer new bisections than this in a split-path step are made in the calling thread (see :func:`_new_cuts`).
+CUT_UNIT_MIN = 8
 #: Rows per one-hot block in :func:`group_sums`.
 GROUP_BLOCK = 8192
 
@@ -773,12 +775,21 @@ def _new_cuts(x: F32, v: F32, out: I64, eligible: I64, cuts: dict[int, _Cut | No
     drawn first, in the order of ``eligible`` (the rng's sequence), then each one computed (as units of
     ``units``, when given)."""
     new = [(g, np.flatnonzero(out == g), int(rng.integers(1 << 31))) for g in map(int, eligible) if g not in cuts]
-    if units is None:
+    if units is None or units.threads == 1 or len(new) < CUT_UNIT_MIN:
         for g, m, cut_seed in new:
             cuts[g] = _cut(x, v, m, cut_seed, restarts)
         return
-    for g, u in [(g, units.submit(_cut, x, v, m, cut_seed, restarts)) for g, m, cut_seed in new]:
-        cuts[g] = u.result()
+    # A bisection is small (groups of ~30 at large k): one unit per share of them, not per bisection, so a step
+    # synchronises once per thread, not ~k times (every hand-over costs a wake-up, long on a loaded machine).
+    share = -(-len(new) // units.threads)
+    parts = [units.submit(_cuts, x, v, new[start : start + share], restarts) for start in range(share, len(new), share)]
+    for got in [_cuts(x, v, new[:share], restarts), *(u.result() for u in parts)]:
+        cuts.update(got)
+
+
+def _cuts(x: F32, v: F32, new: list[tuple[int, I64, int]], restarts: int) -> dict[int, _Cut | None]:
+    """:func:`_cut` of each (group, members, seed) of ``new``, by group."""
+    return {g: _cut(x, v, m, cut_seed, restarts) for g, m, cut_seed in new}
 
 
 def _cut(x: F32, v: F32, m: I64, seed: int, restarts: int) -> _Cut | None:

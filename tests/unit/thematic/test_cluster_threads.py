@@ -68,8 +68,9 @@ def test_fixed_count_and_parts_on_two_threads_are_bit_identical() -> None:
         ks = K.candidate_ks(2, 40)
         assert K.silhouette_curve(x, ks, seed=4) == K.silhouette_curve(x, ks, seed=4, units=units)
         start, _ = K.spherical_kmeans(x, 3, seed=0, n_init=2)
-        np.testing.assert_array_equal(K._bisect_to(x, start, 30, np.random.default_rng(7)),
-                                      K._bisect_to(x, start, 30, np.random.default_rng(7), units=units))
+        for k in (30, K.SPLIT_BATCH_K + 20):  # one bisection a step, then a batched round of many (shared out)
+            np.testing.assert_array_equal(K._bisect_to(x, start, k, np.random.default_rng(7)),
+                                          K._bisect_to(x, start, k, np.random.default_rng(7), units=units))
 
 
 def test_plus_plus_prefix_gives_the_same_centres_in_any_call_order() -> None:
