@@ -256,6 +256,13 @@ def describe_stage(ctx: PipelineContext, s: RunState) -> None:
     ctx.raise_if_cancelled()
 
 
+#: Start the sub-theme split beside the labelling, on a second thread (see _describe). Its gain is small (the split
+#: is ~0.15 CPU-s of the 2,000-answer job) and the labelling is Python that holds the GIL: measured on the loaded
+#: 2-core Xeon (load 8, 7 interleaved rounds) the describe stage took a median 1.30 s with it, 1.44 s without and
+#: 1.36 s at one thread, within the noise (DOCS.md of speed44); kept as the switch to turn it off.
+EARLY_SUB_LEVEL = True
+
+
 def _describe(ctx: PipelineContext, s: RunState) -> _Described:
     threads = stage_threads()
     with Units(threads, name="thematiq-describe") as units:
@@ -264,7 +271,7 @@ def _describe(ctx: PipelineContext, s: RunState) -> _Described:
         # come out of the merges unchanged (the usual case), else computed again from the merged ones.
         early = (units.submit(functools.partial(clustering.sub_level, s.emb, s.labels, s.k, min_size=s.params.min_theme_size,
                                                 seed=s.params.seed, units=units))
-                 if threads > 1 and s.k <= clustering.BROAD_MAX else None)
+                 if EARLY_SUB_LEVEL and threads > 1 and s.k <= clustering.BROAD_MAX else None)
         return _describe_in(ctx, s, units, early)
 
 
