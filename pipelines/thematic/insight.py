@@ -374,12 +374,15 @@ def breakdowns(
     fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None],
     theme_of: Sequence[str | Sequence[str] | None],
     themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE, scales: Mapping[str, str] | None = None,
+    min_tested_n: int = MIN_TESTED_N,
 ) -> list[dict[str, Any]]:
-    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``)."""
+    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``); ``min_tested_n``: see
+    ``breakdown`` (0 tests every group, as before 2026-12-07: bench/segments.py's "before")."""
     out = []
     for f in fields:
         b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f), key=f)
-        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind))
+        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind,
+                             min_tested_n=min_tested_n))
     return out
 
 

@@ -150,8 +150,12 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   "(Benjamini–Hochberg q < 0.05)"
                   + ("; †: Fisher's exact test, since an expected count is below "
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
-                     "approximation)" if isinstance(b.get("testing"), dict) else "") + ".", "",
-                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
+                     "approximation)" if isinstance(b.get("testing"), dict) else "")
+                  # A group of a handful of answers is not tested (schema 1.5, insight.MIN_TESTED_N).
+                  + (f"; *small n*: the group or the rest has fewer than {b['testing']['min_n']} responses, not "
+                     "tested, never bold" if any(g.get("small_n") for g in groups) else "") + ".", "",
+                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
+                                           for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
         for i, tid in enumerate(t["id"] for t in themes):
             cells = []
@@ -268,6 +272,8 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              "with no effect at all about 1 theme in 20 would still be bold). "
              # Percentile intervals of a handful of responses exclude 0 far more often than 5 % (impact.MIN_N).
              f"*(small n)*: fewer than {imp.get('min_n') or impact.MIN_N} scored responses, never bold.", "",
+             # One theme per response: impacts are relative to the other themes together (schema 1.5).
+             *([f"*Note*: {_md(str(imp['note']))}", ""] if imp.get("note") else []),
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")

@@ -91,3 +91,21 @@ def test_the_sentiment_section_names_the_ratings_scale_and_whether_it_was_declar
     assert "by the rating field ltr (1–5 stars, inferred from the values)" in render_md(doc)[1].decode()
     doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "stars"}  # a 1.3 result: no scale_from
     assert "by the rating field ltr (1–5 stars) (source" in render_md(doc)[1].decode()
+
+
+def test_a_small_group_is_marked_and_the_single_label_note_is_printed() -> None:
+    # Schema 1.5 (stats44): a group of a handful of answers is not tested; the report says "small n" at its column and
+    # in the legend. With one theme per response the impact table carries the result's note.
+    doc = _doc()
+    doc["breakdowns"][0]["testing"] = {"procedure": "bh", "weights": None, "alpha": 0.05, "reference": "BH",
+                                       "exact_below": 5.0, "min_n": 10}
+    doc["breakdowns"][0]["groups"][1].update(n=3, small_n=True)
+    doc["impact"] = {"key": "nps", "scale": "nps", "overall": -63.1, "n": 401, "single_label": True,
+                     "note": "One theme per response: relative to the other themes together.", "themes": [
+                         {"theme_id": "t0", "label": "a", "n": 42, "score": -95.2, "impact": -3.6, "ci_low": -5.3,
+                          "ci_high": -2.0}]}
+    text = render_md(doc)[1].decode()
+    assert text.count(", small n)") == 1 and "*small n*: the group or the rest has fewer than 10 responses" in text
+    assert "*Note*: One theme per response: relative to the other themes together." in text
+    plain = _doc()
+    assert "small n" not in render_md(plain)[1].decode()
