@@ -152,7 +152,8 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
                      "approximation)" if isinstance(b.get("testing"), dict) else "")
                   # A group of a handful of answers is not tested (schema 1.5, insight.MIN_TESTED_N).
-                  + (f"; *small n*: the group or the rest has fewer than {b['testing']['min_n']} responses, not "
+                  + (f"; *small n*: the group or the rest has fewer than "
+                     f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not "
                      "tested, never bold" if any(g.get("small_n") for g in groups) else "") + ".", "",
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
                                            for g in groups) + " |",
@@ -275,10 +276,13 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              # One theme per response: impacts are relative to the other themes together (schema 1.5).
              *([f"*Note*: {_md(str(imp['note']))}", ""] if imp.get("note") else []),
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
+    label_of = {str(t.get("theme_id")): str(t.get("label")) for t in imp.get("themes", [])}
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = impact.starred(t)
         cell = _num(t.get("impact"), nps)
+        if t.get("explained_by"):  # one theme per response: excludes 0 only against these themes (schema 1.5)
+            cell += " *(against " + ", ".join(_md(label_of.get(str(x), str(x))) for x in t["explained_by"]) + " only)*"
         score = t.get("score")
         lines.append(f"| {_md(t['label'])} | {t['n']}{' *(small n)*' if t.get('small_n') else ''} | "
                      f"{'—' if score is None else (f'{score:.1f}' if nps else f'{score:.2f}')} | "

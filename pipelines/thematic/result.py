@@ -27,9 +27,10 @@ SCHEMA_VERSION = "1.5"
 """1.5 (additive, stats44): ``breakdowns[].groups[].small_n`` and ``breakdowns[].testing.min_n``: a group with fewer
 than ``min_n`` (10) usable responses, or whose rest has fewer, is not tested for significance (its cells' ``q`` is
 null, ``significant`` false; their p is kept); before, a ``(missing)`` group of one answer could be significant.
-``impact.single_label`` and ``impact.note``: every scored response has at most one theme, so a theme's impact is
-relative to all the other themes together (an average theme is not 0 when another drags the score down). A 1.4
-document is still valid.
+``impact.single_label``, ``impact.note`` and ``impact.themes[].explained_by``: every scored response has at most one
+theme, so a theme's impact is relative to all the other themes together (an average theme is not 0 when another
+drags the score down); a theme whose interval excludes 0 only against other such themes names them and is not
+marked as sure. A 1.4 document is still valid.
 1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
 expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
 row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochberg over the breakdown's cells). A
@@ -471,6 +472,9 @@ class ImpactTheme(_Model):
     small_n: bool = Field(default=False, description=(
         "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
         "and it is never marked as excluding 0"))
+    explained_by: list[str] | None = Field(default=None, description=(
+        "new in 1.5, with impact.single_label: its interval excludes 0 only because of these themes (of the "
+        "opposite sign, whose intervals exclude 0 too): without their responses it covers 0. Never marked as sure"))
 
 
 class Impact(_Model):

@@ -102,9 +102,13 @@ def test_a_small_group_is_marked_and_the_single_label_note_is_printed() -> None:
     doc["breakdowns"][0]["groups"][1].update(n=3, small_n=True)
     doc["impact"] = {"key": "nps", "scale": "nps", "overall": -63.1, "n": 401, "single_label": True,
                      "note": "One theme per response: relative to the other themes together.", "themes": [
-                         {"theme_id": "t0", "label": "a", "n": 42, "score": -95.2, "impact": -3.6, "ci_low": -5.3,
-                          "ci_high": -2.0}]}
+                         {"theme_id": "t0", "label": "Fees", "n": 42, "score": -95.2, "impact": -3.6, "ci_low": -5.3,
+                          "ci_high": -2.0},
+                         {"theme_id": "t1", "label": "Food", "n": 60, "score": -40.0, "impact": 1.2, "ci_low": 0.2,
+                          "ci_high": 2.2, "explained_by": ["t0"]}]}
     text = render_md(doc)[1].decode()
+    # Fees is sure (bold); Food's interval excludes 0 only against Fees: not bold, and the report says so.
+    assert "| **-3.6** |" in text and "| +1.2 *(against Fees only)* |" in text
     assert text.count(", small n)") == 1 and "*small n*: the group or the rest has fewer than 10 responses" in text
     assert "*Note*: One theme per response: relative to the other themes together." in text
     plain = _doc()
