@@ -123,6 +123,14 @@ def _cell_md(cell: dict[str, Any]) -> str:
     return (f"**{text}**" if cell.get("significant") else text) + (" †" if cell.get("test") == "fisher" else "")
 
 
+def _small_groups_md(b: dict[str, Any]) -> str:
+    """The legend's part for groups of a handful of answers, which are not tested (schema 1.5, insight.MIN_TESTED_N)."""
+    if not any(g.get("small_n") for g in b.get("groups", [])):
+        return ""
+    return (f"; *small n*: the group or the rest has fewer than "
+            f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not tested, never bold")
+
+
 def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
     """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
     lines: list[str] = []
@@ -151,10 +159,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   + ("; †: Fisher's exact test, since an expected count is below "
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
                      "approximation)" if isinstance(b.get("testing"), dict) else "")
-                  # A group of a handful of answers is not tested (schema 1.5, insight.MIN_TESTED_N).
-                  + (f"; *small n*: the group or the rest has fewer than "
-                     f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not "
-                     "tested, never bold" if any(g.get("small_n") for g in groups) else "") + ".", "",
+                  + _small_groups_md(b) + ".", "",
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
                                            for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
