@@ -31,7 +31,7 @@ ALPHA = 0.05
 #: exact test is valid at n = 1, yet one answer in a 5-of-1,000 theme is p = 0.005 (review43: a ``(missing)`` group
 #: of one answer was "significant", lift x250): a difference that rests on a handful of answers is no segment
 #: finding. Leaving them out of BH is valid (a group's size is a margin of its tables, independent of the test
-#: under the null: independent filtering, Bourgon, Gentleman & Huber 2010) and costs the other cells nothing.
+#: under the null: independent filtering, Bourgon, Gentleman & Huber 2010) and makes the other cells' BH less strict.
 #: 10 as ``impact.MIN_N``; bench/segments.py measures the rule on null and planted segments (docs/thematic.md).
 MIN_TESTED_N: Final = 10
 
