@@ -239,8 +239,15 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _getaddrinfo(host: str, port: int) -> list[str]:
+    """The host's addresses in the order ``getaddrinfo`` gives them, each once.
+
+    That order is the resolver's destination address selection (RFC 6724): on an instance without IPv6
+    connectivity (App Service and Flex Consumption have no outbound IPv6) IPv4 comes first. Sorted as text, the
+    addresses of a dual-stack receiver such as ``2600:1f18:…`` and ``52.…`` put every IPv6 one first, and the
+    sender, which dials at most three, never reached the IPv4 ones (review44p).
+    """
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _resolve(host: str, port: int, timeout: float | None = None) -> list[str]:
