@@ -282,3 +282,21 @@ def test_a_chunk_delete_whose_retry_finds_rows_gone_deletes_the_rest(backend: Ba
     assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 3
     backend.faults.disarm()
     assert backend.stores.chunks.list_stage(TENANT, j.id, "s") == []
+
+
+def test_a_retention_blob_delete_whose_retry_finds_the_blobs_gone_is_a_delete(backend: Backend) -> None:
+    """Review44p: a job's blobs go in batch requests; a batch that committed, was answered 503 and retried by the
+    SDK came back with every sub-request 404 (PartialBatchErrorException), an error of that expiry: the job stayed,
+    the sweep was not recorded, and the next 5-minute run scanned the whole table and container again."""
+    rows = [secrets.token_hex(64) for _ in range(1000)]  # incompressible, over 48 KiB: a claim-checked input
+    j = submit(backend, input_=rows).job
+    assert j.input_blob
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    backend.clock.advance(get_settings().retention_days * 86400 + 60)
+    rule = backend.faults.arm("blob", "commit-5xx", method="POST", count=1)
+    report = Reaper(backend.stores, sweep=True).run()
+    backend.faults.disarm()
+    assert rule.hits == 1
+    assert report.deleted == [j.id] and report.errors == 0, report.summary()
+    assert jobs(backend) == [] and backend.stores.blobs.get_optional(j.input_blob) is None
+    assert backend.stores.jobs.index_state().swept_at is not None  # the sweep is recorded: not run again at once
