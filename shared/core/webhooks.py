@@ -252,7 +252,12 @@ def _lookup(host: str, port: int) -> concurrent.futures.Future[list[str]]:
         future = _lookups[key] = concurrent.futures.Future()
     thread = threading.Thread(target=_run_lookup, args=(key, future), name=f"thematiq-dns_{next(_lookup_ids)}",
                               daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError as err:  # no thread to be had: never leave a future nobody will answer
+        with _lookups_lock:
+            _lookups.pop(key, None)
+        future.set_exception(TimeoutError(f"DNS lookup of {host!r} not started ({err})"))
     return future
 
 

@@ -60,3 +60,15 @@ def test_concurrent_lookups_of_one_host_share_one(monkeypatch: pytest.MonkeyPatc
         assert calls == ["slow.example"]  # one thread held by that host, not five
     finally:
         release.set()
+
+
+def test_a_lookup_whose_thread_cannot_start_is_not_left_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(core, "_getaddrinfo", lambda host, port: ["93.184.216.34"])
+    with monkeypatch.context() as m:
+        m.setattr(threading.Thread, "start", no_thread)
+        with pytest.raises(UnresolvedHost):
+            check_url("https://hooks.example.com/x", allow_private=False)
+    assert check_url("https://hooks.example.com/x", allow_private=False) == ["93.184.216.34"]
