@@ -43,11 +43,12 @@ def test_a_lookup_is_not_held_up_by_hung_ones(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_concurrent_lookups_of_one_host_share_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
     calls: list[str] = []
 
     def resolver(host: str, port: int) -> list[str]:
         calls.append(host)
+        started.set()
         release.wait(30)
         return ["93.184.216.34"]
 
@@ -57,6 +58,7 @@ def test_concurrent_lookups_of_one_host_share_one(monkeypatch: pytest.MonkeyPatc
         for _ in range(5):
             with pytest.raises(UnresolvedHost):
                 check_url("https://slow.example/x", allow_private=False)
+        assert started.wait(10)  # the one lookup is running (on a loaded machine its thread may start late)
         assert calls == ["slow.example"]  # one thread held by that host, not five
     finally:
         release.set()
