@@ -1,9 +1,15 @@
-"""Chunks of a map stage: one entity each, in the parent job's partition.
+"""Chunks of a map stage: one entity each, in the parent job's partition, in their own RowKey range.
 
-RowKey ``{job_id}~c~{stage}~{index:05d}`` keeps a job's chunks together and in
-order, so "the chunks of this stage" is one range query inside one partition.
-A chunk has its own status, attempts, owner and heartbeat, claimed with the
-same ETag discipline as a job.
+RowKey ``~chunk~{job_id}~{stage}~{index:05d}`` keeps a job's chunks together and in
+order, so "the chunks of this stage" is one range query inside one partition, and
+puts them past the tenant's job rows (28 hex digits, all before ``~``), so a listing
+of jobs (``RowKey lt '~'``) never reads a chunk row. A chunk has its own status,
+attempts, owner and heartbeat, claimed with the same ETag discipline as a job.
+
+The layout before (``{job_id}~c~{stage}~{index:05d}``, right after the job's own row)
+is still read: :attr:`Chunk.legacy` says a row came from there, and its writes go back
+to that key until the migration (``shared.storage.chunk_store.ChunkStore.move_legacy``)
+moves it, in one entity-group transaction conditional on its ETag.
 
 Status: ``pending`` (waiting for a slot in the job's window), ``queued`` (has
 a message), ``running``, then ``succeeded``, ``failed`` (attempts used up) or
@@ -17,7 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.config.constants import ERROR_MESSAGE_MAX_CHARS
+from shared.config.constants import CHUNK_ROW_PREFIX, ERROR_MESSAGE_MAX_CHARS
 from shared.core.jobs import _dt
 
 KIND_CHUNK = "chunk"
@@ -37,11 +43,29 @@ class ChunkStatus(StrEnum):
 
 
 def chunk_row(job_id: str, stage: str, index: int) -> str:
-    return f"{job_id}~c~{stage}~{index:05d}"
+    return f"{stage_prefix(job_id, stage)}{index:05d}"
 
 
 def stage_prefix(job_id: str, stage: str) -> str:
-    return f"{job_id}~c~{stage}~"
+    return f"{job_prefix(job_id)}{stage}~"
+
+
+def job_prefix(job_id: str) -> str:
+    """Every chunk row of one job starts with this (retention deletes that range)."""
+    return f"{CHUNK_ROW_PREFIX}{job_id}~"
+
+
+# The layout before (up to 2026-12-07): right after the job's row, so a job listing scanned every chunk of every job.
+def legacy_chunk_row(job_id: str, stage: str, index: int) -> str:
+    return f"{legacy_stage_prefix(job_id, stage)}{index:05d}"
+
+
+def legacy_stage_prefix(job_id: str, stage: str) -> str:
+    return f"{legacy_job_prefix(job_id)}{stage}~"
+
+
+def legacy_job_prefix(job_id: str) -> str:
+    return f"{job_id}~c~"
 
 
 @dataclass(frozen=True)
@@ -73,9 +97,13 @@ class Chunk:
     #: Token of the lifecycle write that last changed the row (see ``Job.op``).
     op: str | None = None
     etag: str | None = None
+    #: Read from the layout before (``legacy_chunk_row``): its writes go to that row until it is moved.
+    legacy: bool = False
 
     @property
     def row_key(self) -> str:
+        if self.legacy:
+            return legacy_chunk_row(self.job_id, self.stage, self.index)
         return chunk_row(self.job_id, self.stage, self.index)
 
     def with_changes(self, **changes: Any) -> Chunk:
@@ -137,4 +165,5 @@ class Chunk:
             error_message=e.get("error_message", ""),
             op=e.get("op") or None,
             etag=meta.get("etag"),
+            legacy=bool(e.get("RowKey")) and not str(e["RowKey"]).startswith(CHUNK_ROW_PREFIX),
         )

@@ -26,6 +26,7 @@ from shared.config.constants import (
     ACTIVE_ROW_PREFIX,
     ACTIVE_ROWS_PER_QUERY,
     IDEMPOTENCY_ROW_PREFIX,
+    JOB_ROWS_END,
     KIND_ACTIVE,
     KIND_IDEMPOTENCY,
     KIND_JOB,
@@ -264,9 +265,10 @@ class JobStore:
         self, tenant: str, *, status: str | None, pipeline: str | None, limit: int, cursor: str | None
     ) -> tuple[list[Job], str | None]:
         """One page of a tenant's jobs, newest first: up to ``limit``, fewer only when the listing is done or
-        after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's partition is read."""
-        filters = ["PartitionKey eq @tenant", "kind eq @kind"]
-        params: dict[str, Any] = {"tenant": tenant, "kind": KIND_JOB}
+        after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's job rows are read: its RowKeys before
+        ``JOB_ROWS_END`` (chunks and bookkeeping rows all sort after), so the service scans no other row."""
+        filters = ["PartitionKey eq @tenant", "RowKey lt @end", "kind eq @kind"]
+        params: dict[str, Any] = {"tenant": tenant, "end": JOB_ROWS_END, "kind": KIND_JOB}
         if status:
             filters.append("status eq @status")
             params["status"] = status

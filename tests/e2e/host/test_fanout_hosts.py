@@ -5,6 +5,7 @@ from __future__ import annotations
 from azure.data.tables import TableClient
 
 from devhost.process import HostProcess
+from shared.core.chunks import stage_prefix
 from tests.e2e.conftest import QUICK_STALE, Api, host_env
 
 N_CHUNKS = 60
@@ -32,7 +33,7 @@ def _fan_ins(env: dict[str, str], job_id: str) -> int:
 
 def _chunk_rows(env: dict[str, str], job_id: str) -> list[dict[str, object]]:
     table = _table(env)
-    prefix = f"{job_id}~c~square~"
+    prefix = stage_prefix(job_id, "square")
     return list(
         table.query_entities(
             "RowKey ge @lo and RowKey lt @hi",
