@@ -167,3 +167,14 @@ class Chunk:
             etag=meta.get("etag"),
             legacy=bool(e.get("RowKey")) and not str(e["RowKey"]).startswith(CHUNK_ROW_PREFIX),
         )
+
+
+@dataclass
+class MoveReport:
+    """What one ``move_legacy`` run did with each chunk row of the layout before it found."""
+
+    moved: int = 0
+    #: Found beside a new row of the same chunk (which readers take) and deleted.
+    dropped: int = 0
+    #: Still in the old layout (kept changing, or unreadable): the next run tries again; readers still read it.
+    left: int = 0

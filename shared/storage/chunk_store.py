@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from azure.core import MatchConditions
@@ -19,6 +18,7 @@ from shared.config.constants import JOB_ROWS_END
 from shared.core.chunks import (
     KIND_CHUNK,
     Chunk,
+    MoveReport,
     chunk_row,
     job_prefix,
     legacy_chunk_row,
@@ -62,17 +62,6 @@ _SUMMARY = [
     "input_blob",
     "op",
 ]
-
-
-@dataclass
-class MoveReport:
-    """What one ``move_legacy`` run did with each chunk row of the layout before it found."""
-
-    moved: int = 0
-    #: Found beside a new row of the same chunk (which readers take) and deleted.
-    dropped: int = 0
-    #: Still in the old layout (kept changing, or unreadable): the next run tries again; readers still read it.
-    left: int = 0
 
 
 class ChunkStore:

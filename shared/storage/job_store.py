@@ -337,13 +337,23 @@ class JobStore:
         """
         tenants: list[str] = []
         swept_at: datetime | None = None
+        moved_at: datetime | None = None
         with storage_call("read the tenants partition"):
             for e in self.table.query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}):
                 if e.get("kind") == KIND_TENANT:
                     tenants.append(str(e["RowKey"]))
-                elif e.get("RowKey") == SWEEP_ROW and isinstance(e.get("swept_at"), datetime):
-                    swept_at = e["swept_at"]
-        return IndexState(tuple(tenants), swept_at)
+                elif e.get("RowKey") == SWEEP_ROW:
+                    swept_at = e["swept_at"] if isinstance(e.get("swept_at"), datetime) else None
+                    moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
+        return IndexState(tuple(tenants), swept_at, moved_at)
+
+    def mark_chunks_moved(self, at: datetime) -> None:
+        # On the sweep row (MERGE: its swept_at stays), read with the tenants at no extra cost.
+        with storage_call("mark the chunk rows moved"):
+            self.table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, "chunks_moved_at": at},
+                mode=UpdateMode.MERGE,
+            )
 
     def mark_swept(self, at: datetime) -> None:
         # Unconditional: two reapers that both swept only make the next sweep come a little later.

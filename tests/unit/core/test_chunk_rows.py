@@ -26,16 +26,18 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.registry import default_registry
 from shared.runtime.chunk_worker import ChunkWorker
 from shared.runtime.protocol import AttemptSpec
+from shared.runtime.reaper import Reaper
 from shared.runtime.runner import AttemptResult, Lease
 from shared.storage.chunk_store import ChunkStore
 from tests.support.backends import Backend
 from tests.support.scenarios import TENANT, job, submit
 
 STAGE = "square"
+INPUT = gzip.compress(b"[1]", mtime=0)
 
 
 def _chunks(job_id: str, n: int, *, legacy: bool = False, status: ChunkStatus = ChunkStatus.PENDING) -> list[Chunk]:
-    return [Chunk(TENANT, job_id, STAGE, i, status, 1, "m:f", of=n, plan="p", input_inline=gzip.compress(b"[1]"),
+    return [Chunk(TENANT, job_id, STAGE, i, status, 1, "m:f", of=n, plan="p", input_inline=INPUT,
                   legacy=legacy) for i in range(n)]
 
 
@@ -108,7 +110,7 @@ def test_a_listing_over_chunk_rows_of_the_layout_before_stops_reading_them_once_
         assert [(c.index, c.legacy, c.status) for c in stage] == [(i, False, ChunkStatus.PENDING) for i in range(20)]
         # Every property came along, the inline input too.
         moved = backend.stores.chunks.get(TENANT, job_id, STAGE, 7, with_input=True)
-        assert moved.input_inline == gzip.compress(b"[1]") and moved.of == 20 and moved.plan == "p"
+        assert moved.input_inline == INPUT and moved.of == 20 and moved.plan == "p"
 
 
 def test_a_stage_costs_one_range_query_once_it_is_whole(backend: Backend) -> None:
@@ -213,3 +215,18 @@ def test_retention_deletes_a_jobs_chunks_of_both_layouts(backend: Backend) -> No
     assert backend.stores.chunks.list_stage(TENANT, j.id, STAGE) == []
     with pytest.raises(NotFound):
         backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
+
+
+def test_the_sweep_moves_the_rows_of_the_layout_before_until_none_are_left(backend: Backend) -> None:
+    ids = _fan_out_jobs(backend, jobs=2, chunks=3, legacy=True)
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    assert Reaper(backend.stores, sweep=False).run().chunk_rows_moved == 0  # an index run never looks
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.chunk_rows_moved == 6 and report.errors == 0, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    for job_id in ids:
+        assert {c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)} == {False}
+    # Recorded: later sweeps do not read the tenants' job rows for it again (a row written after is still read).
+    [late] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True)
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, late, STAGE)] == [True]
