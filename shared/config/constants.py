@@ -33,10 +33,8 @@ IDEMPOTENCY_ROW_PREFIX: Final = "~idem-"
 KIND_ACTIVE: Final = "active"
 ACTIVE_ROW_PREFIX: Final = "~active-"
 #: A tenant's job rows are its only RowKeys before this one (a job id is 28 hex digits; every other row of the
-#: partition, bookkeeping and chunks, starts with ``~``), so ``RowKey lt '~'`` lists its jobs and nothing else.
+#: partition starts with ``~``; chunks live in partitions of their own), so ``RowKey lt '~'`` lists its jobs only.
 JOB_ROWS_END: Final = "~"
-#: A map stage's chunk rows (``shared.core.chunks``): ``~chunk~{job_id}~{stage}~{index:05d}``, past the job rows.
-CHUNK_ROW_PREFIX: Final = "~chunk~"
 KIND_TENANT: Final = "tenant"
 #: Not a valid tenant (TENANT_RE starts with a letter or digit), so never a tenant's own partition.
 TENANTS_PARTITION: Final = "~tenants"

@@ -1,15 +1,18 @@
-"""Chunks of a map stage: one entity each, in the parent job's partition, in their own RowKey range.
+"""Chunks of a map stage: one entity each, in a partition of their job's own.
 
-RowKey ``~chunk~{job_id}~{stage}~{index:05d}`` keeps a job's chunks together and in
-order, so "the chunks of this stage" is one range query inside one partition, and
-puts them past the tenant's job rows (28 hex digits, all before ``~``), so a listing
-of jobs (``RowKey lt '~'``) never reads a chunk row. A chunk has its own status,
-attempts, owner and heartbeat, claimed with the same ETag discipline as a job.
+PartitionKey ``{tenant}~{job_id}`` (a tenant never contains ``~``), RowKey ``{stage}~{index:05d}``: a job's
+chunks together and in order, so "the chunks of this stage" is one range query inside one partition, a chunk is
+a point read, and retention deletes a job's chunks with one partition query. The tenant's own partition keeps
+only its job rows and their bookkeeping, so a job listing reads no chunk row, the reaper's fetch of active jobs
+(an ``or`` of RowKeys, which the service answers by scanning the partition) reads none either, and the chunk
+writes of a tenant's fan-outs are spread over partitions instead of sharing the tenant's 2,000 entities/s. A
+chunk has its own status, attempts, owner and heartbeat, claimed with the same ETag discipline as a job; no
+transaction spans a job row and a chunk row.
 
-The layout before (``{job_id}~c~{stage}~{index:05d}``, right after the job's own row)
-is still read: :attr:`Chunk.legacy` says a row came from there, and its writes go back
-to that key until the migration (``shared.storage.chunk_store.ChunkStore.move_legacy``)
-moves it, in one entity-group transaction conditional on its ETag.
+The layout before 2026-12-07 (the tenant's partition, RowKey ``{job_id}~c~{stage}~{index:05d}``, right after the
+job's own row, so a listing read every chunk of every job) is still read: :attr:`Chunk.legacy` says a row came
+from there, and its writes go back there. ``shared.storage.chunk_store.ChunkStore.move_legacy`` moves such rows
+once they can no longer change (see there).
 
 Status: ``pending`` (waiting for a slot in the job's window), ``queued`` (has
 a message), ``running``, then ``succeeded``, ``failed`` (attempts used up) or
@@ -23,7 +26,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.config.constants import CHUNK_ROW_PREFIX, ERROR_MESSAGE_MAX_CHARS
+from shared.config.constants import ERROR_MESSAGE_MAX_CHARS
 from shared.core.jobs import _dt
 
 KIND_CHUNK = "chunk"
@@ -42,17 +45,17 @@ class ChunkStatus(StrEnum):
         return self in (ChunkStatus.SUCCEEDED, ChunkStatus.FAILED, ChunkStatus.CANCELLED)
 
 
-def chunk_row(job_id: str, stage: str, index: int) -> str:
-    return f"{stage_prefix(job_id, stage)}{index:05d}"
+def chunk_partition(tenant: str, job_id: str) -> str:
+    """The PartitionKey of a job's chunks."""
+    return f"{tenant}~{job_id}"
 
 
-def stage_prefix(job_id: str, stage: str) -> str:
-    return f"{job_prefix(job_id)}{stage}~"
+def chunk_row(stage: str, index: int) -> str:
+    return f"{stage_prefix(stage)}{index:05d}"
 
 
-def job_prefix(job_id: str) -> str:
-    """Every chunk row of one job starts with this (retention deletes that range)."""
-    return f"{CHUNK_ROW_PREFIX}{job_id}~"
+def stage_prefix(stage: str) -> str:
+    return f"{stage}~"
 
 
 # The layout before (up to 2026-12-07): right after the job's row, so a job listing scanned every chunk of every job.
@@ -101,17 +104,21 @@ class Chunk:
     legacy: bool = False
 
     @property
+    def partition_key(self) -> str:
+        return self.tenant if self.legacy else chunk_partition(self.tenant, self.job_id)
+
+    @property
     def row_key(self) -> str:
         if self.legacy:
             return legacy_chunk_row(self.job_id, self.stage, self.index)
-        return chunk_row(self.job_id, self.stage, self.index)
+        return chunk_row(self.stage, self.index)
 
     def with_changes(self, **changes: Any) -> Chunk:
         return replace(self, **changes)
 
     def to_entity(self) -> dict[str, Any]:
         e: dict[str, Any] = {
-            "PartitionKey": self.tenant,
+            "PartitionKey": self.partition_key,
             "RowKey": self.row_key,
             "kind": KIND_CHUNK,
             "job_id": self.job_id,
@@ -140,8 +147,9 @@ class Chunk:
     @classmethod
     def from_entity(cls, e: Any) -> Chunk:
         meta = getattr(e, "metadata", None) or {}
+        partition = str(e["PartitionKey"])
         return cls(
-            tenant=e["PartitionKey"],
+            tenant=partition.split("~", 1)[0],
             job_id=e["job_id"],
             stage=e["stage"],
             index=int(e["index"]),
@@ -165,16 +173,17 @@ class Chunk:
             error_message=e.get("error_message", ""),
             op=e.get("op") or None,
             etag=meta.get("etag"),
-            legacy=bool(e.get("RowKey")) and not str(e["RowKey"]).startswith(CHUNK_ROW_PREFIX),
+            legacy="~" not in partition,
         )
 
 
 @dataclass
 class MoveReport:
-    """What one ``move_legacy`` run did with each chunk row of the layout before it found."""
+    """What one ``move_legacy`` run did with the chunk rows of the layout before it found."""
 
     moved: int = 0
-    #: Found beside a new row of the same chunk (which readers take) and deleted.
-    dropped: int = 0
-    #: Still in the old layout (kept changing, or unreadable): the next run tries again; readers still read it.
+    #: Chunks of a job that had ended, never started (``pending``/``queued``): cancelled where they were, then moved.
+    cancelled: int = 0
+    #: Still in the old layout: a chunk of a job still running (it moves once it ends), or one that kept changing or
+    #: cannot be read. Readers still read them; the next run tries again.
     left: int = 0

@@ -392,7 +392,7 @@ class Reaper:
                 done = False
                 log.warning("reaper: could not move the chunk rows of tenant %s (%s)", tenant, type(err).__name__)
                 continue
-            report.chunk_rows_moved += moved.moved + moved.dropped
+            report.chunk_rows_moved += moved.moved
             done = done and moved.left == 0
         if done:
             self.stores.jobs.mark_chunks_moved(utcnow())

@@ -1,8 +1,8 @@
-"""Chunk rows in Table Storage, in the parent job's partition (the model and its row keys: ``shared.core.chunks``).
+"""Chunk rows in Table Storage, in a partition per job (the model and its keys: ``shared.core.chunks``).
 
-A stage's chunks are one range query inside one partition, in a RowKey range of their own past the tenant's job
-rows; they are inserted in entity-group transactions and never overwritten. Rows of the layout before (right after
-their job's row) are read too, until :meth:`ChunkStore.move_legacy` has moved them.
+A stage's chunks are one range query inside their job's partition; they are inserted in entity-group
+transactions and never overwritten. Rows of the layout before (in the tenant's partition, right after their
+job's row) are read too, and moved by :meth:`ChunkStore.move_legacy`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ from shared.config.constants import JOB_ROWS_END
 from shared.core.chunks import (
     KIND_CHUNK,
     Chunk,
+    ChunkStatus,
     MoveReport,
+    chunk_partition,
     chunk_row,
-    job_prefix,
     legacy_chunk_row,
     legacy_job_prefix,
     legacy_stage_prefix,
     stage_prefix,
 )
-from shared.core.errors import AlreadyExists, EtagMismatch, NotFound, StorageError, StorageUnavailable
+from shared.core.conditional import new_op
+from shared.core.errors import AlreadyExists, EtagMismatch, NotFound, StorageUnavailable
+from shared.core.jobs import utcnow
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 from shared.storage.keys import prefix_range
@@ -73,21 +76,23 @@ class ChunkStore:
         return self._table or get_table_client()
 
     def create_all(self, chunks: Iterable[Chunk]) -> int:
-        """Insert chunks in entity-group transactions of up to 100.
+        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition).
 
         Inserts, never upserts: a replace would reset a chunk that another writer already
         ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
         whole with AlreadyExists; the lifecycle re-lists and inserts only what is missing.
         """
-        batch: list[Any] = []
+        batches: dict[str, list[Any]] = {}
         calls = 0
         for chunk in chunks:
+            batch = batches.setdefault(chunk.partition_key, [])
             batch.append(("create", chunk.to_entity()))
             if len(batch) == _BATCH:
                 calls += self._submit(batch)
-                batch = []
-        if batch:
-            calls += self._submit(batch)
+                batch.clear()
+        for batch in batches.values():
+            if batch:
+                calls += self._submit(batch)
         return calls
 
     def _submit(self, batch: list[Any]) -> int:
@@ -105,20 +110,20 @@ class ChunkStore:
         select = None if with_input else _SUMMARY
         try:
             with storage_call("read chunk"):
-                e = self.table.get_entity(tenant, chunk_row(job_id, stage, index), select=select)
+                e = self.table.get_entity(chunk_partition(tenant, job_id), chunk_row(stage, index), select=select)
         except NotFound:
             with storage_call("read chunk"):
                 e = self.table.get_entity(tenant, legacy_chunk_row(job_id, stage, index), select=select)
         return Chunk.from_entity(e)
 
     def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]:
-        """Every chunk of one stage, by index: a range query inside the job's partition.
+        """Every chunk of one stage, by index: a range query inside the job's chunk partition.
 
-        A stage found whole (as many rows as its chunks say it has) is one query. One found short or not at all
-        (a stage being created, or one written in the layout before) is looked for in the old range too, a second
-        range query; a chunk found in both (only a writer of the old code beside the new could make one) is the
-        new row."""
-        found = self._range(tenant, stage_prefix(job_id, stage))
+        A stage found whole (as many rows as its chunks say it has) is one query. One found short or not at all (a
+        stage being created, or one written in the layout before, or moved in part) is looked for in the old range
+        too, a second range query. A chunk found in both (a move cut off between its copy and its delete: the row
+        could no longer change, so the two are alike) is the new row."""
+        found = self._range(chunk_partition(tenant, job_id), stage_prefix(stage))
         if found and len(found) >= found[0].of:
             return found
         legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
@@ -127,9 +132,9 @@ class ChunkStore:
         by_index = {c.index: c for c in legacy} | {c.index: c for c in found}
         return [by_index[i] for i in sorted(by_index)]
 
-    def _range(self, tenant: str, prefix: str) -> list[Chunk]:
+    def _range(self, partition: str, prefix: str) -> list[Chunk]:
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **prefix_range(prefix)}
+        params = {"pk": partition, **prefix_range(prefix)}
         with storage_call("list chunks"):
             return [Chunk.from_entity(e) for e in self.table.query_entities(query, parameters=params, select=_SUMMARY)]
 
@@ -143,7 +148,7 @@ class ChunkStore:
                 props[key] = ""
             else:
                 props[key] = value
-        entity = {"PartitionKey": chunk.tenant, "RowKey": chunk.row_key, **props}
+        entity = {"PartitionKey": chunk.partition_key, "RowKey": chunk.row_key, **props}
         try:
             with storage_call("update chunk"):
                 meta = self.table.update_entity(
@@ -151,9 +156,9 @@ class ChunkStore:
                 )
         except NotFound as err:
             if chunk.legacy:
-                # Moved to its own range since it was read (move_legacy): changed since read, like a 412, so the
-                # caller re-reads (``get`` finds the moved row) and plans again on it.
-                raise EtagMismatch("update chunk: the row moved to the chunk range") from err
+                # Moved to its job's partition since it was read (move_legacy): changed since read, like a 412, so
+                # the caller re-reads (``get`` finds the moved row) and plans again on it.
+                raise EtagMismatch("update chunk: the row moved to its job's partition") from err
             raise
         return chunk.with_changes(**changes, etag=meta.get("etag"))
 
@@ -172,17 +177,17 @@ class ChunkStore:
         return out
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int:
-        """Delete every chunk row of a job (retention), in transactions of up to 100: the job's chunk range, then
-        its range of the layout before (one more range query, empty once ``move_legacy`` has run)."""
-        return self._delete_range(tenant, job_prefix(job_id)) + self._delete_range(tenant, legacy_job_prefix(job_id))
+        """Delete every chunk row of a job (retention), in transactions of up to 100: its partition (one query,
+        bounded by its chunks), then its range of the layout before (one range query, empty once moved)."""
+        return (self._delete(chunk_partition(tenant, job_id), "PartitionKey eq @pk", {})
+                + self._delete(tenant, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                               prefix_range(legacy_job_prefix(job_id))))
 
-    def _delete_range(self, tenant: str, prefix: str) -> int:
-        query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **prefix_range(prefix)}
+    def _delete(self, partition: str, query: str, bounds: dict[str, str]) -> int:
         with storage_call("delete chunks"):
             rows = [
-                {"PartitionKey": tenant, "RowKey": e["RowKey"]}
-                for e in self.table.query_entities(query, parameters=params, select=["RowKey"])
+                {"PartitionKey": partition, "RowKey": e["RowKey"]}
+                for e in self.table.query_entities(query, parameters={"pk": partition, **bounds}, select=["RowKey"])
             ]
             for start in range(0, len(rows), _BATCH):
                 part = rows[start : start + _BATCH]
@@ -199,15 +204,18 @@ class ChunkStore:
 
     # -- the migration from the layout before --------------------------------------------------------------------
     def move_legacy(self, tenant: str) -> MoveReport:
-        """Move a tenant's chunk rows of the layout before (``{job_id}~c~…``, among its job rows) to their own range.
+        """Move a tenant's chunk rows of the layout before (``{job_id}~c~…`` among its job rows) to their jobs'
+        partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per row
+        a copy and a delete.
 
-        One query of the tenant's job range (the one scan of it; rows that are not chunks are filtered out by the
-        service), then per row one entity-group transaction, in the partition they share: insert the row at its new
-        key, delete the old one if its ETag is still the one read. Both or neither, so no reader ever sees a chunk
-        twice or not at all, and a write that lands on the old row first makes the move fail whole (412) and be
-        read and tried again. A writer holding the old row afterwards gets 404, which ``update`` turns into
-        ``EtagMismatch``: it re-reads, finds the new row, and plans again. Safe to run while jobs run, twice at
-        once, and again: a row already moved is not found. Raises StorageUnavailable when Storage is away.
+        Two partitions, so no transaction holds both writes: a row is moved only once it can no longer change, so a
+        copy is never stale. That is a finished chunk (no transition leads out of a terminal state), or one that
+        never started of a job that has ended, which is first cancelled where it is (the transition a delivery of it
+        would make; conditional on its ETag). The copy is an insert (one already there is the copy of a move cut off
+        before its delete, and alike), then the old row is deleted if its ETag is still the one read; a reader that
+        finds both takes the copy. A chunk of a job still going stays where it is, read and written there, until a
+        later run finds it finished. Safe to run while jobs run, twice at once, and again. Raises
+        StorageUnavailable when Storage is away.
         """
         query = "PartitionKey eq @pk and RowKey lt @end and kind eq @kind"
         with storage_call("find chunk rows of the layout before"):
@@ -215,46 +223,78 @@ class ChunkStore:
                 query, parameters={"pk": tenant, "end": JOB_ROWS_END, "kind": KIND_CHUNK}
             ))
         report = MoveReport()
+        ended: dict[str, bool] = {}
         for e in rows:
-            outcome = self._move_one(e)
-            setattr(report, outcome, getattr(report, outcome) + 1)
-        return report
-
-    def _move_one(self, e: Any, tries: int = 3) -> str:
-        tenant, old = str(e["PartitionKey"]), str(e["RowKey"])
-        for _ in range(tries):
             try:
                 chunk = Chunk.from_entity(e)
             except (KeyError, TypeError, ValueError):
-                log.error("not moving unreadable chunk row %s/%s", tenant, old)
-                return "left"
-            entity = {**dict(e), "RowKey": chunk_row(chunk.job_id, chunk.stage, chunk.index)}
-            delete = ("delete", {"PartitionKey": tenant, "RowKey": old},
-                      {"etag": e.metadata["etag"], "match_condition": MatchConditions.IfNotModified})
+                log.error("not moving unreadable chunk row %s/%s", tenant, e.get("RowKey"))
+                report.left += 1
+                continue
+            if not chunk.status.terminal:
+                if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(
+                    tenant, chunk.job_id, ended
+                ):
+                    report.left += 1  # still running, or its job is: it moves once it has finished
+                    continue
+                cancelled = self._cancel_in_place(e, chunk)
+                if cancelled is None:
+                    report.left += 1
+                    continue
+                report.cancelled += 1
+                e = cancelled
+            if self._move_one(e):
+                report.moved += 1
+            else:
+                report.left += 1
+        return report
+
+    def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
+        """Whether the job has ended (or is gone): nothing will run its chunks that never started."""
+        if job_id not in seen:
             try:
-                with storage_call("move a chunk row"):
-                    self.table.submit_transaction([("create", entity), delete])
-                return "moved"
-            except AlreadyExists:
-                # The new row exists beside the old (a writer of the old code made the old one after the new): the
-                # readers take the new row, so the old one is dropped, if it is still as read.
-                try:
-                    with storage_call("drop a chunk row of the layout before"):
-                        self.table.delete_entity(tenant, old, etag=e.metadata["etag"],
-                                                 match_condition=MatchConditions.IfNotModified)
-                    return "dropped"
-                except EtagMismatch:
-                    pass
-            except EtagMismatch:
-                pass  # written since it was read: read it again and move what is there now
-            except StorageUnavailable as err:
-                if not err.maybe_applied:
-                    raise
-            except StorageError:
-                pass  # a 404 inside the batch: the old row is gone (moved by another run, or retention)
-            try:
-                with storage_call("read a chunk row of the layout before"):
-                    e = self.table.get_entity(tenant, old)
+                with storage_call("read a job's status"):
+                    row = self.table.get_entity(tenant, job_id, select=["status"])
+                seen[job_id] = str(row.get("status")) in ("succeeded", "failed", "cancelled")
             except NotFound:
-                return "moved"  # by this try (its answer lost), by another run, or deleted by retention
-        return "left"
+                seen[job_id] = True
+        return seen[job_id]
+
+    def _cancel_in_place(self, e: Any, chunk: Chunk) -> Any | None:
+        """Cancel a never-started chunk of an ended job where it is; the row as written, or None if it changed."""
+        try:
+            with storage_call("cancel a chunk of an ended job"):
+                self.table.update_entity(
+                    {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"], "status": ChunkStatus.CANCELLED.value,
+                     "finished_at": utcnow(), "op": new_op()},
+                    mode=UpdateMode.MERGE, etag=e.metadata["etag"], match_condition=MatchConditions.IfNotModified,
+                )
+                return self.table.get_entity(e["PartitionKey"], e["RowKey"])
+        except (EtagMismatch, NotFound):
+            log.info("chunk %s/%s changed while being cancelled; the next run looks again", chunk.job_id, chunk.index)
+            return None
+
+    def _move_one(self, e: Any) -> bool:
+        """Copy a row that can no longer change to its job's partition, then delete the old one; True once gone."""
+        chunk = Chunk.from_entity(e)
+        entity = {**dict(e), "PartitionKey": chunk_partition(chunk.tenant, chunk.job_id),
+                  "RowKey": chunk_row(chunk.stage, chunk.index)}
+        try:
+            with storage_call("copy a chunk row"):
+                self.table.create_entity(entity)
+        except AlreadyExists:
+            pass  # copied by a run cut off before its delete (or by its SDK retry): the same row
+        try:
+            with storage_call("delete a chunk row of the layout before"):
+                self.table.delete_entity(str(e["PartitionKey"]), str(e["RowKey"]), etag=e.metadata["etag"],
+                                         match_condition=MatchConditions.IfNotModified)
+        except EtagMismatch:
+            # Only a hand edit changes a finished row; the copy stands in for it (readers take the copy).
+            log.warning("chunk row %s/%s changed after it finished; left beside its copy", e["PartitionKey"],
+                        e["RowKey"])
+            return False
+        except StorageUnavailable as err:
+            if not err.maybe_applied:
+                raise
+            return False  # the next run finds it if it is still there
+        return True

@@ -266,7 +266,8 @@ class JobStore:
     ) -> tuple[list[Job], str | None]:
         """One page of a tenant's jobs, newest first: up to ``limit``, fewer only when the listing is done or
         after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's job rows are read: its RowKeys before
-        ``JOB_ROWS_END`` (chunks and bookkeeping rows all sort after), so the service scans no other row."""
+        ``JOB_ROWS_END`` (its bookkeeping rows sort after; chunks have partitions of their own), so the service scans
+        no other row (but chunk rows of the layout before, until ``ChunkStore.move_legacy`` moves them)."""
         filters = ["PartitionKey eq @tenant", "RowKey lt @end", "kind eq @kind"]
         params: dict[str, Any] = {"tenant": tenant, "end": JOB_ROWS_END, "kind": KIND_JOB}
         if status:
