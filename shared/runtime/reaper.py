@@ -142,7 +142,7 @@ class Reaper:
         if sweeping and self.settings.retention_days > 0:
             phases.append(lambda: self._retention(report))
             names.append("retention")
-        if sweeping and state.chunks_moved_at is None:
+        if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
             phases.append(lambda: self._move_chunk_rows(report, state))
             names.append("chunk rows")
         for name, phase in zip(names, phases, strict=True):

@@ -15,6 +15,7 @@ from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
 from shared.config.constants import JOB_ROWS_END
+from shared.config.settings import get_settings
 from shared.core.chunks import (
     KIND_CHUNK,
     Chunk,
@@ -76,7 +77,8 @@ class ChunkStore:
         return self._table or get_table_client()
 
     def create_all(self, chunks: Iterable[Chunk]) -> int:
-        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition).
+        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition), in the
+        layout ``CHUNK_ROWS`` names.
 
         Inserts, never upserts: a replace would reset a chunk that another writer already
         ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
@@ -84,7 +86,9 @@ class ChunkStore:
         """
         batches: dict[str, list[Any]] = {}
         calls = 0
+        before = get_settings().chunk_rows == "tenant"  # the layout before, for a deploy beside the code before
         for chunk in chunks:
+            chunk = chunk.with_changes(legacy=before)
             batch = batches.setdefault(chunk.partition_key, [])
             batch.append(("create", chunk.to_entity()))
             if len(batch) == _BATCH:
@@ -205,8 +209,8 @@ class ChunkStore:
     # -- the migration from the layout before --------------------------------------------------------------------
     def move_legacy(self, tenant: str) -> MoveReport:
         """Move a tenant's chunk rows of the layout before (``{job_id}~c~…`` among its job rows) to their jobs'
-        partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per row
-        a copy and a delete.
+        partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per 100
+        rows of a job one transaction of copies and one of deletes.
 
         Two partitions, so no transaction holds both writes: a row is moved only once it can no longer change, so a
         copy is never stale. That is a finished chunk (no transition leads out of a terminal state), or one that
@@ -224,6 +228,7 @@ class ChunkStore:
             ))
         report = MoveReport()
         ended: dict[str, bool] = {}
+        ready: dict[str, list[Any]] = {}  # job id -> rows that can no longer change
         for e in rows:
             try:
                 chunk = Chunk.from_entity(e)
@@ -243,10 +248,11 @@ class ChunkStore:
                     continue
                 report.cancelled += 1
                 e = cancelled
-            if self._move_one(e):
-                report.moved += 1
-            else:
-                report.left += 1
+            ready.setdefault(chunk.job_id, []).append(e)
+        for part in (es[i : i + _BATCH] for es in ready.values() for i in range(0, len(es), _BATCH)):
+            moved = self._move(part)
+            report.moved += moved
+            report.left += len(part) - moved
         return report
 
     def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
@@ -274,27 +280,51 @@ class ChunkStore:
             log.info("chunk %s/%s changed while being cancelled; the next run looks again", chunk.job_id, chunk.index)
             return None
 
-    def _move_one(self, e: Any) -> bool:
-        """Copy a row that can no longer change to its job's partition, then delete the old one; True once gone."""
-        chunk = Chunk.from_entity(e)
-        entity = {**dict(e), "PartitionKey": chunk_partition(chunk.tenant, chunk.job_id),
-                  "RowKey": chunk_row(chunk.stage, chunk.index)}
+    def _move(self, rows: list[Any]) -> int:
+        """Copy up to 100 rows of one job that can no longer change to its partition, then delete the old ones (on
+        their ETags): one transaction each, in the two partitions; row by row when a transaction fails. How many
+        old rows are gone."""
+        copies = []
+        for e in rows:
+            chunk = Chunk.from_entity(e)
+            copies.append({**dict(e), "PartitionKey": chunk_partition(chunk.tenant, chunk.job_id),
+                           "RowKey": chunk_row(chunk.stage, chunk.index)})
         try:
-            with storage_call("copy a chunk row"):
-                self.table.create_entity(entity)
-        except AlreadyExists:
-            pass  # copied by a run cut off before its delete (or by its SDK retry): the same row
-        try:
-            with storage_call("delete a chunk row of the layout before"):
-                self.table.delete_entity(str(e["PartitionKey"]), str(e["RowKey"]), etag=e.metadata["etag"],
-                                         match_condition=MatchConditions.IfNotModified)
-        except EtagMismatch:
-            # Only a hand edit changes a finished row; the copy stands in for it (readers take the copy).
-            log.warning("chunk row %s/%s changed after it finished; left beside its copy", e["PartitionKey"],
-                        e["RowKey"])
-            return False
-        except StorageUnavailable as err:
-            if not err.maybe_applied:
+            with storage_call("copy chunk rows"):
+                self.table.submit_transaction([("create", c) for c in copies])
+        except (AlreadyExists, StorageUnavailable) as err:
+            if isinstance(err, StorageUnavailable) and not err.maybe_applied:
                 raise
-            return False  # the next run finds it if it is still there
-        return True
+            # A copy is there already (a run cut off before its deletes; the same row, since it could not change),
+            # or the answer was lost: each row on its own, a copy already there being done.
+            for c in copies:
+                try:
+                    with storage_call("copy a chunk row"):
+                        self.table.create_entity(c)
+                except AlreadyExists:
+                    pass
+        deletes = [("delete", {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"]},
+                    {"etag": e.metadata["etag"], "match_condition": MatchConditions.IfNotModified}) for e in rows]
+        try:
+            with storage_call("delete chunk rows of the layout before"):
+                try:
+                    self.table.submit_transaction(deletes)
+                except TableTransactionError as err:
+                    if err.status_code != 404:
+                        raise
+                    raise NotFound("a chunk row of the batch is gone") from err
+            return len(rows)
+        except (EtagMismatch, NotFound, StorageUnavailable) as err:
+            if isinstance(err, StorageUnavailable) and not err.maybe_applied:
+                raise
+        gone = 0
+        for e in rows:  # a row of the batch gone (another run) or changed (only a hand edit changes a finished row)
+            try:
+                with storage_call("delete a chunk row of the layout before"):
+                    self.table.delete_entity(str(e["PartitionKey"]), str(e["RowKey"]), etag=e.metadata["etag"],
+                                             match_condition=MatchConditions.IfNotModified)
+                gone += 1
+            except EtagMismatch:
+                log.warning("chunk row %s/%s changed after it finished; left beside its copy", e["PartitionKey"],
+                            e["RowKey"])
+        return gone

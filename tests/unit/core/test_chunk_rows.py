@@ -255,3 +255,22 @@ def test_the_sweep_moves_the_rows_of_the_layout_before_until_none_are_left(backe
     [late] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True, status=ChunkStatus.SUCCEEDED)
     assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
     assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, late, STAGE)] == [True]
+
+
+def test_chunk_rows_tenant_writes_where_the_code_before_reads_and_the_sweep_leaves_them(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first deploy beside instances of the code before (CHUNK_ROWS=tenant): new stages go to the layout they
+    read, and nothing is moved away from them; once every instance reads both (CHUNK_ROWS=job), the sweep moves."""
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=3, status=ChunkStatus.SUCCEEDED)
+    table = _store(backend).table
+    assert table.get_entity(TENANT, legacy_chunk_row(job_id, STAGE, 1))["index"] == 1  # where the code before looks
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [True] * 3
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 3
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 3
