@@ -184,6 +184,9 @@ class MoveReport:
     moved: int = 0
     #: Chunks of a job that had ended, never started (``pending``/``queued``): cancelled where they were, then moved.
     cancelled: int = 0
-    #: Still in the old layout: a chunk of a job still running (it moves once it ends), or one that kept changing or
-    #: cannot be read. Readers still read them; the next run tries again.
+    #: Still in the old layout: a chunk of a job still going (it moves once it has finished), or one that changed
+    #: while being moved. Readers still read them; the next run tries again.
     left: int = 0
+    #: Rows that cannot be read as a chunk (a hand edit): logged and left where they are, for an operator; they do not
+    #: keep the sweep looking.
+    unreadable: int = 0

@@ -234,7 +234,7 @@ class ChunkStore:
                 chunk = Chunk.from_entity(e)
             except (KeyError, TypeError, ValueError):
                 log.error("not moving unreadable chunk row %s/%s", tenant, e.get("RowKey"))
-                report.left += 1
+                report.unreadable += 1
                 continue
             if not chunk.status.terminal:
                 if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(

@@ -274,3 +274,13 @@ def test_chunk_rows_tenant_writes_where_the_code_before_reads_and_the_sweep_leav
     get_settings.cache_clear()
     assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 3
     assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 3
+
+
+def test_an_unreadable_row_of_the_layout_before_is_left_and_does_not_keep_the_sweep_looking(backend: Backend) -> None:
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=2, legacy=True, status=ChunkStatus.SUCCEEDED)
+    _store(backend).table.create_entity({"PartitionKey": TENANT, "RowKey": legacy_chunk_row(job_id, STAGE, 2),
+                                         "kind": "chunk", "job_id": job_id, "stage": STAGE, "status": "bogus"})
+    report = _store(backend).move_legacy(TENANT)
+    assert (report.moved, report.left, report.unreadable) == (2, 0, 1)
+    assert Reaper(backend.stores, sweep=True).run().errors == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
