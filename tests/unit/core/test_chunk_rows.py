@@ -32,7 +32,7 @@ from shared.runtime.reaper import Reaper
 from shared.runtime.runner import AttemptResult, Lease
 from shared.storage.chunk_store import ChunkStore
 from tests.support.backends import Backend
-from tests.support.scenarios import TENANT, job, submit
+from tests.support.scenarios import TENANT, job, reaper, submit
 
 STAGE = "square"
 INPUT = gzip.compress(b"[1]", mtime=0)
@@ -284,3 +284,20 @@ def test_an_unreadable_row_of_the_layout_before_is_left_and_does_not_keep_the_sw
     assert (report.moved, report.left, report.unreadable) == (2, 0, 1)
     assert Reaper(backend.stores, sweep=True).run().errors == 0
     assert backend.stores.jobs.index_state().chunks_moved_at is not None
+
+
+def test_the_reaper_recovers_a_stale_chunk_of_the_layout_before_where_it_is(backend: Backend) -> None:
+    """A chunk of the layout before whose worker died: the index run (the stage's range query of both layouts) and
+    the sweep (its cross-partition scans) find it, and its reap is written where it is."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    _write_legacy(backend, _chunks(j.id, 1, legacy=True, status=ChunkStatus.QUEUED))
+    assert life.suspend(claimed.row, STAGE).applied
+    assert life.claim(backend.stores.chunks.get(TENANT, j.id, STAGE, 0), 1).applied  # its worker dies
+    backend.clock.advance(get_settings().heartbeat_stale_seconds + 0.5)
+    report = reaper(backend).run()
+    assert report.chunks_requeued == [f"{j.id}/{STAGE}/0"], report.summary()
+    chunk = backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
+    assert chunk.legacy and chunk.status == ChunkStatus.QUEUED and chunk.attempts == 1
