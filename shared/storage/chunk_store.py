@@ -222,38 +222,50 @@ class ChunkStore:
         StorageUnavailable when Storage is away.
         """
         query = "PartitionKey eq @pk and RowKey lt @end and kind eq @kind"
-        with storage_call("find chunk rows of the layout before"):
-            rows = list(self.table.query_entities(
-                query, parameters={"pk": tenant, "end": JOB_ROWS_END, "kind": KIND_CHUNK}
-            ))
         report = MoveReport()
         ended: dict[str, bool] = {}
-        ready: dict[str, list[Any]] = {}  # job id -> rows that can no longer change
-        for e in rows:
-            try:
-                chunk = Chunk.from_entity(e)
-            except (KeyError, TypeError, ValueError):
-                log.error("not moving unreadable chunk row %s/%s", tenant, e.get("RowKey"))
-                report.unreadable += 1
-                continue
-            if not chunk.status.terminal:
-                if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(
-                    tenant, chunk.job_id, ended
-                ):
-                    report.left += 1  # still running, or its job is: it moves once it has finished
+        batch: list[Any] = []  # rows of one job that can no longer change, up to 100
+
+        def flush() -> None:
+            if batch:
+                moved = self._move(batch)
+                report.moved += moved
+                report.left += len(batch) - moved
+                batch.clear()
+
+        # Page by page (a row carries its inline input, up to 48 KiB): a job's rows are next to each other, so a
+        # batch is flushed when the job changes. Deleting rows already read does not disturb the continuation.
+        with storage_call("find chunk rows of the layout before"):
+            for e in self.table.query_entities(query, parameters={"pk": tenant, "end": JOB_ROWS_END,
+                                                                  "kind": KIND_CHUNK}):
+                ready = self._ready(tenant, e, report, ended)
+                if ready is None:
                     continue
-                cancelled = self._cancel_in_place(e, chunk)
-                if cancelled is None:
-                    report.left += 1
-                    continue
-                report.cancelled += 1
-                e = cancelled
-            ready.setdefault(chunk.job_id, []).append(e)
-        for part in (es[i : i + _BATCH] for es in ready.values() for i in range(0, len(es), _BATCH)):
-            moved = self._move(part)
-            report.moved += moved
-            report.left += len(part) - moved
+                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH):
+                    flush()
+                batch.append(ready)
+        flush()
         return report
+
+    def _ready(self, tenant: str, e: Any, report: MoveReport, ended: dict[str, bool]) -> Any | None:
+        """The row as it can be moved (cancelled first if it never started and its job ended), or None (counted)."""
+        try:
+            chunk = Chunk.from_entity(e)
+        except (KeyError, TypeError, ValueError):
+            log.error("not moving unreadable chunk row %s/%s", tenant, e.get("RowKey"))
+            report.unreadable += 1
+            return None
+        if chunk.status.terminal:
+            return e
+        if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(tenant, chunk.job_id, ended):
+            report.left += 1  # running, or its job still goes: it moves once it has finished
+            return None
+        cancelled = self._cancel_in_place(e, chunk)
+        if cancelled is None:
+            report.left += 1
+            return None
+        report.cancelled += 1
+        return cancelled
 
     def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
         """Whether the job has ended (or is gone): nothing will run its chunks that never started."""
