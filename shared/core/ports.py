@@ -95,7 +95,7 @@ class ChunkRepo(Protocol):
     def delete_job_chunks(self, tenant: str, job_id: str) -> int: ...
 
     def move_legacy(self, tenant: str) -> MoveReport:
-        """Move the tenant's chunk rows of the layout before into the chunk range (``shared.core.chunks``)."""
+        """Move the tenant's chunk rows of the layout before into their jobs' partitions (``shared.core.chunks``)."""
 
 
 class Messages(Protocol):

@@ -70,7 +70,7 @@ class ReapReport:
     chunks_requeued: list[str] = field(default_factory=list)
     chunks_failed: list[str] = field(default_factory=list)
     resumes_resent: list[str] = field(default_factory=list)
-    #: Chunk rows of the layout before moved to the chunk range (``Reaper._move_chunk_rows``).
+    #: Chunk rows of the layout before moved to their jobs' partitions (``Reaper._move_chunk_rows``).
     chunk_rows_moved: int = 0
     waiting_settled: list[str] = field(default_factory=list)
     conflicts: int = 0
@@ -86,7 +86,7 @@ class ReapReport:
             f"deleted {len(self.deleted)} (and {len(self.orphans_deleted)} orphaned inputs), chunks requeued {len(self.chunks_requeued)}, "
             f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
             f"{self.conflicts} conflicts, {self.errors} errors" + (" (full sweep)" if self.swept else "")
-            + (f", {self.chunk_rows_moved} chunk rows moved to the chunk range" if self.chunk_rows_moved else "")
+            + (f", {self.chunk_rows_moved} chunk rows moved to job partitions" if self.chunk_rows_moved else "")
         )
 
 
