@@ -13,7 +13,7 @@ import secrets
 import pytest
 
 from shared.config.settings import get_settings
-from shared.core.chunks import Chunk, ChunkStatus
+from shared.core.chunks import Chunk, ChunkStatus, chunk_partition
 from shared.core.errors import StorageUnavailable
 from shared.core.jobs import Status
 from shared.core.lifecycle import Ending, Lifecycle, StoredResult
@@ -278,7 +278,7 @@ def test_a_chunk_delete_whose_retry_finds_rows_gone_deletes_the_rest(backend: Ba
     j = submit(backend).job
     chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.SUCCEEDED, 1, "m:f") for i in range(3)]
     Lifecycle(backend.stores).create_chunks(TENANT, j.id, "s", chunks)
-    backend.faults.arm("table", "commit-5xx", method="POST", contains=f"{j.id}~c~s~", count=1)
+    backend.faults.arm("table", "commit-5xx", method="POST", contains=chunk_partition(TENANT, j.id), count=1)
     assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 3
     backend.faults.disarm()
     assert backend.stores.chunks.list_stage(TENANT, j.id, "s") == []
