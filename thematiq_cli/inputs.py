@@ -11,7 +11,7 @@ Supported formats, chosen by extension:
   named text/response/answer/comment/feedback (or the only column); ids come
   from ``--id-column``, a column named ``id``, or the row number under the
   header; every other column goes into ``metadata``, a column whose every filled
-  cell is a plain number ("7", "-2", "4.5"; not "007" or 16+ digits) as JSON numbers.
+  cell is a plain number ("7", "-2", "4.5"; not "007" or a 16-digit integer) as JSON numbers.
 * ``.jsonl`` / ``.ndjson`` - one JSON object per line with ``id`` and ``text``
   (or ``--column`` / ``--id-column``); other keys go into ``metadata``.
 * ``.json`` - a JSON array of such objects.
@@ -254,15 +254,14 @@ def table_items(
 
 
 #: A cell that is a plain decimal number ("7", "-2", "4.5"): what a spreadsheet shows for a number. A leading zero
-#: ("007", "01234": a code, a postcode) or more than 15 digits (an account number, which a JSON number would round)
-#: is text, as are "1e3", "7,5" and "1,000".
-_NUMBER = re.compile(r"\s*(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\s*")
-_NUMBER_DIGITS = 15
+#: ("007", "01234": a code, a postcode) or an integer part of more than 15 digits (an account number, which a JSON
+#: number would round) is text, as are "1e3", "7,5" and "1,000". The dashboard has the same rule (app.js NUMBER).
+_NUMBER = re.compile(r"\s*(-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]+)?)\s*")
 
 
 def _number(cell: Any) -> int | float | None:
     m = _NUMBER.fullmatch(cell) if isinstance(cell, str) else None
-    if m is None or sum(ch.isdigit() for ch in m.group(1)) > _NUMBER_DIGITS:
+    if m is None:
         return None
     x = float(m.group(1))
     return int(x) if x.is_integer() else x

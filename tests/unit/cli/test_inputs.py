@@ -220,6 +220,8 @@ def test_a_column_of_numbers_is_sent_as_numbers_so_sentiment_from_and_breakdowns
     # Decimals, negatives and spaces read as numbers; a column with one word in it stays text throughout.
     assert [i["metadata"]["v"] for i in parse_csv("text,v\na, 4.5 \nb,-2\nc,7.0\nd,\n")] == [4.5, -2, 7, ""]
     assert [i["metadata"]["v"] for i in parse_csv("text,v\na,4\nb,n/a\n")] == ["4", "n/a"]
+    # A computed float as a workbook stores it (17 significant digits) is a number.
+    assert parse_csv("text,v\na,3.6666666666666665\n")[0]["metadata"]["v"] == 3.6666666666666665
     # Not numbers: an exponent, a decimal comma, a thousands separator, more digits than a JSON number keeps.
     for cell in ("1e3", '"7,5"', '"1,000"', "12345678901234567"):
         assert parse_csv(f"text,v\na,{cell}\n")[0]["metadata"]["v"] == cell.strip('"')
