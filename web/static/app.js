@@ -948,6 +948,16 @@ export async function readXlsx(buffer, sheetName) {
   return { sheets: sheets.map((s) => s.name), sheet: sheet.name, rows };
 }
 
+// A header cell as the metadata key it becomes (the CLI's header_name): a wrapped survey question's line breaks and
+// tabs fold into one space, since the service refuses a key with a line break (a 422 on input[i].metadata).
+const HEADER_BREAKS = /\s*[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+\s*/g;
+export const headerName = (c) => String(c ?? "").replace(HEADER_BREAKS, " ").trim();
+// A cell that is a plain decimal number, sent as a JSON number (the CLI's rule, thematiq_cli/inputs.py _NUMBER):
+// a leading zero ("007", "01234": a code, a postcode) or an integer part of more than 15 digits (an account
+// number, which a JS number rounds) is text, as are "1e3", "7,5" and "1,000".
+const NUMBER = /^\s*-?(0|[1-9][0-9]{0,14})(\.[0-9]+)?\s*$/;
+export const isNumberCell = (v) => (typeof v === "number" && Number.isFinite(v)) || (typeof v === "string" && NUMBER.test(v));
+
 const filled = (cells) => cells.filter((c) => c !== null && c !== undefined && String(c).trim() !== "").length;
 
 export function tableRecords(rows, where = "row") {
@@ -956,7 +966,7 @@ export function tableRecords(rows, where = "row") {
   if (!candidates.length) throw new Error("the file is empty");
   const header = candidates.find((r) => r.cells.some((c) => /^(text|response|answer|comment|feedback)s?$/i.test(String(c ?? "").trim())))
     || candidates.find((r) => filled(r.cells) === Math.max(...candidates.map((x) => filled(x.cells))));
-  const columns = header.cells.map((c, i) => String(c ?? "").trim() || `column ${colLetter(i)}`);
+  const columns = header.cells.map((c, i) => headerName(c) || `column ${colLetter(i)}`);
   // Records are keyed by name: a name twice would let one column replace the other (the CLI refuses it too).
   columns.forEach((c, i) => {
     const j = columns.indexOf(c);
@@ -1067,6 +1077,10 @@ function newView() {
     if (file) {
       const t = textCol.value, idc = idCol.value;
       const seen = new Map();
+      // Decided once per column, not per cell: per cell it read the whole column again for every row (n² regex
+      // tests: a 20,000-row file with three metadata columns froze the tab on every change of the form).
+      const metas = metaColumns();
+      const numeric = new Set(metas.filter(numericColumn));
       const where = (i, c) => `${file.where} ${file.lines[i]}, column ${file.where === "row" ? `${colLetter(file.columns.indexOf(c))} ` : ""}"${c}"`;
       return file.records.map((r, i) => {
         // Without an id column the id is the row number under the header, so it points back into the file.
@@ -1079,10 +1093,10 @@ function newView() {
         if (typeof id !== "number" && typeof id !== "string") id = String(id);
         const item = { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
         const meta = {};
-        for (const c of metaColumns()) {
+        for (const c of metas) {
           const v = r[c];
           if (v === undefined || v === null || String(v).trim() === "") continue;   // missing, not ""
-          meta[c] = numericColumn(c) ? Number(v) : v;
+          meta[c] = numeric.has(c) ? Number(v) : v;
         }
         if (Object.keys(meta).length) item.metadata = meta;
         return item;
@@ -1098,7 +1112,7 @@ function newView() {
   const checked = (box) => [...box.querySelectorAll("input:checked")].map((x) => x.value);
   const numericColumn = (c) => {
     const filledCells = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "");
-    return filledCells.length > 0 && filledCells.every((v) => typeof v === "number" || /^\s*-?\d+(\.\d+)?\s*$/.test(String(v)));
+    return filledCells.length > 0 && filledCells.every(isNumberCell);
   };
   const sentimentFrom = () => (sentimentSrc.value.startsWith("from:") ? sentimentSrc.value.slice(5) : "");
   function metaColumns() {
