@@ -599,7 +599,7 @@ function themesView(job, doc, edit = null) {
         h("h3", {}, "Representative quotes"),
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
           h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
-        ...levelDetail(doc, t),
+        ...levelDetail(doc, t, usable),
         responseList({ theme: t.id }, "Every response in this theme", { filters: true })] })),
     row({ id: "other", kind: "other", label: "Other (no theme)", count: other, share: usable ? other / usable : 0,
       shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
@@ -623,7 +623,9 @@ function themesView(job, doc, edit = null) {
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null,
       sentimentSource(doc.sentiment)),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
+    countSummary(doc.run?.theme_count),
     countNote(doc.run?.theme_count, doc.levels),
+    broadLevel(doc, usable),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
     h("ul", { class: "themes" }, rows),
     insightView(doc),
@@ -810,10 +812,39 @@ function countNote(tc, levels) {
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
 }
 
-function levelDetail(doc, t) {
+// Schema 1.2: the count in a researcher's words, both levels named ("16 themes in 8 groups; the data also support 11
+// themes. Confidence medium: ..."), and why, as the Markdown report and the CLI give them. The page showed only the
+// confidence line, and for a compared job (its count is the earlier codebook's: no confidence) nothing at all.
+function countSummary(tc) {
+  if (!tc?.summary && !tc?.explanation) return null;
+  const why = tc.summary ? String(tc.explanation || "").replace(`${tc.summary} Why: `, "") : String(tc.explanation);
+  return h("div", { class: "count-summary" },
+    tc.summary ? h("p", { id: "count-summary" }, h("b", {}, "Theme count: "), tc.summary) : null,
+    why && why !== tc.summary ? h("details", { id: "count-why" }, h("summary", {}, "Why this many themes"), h("p", {}, why)) : null);
+}
+
+// More than 12 themes: the broad level is parents[] (the summary's "groups"). Listed with their counts and themes,
+// as the Markdown report's "Broad themes" table; the page named a theme's broad theme only inside its detail.
+function broadLevel(doc, usable) {
+  const parents = doc.levels?.broad === "parents" ? doc.parents || [] : [];
+  if (!parents.length) return null;
+  const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  return h("div", { class: "table-scroll" }, h("table", { class: "broad-themes" },
+    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is its responses'`),
+    h("thead", {}, h("tr", {}, ["Broad theme", "Responses", "Share", "Themes"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, parents.map((p) => h("tr", { dataset: { parentId: p.id } },
+      h("th", { scope: "row" }, p.label), h("td", {}, String(p.count)),
+      h("td", {}, typeof p.share === "number" ? pct(shareFrom(p.count, usable, p.share)) : ""),
+      h("td", {}, (p.children || []).map((c) => labels.get(c) || c).join(", ")))))));
+}
+
+function levelDetail(doc, t, usable) {
   const subs = (doc.subthemes || []).filter((s) => s.parent === t.id);
   if (subs.length) {
-    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", {}, `${s.label} — ${s.count} (${(s.share * 100).toFixed(1)}%)`)))];
+    // Rounded once from the count, as the themes' bars (1 of 8 is 12.5 %: "12.5%", where the stored 0.125 gave 12.5
+    // and 5 of 401, stored 0.0125, gave "1.3%" against the report's 1.2 %).
+    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", { dataset: { subthemeId: s.id } },
+      `${s.label} — ${s.count} (${pct(shareFrom(s.count, usable, s.share))})`)))];
   }
   const p = t.parent && (doc.parents || []).find((x) => x.id === t.parent);
   return p ? [h("p", { class: "muted" }, `Broad theme: ${p.label}`)] : [];
