@@ -153,14 +153,13 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                      "approximation)" if isinstance(b.get("testing"), dict) else "") + ".", "",
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
-        for i, tid in enumerate(t["id"] for t in themes):
+        # Every theme, as the dashboard, the CLI and the xlsx list them: the table stopped after 30 without a word.
+        for tid in (t["id"] for t in themes):
             cells = []
             for g in groups:
                 cell = next((c for c in g["themes"] if c["theme_id"] == tid), None)
                 cells.append(_cell_md(cell) if cell else "")
             lines.append(f"| {_md(labels.get(tid, tid))} | " + " | ".join(cells) + " |")
-            if i >= 29:
-                break
     comparison = doc.get("comparison")
     if comparison:
         how = {"centroids": "both waves coded with the earlier job's themes (one instrument)",

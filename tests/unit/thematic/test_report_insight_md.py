@@ -91,3 +91,18 @@ def test_the_sentiment_section_names_the_ratings_scale_and_whether_it_was_declar
     assert "by the rating field ltr (1–5 stars, inferred from the values)" in render_md(doc)[1].decode()
     doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "stars"}  # a 1.3 result: no scale_from
     assert "by the rating field ltr (1–5 stars) (source" in render_md(doc)[1].decode()
+
+
+def test_a_breakdown_table_lists_every_theme_not_the_first_30() -> None:
+    # review44: the report's breakdown tables stopped after 30 themes without a word (39 themes: 9 of them in no
+    # segment table, while the dashboard, the CLI and the xlsx list every one).
+    themes = [{"id": f"t{i}", "label": f"Theme {i}", "count": 3, "share": 0.01, "keywords": [], "description": "",
+               "quotes": []} for i in range(1, 40)]
+    groups = [{"value": v, "n": 30, "themes": [_cell(t["id"], False) for t in themes]} for v in ("free", "pro")]
+    doc = {"run": {"counts": {"responses": 400, "usable": 400, "other": 0, "unusable": {}}, "llm": {},
+                   "embedding_model": {"name": "m"}},
+           "themes": themes, "breakdowns": [{"field": "plan", "kind": "categorical", "groups": groups}]}
+    text = render_md(doc)[1].decode()
+    table = text.split("## By plan", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Theme |")]
+    assert [r.split(" | ", 1)[0].removeprefix("| ") for r in rows] == [t["label"] for t in doc["themes"]]
