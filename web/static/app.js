@@ -622,6 +622,7 @@ function themesView(job, doc, edit = null) {
       h("span", {}, h("b", {}, String(unusable)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null,
       sentimentSource(doc.sentiment)),
+    sentimentNote(doc.sentiment),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
     countSummary(doc.run?.theme_count),
     countNote(doc.run?.theme_count, doc.levels),
@@ -648,6 +649,13 @@ function sentimentSource(s) {
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
     : `the lexicon${s.model ? ` (${s.model})` : ""}`;
   return h("span", { class: "muted", id: "sentiment-source-note", title: s.note || "" }, `sentiment: ${what}`);
+}
+// What the source did not do as asked, in words on the page (not only a tooltip): the model fell back to the
+// lexicon (another encoder embedded the job; in another language every answer scores neutral), or the LLM left
+// responses to the lexicon. The Markdown report prints it in its Sentiment section.
+function sentimentNote(s) {
+  if (!s?.note) return null;
+  return h("p", { class: "note", id: "sentiment-note", role: "note" }, `Sentiment: ${s.note}.`);
 }
 function sentimentBar(s) {
   const total = (s.positive || 0) + (s.neutral || 0) + (s.negative || 0);

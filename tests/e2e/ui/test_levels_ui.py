@@ -72,3 +72,20 @@ def test_a_compared_jobs_count_and_sub_theme_shares(page: Any, host: HostProcess
     page.locator(f"li.theme[data-theme-id='{t['id']}'] .theme-head").click()
     expect(page.locator(f"li[data-subtheme-id='{t['id']}.1']")).to_have_text("Cold fries — 5 (1.2%)")
     expect(page.locator("table.broad-themes")).to_have_count(0)
+
+
+def test_the_sentiment_sources_note_is_on_the_page_not_only_in_a_tooltip(page: Any, host: HostProcess,
+                                                                         api: Api) -> None:
+    # review44: sentiment.note (the model fell back to the lexicon: in another language every answer scores
+    # neutral; or the LLM left responses to the lexicon) was only the title of "sentiment: the lexicon", shown on
+    # hover, where the Markdown report prints it.
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2}, load_responses(SAMPLE)[:60])["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    note = ("sentiment-minilm reads only the fast encoder's vectors; this job was embedded by USE multilingual v3, so "
+            "the lexicon (vader) scored it; the lexicon knows English words only")
+    doc["sentiment"] = {**doc["sentiment"], "source": "lexicon", "note": note}
+    _serve(page, job["id"], doc)
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator("#sentiment-note")).to_have_text(f"Sentiment: {note}.", timeout=30000)
