@@ -138,7 +138,10 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                     f"{levels.get('fine_count')} fine ({levels.get('fine')})"
                 )
         if choice.get("explanation"):
+            after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
+            if after:
+                out.append(after)
         out.append("")
     if not themes:
         out.append("(no themes)")
@@ -166,6 +169,23 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
     return visible("\n".join(out))
+
+
+def count_after_edits(result: dict[str, Any]) -> str | None:
+    """What codebook edits that merged, split or deleted themes left, in the count summary's words: the CLI's copy of
+    ``pipelines.thematic.render.count_after_edits`` (a unit test holds them equal)."""
+    edits = [e for e in result.get("edits") or [] if isinstance(e, dict) and e.get("op") in ("merge", "split", "delete")]
+    if not edits:
+        return None
+    k, levels = len(result.get("themes") or []), result.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
 
 
 def elapsed_between(job: dict[str, Any]) -> str | None:

@@ -287,6 +287,29 @@ def copies_note(n: int) -> str:
             "them out).")
 
 
+#: The codebook edits that change how many themes there are (a rename does not).
+_RESHAPING_EDITS: Final = frozenset({"merge", "split", "delete"})
+
+
+def count_after_edits(doc: dict[str, Any]) -> str | None:
+    """The count as it is after codebook edits that merged, split or deleted themes, in the summary's words ("After
+    2 codebook edits: 14 themes in 7 groups."), or None. ``run.theme_count.summary`` is the analysis's count and
+    stays so; beside "15 themes" in the report and the page it read as a count that did not match. (The CLI and
+    the dashboard have copies: thematiq_cli/render.py, web/static/app.js.)"""
+    edits = [e for e in doc.get("edits") or [] if isinstance(e, dict) and e.get("op") in _RESHAPING_EDITS]
+    if not edits:
+        return None
+    k, levels = len(doc.get("themes") or []), doc.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
+
+
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     run = doc.get("run", {})
     counts = run.get("counts", {})
@@ -304,7 +327,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
             lines += ["", sure]
         why = choice.get("explanation", "")
         if choice.get("summary"):
-            lines += ["", f"**Theme count:** {_md(choice['summary'])}"]
+            after = count_after_edits(doc)
+            lines += ["", f"**Theme count:** {_md(choice['summary'])}" + (f" {_md(after)}" if after else "")]
             why = why.removeprefix(f"{choice['summary']} Why: ")
         lines += ["", f"**Why this many themes:** {_md(why)}"]
     levels = doc.get("levels") or {}

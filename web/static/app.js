@@ -624,7 +624,7 @@ function themesView(job, doc, edit = null) {
       sentimentSource(doc.sentiment)),
     sentimentNote(doc.sentiment),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
-    countSummary(doc.run?.theme_count),
+    countSummary(doc.run?.theme_count, doc),
     countNote(doc.run?.theme_count, doc.levels),
     broadLevel(doc, usable),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
@@ -823,11 +823,25 @@ function countNote(tc, levels) {
 // Schema 1.2: the count in a researcher's words, both levels named ("16 themes in 8 groups; the data also support 11
 // themes. Confidence medium: ..."), and why, as the Markdown report and the CLI give them. The page showed only the
 // confidence line, and for a compared job (its count is the earlier codebook's: no confidence) nothing at all.
-function countSummary(tc) {
+// After edits that merged, split or deleted themes, what they left, in the summary's words (the summary is the
+// analysis's count): pipelines/thematic/render.py count_after_edits has the same sentence.
+function countAfterEdits(doc) {
+  const n = (doc.edits || []).filter((e) => ["merge", "split", "delete"].includes(e?.op)).length;
+  if (!n) return null;
+  const k = doc.themes.length, lv = doc.levels || {};
+  const broad = Number(lv.broad_count || 0), fine = Number(lv.fine_count || 0);
+  let head = `${k} theme${k === 1 ? "" : "s"}`;
+  if (lv.broad === "parents" && broad) head += ` in ${broad} group${broad === 1 ? "" : "s"}`;
+  else if (lv.fine === "subthemes" && fine > k) head += `, with ${fine} sub-themes under them`;
+  return `After ${n} codebook edit${n === 1 ? "" : "s"} (merge, split or delete): ${head}.`;
+}
+
+function countSummary(tc, doc) {
   if (!tc?.summary && !tc?.explanation) return null;
   const why = tc.summary ? String(tc.explanation || "").replace(`${tc.summary} Why: `, "") : String(tc.explanation);
+  const after = countAfterEdits(doc);
   return h("div", { class: "count-summary" },
-    tc.summary ? h("p", { id: "count-summary" }, h("b", {}, "Theme count: "), tc.summary) : null,
+    tc.summary ? h("p", { id: "count-summary" }, h("b", {}, "Theme count: "), tc.summary, after ? ` ${after}` : null) : null,
     why && why !== tc.summary ? h("details", { id: "count-why" }, h("summary", {}, "Why this many themes"), h("p", {}, why)) : null);
 }
 

@@ -89,3 +89,22 @@ def test_the_sentiment_sources_note_is_on_the_page_not_only_in_a_tooltip(page: A
     _serve(page, job["id"], doc)
     open_ui(page, host, api, f"#/jobs/{job['id']}")
     expect(page.locator("#sentiment-note")).to_have_text(f"Sentiment: {note}.", timeout=30000)
+
+
+def test_after_a_merge_the_count_says_what_the_edit_left(page: Any, host: HostProcess, api: Api) -> None:
+    # review44: the count summary is the analysis's ("16 themes in 8 groups"); after a merge the page listed 15
+    # themes under it with nothing saying why the two differ.
+    job = api.wait(api.submit("thematic", {"llm": "off"}, load_responses(SAMPLE))["id"], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, headers, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    ids = [t["id"] for t in doc["themes"]]
+    status, _, body = api.call("PATCH", f"/api/jobs/{job['id']}/themes", {"edits": [{"op": "merge", "themes": ids[:2]}]},
+                               headers={"if-match": headers["etag"]})
+    assert status == 200, body
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    k, groups = len(doc["themes"]), doc["levels"]["broad_count"]
+    assert k == len(ids) - 1
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator("#count-summary")).to_have_text(
+        f"Theme count: {doc['run']['theme_count']['summary']} After 1 codebook edit (merge, split or delete): "
+        f"{k} themes in {groups} groups.", timeout=30000)
