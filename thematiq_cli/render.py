@@ -365,7 +365,32 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
     far = [line] if (line := far_note(cmp)) else []
     return visible("\n".join([note, *warning, *far, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
-                                                         right=(0, 1, 2))]))
+                                                         right=(0, 1, 2)), *_families(cmp)]))
+
+
+#: The service's ``pipelines.thematic.render.FAMILIES_NOTE`` (a unit test holds them equal).
+FAMILIES_NOTE = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def _families(cmp: dict[str, Any]) -> list[str]:
+    """``comparison.groups``: each family of near earlier themes tested as one share, which no view showed."""
+    groups = [g for g in cmp.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    labels = {str(r.get("theme_id")): str(r.get("label")) for r in cmp.get("themes") or []}
+    then = cmp.get("then") or {}
+    rows = []
+    for g in groups:
+        names = " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in g.get("theme_ids") or [])
+        change = g.get("change")
+        rows.append([f"{g['share_then']:.1%}", f"{g['share_now']:.1%}",
+                     (f"{change * 100:+.1f} pts" + ("*" if g.get("significant") else " ")
+                      + (" (exact)" if g.get("test") == "fisher" else "")) if isinstance(change, int | float) else "-",
+                     names])
+    return ["", FAMILIES_NOTE + "; * significant, (exact): Fisher's exact test.", "",
+            table(["Then", "Now", "Change", "Family"], rows, right=(0, 1, 2))]
 
 
 def copies_note(n: int) -> str:

@@ -196,7 +196,37 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             exact = " *(exact)*" if r.get("test") == "fisher" else ""
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
+        lines += _families_md(comparison, labels)
     lines += _impact_md(doc.get("impact"))
+    return lines
+
+
+#: What a family row is, in every view that lists them (the CLI and the dashboard have copies).
+FAMILIES_NOTE: Final = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def family_names(group: dict[str, Any], labels: dict[str, str], then: dict[str, Any]) -> str:
+    """A family's themes by name ("Late delivery + Slow courier"): the label now, else the earlier wave's."""
+    return " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in group.get("theme_ids") or [])
+
+
+def _families_md(comparison: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """``comparison.groups`` (schema 1.2, waves.family_tests) as a table. Stored since research23 and shown by no
+    view: a significant change of a family, the only test of a theme a split took out of the per-theme rows
+    ("split: not tested"), was in the JSON alone."""
+    groups = [g for g in comparison.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    then = comparison.get("then") or {}
+    lines = ["", FAMILIES_NOTE + "; **bold**: significant, *(exact)*: Fisher's exact test.", "",
+             "| Family | Then | Now | Change |", "|---|---:|---:|---:|"]
+    for g in groups:
+        change = f"{g['change'] * 100:+.1f} pts"
+        exact = " *(exact)*" if g.get("test") == "fisher" else ""
+        lines.append(f"| {_md(family_names(g, labels, then))} | {g['share_then']:.1%} | {g['share_now']:.1%} | "
+                     f"{f'**{change}**' if g.get('significant') else change}{exact} |")
     return lines
 
 

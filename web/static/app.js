@@ -712,6 +712,20 @@ function insightView(doc) {
           // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
           : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
+    // comparison.groups: each family of near earlier themes tested as one share (the only test of a theme a split
+    // took out of the rows above). Stored since research23, shown by no view. Same sentence as the report and the CLI.
+    const families = (cmp.groups || []).filter((g) => g && Array.isArray(g.theme_ids));
+    if (families.length) {
+      const name = (t) => labels.get(t) || cmp.then?.[t]?.label || t;
+      parts.push(h("table", { class: "comparison families" },
+        h("caption", {}, "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over the families): a change spread over near themes, or a theme a codebook edit split, is tested here; * significant; (exact): Fisher's exact test"),
+        h("thead", {}, h("tr", {}, ["Family", "Then", "Now", "Change"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, families.map((g) => h("tr", { dataset: { family: g.family, significant: String(g.significant) } },
+          h("th", { scope: "row" }, g.theme_ids.map(name).join(" + ")),
+          h("td", {}, pct(g.share_then)), h("td", {}, pct(g.share_now)),
+          h("td", { class: g.significant ? "sig" : "" },
+            `${g.change >= 0 ? "+" : ""}${(g.change * 100).toFixed(1)} pts${g.significant ? " *" : ""}${g.test === "fisher" ? " (exact)" : ""}`))))));
+    }
     if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
     const far = farNote(cmp);
     if (far) parts.push(h("p", { class: "note far-note" }, far));

@@ -108,3 +108,26 @@ def test_after_a_merge_the_count_says_what_the_edit_left(page: Any, host: HostPr
     expect(page.locator("#count-summary")).to_have_text(
         f"Theme count: {doc['run']['theme_count']['summary']} After 1 codebook edit (merge, split or delete): "
         f"{k} themes in {groups} groups.", timeout=30000)
+
+
+def test_the_families_of_a_comparison_are_on_the_page(page: Any, host: HostProcess, api: Api) -> None:
+    # review44: comparison.groups (each family of near earlier themes tested as one share; the only test of a theme
+    # a codebook split took out of the per-theme rows) was stored and shown by no view.
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 3}, load_responses(SAMPLE)[:90])["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    ids = [t["id"] for t in doc["themes"]]
+    rows = [{"theme_id": t["id"], "label": t["label"], "share_then": 0.2, "share_now": 0.3, "change": 0.1, "p": 0.2,
+             "q": 0.3, "significant": False, "count_then": 20, "count_now": 27, "status": "kept"} for t in doc["themes"]]
+    doc["comparison"] = {"job_id": "a" * 28, "n_then": 100, "n_now": 90, "themes": rows, "new": [], "gone": [],
+                         "then": {"t9": {"label": "Gone since", "count": 5}}, "testing": {"procedure": "bh"},
+                         "groups": [{"family": "f1", "theme_ids": [ids[0], "t9"], "count_then": 40, "count_now": 60,
+                                     "share_then": 0.4, "share_now": 0.6667, "change": 0.2667, "p": 0.0004,
+                                     "q": 0.0008, "significant": True, "weight": 1.0, "test": "fisher"}]}
+    _serve(page, job["id"], doc)
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    row = page.locator("table.families tbody tr[data-family='f1']")
+    expect(row.locator("th, td")).to_have_text([f"{doc['themes'][0]['label']} + Gone since", "40.0%", "66.7%",
+                                                "+26.7 pts * (exact)"], timeout=30000)
+    expect(row.locator("td.sig")).to_have_count(1)
