@@ -314,7 +314,9 @@ def rank_labels(
        candidate's responses and hold a word that is not generic
        (:func:`word_stats`) and one used by >= ``LABEL_MIN_COVER`` of the theme; it is expanded to a longer phrase most of its uses
        share ("cold" -> "arrived cold") and shown as most of them write it
-       ("top failed" -> "top up failed").
+       ("top failed" -> "top up failed"). A framed option ("Please send") or one holding a personal pronoun
+       ("Card you sent") yields to the best phrase of 2+ words that is neither (:func:`_unframed_first`,
+       :func:`_impersonal_first`).
     4. MMR (lambda 0.7) adds key phrases far from the label.
     """
     k = len(member_texts)
