@@ -508,6 +508,11 @@ def main() -> None:
         for kind, text in enumerate(MISS_KINDS):
             print(f"#   {kinds[kind]:4d}  {text} (BERTopic's words hit "
                   f"{sum(m['ctfidf_hit'] for _, m in ms if m['kind'] == kind)})")
+        per_set: dict[str, Counter[int]] = {}
+        for name, m in ms:
+            per_set.setdefault(name.split(" s")[0], Counter())[m["kind"]] += 1
+        for name, c in per_set.items():
+            print(f"#   {name}: " + " / ".join(str(c[kind]) for kind in range(len(MISS_KINDS))) + " (kinds in that order)")
         for kind in range(len(MISS_KINDS)):
             for name, m in [p for p in ms if p[1]["kind"] == kind][: args.show]:
                 print(f"    [{kind}] {name} n={m['n']} true={m['true']} ({m['purity']:.0%}) label={m['label']!r} "
