@@ -311,6 +311,10 @@ def cmd_retry(args: argparse.Namespace, io: Io) -> int:
 
 
 def cmd_result(args: argparse.Namespace, io: Io) -> int:
+    if args.format == "xlsx" and not args.output and io.out.isatty():
+        # A workbook is a zip: on a terminal its bytes are garbage, and an ESC among them a control sequence.
+        raise CliError(f"error: an .xlsx workbook is binary; write it to a file: thematiq result {args.job_id} "
+                       f"--format xlsx -o {args.job_id}.xlsx")
     body = client_of(args).result(args.job_id, args.format)
     if args.output:
         try:

@@ -138,7 +138,10 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                     f"{levels.get('fine_count')} fine ({levels.get('fine')})"
                 )
         if choice.get("explanation"):
+            after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
+            if after:
+                out.append(after)
         out.append("")
     if not themes:
         out.append("(no themes)")
@@ -166,6 +169,23 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
     return visible("\n".join(out))
+
+
+def count_after_edits(result: dict[str, Any]) -> str | None:
+    """What codebook edits that merged, split or deleted themes left, in the count summary's words: the CLI's copy of
+    ``pipelines.thematic.render.count_after_edits`` (a unit test holds them equal)."""
+    edits = [e for e in result.get("edits") or [] if isinstance(e, dict) and e.get("op") in ("merge", "split", "delete")]
+    if not edits:
+        return None
+    k, levels = len(result.get("themes") or []), result.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
 
 
 def elapsed_between(job: dict[str, Any]) -> str | None:
@@ -345,7 +365,32 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
     far = [line] if (line := far_note(cmp)) else []
     return visible("\n".join([note, *warning, *far, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
-                                                         right=(0, 1, 2))]))
+                                                         right=(0, 1, 2)), *_families(cmp)]))
+
+
+#: The service's ``pipelines.thematic.render.FAMILIES_NOTE`` (a unit test holds them equal).
+FAMILIES_NOTE = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def _families(cmp: dict[str, Any]) -> list[str]:
+    """``comparison.groups``: each family of near earlier themes tested as one share, which no view showed."""
+    groups = [g for g in cmp.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    labels = {str(r.get("theme_id")): str(r.get("label")) for r in cmp.get("themes") or []}
+    then = cmp.get("then") or {}
+    rows = []
+    for g in groups:
+        names = " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in g.get("theme_ids") or [])
+        change = g.get("change")
+        rows.append([f"{g['share_then']:.1%}", f"{g['share_now']:.1%}",
+                     (f"{change * 100:+.1f} pts" + ("*" if g.get("significant") else " ")
+                      + (" (exact)" if g.get("test") == "fisher" else "")) if isinstance(change, int | float) else "-",
+                     names])
+    return ["", FAMILIES_NOTE + "; * significant, (exact): Fisher's exact test.", "",
+            table(["Then", "Now", "Change", "Family"], rows, right=(0, 1, 2))]
 
 
 def copies_note(n: int) -> str:

@@ -163,14 +163,13 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
                                            for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
-        for i, tid in enumerate(t["id"] for t in themes):
+        # Every theme, as the dashboard, the CLI and the xlsx list them: the table stopped after 30 without a word.
+        for tid in (t["id"] for t in themes):
             cells = []
             for g in groups:
                 cell = next((c for c in g["themes"] if c["theme_id"] == tid), None)
                 cells.append(_cell_md(cell) if cell else "")
             lines.append(f"| {_md(labels.get(tid, tid))} | " + " | ".join(cells) + " |")
-            if i >= 29:
-                break
     comparison = doc.get("comparison")
     if comparison:
         how = {"centroids": "both waves coded with the earlier job's themes (one instrument)",
@@ -207,7 +206,37 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             exact = " *(exact)*" if r.get("test") == "fisher" else ""
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
+        lines += _families_md(comparison, labels)
     lines += _impact_md(doc.get("impact"))
+    return lines
+
+
+#: What a family row is, in every view that lists them (the CLI and the dashboard have copies).
+FAMILIES_NOTE: Final = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def family_names(group: dict[str, Any], labels: dict[str, str], then: dict[str, Any]) -> str:
+    """A family's themes by name ("Late delivery + Slow courier"): the label now, else the earlier wave's."""
+    return " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in group.get("theme_ids") or [])
+
+
+def _families_md(comparison: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """``comparison.groups`` (schema 1.2, waves.family_tests) as a table. Stored since research23 and shown by no
+    view: a significant change of a family, the only test of a theme a split took out of the per-theme rows
+    ("split: not tested"), was in the JSON alone."""
+    groups = [g for g in comparison.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    then = comparison.get("then") or {}
+    lines = ["", FAMILIES_NOTE + "; **bold**: significant, *(exact)*: Fisher's exact test.", "",
+             "| Family | Then | Now | Change |", "|---|---:|---:|---:|"]
+    for g in groups:
+        change = f"{g['change'] * 100:+.1f} pts"
+        exact = " *(exact)*" if g.get("test") == "fisher" else ""
+        lines.append(f"| {_md(family_names(g, labels, then))} | {g['share_then']:.1%} | {g['share_now']:.1%} | "
+                     f"{f'**{change}**' if g.get('significant') else change}{exact} |")
     return lines
 
 
@@ -303,6 +332,29 @@ def copies_note(n: int) -> str:
             "them out).")
 
 
+#: The codebook edits that change how many themes there are (a rename does not).
+_RESHAPING_EDITS: Final = frozenset({"merge", "split", "delete"})
+
+
+def count_after_edits(doc: dict[str, Any]) -> str | None:
+    """The count as it is after codebook edits that merged, split or deleted themes, in the summary's words ("After
+    2 codebook edits: 14 themes in 7 groups."), or None. ``run.theme_count.summary`` is the analysis's count and
+    stays so; beside "15 themes" in the report and the page it read as a count that did not match. (The CLI and
+    the dashboard have copies: thematiq_cli/render.py, web/static/app.js.)"""
+    edits = [e for e in doc.get("edits") or [] if isinstance(e, dict) and e.get("op") in _RESHAPING_EDITS]
+    if not edits:
+        return None
+    k, levels = len(doc.get("themes") or []), doc.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
+
+
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     run = doc.get("run", {})
     counts = run.get("counts", {})
@@ -320,7 +372,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
             lines += ["", sure]
         why = choice.get("explanation", "")
         if choice.get("summary"):
-            lines += ["", f"**Theme count:** {_md(choice['summary'])}"]
+            after = count_after_edits(doc)
+            lines += ["", f"**Theme count:** {_md(choice['summary'])}" + (f" {_md(after)}" if after else "")]
             why = why.removeprefix(f"{choice['summary']} Why: ")
         lines += ["", f"**Why this many themes:** {_md(why)}"]
     levels = doc.get("levels") or {}

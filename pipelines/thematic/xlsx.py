@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import verbatims as V
-from .render import FORMULA_START, metadata_columns
+from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
@@ -39,6 +39,9 @@ FINE_COLUMNS = ("fine_id", "fine_label")
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant", "test")
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
+#: The families of near earlier themes (comparison.groups), under the per-theme rows of the Changes sheet.
+FAMILY_COLUMNS = ("family", "theme_ids", "labels", "count_then", "share_then", "count_now", "share_now", "change", "p",
+                  "q", "significant", "test")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
                   "q", "significant", "test")
 
@@ -160,6 +163,16 @@ def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
     yield list(CHANGE_COLUMNS)
     for r in cmp.get("themes") or []:
         yield [r.get(k) for k in CHANGE_COLUMNS]
+    groups = [g for g in cmp.get("groups") or [] if isinstance(g, dict)]
+    if groups:
+        # Each family tested as one share: the only test of a theme a split took out of the rows above.
+        labels = {str(r.get("theme_id")): str(r.get("label")) for r in cmp.get("themes") or []}
+        yield []
+        yield [FAMILIES_NOTE]
+        yield list(FAMILY_COLUMNS)
+        for g in groups:
+            yield [g.get("family"), ";".join(g.get("theme_ids") or []), family_names(g, labels, cmp.get("then") or {}),
+                   *(g.get(k) for k in FAMILY_COLUMNS[3:])]
 
 
 def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:

@@ -75,8 +75,9 @@ _PROBLEMS = {
     "422": "Unknown pipeline, invalid params or input, an unknown query parameter or one given twice (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
-    "503": "Storage unavailable, or a secret setting the route needs is an unresolved Key Vault reference; retry after "
-    "`Retry-After` seconds.",
+    "503": "Storage unavailable, or the deployment cannot serve the route (a secret setting is an unresolved Key Vault "
+    "reference, webhook secrets are sealed with a key no longer configured, Storage refuses the app itself): retry "
+    "after `Retry-After` seconds.",
 }
 
 

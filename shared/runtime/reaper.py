@@ -70,6 +70,8 @@ class ReapReport:
     chunks_requeued: list[str] = field(default_factory=list)
     chunks_failed: list[str] = field(default_factory=list)
     resumes_resent: list[str] = field(default_factory=list)
+    #: Chunk rows of the layout before moved to their jobs' partitions (``Reaper._move_chunk_rows``).
+    chunk_rows_moved: int = 0
     waiting_settled: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: int = 0
@@ -84,6 +86,7 @@ class ReapReport:
             f"deleted {len(self.deleted)} (and {len(self.orphans_deleted)} orphaned inputs), chunks requeued {len(self.chunks_requeued)}, "
             f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
             f"{self.conflicts} conflicts, {self.errors} errors" + (" (full sweep)" if self.swept else "")
+            + (f", {self.chunk_rows_moved} chunk rows moved to job partitions" if self.chunk_rows_moved else "")
         )
 
 
@@ -139,6 +142,9 @@ class Reaper:
         if sweeping and self.settings.retention_days > 0:
             phases.append(lambda: self._retention(report))
             names.append("retention")
+        if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
+            phases.append(lambda: self._move_chunk_rows(report, state))
+            names.append("chunk rows")
         for name, phase in zip(names, phases, strict=True):
             try:
                 phase()
@@ -373,6 +379,23 @@ class Reaper:
             report.deleted.append(job.id)
 
         self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
+
+    def _move_chunk_rows(self, report: ReapReport, state: IndexState) -> None:
+        """Move chunk rows of the layout before (``ChunkRepo.move_legacy``), one query of each tenant's job rows, until
+        a sweep finds none left in any tenant; then it is recorded and no later sweep looks again."""
+        done = True
+        for tenant in state.tenants:
+            try:
+                moved = self.stores.chunks.move_legacy(tenant)
+            except ThematiqError as err:
+                report.errors += 1
+                done = False
+                log.warning("reaper: could not move the chunk rows of tenant %s (%s)", tenant, type(err).__name__)
+                continue
+            report.chunk_rows_moved += moved.moved
+            done = done and moved.left == 0
+        if done:
+            self.stores.jobs.mark_chunks_moved(utcnow())
 
     def _orphaned_inputs(self, report: ReapReport, swept_at: datetime | None) -> None:
         """Claim-checked input blobs with no job row, old enough that no insert can still be deciding.

@@ -599,7 +599,7 @@ function themesView(job, doc, edit = null) {
         h("h3", {}, "Representative quotes"),
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
           h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
-        ...levelDetail(doc, t),
+        ...levelDetail(doc, t, usable),
         responseList({ theme: t.id }, "Every response in this theme", { filters: true })] })),
     row({ id: "other", kind: "other", label: "Other (no theme)", count: other, share: usable ? other / usable : 0,
       shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
@@ -622,8 +622,11 @@ function themesView(job, doc, edit = null) {
       h("span", {}, h("b", {}, String(unusable)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null,
       sentimentSource(doc.sentiment)),
+    sentimentNote(doc.sentiment),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
+    countSummary(doc.run?.theme_count, doc),
     countNote(doc.run?.theme_count, doc.levels),
+    broadLevel(doc, usable),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
     h("ul", { class: "themes" }, rows),
     insightView(doc),
@@ -646,6 +649,13 @@ function sentimentSource(s) {
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
     : `the lexicon${s.model ? ` (${s.model})` : ""}`;
   return h("span", { class: "muted", id: "sentiment-source-note", title: s.note || "" }, `sentiment: ${what}`);
+}
+// What the source did not do as asked, in words on the page (not only a tooltip): the model fell back to the
+// lexicon (another encoder embedded the job; in another language every answer scores neutral), or the LLM left
+// responses to the lexicon. The Markdown report prints it in its Sentiment section.
+function sentimentNote(s) {
+  if (!s?.note) return null;
+  return h("p", { class: "note", id: "sentiment-note", role: "note" }, `Sentiment: ${s.note}.`);
 }
 function sentimentBar(s) {
   const total = (s.positive || 0) + (s.neutral || 0) + (s.negative || 0);
@@ -702,6 +712,20 @@ function insightView(doc) {
           // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
           : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
+    // comparison.groups: each family of near earlier themes tested as one share (the only test of a theme a split
+    // took out of the rows above). Stored since research23, shown by no view. Same sentence as the report and the CLI.
+    const families = (cmp.groups || []).filter((g) => g && Array.isArray(g.theme_ids));
+    if (families.length) {
+      const name = (t) => labels.get(t) || cmp.then?.[t]?.label || t;
+      parts.push(h("table", { class: "comparison families" },
+        h("caption", {}, "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over the families): a change spread over near themes, or a theme a codebook edit split, is tested here; * significant; (exact): Fisher's exact test"),
+        h("thead", {}, h("tr", {}, ["Family", "Then", "Now", "Change"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, families.map((g) => h("tr", { dataset: { family: g.family, significant: String(g.significant) } },
+          h("th", { scope: "row" }, g.theme_ids.map(name).join(" + ")),
+          h("td", {}, pct(g.share_then)), h("td", {}, pct(g.share_now)),
+          h("td", { class: g.significant ? "sig" : "" },
+            `${g.change >= 0 ? "+" : ""}${(g.change * 100).toFixed(1)} pts${g.significant ? " *" : ""}${g.test === "fisher" ? " (exact)" : ""}`))))));
+    }
     if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
     const far = farNote(cmp);
     if (far) parts.push(h("p", { class: "note far-note" }, far));
@@ -810,10 +834,53 @@ function countNote(tc, levels) {
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
 }
 
-function levelDetail(doc, t) {
+// Schema 1.2: the count in a researcher's words, both levels named ("16 themes in 8 groups; the data also support 11
+// themes. Confidence medium: ..."), and why, as the Markdown report and the CLI give them. The page showed only the
+// confidence line, and for a compared job (its count is the earlier codebook's: no confidence) nothing at all.
+// After edits that merged, split or deleted themes, what they left, in the summary's words (the summary is the
+// analysis's count): pipelines/thematic/render.py count_after_edits has the same sentence.
+function countAfterEdits(doc) {
+  const n = (doc.edits || []).filter((e) => ["merge", "split", "delete"].includes(e?.op)).length;
+  if (!n) return null;
+  const k = doc.themes.length, lv = doc.levels || {};
+  const broad = Number(lv.broad_count || 0), fine = Number(lv.fine_count || 0);
+  let head = `${k} theme${k === 1 ? "" : "s"}`;
+  if (lv.broad === "parents" && broad) head += ` in ${broad} group${broad === 1 ? "" : "s"}`;
+  else if (lv.fine === "subthemes" && fine > k) head += `, with ${fine} sub-themes under them`;
+  return `After ${n} codebook edit${n === 1 ? "" : "s"} (merge, split or delete): ${head}.`;
+}
+
+function countSummary(tc, doc) {
+  if (!tc?.summary && !tc?.explanation) return null;
+  const why = tc.summary ? String(tc.explanation || "").replace(`${tc.summary} Why: `, "") : String(tc.explanation);
+  const after = countAfterEdits(doc);
+  return h("div", { class: "count-summary" },
+    tc.summary ? h("p", { id: "count-summary" }, h("b", {}, "Theme count: "), tc.summary, after ? ` ${after}` : null) : null,
+    why && why !== tc.summary ? h("details", { id: "count-why" }, h("summary", {}, "Why this many themes"), h("p", {}, why)) : null);
+}
+
+// More than 12 themes: the broad level is parents[] (the summary's "groups"). Listed with their counts and themes,
+// as the Markdown report's "Broad themes" table; the page named a theme's broad theme only inside its detail.
+function broadLevel(doc, usable) {
+  const parents = doc.levels?.broad === "parents" ? doc.parents || [] : [];
+  if (!parents.length) return null;
+  const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  return h("div", { class: "table-scroll" }, h("table", { class: "broad-themes" },
+    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is its responses'`),
+    h("thead", {}, h("tr", {}, ["Broad theme", "Responses", "Share", "Themes"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, parents.map((p) => h("tr", { dataset: { parentId: p.id } },
+      h("th", { scope: "row" }, p.label), h("td", {}, String(p.count)),
+      h("td", {}, typeof p.share === "number" ? pct(shareFrom(p.count, usable, p.share)) : ""),
+      h("td", {}, (p.children || []).map((c) => labels.get(c) || c).join(", ")))))));
+}
+
+function levelDetail(doc, t, usable) {
   const subs = (doc.subthemes || []).filter((s) => s.parent === t.id);
   if (subs.length) {
-    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", {}, `${s.label} — ${s.count} (${(s.share * 100).toFixed(1)}%)`)))];
+    // Rounded once from the count, as the themes' bars (1 of 8 is 12.5 %: "12.5%", where the stored 0.125 gave 12.5
+    // and 5 of 401, stored 0.0125, gave "1.3%" against the report's 1.2 %).
+    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", { dataset: { subthemeId: s.id } },
+      `${s.label} — ${s.count} (${pct(shareFrom(s.count, usable, s.share))})`)))];
   }
   const p = t.parent && (doc.parents || []).find((x) => x.id === t.parent);
   return p ? [h("p", { class: "muted" }, `Broad theme: ${p.label}`)] : [];
@@ -948,6 +1015,16 @@ export async function readXlsx(buffer, sheetName) {
   return { sheets: sheets.map((s) => s.name), sheet: sheet.name, rows };
 }
 
+// A header cell as the metadata key it becomes (the CLI's header_name): a wrapped survey question's line breaks and
+// tabs fold into one space, since the service refuses a key with a line break (a 422 on input[i].metadata).
+const HEADER_BREAKS = /\s*[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+\s*/g;
+export const headerName = (c) => String(c ?? "").replace(HEADER_BREAKS, " ").trim();
+// A cell that is a plain decimal number, sent as a JSON number (the CLI's rule, thematiq_cli/inputs.py _NUMBER):
+// a leading zero ("007", "01234": a code, a postcode) or an integer part of more than 15 digits (an account
+// number, which a JS number rounds) is text, as are "1e3", "7,5" and "1,000".
+const NUMBER = /^\s*-?(0|[1-9][0-9]{0,14})(\.[0-9]+)?\s*$/;
+export const isNumberCell = (v) => (typeof v === "number" && Number.isFinite(v)) || (typeof v === "string" && NUMBER.test(v));
+
 const filled = (cells) => cells.filter((c) => c !== null && c !== undefined && String(c).trim() !== "").length;
 
 export function tableRecords(rows, where = "row") {
@@ -956,7 +1033,7 @@ export function tableRecords(rows, where = "row") {
   if (!candidates.length) throw new Error("the file is empty");
   const header = candidates.find((r) => r.cells.some((c) => /^(text|response|answer|comment|feedback)s?$/i.test(String(c ?? "").trim())))
     || candidates.find((r) => filled(r.cells) === Math.max(...candidates.map((x) => filled(x.cells))));
-  const columns = header.cells.map((c, i) => String(c ?? "").trim() || `column ${colLetter(i)}`);
+  const columns = header.cells.map((c, i) => headerName(c) || `column ${colLetter(i)}`);
   // Records are keyed by name: a name twice would let one column replace the other (the CLI refuses it too).
   columns.forEach((c, i) => {
     const j = columns.indexOf(c);
@@ -1067,6 +1144,10 @@ function newView() {
     if (file) {
       const t = textCol.value, idc = idCol.value;
       const seen = new Map();
+      // Decided once per column, not per cell: per cell it read the whole column again for every row (n² regex
+      // tests: a 20,000-row file with three metadata columns froze the tab on every change of the form).
+      const metas = metaColumns();
+      const numeric = new Set(metas.filter(numericColumn));
       const where = (i, c) => `${file.where} ${file.lines[i]}, column ${file.where === "row" ? `${colLetter(file.columns.indexOf(c))} ` : ""}"${c}"`;
       return file.records.map((r, i) => {
         // Without an id column the id is the row number under the header, so it points back into the file.
@@ -1079,10 +1160,10 @@ function newView() {
         if (typeof id !== "number" && typeof id !== "string") id = String(id);
         const item = { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
         const meta = {};
-        for (const c of metaColumns()) {
+        for (const c of metas) {
           const v = r[c];
           if (v === undefined || v === null || String(v).trim() === "") continue;   // missing, not ""
-          meta[c] = numericColumn(c) ? Number(v) : v;
+          meta[c] = numeric.has(c) ? Number(v) : v;
         }
         if (Object.keys(meta).length) item.metadata = meta;
         return item;
@@ -1098,7 +1179,7 @@ function newView() {
   const checked = (box) => [...box.querySelectorAll("input:checked")].map((x) => x.value);
   const numericColumn = (c) => {
     const filledCells = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "");
-    return filledCells.length > 0 && filledCells.every((v) => typeof v === "number" || /^\s*-?\d+(\.\d+)?\s*$/.test(String(v)));
+    return filledCells.length > 0 && filledCells.every(isNumberCell);
   };
   const sentimentFrom = () => (sentimentSrc.value.startsWith("from:") ? sentimentSrc.value.slice(5) : "");
   function metaColumns() {

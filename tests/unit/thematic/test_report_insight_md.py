@@ -113,3 +113,37 @@ def test_a_small_group_is_marked_and_the_single_label_note_is_printed() -> None:
     assert "*Note*: One theme per response: relative to the other themes together." in text
     plain = _doc()
     assert "small n" not in render_md(plain)[1].decode()
+
+
+def test_a_breakdown_table_lists_every_theme_not_the_first_30() -> None:
+    # review44: the report's breakdown tables stopped after 30 themes without a word (39 themes: 9 of them in no
+    # segment table, while the dashboard, the CLI and the xlsx list every one).
+    themes = [{"id": f"t{i}", "label": f"Theme {i}", "count": 3, "share": 0.01, "keywords": [], "description": "",
+               "quotes": []} for i in range(1, 40)]
+    groups = [{"value": v, "n": 30, "themes": [_cell(t["id"], False) for t in themes]} for v in ("free", "pro")]
+    doc = {"run": {"counts": {"responses": 400, "usable": 400, "other": 0, "unusable": {}}, "llm": {},
+                   "embedding_model": {"name": "m"}},
+           "themes": themes, "breakdowns": [{"field": "plan", "kind": "categorical", "groups": groups}]}
+    text = render_md(doc)[1].decode()
+    table = text.split("## By plan", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Theme |")]
+    assert [r.split(" | ", 1)[0].removeprefix("| ") for r in rows] == [t["label"] for t in doc["themes"]]
+
+
+def test_the_count_in_words_says_what_codebook_edits_left() -> None:
+    # review44: after a merge the report said "**Theme count:** 8 themes, with 16 sub-themes under them." above a
+    # table of 6 themes; the summary is the analysis's count, and what the edits left is said beside it.
+    from pipelines.thematic.edit import edit_result
+    from tests.support.synthetic_result import synthetic_job
+
+    items, doc = synthetic_job(200, themes=8, seed=2, impact=False)
+    summary = "8 themes, with 16 sub-themes under them."
+    doc["run"]["theme_count"] = {"criterion": "fixed", "scores": [], "summary": summary,
+                                 "explanation": f"{summary} Why: num_themes fixes the count"}
+    renamed = edit_result(doc, {"edits": [{"op": "rename", "theme": "t1", "label": "Renamed"}]}, items)
+    assert f"**Theme count:** {summary}\n" in render_md(renamed)[1].decode()
+    merged = edit_result(renamed, {"edits": [{"op": "merge", "themes": ["t1", "t2", "t3"]}]}, items)
+    fine = merged["levels"]["fine_count"]
+    assert len(merged["themes"]) == 6 and fine > 6
+    assert (f"**Theme count:** {summary} After 1 codebook edit (merge, split or delete): 6 themes, with {fine} "
+            "sub-themes under them.\n") in render_md(merged)[1].decode()
