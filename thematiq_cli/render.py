@@ -417,10 +417,11 @@ def far_note(cmp: dict[str, Any]) -> str | None:
 def impact_starred(row: dict[str, Any]) -> bool:
     """Whether a theme's impact gets a *: the CLI's copy of ``pipelines.thematic.impact.starred`` (the CLI must not
     import the service's pipelines; tests/unit/cli/test_impact_star_matches_the_service.py holds them equal). A
-    small_n row (fewer than impact.min_n responses) never does: its interval is too narrow to trust."""
+    small_n row (fewer than impact.min_n responses) never does: its interval is too narrow to trust; nor does one
+    ``explained_by`` other themes (one theme per response: its interval excludes 0 only against them)."""
     lo, hi = row.get("ci_low"), row.get("ci_high")
-    return (not row.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
-            and (lo > 0 or hi < 0))
+    return (not row.get("small_n") and not row.get("explained_by") and isinstance(lo, int | float)
+            and isinstance(hi, int | float) and (lo > 0 or hi < 0))
 
 
 def impact_table(imp: dict[str, Any]) -> str:
@@ -435,15 +436,20 @@ def impact_table(imp: dict[str, Any]) -> str:
 
     rows = []
     k = len(imp.get("themes") or [])
+    label_of = {str(t.get("theme_id")): str(t.get("label", t.get("theme_id"))) for t in imp.get("themes") or []}
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = impact_starred(t)
         n = str(t.get("n", 0)) + (" (small n)" if t.get("small_n") else "")
+        against = [label_of.get(str(x), str(x)) for x in t.get("explained_by") or []]
+        label = str(t.get("label", t.get("theme_id"))) + (f" (against {', '.join(against)} only)" if against else "")
         rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
-                     num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
+                     num(t.get("score"), sign=False), label])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
             f"95% interval (Welch's t), * the interval excludes 0 (per theme, not corrected for the {k} "
             f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
             f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
+    if imp.get("note"):
+        note = f"{imp['note']}\n{note}"
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

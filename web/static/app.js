@@ -758,10 +758,14 @@ function driverChart(imp) {
   const rows = imp.themes.filter((t) => t.impact !== null && t.impact !== undefined);
   const reach = Math.max(1e-9, ...rows.flatMap((t) => [Math.abs(t.impact), Math.abs(t.ci_low ?? 0), Math.abs(t.ci_high ?? 0)]));
   const x = (v) => `${50 + 50 * (v / reach)}%`;
+  const labelOf = new Map(imp.themes.map((t) => [t.theme_id, t.label]));
   const items = imp.themes.map((t) => {
     const has = t.impact !== null && t.impact !== undefined;
-    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust.
-    const sure = has && !t.small_n && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
+    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust. Nor is
+    // one whose interval excludes 0 only against other themes (explained_by, schema 1.5: one theme per response):
+    // the service's impact.starred, which the report and the CLI follow.
+    const against = (t.explained_by || []).map((id) => labelOf.get(id) ?? id);
+    const sure = has && !t.small_n && !against.length && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
     const track = h("span", { class: "driver-track", "aria-hidden": "true" });
     if (has) {
       const bar = h("span", { class: `driver-bar ${t.impact < 0 ? "neg" : "pos"}` });
@@ -778,10 +782,10 @@ function driverChart(imp) {
     const text = has ? `${num(t.impact)} (95% ${num(t.ci_low)} … ${num(t.ci_high)})` : "—";
     return h("li", { class: `driver${sure ? " sure" : ""}`, dataset: { themeId: t.theme_id, impact: has ? String(t.impact) : "" },
       "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses${t.small_n ? " (small n)" : ""}, their ${what} ${num(t.score, false)}` },
-      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}`));
+      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}${against.length ? ` (against ${against.join(", ")} only)` : ""}`));
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
-    h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
+    h("figcaption", {}, (imp.note ? `${imp.note} ` : "") + `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
       `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its 95% interval (Welch's t); * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
       `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +

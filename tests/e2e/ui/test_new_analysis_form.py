@@ -112,6 +112,13 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     assert top["ci_high"] < 0
     expect(drivers.first).to_have_class("driver sure")
     expect(drivers.first.locator(".driver-value")).to_contain_text(f"{top['impact']:+.1f}")
+    # Every row is starred exactly when the service's rule stars it (small_n and explained_by: schema 1.5), and the
+    # one-theme-per-response note is printed above the chart.
+    from pipelines.thematic.impact import starred
+    for d, t in zip(drivers.all(), doc["impact"]["themes"], strict=True):
+        assert ("sure" in (d.get_attribute("class") or "").split()) == starred(t), t
+    if doc["impact"].get("note"):
+        expect(page.locator("figure.drivers figcaption")).to_contain_text(doc["impact"]["note"])
     expect(page.locator("table.comparison tbody tr")).to_have_count(len(doc["comparison"]["themes"]))
 
 
