@@ -217,7 +217,8 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         fields = ", ".join(str(b.get("field")) for b in result.get("breakdowns") or []) or "none"
         raise KeyError(f"no breakdown by {field!r} in this result (breakdowns: {fields})")
     groups = breakdown.get("groups") or []
-    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}" for g in groups)]
+    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
+                          for g in groups)]
     rows = []
     for theme in result.get("themes") or []:
         cells = [_breakdown_cell(next((c for c in g["themes"] if c["theme_id"] == theme["id"]), None)) for g in groups]
@@ -234,6 +235,9 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         below = breakdown["testing"].get("exact_below")
         note += (f" †: Fisher's exact test, an expected count is below "
                  f"{below:g}." if isinstance(below, int | float) else " †: Fisher's exact test.")
+    if any(g.get("small_n") for g in groups):  # schema 1.5: a group (or its rest) under min_n is not tested
+        min_n = (breakdown.get("testing") or {}).get("min_n", 10)
+        note += f" small: fewer than {min_n} responses in the group or its rest, not tested (never *)."
     return visible("\n".join([note, "", *lines]))
 
 

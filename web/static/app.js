@@ -683,8 +683,8 @@ function insightView(doc) {
   for (const b of doc.breakdowns || []) {
     const table = h("table", { class: "heatmap", dataset: { field: b.field } },
       // Schema 1.4: a cell whose expected count is below testing.exact_below (5) is tested by Fisher's exact test (†).
-      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n})`)))),
+      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}${b.groups.some((g) => g.small_n) ? `; small n: fewer than ${b.testing?.min_n ?? 10} responses in the group or its rest, not tested` : ""}`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n}${g.small_n ? ", small n" : ""})`)))),
       h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
         b.groups.map((g) => {
           const c = g.themes.find((x) => x.theme_id === t.id);
@@ -692,7 +692,7 @@ function insightView(doc) {
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
           const exact = c.test === "fisher";
           const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant), test: c.test || "z" },
-            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
+            title: `${c.count} of ${g.n} · lift ${lift} · ${g.small_n ? `not tested (small n: fewer than ${b.testing?.min_n ?? 10} in the group or its rest)` : `q ${c.q}`}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));

@@ -369,3 +369,17 @@ def test_the_interval_does_not_depend_on_where_the_scores_sit() -> None:
     doc = impact.impact([1e200, -1e200, 5e199, 3e199, -2e199, 1e199], [["a"], ["a"], ["a"], ["b"], ["b"], ["b"]],
                         [{"id": "a"}, {"id": "b"}], key="s", scale="numeric")
     assert all(t["ci_low"] is None and not impact.starred(t) for t in doc["themes"]), doc["themes"]
+
+
+def test_the_cli_marks_a_small_group_as_not_tested() -> None:
+    from thematiq_cli.render import breakdown_table
+
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = (["a", "a", "b", "b", None] + ["b"] * 50 + [None] * 50 + ["b"] * 30 + [None] * 70)
+    b = insight.breakdown("seg", groups, theme_of, ["a", "b"], kind="categorical")
+    assert [g["small_n"] for g in b["groups"] if g["value"] == "tiny"] == [True]
+    doc = {"themes": [{"id": "a", "label": "Rare"}, {"id": "b", "label": "Common"}], "breakdowns": [b]}
+    cli = breakdown_table(doc, "seg")
+    header = next(line for line in cli.splitlines() if line.startswith("Theme"))
+    assert "tiny n=5 small" in header and "A n=100 small" not in header
+    assert "small: fewer than 10 responses in the group or its rest, not tested (never *)." in cli
