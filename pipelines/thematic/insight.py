@@ -112,6 +112,11 @@ def names_nps(key: str | None) -> bool:
     return key is not None and NPS_KEY_RE.search(key) is not None
 
 
+#: An integer field with at most this many distinct values is grouped by value, as a 1-5 rating is (review44r: a 0/1
+#: flag read as the ranges "0–0" and "1–1" once the CLI sent number columns as numbers).
+FEW_VALUES = 5
+
+
 def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = None) -> Bucketing:
     """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS score as
     detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``.
@@ -136,6 +141,10 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
             return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
         if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2 and names_nps(key):
             return Bucketing("nps", [_nps_group(v) for v in values])
+        if whole and len(set(nums)) <= FEW_VALUES and max(map(abs, nums)) < 2 ** 53:  # codes, not 1e20s
+            # A 0/1 flag, a yes/no/maybe code, a field of a handful of values: a group per value. Their quartile
+            # ranges were the values themselves written as ranges ("0–0", "1–1"), or merged two of them.
+            return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
         edges = _quartile_edges(sorted(nums))
         fmt = _edge_format({x for e in edges for x in e})
 

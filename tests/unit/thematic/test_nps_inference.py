@@ -36,7 +36,7 @@ def test_a_key_that_names_nps_is_grouped_as_nps(key: str) -> None:
 def test_a_one_to_five_field_named_nps_is_still_a_rating_and_two_values_still_no_nps() -> None:
     # The 1-5 rule comes first (a 1-5 rating), and 0/1 is a yes/no field whatever its key.
     assert insight.bucket([1, 2, 3, 4, 5] * 4, key="nps").kind == "categorical"
-    assert insight.bucket([0, 1] * 10, key="nps").kind == "numeric"
+    assert insight.bucket([0, 1] * 10, key="nps").kind == "categorical"  # a group per value (FEW_VALUES)
 
 
 def test_strings_stay_categories() -> None:
@@ -66,3 +66,13 @@ def test_a_declared_score_or_an_inferred_zero_to_ten_sentiment_field_is_nps_what
                                   "rating_range": "1-5", "scale_from": "inferred"}}
     got = derive.derived(stars, _meta(doc, "rating", [1, 2, 3, 4, 5]), breakdown_by=["rating"]).breakdowns[0]
     assert got["kind"] == "categorical" and [g["value"] for g in got["groups"]] == ["1", "2", "3", "4", "5"]
+
+
+def test_a_field_of_a_few_numbers_is_a_group_per_value_not_ranges_of_one_value() -> None:
+    # review44r: once the CLI sent number columns as numbers, a 0/1 flag read as the quartile ranges "0–0" and "1–1".
+    flag = insight.bucket([0, 1, 1, None, 0, 1] * 5)
+    assert flag.kind == "categorical" and set(flag.labels) == {"0", "1", insight.MISSING}
+    codes = insight.bucket([3, 7, 9, 3, 7] * 6, key="store")  # three store codes in 0-10, key not NPS
+    assert codes.kind == "categorical" and set(codes.labels) == {"3", "7", "9"}
+    # Six values or more are a number like any other, in quartile ranges.
+    assert insight.bucket([0, 1, 2, 3, 4, 6] * 5).kind == "numeric"
