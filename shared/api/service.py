@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.api.inputs import check_responses
+from shared.api.polling import parked_progress
 from shared.api.problems import PreconditionFailed, PreconditionRequired
 from shared.api.responses import ParsedQuery, ResponseList, encode_cursor, page_etag, parse_query
 from shared.api.validation import raise_for
@@ -454,6 +455,11 @@ class JobService:
             job = job.with_changes(
                 progress=Progress(stage=job.wait_stage or "", processed=done, total=total, message="map stage")
             )
+        place = fairness.place(self.stores, job)
+        if place is not None:
+            # Parked past its tenant's fairness window: shown as its progress (stage "parked"), which the poll's
+            # ETag and Retry-After follow (shared.api.polling).
+            job = job.with_changes(progress=parked_progress(place, fairness.window(), fairness.POSITION_PAGE))
         return job
 
     def list(self, tenant: str, query: dict[str, str]) -> tuple[list[Job], str | None]:
