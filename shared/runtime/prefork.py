@@ -356,7 +356,7 @@ def spawn_meanwhile() -> bool:
     if not _SPAWN_MEANWHILE.is_set():
         return False
     z = zygote()
-    return z.warming and z.started == 0 and not z.alive()
+    return z.warming and z.started == 0  # its process may exist already: ready is when it answered "ready"
 
 
 class ForkRunner(AttemptRunner):
