@@ -582,10 +582,14 @@ class JobService:
         # is only an orphan under the job's prefix, deleted with the job at retention.
         new_blob = f"{job_prefix(job.tenant, job.id)}result-edit-{uuid.uuid4().hex[:16]}.json"
         self.stores.blobs.put(new_blob, body, "application/json")
-        applied = self.lifecycle.record_themes_edit(
-            job, expected_blob=job.result_blob, new_blob=new_blob, size=len(body),
-            inline=body if len(body) <= EDITED_INLINE_MAX_BYTES else None,
-        )
+        try:
+            applied = self.lifecycle.record_themes_edit(
+                job, expected_blob=job.result_blob, new_blob=new_blob, size=len(body),
+                inline=body if len(body) <= EDITED_INLINE_MAX_BYTES else None,
+            )
+        except NotFound:
+            self._forget_blob(new_blob)  # retention deleted the job meanwhile (its row first, then its blobs)
+            raise
         if not applied.applied:
             self._forget_blob(new_blob)
             raise PreconditionFailed("the result changed since it was read; read it again", field="If-Match")
