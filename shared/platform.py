@@ -148,7 +148,7 @@ class Platform:
 
         Called when the job or chunk worker is first built, i.e. at this instance's first queue invocation: an
         instance that only serves HTTP (Flex Consumption scales HTTP functions apart) never starts a zygote
-        (150-250 MB with numpy and the pipelines). Until review44p's follow-up ``blueprints/worker.py`` started it
+        (with numpy and the pipelines: 78 MiB RSS here). Until review44p's follow-up ``blueprints/worker.py`` started it
         at import, in every worker process."""
         if self.runner is not None:
             return  # attempts run in this process: nothing to start
