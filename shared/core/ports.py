@@ -124,6 +124,9 @@ class Blobs(Protocol):
 
     def delete_prefix(self, prefix: str) -> int: ...
 
+    def written(self) -> list[tuple[str, datetime]]:
+        """Every blob's name and when it was last written (one listing of the container)."""
+
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""
 

@@ -89,13 +89,16 @@ class BlobStore:
                         raise
         return len(names)
 
-    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
-        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing of the
-        whole container (a page per 5,000 blobs), for the reaper's daily sweep of orphaned inputs."""
+    def written(self) -> list[tuple[str, datetime]]:
+        """Every blob's name and last write: one listing of the whole container (a page per 5,000 blobs), for
+        the reaper's daily sweep of orphaned blobs."""
         with storage_call("list blobs"):
-            return [b.name for b in self.container.list_blobs()
-                    if b.name.endswith(suffix) and b.last_modified is not None and b.last_modified < before
-                    and (since is None or b.last_modified >= since)]
+            return [(b.name, b.last_modified) for b in self.container.list_blobs() if b.last_modified is not None]
+
+    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
+        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing."""
+        return [name for name, at in self.written()
+                if name.endswith(suffix) and at < before and (since is None or at >= since)]
 
     def size(self, name: str) -> int | None:
         """The blob's size, or None if there is none (one listing call)."""
