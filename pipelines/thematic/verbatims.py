@@ -98,7 +98,14 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
         sub = f["subtheme"]
         if sub not in labels.subthemes and not (labels.fine_is_themes and sub in labels.themes):
             raise _unknown("subtheme", f"no sub-theme {sub[:40]!r} in this result")
-        tests.append(lambda r: r.assignment is not None and r.assignment.get("fine") == sub)
+        if sub in labels.themes:
+            # The fine level is the themes (broad = parents): a theme's responses, as primary or secondary theme,
+            # as ``theme`` has them and the theme's count counts them. A sub-theme (t3.2) is coded on a response's
+            # primary theme only (its count too): ``fine``.
+            tests.append(lambda r: r.assignment is not None
+                         and any(ref["theme_id"] == sub for ref in r.assignment.get("themes") or ()))
+        else:
+            tests.append(lambda r: r.assignment is not None and r.assignment.get("fine") == sub)
     if "bucket" in f:
         bucket = f["bucket"]
         if bucket not in BUCKETS:

@@ -44,9 +44,15 @@ def test_a_broad_theme_matches_every_child_and_the_fine_level_is_the_theme() -> 
     want = [it["id"] for it in items
             if any(int(t["theme_id"][1:]) <= 4 for t in by_id[it["id"]]["themes"])]
     assert got == want and got
+    # The fine level is the themes: subtheme=t6 is theme t6's responses, a secondary one's too, as theme=t6 and
+    # the theme's count have them (it matched the primary theme only, so a multi-label job's t6 lost rows).
     rows = page(doc, items, _q(subtheme="t6")).items
-    assert rows and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
-                        and r.broad.label == "Broad two" for r in rows)
+    assert [r.id for r in rows] == [r.id for r in page(doc, items, _q(theme="t6")).items]
+    assert len(rows) == sum(1 for a in doc["assignments"] for t in a["themes"] if t["theme_id"] == "t6")
+    assert any(r.fine is not None and r.fine.id != "t6" for r in rows)  # secondary: its fine is its primary
+    primary = [r for r in rows if r.themes[0].theme_id == "t6"]
+    assert primary and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
+                           and r.broad.label == "Broad two" for r in primary)
     with pytest.raises(ValidationFailed) as err:
         page(doc, items, _q(subtheme="t6.1"))  # no sub-themes in this result
     assert err.value.errors[0]["field"] == "subtheme"
