@@ -242,3 +242,29 @@ def test_xlsx_marks_every_formula_like_string_as_quoted_text() -> None:
         # (openpyxl reads a leading CR back as LF: the XML normalises line ends.)
         cell = cells[v.replace("\r", "\n")]
         assert cell.data_type == "s" and cell.quotePrefix, v
+
+
+def test_xlsx_names_each_responses_other_themes_and_keeps_a_formula_like_label_inert() -> None:
+    # other_themes held ids only ("t3;t5"): a reader of the sheet had to look each one up on the Themes sheet.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(200, themes=8, seed=4)
+    doc["themes"][1]["label"] = "=HYPERLINK(\"http://x\")"
+    labels = {t["id"]: t["label"] for t in doc["themes"]}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
+    ws = wb["Responses"]
+    header = [c.value for c in ws[1]]
+    ids_col, names_col = header.index("other_themes"), header.index("other_theme_labels")
+    assert names_col == ids_col + 1
+    by_id = {str(a["response_id"]): a for a in doc["assignments"]}
+    seen = quoted = 0
+    for row in ws.iter_rows(min_row=2):
+        a = by_id[str(row[0].value)]
+        rest = [r["theme_id"] for r in a["themes"][1:]]
+        assert (row[ids_col].value or "") == ";".join(rest)
+        assert (row[names_col].value or "") == "; ".join(labels[t] for t in rest)
+        if doc["themes"][1]["id"] in rest:
+            seen += 1
+            if rest[0] == doc["themes"][1]["id"]:
+                assert row[names_col].data_type == "s" and row[names_col].quotePrefix
+                quoted += 1
+    assert seen and quoted and sum(1 for a in doc["assignments"] if len(a["themes"]) > 1) > 10
