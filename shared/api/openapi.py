@@ -317,8 +317,9 @@ def _list_job_responses() -> dict[str, Any]:
             _TENANT,
             {"name": "theme", "in": "query", "description": "A theme (`t3`) or broad theme (`p1`) id: "
              "responses coded with it, as primary or secondary theme.", "schema": {"type": "string"}},
-            {"name": "subtheme", "in": "query", "description": "A fine-level id (`t3.2`, or a theme id "
-             "when the broad level is parents).", "schema": {"type": "string"}},
+            {"name": "subtheme", "in": "query", "description": "A fine-level id: a sub-theme (`t3.2`: "
+             "responses whose primary theme's sub-theme it is, as its count has them), or a theme id when the "
+             "broad level is parents (as `theme`: primary or secondary).", "schema": {"type": "string"}},
             {"name": "bucket", "in": "query",
              "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
             {"name": "sentiment", "in": "query",
