@@ -823,10 +823,11 @@ function codebookEditor(job, doc, edit) {
     log.length ? h("details", {}, h("summary", {}, `Edit log (${log.length})`), h("ul", { class: "edit-log" }, log)) : null);
 }
 
-// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes).
+// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes). The other readings
+// only without a summary (schema 1.2), which names them: the page said them twice.
 function countNote(tc, levels) {
   if (!tc?.confidence_label) return null;
-  const alt = (tc.alternatives || []).map((k) => `${k}`).join(" and ");
+  const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
   const sure = tc.criterion === "prior"
     ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
