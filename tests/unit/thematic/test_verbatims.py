@@ -268,3 +268,24 @@ def test_xlsx_names_each_responses_other_themes_and_keeps_a_formula_like_label_i
                 assert row[names_col].data_type == "s" and row[names_col].quotePrefix
                 quoted += 1
     assert seen and quoted and sum(1 for a in doc["assignments"] if len(a["themes"]) > 1) > 10
+
+
+def test_a_breakdowns_cut_label_of_a_long_value_finds_its_groups_responses() -> None:
+    # A categorical group is labelled with the value's first 80 characters (insight.bucket); the dashboard offers
+    # that label as a segment hint, and metadata[k]=<label> compared it with the whole value: nothing found.
+    from pipelines.thematic.insight import bucket
+    from pipelines.thematic.verbatims import GROUP_LABEL_CHARS
+
+    items, doc = synthetic_job(60, seed=5)
+    long_a, long_b, exact = "A" * 79 + "x and more words after", "A" * 79 + "x then other words", "B" * 80
+    for n, it in enumerate(items):
+        it["metadata"] = {"source": [long_a, long_b, exact, "short"][n % 4]}
+    labels = bucket([it["metadata"]["source"] for it in items]).labels
+    assert {len(v) for v in labels} == {GROUP_LABEL_CHARS, len("short")}  # the cut the filter mirrors
+    group = labels[0]
+    got = page(doc, items, _q(**{"metadata[source]": group}))
+    assert got.total == labels.count(group) == 30 and got.usable > 0
+    # A value some response has whole is matched whole (no prefix match then), a short one as ever.
+    assert page(doc, items, _q(**{"metadata[source]": exact})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": "A" * 79})).total == 0
