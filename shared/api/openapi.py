@@ -327,7 +327,9 @@ def _list_job_responses() -> dict[str, Any]:
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
              "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
              "compare as written: `metadata[nps]=7`, so 7.0 is `7`; booleans as `true`/`false`; a list or "
-             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422 "
+             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`; thematic: a value of 80 characters no "
+             "response has whole is a breakdown group's label, the first 80 characters of longer values, and "
+             "finds that group's responses). A key no response has is a 422 "
              f"(`metadata[]`, the key \"\", too: submissions refuse it); a key is at most {MAX_METADATA_KEY_CHARS} "
              "characters.",
              "schema": {"type": "object", "additionalProperties": {"type": "string"}}},
