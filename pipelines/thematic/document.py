@@ -123,14 +123,23 @@ def number_by_count(s: RunState) -> None:
         return
     s.themes = [replace(th, id=theme_id[th.id], parent=parent_id.get(th.parent, th.parent) if th.parent else None)
                 for th in s.themes]
+    # The sub-themes in their new ids' order (a theme lists them so: themes[].subthemes), ``sub_of`` following.
+    order = sorted(range(len(levels.subthemes)), key=lambda j: _id_key(sub_id.get(levels.subthemes[j].id, "")))
+    moved = {old: new for new, old in enumerate(order)}
     s.levels = replace(
         levels,
         parents=[replace(p, id=parent_id[p.id]) for p in levels.parents],
         children={parent_id.get(k, k): [theme_id.get(c, c) for c in v] for k, v in levels.children.items()},
         subthemes=[replace(sub, id=sub_id.get(sub.id, sub.id), parent=theme_id.get(sub.parent, sub.parent)
-                           if sub.parent else None) for sub in levels.subthemes],
+                           if sub.parent else None) for sub in (levels.subthemes[j] for j in order)],
+        sub_of=[moved[j] if j >= 0 else j for j in levels.sub_of],
     )
     s.merges = [{**m, "into": theme_id.get(m["into"], m["into"])} for m in s.merges]
+
+
+def _id_key(tid: str) -> tuple[int, ...]:
+    """``t2.10`` -> (2, 10): ids in their numbers' order."""
+    return tuple(int(x) for x in tid.lstrip("tp").split(".") if x.isdigit())
 
 
 # Insight --------------------------------------------------------------------------------------------------------

@@ -256,6 +256,7 @@ def test_theme_ids_follow_the_counts_shown_with_copies_counted() -> None:
         assert {r["theme_id"] for r in a["themes"]} <= ids
     for t in themes:  # sub-themes carry their theme's new id, numbered by their counts
         subs = [x for x in doc["subthemes"] if x["parent"] == t["id"]]
-        assert t["subthemes"] == [x["id"] for x in subs] or sorted(t["subthemes"]) == sorted(x["id"] for x in subs)
-        assert [x["id"] for x in subs] == [f"{t['id']}.{n}" for n in range(1, len(subs) + 1)]
+        assert t["subthemes"] == [f"{t['id']}.{n}" for n in range(1, len(subs) + 1)]
+        assert sorted(x["id"] for x in subs) == t["subthemes"]
+        assert [x["count"] for x in sorted(subs, key=lambda x: x["id"])] == sorted((x["count"] for x in subs), reverse=True)
     assert {a.get("fine") for a in doc["assignments"]} - {None} <= {x["id"] for x in doc["subthemes"]}
