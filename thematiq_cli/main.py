@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("responses", "every response of a thematic job with its text, themes and sentiment (filterable)")
     s.add_argument("job_id", metavar="ID")
     s.add_argument("--theme", help="a theme (t3) or broad theme (p1) id")
-    s.add_argument("--subtheme", help="a sub-theme id (t3.2)")
+    s.add_argument("--subtheme", help="a sub-theme id (t3.2: coded on a response's primary theme), or a theme id "
+                   "when the broad level is broad themes (as --theme: primary or secondary)")
     s.add_argument("--bucket", choices=["theme", "other", "unusable"])
     s.add_argument("--sentiment", choices=["positive", "neutral", "negative"])
     s.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",

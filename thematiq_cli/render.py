@@ -123,8 +123,9 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
             out.append(copies_note(int(counts["duplicates"])))
         choice = (result.get("run") or {}).get("theme_count") or {}
         if choice.get("confidence_label"):
-            # schema 1.1: how sure the count is, the other readings, and the two levels.
-            alt = choice.get("alternatives") or []
+            # schema 1.1: how sure the count is, the other readings (unless the summary in the explanation below
+            # names them: schema 1.2), and the two levels.
+            alt = [] if choice.get("summary") else choice.get("alternatives") or []
             sure = (
                 "low: structure is weak, the count is a judgement"
                 if choice.get("criterion") == "prior"

@@ -103,11 +103,13 @@ def _md(s: str) -> str:
 
 
 def _count_confidence(choice: dict[str, Any]) -> str:
-    """One line on how sure the theme count is (schema 1.1; empty for older results)."""
+    """One line on how sure the theme count is (schema 1.1; empty for older results). The other readings only
+    when there is no ``summary`` (before schema 1.2): the summary names them ("...; the data also support 11
+    themes"), and the report said them twice."""
     label = choice.get("confidence_label")
     if not label:
         return ""
-    alt = choice.get("alternatives") or []
+    alt = [] if choice.get("summary") else choice.get("alternatives") or []
     readings = f" Other readings the data support about as well: {', '.join(f'{a} themes' for a in alt)}." if alt else ""
     if choice.get("criterion") == "prior":
         head = "**Theme count: low confidence — structure is weak, the count is a judgement.**"

@@ -32,7 +32,7 @@ EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
                  "positive", "neutral", "negative", "sentiment_mean", "sentiment_nps")
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
-                    "other_themes", "sentiment", "sentiment_score", "seed_codes")
+                    "other_themes", "other_theme_labels", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
 BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
@@ -100,7 +100,7 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
     labels = V.Labels(doc)
     level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
         "fine", FINE_COLUMNS)
-    fixed = (*RESPONSE_COLUMNS[:8], *level_columns, *RESPONSE_COLUMNS[8:])
+    fixed = (*RESPONSE_COLUMNS[:9], *level_columns, *RESPONSE_COLUMNS[9:])
     spill = len(fixed) + len(keys) > EXCEL_MAX_COLUMNS
     if spill:
         # Past Excel's last column: the first keys keep a column each, a row's others go into OTHER_COLUMN as JSON.
@@ -121,6 +121,9 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 r.item.get("id"), r.item.get("text"), a.get("bucket") or "unusable", a.get("reason"),
                 first["theme_id"] if first else None, labels.label(first["theme_id"]) if first else None,
                 first["confidence"] if first else None, ";".join(ref["theme_id"] for ref in refs[1:]),
+                # The secondary themes by name too (multi_label), in the ids' order: ids alone said nothing to a
+                # reader of the sheet. A label is user text at times: the cell writer keeps it inert.
+                "; ".join(labels.label(ref["theme_id"]) for ref in refs[1:]),
                 a.get(level), labels.label(a.get(level)),
                 sentiment.get("label"), sentiment.get("score"),
                 ";".join(c["name"] for c in a.get("seed_codes") or []),

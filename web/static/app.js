@@ -827,10 +827,11 @@ function codebookEditor(job, doc, edit) {
     log.length ? h("details", {}, h("summary", {}, `Edit log (${log.length})`), h("ul", { class: "edit-log" }, log)) : null);
 }
 
-// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes).
+// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes). The other readings
+// only without a summary (schema 1.2), which names them: the page said them twice.
 function countNote(tc, levels) {
   if (!tc?.confidence_label) return null;
-  const alt = (tc.alternatives || []).map((k) => `${k}`).join(" and ");
+  const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
   const sure = tc.criterion === "prior"
     ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
@@ -1111,6 +1112,7 @@ function newView() {
     h("option", { value: "1-7" }, "1–7"), h("option", { value: "1-10" }, "1–10"),
     h("option", { value: "0-10" }, "0–10 (NPS groups)"));
   const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
+  const compareMore = h("button", { type: "button", id: "compare-to-more", hidden: true }, "More earlier jobs");
   const compareMode = h("select", { id: "compare-mode" },
     h("option", { value: "inherit", selected: true }, "code this wave with the earlier job's themes"),
     h("option", { value: "discover" }, "discover themes afresh, then map them"));
@@ -1136,7 +1138,7 @@ function newView() {
       h("div", { class: "row" },
         h("div", { class: "field" }, h("label", { for: "sentiment-source" }, "Sentiment from"), sentimentSrc),
         h("div", { class: "field" }, h("label", { for: "sentiment-scale" }, "Rating scale"), sentimentScale),
-        h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo),
+        h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo, compareMore),
         h("div", { class: "field" }, h("label", { for: "compare-mode" }, "How to compare"), compareMode))),
     h("fieldset", {}, h("legend", {}, "Segments and score"), h("p", { class: "hint", id: "metadata-hint" },
       "With a file: choose the columns to send as metadata, the ones to break the themes down by, and a score to measure each theme's impact on."),
@@ -1226,12 +1228,25 @@ function newView() {
   textCol.addEventListener("change", insightFields);
   idCol.addEventListener("change", insightFields);
   insightFields();
-  // The tenant's earlier succeeded thematic jobs, newest first (GET /api/jobs is the caller's tenant only).
-  api("/jobs?status=succeeded&limit=50").then(({ data }) => {
-    for (const j of data.items.filter((x) => x.pipeline === "thematic")) {
-      compareTo.append(h("option", { value: j.id }, `${fmtTime(j.created_at)} · ${shortId(j.id)}`));
-    }
-  }).catch((err) => { if (err?.name !== "AbortError") compareTo.title = "Could not list the earlier jobs"; });
+  // The tenant's earlier succeeded thematic jobs, newest first (GET /api/jobs is the caller's tenant only), asked
+  // for by pipeline: the 50 newest of every pipeline, then kept if thematic, could hold none. Older ones a page
+  // at a time ("More earlier jobs").
+  let compareCursor = null;
+  const moreCompare = async () => {
+    const q = new URLSearchParams({ status: "succeeded", pipeline: "thematic", limit: "50" });
+    if (compareCursor) q.set("cursor", compareCursor);
+    try {
+      const { data } = await api(`/jobs?${q}`);
+      for (const j of data.items) {
+        compareTo.append(h("option", { value: j.id }, `${fmtTime(j.created_at)} · ${shortId(j.id)}`));
+      }
+      compareCursor = data.next_cursor;
+      compareMore.hidden = !compareCursor;
+      compareTo.title = "";
+    } catch (err) { if (err?.name !== "AbortError") compareTo.title = "Could not list the earlier jobs"; }
+  };
+  compareMore.addEventListener("click", moreCompare);
+  moreCompare();
   const recount = () => { const n = responses().length; count.textContent = n ? `${n} response${n === 1 ? "" : "s"} ready.` : ""; };
   textarea.addEventListener("input", recount);
   textCol.addEventListener("change", recount);

@@ -131,3 +131,21 @@ def test_the_families_of_a_comparison_are_on_the_page(page: Any, host: HostProce
     expect(row.locator("th, td")).to_have_text([f"{doc['themes'][0]['label']} + Gone since", "40.0%", "66.7%",
                                                 "+26.7 pts * (exact)"], timeout=30000)
     expect(row.locator("td.sig")).to_have_count(1)
+
+
+def test_the_count_names_its_other_readings_once(page: Any, host: HostProcess, api: Api) -> None:
+    # followup44r: "Count confidence: medium (0.59); the 17-theme readings fit about as well" stood under "Theme
+    # count: 10 themes in 2 groups; the data also support 17 themes.": the summary (schema 1.2) names them.
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2}, load_responses(SAMPLE)[:60])["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    summary = "2 themes; the data also support 17 themes."
+    doc["run"]["theme_count"] = {**doc["run"]["theme_count"], "criterion": "fine", "confidence_label": "medium",
+                                 "confidence": 0.59, "alternatives": [17], "summary": summary,
+                                 "explanation": f"{summary} Why: a fine level."}
+    _serve(page, job["id"], doc)
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    expect(page.locator("#count-summary")).to_have_text(f"Theme count: {summary}", timeout=30000)
+    expect(page.locator(".count-confidence")).to_contain_text("Count confidence: medium (0.59)")
+    expect(page.locator(".count-confidence")).not_to_contain_text("17")

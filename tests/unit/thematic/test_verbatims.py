@@ -44,9 +44,15 @@ def test_a_broad_theme_matches_every_child_and_the_fine_level_is_the_theme() -> 
     want = [it["id"] for it in items
             if any(int(t["theme_id"][1:]) <= 4 for t in by_id[it["id"]]["themes"])]
     assert got == want and got
+    # The fine level is the themes: subtheme=t6 is theme t6's responses, a secondary one's too, as theme=t6 and
+    # the theme's count have them (it matched the primary theme only, so a multi-label job's t6 lost rows).
     rows = page(doc, items, _q(subtheme="t6")).items
-    assert rows and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
-                        and r.broad.label == "Broad two" for r in rows)
+    assert [r.id for r in rows] == [r.id for r in page(doc, items, _q(theme="t6")).items]
+    assert len(rows) == sum(1 for a in doc["assignments"] for t in a["themes"] if t["theme_id"] == "t6")
+    assert any(r.fine is not None and r.fine.id != "t6" for r in rows)  # secondary: its fine is its primary
+    primary = [r for r in rows if r.themes[0].theme_id == "t6"]
+    assert primary and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
+                           and r.broad.label == "Broad two" for r in primary)
     with pytest.raises(ValidationFailed) as err:
         page(doc, items, _q(subtheme="t6.1"))  # no sub-themes in this result
     assert err.value.errors[0]["field"] == "subtheme"
@@ -236,3 +242,50 @@ def test_xlsx_marks_every_formula_like_string_as_quoted_text() -> None:
         # (openpyxl reads a leading CR back as LF: the XML normalises line ends.)
         cell = cells[v.replace("\r", "\n")]
         assert cell.data_type == "s" and cell.quotePrefix, v
+
+
+def test_xlsx_names_each_responses_other_themes_and_keeps_a_formula_like_label_inert() -> None:
+    # other_themes held ids only ("t3;t5"): a reader of the sheet had to look each one up on the Themes sheet.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(200, themes=8, seed=4)
+    doc["themes"][1]["label"] = "=HYPERLINK(\"http://x\")"
+    labels = {t["id"]: t["label"] for t in doc["themes"]}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
+    ws = wb["Responses"]
+    header = [c.value for c in ws[1]]
+    ids_col, names_col = header.index("other_themes"), header.index("other_theme_labels")
+    assert names_col == ids_col + 1
+    by_id = {str(a["response_id"]): a for a in doc["assignments"]}
+    seen = quoted = 0
+    for row in ws.iter_rows(min_row=2):
+        a = by_id[str(row[0].value)]
+        rest = [r["theme_id"] for r in a["themes"][1:]]
+        assert (row[ids_col].value or "") == ";".join(rest)
+        assert (row[names_col].value or "") == "; ".join(labels[t] for t in rest)
+        if doc["themes"][1]["id"] in rest:
+            seen += 1
+            if rest[0] == doc["themes"][1]["id"]:
+                assert row[names_col].data_type == "s" and row[names_col].quotePrefix
+                quoted += 1
+    assert seen and quoted and sum(1 for a in doc["assignments"] if len(a["themes"]) > 1) > 10
+
+
+def test_a_breakdowns_cut_label_of_a_long_value_finds_its_groups_responses() -> None:
+    # A categorical group is labelled with the value's first 80 characters (insight.bucket); the dashboard offers
+    # that label as a segment hint, and metadata[k]=<label> compared it with the whole value: nothing found.
+    from pipelines.thematic.insight import bucket
+    from pipelines.thematic.verbatims import GROUP_LABEL_CHARS
+
+    items, doc = synthetic_job(60, seed=5)
+    long_a, long_b, exact = "A" * 79 + "x and more words after", "A" * 79 + "x then other words", "B" * 80
+    for n, it in enumerate(items):
+        it["metadata"] = {"source": [long_a, long_b, exact, "short"][n % 4]}
+    labels = bucket([it["metadata"]["source"] for it in items]).labels
+    assert {len(v) for v in labels} == {GROUP_LABEL_CHARS, len("short")}  # the cut the filter mirrors
+    group = labels[0]
+    got = page(doc, items, _q(**{"metadata[source]": group}))
+    assert got.total == labels.count(group) == 30 and got.usable > 0
+    # A value some response has whole is matched whole (no prefix match then), a short one as ever.
+    assert page(doc, items, _q(**{"metadata[source]": exact})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": "A" * 79})).total == 0
