@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import verbatims as V
+from .impact import starred
 from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -36,9 +37,13 @@ RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "them
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
 BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
+#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
-                     "significant", "test")
-IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
+                     "significant", "test", "small_n")
+#: ``starred`` is the service's mark (``impact.starred``: the interval excludes 0, not small_n, not explained by
+#: other themes); ``explained_by`` names those themes by label (schema 1.5, one theme per response).
+IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n", "starred",
+                  "explained_by")
 #: The families of near earlier themes (comparison.groups), under the per-theme rows of the Changes sheet.
 FAMILY_COLUMNS = ("family", "theme_ids", "labels", "count_then", "share_then", "count_now", "share_now", "change", "p",
                   "q", "significant", "test")
@@ -141,7 +146,7 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
             for c in g.get("themes", []):
                 yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
                        c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
-                       c.get("test")]
+                       c.get("test"), bool(g.get("small_n"))]
 
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
@@ -150,8 +155,14 @@ def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
         yield [key, impact.get(key)]
     yield []
     yield list(IMPACT_COLUMNS)
+    label_of = {str(t.get("theme_id")): str(t.get("label", t.get("theme_id"))) for t in impact.get("themes") or []}
     for t in impact.get("themes") or []:
-        yield [t.get(k) for k in IMPACT_COLUMNS]
+        extra = {"starred": starred(t),
+                 "explained_by": "; ".join(label_of.get(str(i), str(i)) for i in t.get("explained_by") or []) or None}
+        yield [extra[k] if k in extra else t.get(k) for k in IMPACT_COLUMNS]
+    if impact.get("note"):  # one theme per response: what an impact is relative to (schema 1.5)
+        yield []
+        yield ["note", impact["note"]]
 
 
 def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:

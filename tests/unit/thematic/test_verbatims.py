@@ -178,8 +178,8 @@ def test_xlsx_breakdowns_sheet_names_each_cells_test() -> None:
                          {**doc["breakdowns"][0]}]
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
     rows = list(wb["Breakdowns"].iter_rows(values_only=True))
-    assert rows[0][-1] == "test"
-    col = len(rows[0]) - 1
+    assert rows[0][-2:] == ("test", "small_n")
+    col = rows[0].index("test")
     tests = {(r[0], r[2], r[4]): r[col] if len(r) > col else None for r in rows[1:]}
     assert tests[("seg", "tiny", "t1")] == "fisher" and tests[("seg", "A", "t2")] == "z"
     assert {t for (field, _, _), t in tests.items() if field == "plan"} == {None}
@@ -289,3 +289,32 @@ def test_a_breakdowns_cut_label_of_a_long_value_finds_its_groups_responses() -> 
     assert page(doc, items, _q(**{"metadata[source]": exact})).total == 15
     assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 15
     assert page(doc, items, _q(**{"metadata[source]": "A" * 79})).total == 0
+
+
+def test_xlsx_marks_small_groups_and_impacts_explained_by_other_themes() -> None:
+    # Schema 1.5: a small_n group is not tested (its q is empty: the column says why), and with one theme per
+    # response a theme starred only against another is explained_by it: the sheet said neither.
+    openpyxl = pytest.importorskip("openpyxl")
+    from pipelines.thematic import insight
+
+    items, doc = synthetic_job(60, themes=3, seed=7)
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = ["t1", "t1", "t2", "t2", None] + ["t2"] * 50 + [None] * 50 + ["t2"] * 30 + [None] * 70
+    doc["breakdowns"] = [insight.breakdown("seg", groups, theme_of, ["t1", "t2"], kind="categorical")]
+    doc["impact"] = {"key": "nps", "scale": "numeric", "overall": 7.0, "n": 600, "min_n": 10, "single_label": True,
+                     "note": "One theme per response: relative to the other themes.",
+                     "themes": [{"theme_id": "t1", "label": "Fees", "n": 90, "score": 4.0, "impact": -0.9,
+                                 "ci_low": -1.2, "ci_high": -0.6, "small_n": False},
+                                {"theme_id": "t2", "label": "Late", "n": 150, "score": 7.4, "impact": 0.3,
+                                 "ci_low": 0.1, "ci_high": 0.5, "small_n": False, "explained_by": ["t1"]}]}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Breakdowns"].iter_rows(values_only=True))
+    small = {r[2]: r[rows[0].index("small_n")] for r in rows[1:]}
+    assert small == {"tiny": True, "A": False, "B": False}
+    imp = [list(r) for r in wb["Impact"].iter_rows(values_only=True)]
+    head = imp[6]
+    assert head[-2:] == ["starred", "explained_by"]
+    body = {r[0]: dict(zip(head, r, strict=False)) for r in imp[7:9]}
+    assert body["t1"]["starred"] is True and body["t1"].get("explained_by") is None
+    assert body["t2"]["starred"] is False and body["t2"]["explained_by"] == "Fees"
+    assert imp[-1][:2] == ["note", doc["impact"]["note"]]
