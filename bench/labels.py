@@ -317,6 +317,79 @@ def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, An
              for n in (1, 2, 3, 4)}
     out["ctfidf_content"] = at_length(per_n, mean_words)
     out["phrases_hit"] = T.label_hits(truth, pred, {th.id: " ".join(th.key_phrases) for th in themes})
+    # Per theme: does BERTopic's c-TF-IDF cut to THIS label's length hit (the per-theme comparison of --misses).
+    def major(th: Any) -> str:  # as label_hits: ties by name
+        tally = Counter(all_truth[i].split("|")[0] for i in th.members)
+        return max(sorted(tally), key=lambda x: tally[x])
+
+    out["ctfidf_theme_hits"] = sum(
+        T._match(T._words(" ".join(words[th.id][: _n_words(th.label)])), T._words(major(th))) for th in themes)
+    if getattr(args, "misses", False):
+        out["misses"] = miss_kinds(themes, texts, emb, cent, labels, all_truth, words)
+    return out
+
+
+#: ``--misses``: the kinds of a missed label, in the order they are tested (the first that applies is the kind).
+MISS_KINDS = (
+    "impure: the theme's majority true label holds < half of it",
+    "no candidate holds a word of the name",
+    "a candidate hits, but under the lead share (LABEL_MIN_USES x the most-used candidate)",
+    "a candidate hits, but is one word another theme says commonly (the single-word rule)",
+    "a candidate hits, but is a verb / adjective / generic word alone",
+    "a candidate hits, is a label option, and ranks below the label",
+)
+
+
+def miss_kinds(themes: list[Any], texts: list[str], emb: np.ndarray, cent: np.ndarray, labels: np.ndarray,
+               all_truth: list[str], ct: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Per theme whose label misses its majority true name: why (:data:`MISS_KINDS`), with its candidates.
+
+    The candidates and their scores are recomputed as ``describe.rank_labels`` makes them (same c-TF-IDF short
+    list, contextual vectors, ``_candidate_scores``); a candidate *hits* when its key shares a word with the name.
+    """
+    from pipelines.thematic import describe as D
+    from pipelines.thematic import keywords as K
+
+    member_texts = [[texts[i] for i in th.members] for th in themes]
+    centres = np.stack([cent[int(labels[th.members[0]])] for th in themes])
+    per = max(4, min(D.CANDIDATES, D.CANDIDATE_BUDGET // max(1, len(themes))))
+    cands = K.candidates(member_texts, top=per)
+    vocab = sorted({c.key for cs in cands for c in cs})
+    vecs = D.contextual_vectors(vocab, member_texts, [emb[th.members] for th in themes])
+    uses, cued, generic = D.word_stats(member_texts)
+    words = D._Words(uses, cued, generic)
+    index = {p: i for i, p in enumerate(vocab)}
+    sims = vecs @ centres.T
+    out = []
+    for t, th in enumerate(themes):
+        tally = Counter(all_truth[i].split("|")[0] for i in th.members)
+        major = max(sorted(tally), key=lambda x: tally[x])
+        name = T._words(major)
+        if T._match(T._words(th.label), name):
+            continue
+        rows = []
+        if cands[t]:
+            c = cands[t]
+            score = D._candidate_scores(c, sims, np.array([index[x.key] for x in c]), t, words)[0]
+            counts = np.array([x.uses for x in c], dtype=np.float32)
+            for j in np.argsort(-score, kind="stable"):
+                x = c[j]
+                rows.append({"key": x.key, "score": round(float(score[j]), 3), "share": round(x.share, 3),
+                             "other": round(x.other, 3), "lead": bool(counts[j] >= D.LABEL_MIN_USES * counts.max()),
+                             "hit": T._match(T._words(x.key), name),
+                             "single": " " not in x.key and x.other >= D.GENERIC_SHARE,
+                             "plain": bool(words.plain(x.key))})
+        first = next((r for r in rows if r["hit"]), None)
+        if tally[major] < 0.5 * len(th.members):
+            kind = 0
+        elif first is None:
+            kind = 1
+        else:
+            kind = 2 if not first["lead"] else 3 if first["single"] else 4 if first["plain"] else 5
+        n = _n_words(th.label)
+        out.append({"kind": kind, "label": th.label, "n": len(th.members), "true": major,
+                    "purity": tally[major] / len(th.members), "ctfidf": ct[th.id][:4],
+                    "ctfidf_hit": T._match(T._words(" ".join(ct[th.id][:n])), name), "cands": rows})
     return out
 
 
@@ -353,6 +426,8 @@ def main() -> None:
     ap.add_argument("--refresh", action="store_true", help="recompute the cached partitions and BERTopic topics")
     ap.add_argument("--show", type=int, default=0, help="print this many labels per set (and parents, sub-themes)")
     ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")
+    ap.add_argument("--misses", action="store_true",
+                    help="classify the missed labels (MISS_KINDS) per split; with --show, print that many per kind")
     ap.add_argument("--seeds", type=int, default=1,
                     help="k-means partitions of seeds 0..N-1 per set; prints the pooled hits of TUNE and CHECK apart")
     args = ap.parse_args()
@@ -371,6 +446,7 @@ def main() -> None:
           "content words per label, ours / BERTopic's @ our length | cut-off | describe s |")
     print("|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|---|---:|")
     pool: dict[str, Counter[str]] = {"tune": Counter(), "check": Counter()}
+    missed: dict[str, list[tuple[str, dict[str, Any]]]] = {"tune": [], "check": []}
     runs = [(name, seed) for name in names for seed in range(args.seeds if args.partition == "kmeans" else 1)]
     for name, seed in runs:
         r = evaluate(name, args, seed)
@@ -384,6 +460,8 @@ def main() -> None:
                            cut=len(r["cut"]), cut_second=len(r["cut_second"]))
         if args.seeds > 1:
             name = f"{name} s{seed}"
+        pool[split].update(ct_theme_hits=r["ctfidf_theme_hits"])
+        missed[split] += [(name, m) for m in r.get("misses", [])]
         b = r.get("bertopic")
         bcols = " / ".join(f"{b[n]:.0%}" for n in (1, 2, 3, 4)) if b else "-"
         bs = f"{r['bertopic_same']:.0%} ({r['bertopic_ceil']:.0%})" if b else "-"
@@ -398,7 +476,7 @@ def main() -> None:
               f"{len(lv[0]['numbered'])} + {len(lv[1]['numbered'])} | {len(lv[0]['shared'])} + {len(lv[1]['shared'])} |"
               f" {r['content']:.2f} / {r['ctfidf_content']:.2f} | {len(r['cut'])} + {len(r['cut_second'])} |"
               f" {r['secs']:.1f} |", flush=True)
-        if args.show:
+        if args.show and not args.misses:
             for lab, n, true, kp in r["labels"][: args.show]:
                 print(f"    {n:4d}  {lab!r:36}  true: {true:28} key phrases: {'; '.join(kp)}")
             for lab, kids in r["parents"][: args.show]:
@@ -419,6 +497,30 @@ def main() -> None:
                   f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
                   f"{c['ct_content'] / 100 / c['themes']:.2f}); cut-off labels {c['cut']} + {c['cut_second']} "
                   f"(themes + second level)")
+            print(f"# {split}, per theme (BERTopic's c-TF-IDF words cut to each label's own length): "
+                  f"{c['ct_theme_hits']} of {c['themes']}")
+    for split, ms in missed.items():
+        if not ms:
+            continue
+        kinds = Counter(m["kind"] for _, m in ms)
+        print(f"# {split} misses: {len(ms)}; BERTopic's words at the label's length hit {sum(m['ctfidf_hit'] for _, m in ms)}"
+              " of them")
+        for kind, text in enumerate(MISS_KINDS):
+            print(f"#   {kinds[kind]:4d}  {text} (BERTopic's words hit "
+                  f"{sum(m['ctfidf_hit'] for _, m in ms if m['kind'] == kind)})")
+        per_set: dict[str, Counter[int]] = {}
+        for name, m in ms:
+            per_set.setdefault(name.split(" s")[0], Counter())[m["kind"]] += 1
+        for name, c in per_set.items():
+            print(f"#   {name}: " + " / ".join(str(c[kind]) for kind in range(len(MISS_KINDS))) + " (kinds in that order)")
+        for kind in range(len(MISS_KINDS)):
+            for name, m in [p for p in ms if p[1]["kind"] == kind][: args.show]:
+                print(f"    [{kind}] {name} n={m['n']} true={m['true']} ({m['purity']:.0%}) label={m['label']!r} "
+                      f"BERTopic={m['ctfidf']}")
+                print("        " + "; ".join(
+                    f"{x['key']}{'*' if x['hit'] else ''} {x['score']:.3f} share {x['share']:.2f} other {x['other']:.2f}"
+                    f"{' L' if x['lead'] else ''}{' S' if x['single'] else ''}{' P' if x['plain'] else ''}"
+                    for x in m["cands"][:8]))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import azure.functions as func
 
@@ -12,12 +11,9 @@ from shared import platform
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("thematiq.worker")
 
-# Inside a Functions worker process (Microsoft's runtime is indexing this app), start the attempt zygote now, while
-# the runtime indexes and loads the other functions: started at the first job instead, that job waits for the
-# zygote's imports (4-8 s on 2 busy cores; bench/platform.py --sections first). Not when a test or a tool imports
-# the app in its own process: nothing there wants a zygote behind it.
-if "azure_functions_runtime" in sys.modules or "azure_functions_worker" in sys.modules:
-    platform.current().warm_attempts()
+# The attempt zygote starts at this instance's first queue invocation (``Platform.warm_attempts``, when the worker
+# is first built), not at import: an instance that serves only HTTP never keeps one. An attempt that arrives while
+# it is still starting runs in a fresh interpreter instead of waiting (bench/platform.py --sections first).
 
 
 @bp.function_name("job_worker")

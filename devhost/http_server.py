@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,7 @@ from devhost.routes import Route, split_path
 log = logging.getLogger("devhost")
 
 MAX_BODY_BYTES = 100 * 1024 * 1024  # The host's request size limit (maxRequestBodySize: 100 MB).
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 @dataclass
@@ -92,12 +94,27 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD" and body:
             self.wfile.write(body)
 
+    def _bad_framing(self) -> None:
+        """A body whose length cannot be read (Kestrel's 400 for an invalid Content-Length or chunk size): the
+        connection closes, since where the next request would start is unknown."""
+        self.close_connection = True
+        self._send(400)
+
     def _read_body(self) -> bytes | None:
-        """The request body, or None (after answering 413) if it exceeds the limit."""
+        """The request body, or None after answering 413 (over the limit) or 400 (its length cannot be read).
+
+        Until review44p a Content-Length that was not a number (``abc``) raised out of the handler, so the client
+        got no answer at all, and a negative one (``-1``) made ``rfile.read`` wait for the client to close the
+        connection, holding a request thread for as long; a bad chunk size was the first case.
+        """
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             chunks, total = [], 0
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                text = self.rfile.readline(1024).split(b";")[0].strip() or b"0"
+                if not _HEX.fullmatch(text):
+                    self._bad_framing()
+                    return None
+                size = int(text, 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass  # trailers
@@ -110,7 +127,11 @@ class _Handler(BaseHTTPRequestHandler):
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline()
             return b"".join(chunks)
-        length = int(self.headers.get("Content-Length") or 0)
+        sent = [v.strip() for v in self.headers.get_all("Content-Length") or []]
+        if any(not v.isascii() or not v.isdigit() for v in sent) or len(set(sent)) > 1:
+            self._bad_framing()  # not a length, or two that disagree (RFC 9112 6.3: unrecoverable)
+            return None
+        length = int(sent[0]) if sent else 0
         if length > MAX_BODY_BYTES:
             # Not reading the body: the connection can't be reused.
             self.close_connection = True

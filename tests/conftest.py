@@ -163,9 +163,9 @@ def _unit_tier_isolation(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
 #: test makes storage calls during the next one on the same pytest-xdist worker (a fenced attempt's in-flight
 #: renewal put table:get + table:merge on the process-wide METER in a later unit test: fresh-clone CI of 811b79b).
 LIFETIME_THREADS = {
-    # shared.core.webhooks: the process's DNS resolver pool, kept for the process on purpose (a hung getaddrinfo
-    # cannot be cancelled, so each lookup runs on it under a deadline); it only resolves names.
-    "thematiq-dns_": "the webhook sender's resolver pool (process lifetime)",
+    # shared.core.webhooks: a DNS lookup's own thread (a hung getaddrinfo cannot be cancelled, so each lookup runs on
+    # one under a deadline and is abandoned past it); it only resolves names, and ends when the resolver answers.
+    "thematiq-dns_": "a webhook URL's DNS lookup (ends when the resolver answers)",
     # tests/support/fake_llm_server: a connection an LLM client of the test keeps alive to the module's fake LLM
     # server; the thread only serves that socket and ends with the client or the server.
     CONNECTION_THREAD: "a kept-alive connection to the fake LLM server",

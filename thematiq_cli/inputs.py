@@ -10,7 +10,8 @@ Supported formats, chosen by extension:
   blank rows are skipped); the text column is ``--column`` or the first header
   named text/response/answer/comment/feedback (or the only column); ids come
   from ``--id-column``, a column named ``id``, or the row number under the
-  header; every other column goes into ``metadata``.
+  header; every other column goes into ``metadata``, a column whose every filled
+  cell is a plain number ("7", "-2", "4.5"; not "007" or a 16-digit integer) as JSON numbers.
 * ``.jsonl`` / ``.ndjson`` - one JSON object per line with ``id`` and ``text``
   (or ``--column`` / ``--id-column``); other keys go into ``metadata``.
 * ``.json`` - a JSON array of such objects.
@@ -248,7 +249,40 @@ def table_items(
         if meta:
             item["metadata"] = meta
         items.append(item)
+    _numbers_as_numbers(items)
     return items
+
+
+#: A cell that is a plain decimal number ("7", "-2", "4.5"): what a spreadsheet shows for a number. A leading zero
+#: ("007", "01234": a code, a postcode) or an integer part of more than 15 digits (an account number, which a JSON
+#: number would round) is text, as are "1e3", "7,5" and "1,000". The dashboard has the same rule (app.js NUMBER).
+_NUMBER = re.compile(r"\s*(-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]+)?)\s*")
+
+
+def _number(cell: Any) -> int | float | None:
+    m = _NUMBER.fullmatch(cell) if isinstance(cell, str) else None
+    if m is None:
+        return None
+    x = float(m.group(1))
+    return int(x) if x.is_integer() else x
+
+
+def _numbers_as_numbers(items: list[dict[str, Any]]) -> None:
+    """A metadata column whose every filled cell is a number is sent as JSON numbers, as the dashboard sends the same
+    file (web/static/app.js): sent as strings, ``sentiment_from`` refused the column ("expected numbers") and a
+    breakdown grouped an NPS column's "0".."10" as eleven categories where the dashboard's file had NPS groups.
+    Empty cells stay "" (missing)."""
+    columns: dict[str, bool] = {}
+    for item in items:
+        for key, value in (item.get("metadata") or {}).items():
+            if value != "" and columns.get(key, True):
+                columns[key] = _number(value) is not None
+    numeric = {k for k, ok in columns.items() if ok}
+    for item in items:
+        meta = item.get("metadata") or {}
+        for key in numeric & meta.keys():
+            if meta[key] != "":
+                meta[key] = _number(meta[key])
 
 
 def parse_csv(

@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("responses", "every response of a thematic job with its text, themes and sentiment (filterable)")
     s.add_argument("job_id", metavar="ID")
     s.add_argument("--theme", help="a theme (t3) or broad theme (p1) id")
-    s.add_argument("--subtheme", help="a sub-theme id (t3.2)")
+    s.add_argument("--subtheme", help="a sub-theme id (t3.2: coded on a response's primary theme), or a theme id "
+                   "when the broad level is broad themes (as --theme: primary or secondary)")
     s.add_argument("--bucket", choices=["theme", "other", "unusable"])
     s.add_argument("--sentiment", choices=["positive", "neutral", "negative"])
     s.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
@@ -311,6 +312,10 @@ def cmd_retry(args: argparse.Namespace, io: Io) -> int:
 
 
 def cmd_result(args: argparse.Namespace, io: Io) -> int:
+    if args.format == "xlsx" and not args.output and io.out.isatty():
+        # A workbook is a zip: on a terminal its bytes are garbage, and an ESC among them a control sequence.
+        raise CliError(f"error: an .xlsx workbook is binary; write it to a file: thematiq result {args.job_id} "
+                       f"--format xlsx -o {args.job_id}.xlsx")
     body = client_of(args).result(args.job_id, args.format)
     if args.output:
         try:

@@ -123,8 +123,9 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
             out.append(copies_note(int(counts["duplicates"])))
         choice = (result.get("run") or {}).get("theme_count") or {}
         if choice.get("confidence_label"):
-            # schema 1.1: how sure the count is, the other readings, and the two levels.
-            alt = choice.get("alternatives") or []
+            # schema 1.1: how sure the count is, the other readings (unless the summary in the explanation below
+            # names them: schema 1.2), and the two levels.
+            alt = [] if choice.get("summary") else choice.get("alternatives") or []
             sure = (
                 "low: structure is weak, the count is a judgement"
                 if choice.get("criterion") == "prior"
@@ -138,7 +139,10 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                     f"{levels.get('fine_count')} fine ({levels.get('fine')})"
                 )
         if choice.get("explanation"):
+            after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
+            if after:
+                out.append(after)
         out.append("")
     if not themes:
         out.append("(no themes)")
@@ -166,6 +170,23 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
     return visible("\n".join(out))
+
+
+def count_after_edits(result: dict[str, Any]) -> str | None:
+    """What codebook edits that merged, split or deleted themes left, in the count summary's words: the CLI's copy of
+    ``pipelines.thematic.render.count_after_edits`` (a unit test holds them equal)."""
+    edits = [e for e in result.get("edits") or [] if isinstance(e, dict) and e.get("op") in ("merge", "split", "delete")]
+    if not edits:
+        return None
+    k, levels = len(result.get("themes") or []), result.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
 
 
 def elapsed_between(job: dict[str, Any]) -> str | None:
@@ -197,7 +218,8 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         fields = ", ".join(str(b.get("field")) for b in result.get("breakdowns") or []) or "none"
         raise KeyError(f"no breakdown by {field!r} in this result (breakdowns: {fields})")
     groups = breakdown.get("groups") or []
-    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}" for g in groups)]
+    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
+                          for g in groups)]
     rows = []
     for theme in result.get("themes") or []:
         cells = [_breakdown_cell(next((c for c in g["themes"] if c["theme_id"] == theme["id"]), None)) for g in groups]
@@ -214,6 +236,9 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         below = breakdown["testing"].get("exact_below")
         note += (f" †: Fisher's exact test, an expected count is below "
                  f"{below:g}." if isinstance(below, int | float) else " †: Fisher's exact test.")
+    if any(g.get("small_n") for g in groups):  # schema 1.5: a group (or its rest) under min_n is not tested
+        min_n = (breakdown.get("testing") or {}).get("min_n", 10)
+        note += f" small: fewer than {min_n} responses in the group or its rest, not tested (never *)."
     return visible("\n".join([note, "", *lines]))
 
 
@@ -345,7 +370,32 @@ def comparison_table(cmp: dict[str, Any]) -> str:
     warning = [f"Warning: {cmp['warning']}"] if cmp.get("warning") else []
     far = [line] if (line := far_note(cmp)) else []
     return visible("\n".join([note, *warning, *far, "", table(["Then", "Now", "Change", "Status", "Theme"], rows,
-                                                         right=(0, 1, 2))]))
+                                                         right=(0, 1, 2)), *_families(cmp)]))
+
+
+#: The service's ``pipelines.thematic.render.FAMILIES_NOTE`` (a unit test holds them equal).
+FAMILIES_NOTE = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def _families(cmp: dict[str, Any]) -> list[str]:
+    """``comparison.groups``: each family of near earlier themes tested as one share, which no view showed."""
+    groups = [g for g in cmp.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    labels = {str(r.get("theme_id")): str(r.get("label")) for r in cmp.get("themes") or []}
+    then = cmp.get("then") or {}
+    rows = []
+    for g in groups:
+        names = " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in g.get("theme_ids") or [])
+        change = g.get("change")
+        rows.append([f"{g['share_then']:.1%}", f"{g['share_now']:.1%}",
+                     (f"{change * 100:+.1f} pts" + ("*" if g.get("significant") else " ")
+                      + (" (exact)" if g.get("test") == "fisher" else "")) if isinstance(change, int | float) else "-",
+                     names])
+    return ["", FAMILIES_NOTE + "; * significant, (exact): Fisher's exact test.", "",
+            table(["Then", "Now", "Change", "Family"], rows, right=(0, 1, 2))]
 
 
 def copies_note(n: int) -> str:
@@ -372,10 +422,11 @@ def far_note(cmp: dict[str, Any]) -> str | None:
 def impact_starred(row: dict[str, Any]) -> bool:
     """Whether a theme's impact gets a *: the CLI's copy of ``pipelines.thematic.impact.starred`` (the CLI must not
     import the service's pipelines; tests/unit/cli/test_impact_star_matches_the_service.py holds them equal). A
-    small_n row (fewer than impact.min_n responses) never does: its interval is too narrow to trust."""
+    small_n row (fewer than impact.min_n responses) never does: its interval is too narrow to trust; nor does one
+    ``explained_by`` other themes (one theme per response: its interval excludes 0 only against them)."""
     lo, hi = row.get("ci_low"), row.get("ci_high")
-    return (not row.get("small_n") and isinstance(lo, int | float) and isinstance(hi, int | float)
-            and (lo > 0 or hi < 0))
+    return (not row.get("small_n") and not row.get("explained_by") and isinstance(lo, int | float)
+            and isinstance(hi, int | float) and (lo > 0 or hi < 0))
 
 
 def impact_table(imp: dict[str, Any]) -> str:
@@ -390,15 +441,20 @@ def impact_table(imp: dict[str, Any]) -> str:
 
     rows = []
     k = len(imp.get("themes") or [])
+    label_of = {str(t.get("theme_id")): str(t.get("label", t.get("theme_id"))) for t in imp.get("themes") or []}
     for t in imp.get("themes") or []:
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = impact_starred(t)
         n = str(t.get("n", 0)) + (" (small n)" if t.get("small_n") else "")
+        against = [label_of.get(str(x), str(x)) for x in t.get("explained_by") or []]
+        label = str(t.get("label", t.get("theme_id"))) + (f" (against {', '.join(against)} only)" if against else "")
         rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
-                     num(t.get("score"), sign=False), str(t.get("label", t.get("theme_id")))])
+                     num(t.get("score"), sign=False), label])
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
             f"95% interval (Welch's t), * the interval excludes 0 (per theme, not corrected for the {k} "
             f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
             f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
+    if imp.get("note"):
+        note = f"{imp['note']}\n{note}"
     return visible("\n".join([note, "", table(["Impact", "95% interval", "n", what, "Theme"], rows, right=(0, 1, 2, 3))]))

@@ -64,6 +64,8 @@ var appSettings = {
   // The platform's test pipelines can hold a worker for minutes or kill their own process: not for tenants.
   DISABLED_PIPELINES: 'echo,sleep,fanout'
   MAX_CHUNKS_IN_FLIGHT_PER_JOB: '8'
+  // 'tenant' for the first deploy of the chunk partitions while the code before still runs, then 'job' (docs/scaling.md).
+  CHUNK_ROWS: 'job'
   CALLBACKS_QUEUE: 'callbacks'
   // Never true in Azure: it lifts the SSRF checks of webhook URLs. WEBHOOK_SECRET is a Key Vault reference (docs/deploy.md).
   WEBHOOK_ALLOW_PRIVATE: 'false'

@@ -1169,7 +1169,7 @@ def _confidence(
         confidence = min(confidence, 0.25)
     if rival is not None:
         notes.append(
-            f"the best count at least 2x away, k={int(rival['k'])}, scores {margin:+.1f} noise units "
+            f"the best count at least 2x away, k={int(rival['k'])}, scores {abs(margin):.1f} noise units "
             f"{'below' if margin >= 0 else 'above'} it"
         )
     if rival_med is not None and med_margin < 0:

@@ -32,12 +32,15 @@ def declared_scales(doc: Mapping[str, Any], score: Mapping[str, Any] | None = No
     """The rating fields whose scale the job declared, with it: a breakdown by such a field groups it on that
     scale. ``params.sentiment_from.scale`` (read from the result, so a codebook edit's recomputation agrees), and
     ``params.score`` with the scale ``nps`` (NPS groups, as its impact reads it: inferred from the values, an
-    unhappy panel's 1-5 answers were star groups and only 0s and 10s two quartile ranges)."""
+    unhappy panel's 1-5 answers were star groups and only 0s and 10s two quartile ranges). And the
+    ``sentiment_from`` field whose scale was inferred as 0-10 (NPS groups): the job reads it as NPS, so its
+    breakdown does too (since 2026-12-07 an undeclared 0-10 field is NPS groups only when its key names NPS)."""
     out: dict[str, str] = {}
     if score is not None and score.get("scale") == "nps":
         out[str(score["key"])] = "0-10"
     src = doc.get("sentiment") or {}
-    if src.get("source") == "metadata" and src.get("scale_from") == "declared" and src.get("rating_range"):
+    if src.get("source") == "metadata" and src.get("rating_range") and (
+            src.get("scale_from") == "declared" or src.get("scale") == "score10"):
         out[str(src["field"])] = str(src["rating_range"])
     return out
 

@@ -13,7 +13,7 @@ builders gave (``result._Model``), so the stored bytes are what they were when t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -84,6 +84,62 @@ def primary_ids(s: RunState) -> list[str | None]:
 def _themes_by_index(s: RunState) -> dict[int, describing.ThemeInfo]:
     # Theme index (cluster label) → ThemeInfo; describe orders themes by size.
     return {int(s.labels[th.members[0]]): th for th in s.themes if th.members}
+
+
+def number_by_count(s: RunState) -> None:
+    """Number the themes (``t1``...), the broad themes above them (``p1``...) and each theme's sub-themes
+    (``t1.1``...) by the count the result shows: every response coded to one (a secondary theme too, multi_label)
+    with its counted copies (``count_duplicates``). The describe stage numbers them by their distinct members
+    before the copies and the assignment are known, so without this a theme an answer's copies make larger was
+    listed above themes with lower ids (t12 before t11). Ties keep the describe stage's order. Runs once the
+    assign stage has coded every response, before anything reads an id (the recoding against an earlier wave,
+    the result); the describe checkpoint keeps its numbering and a resumed run renumbers it the same way."""
+    assert s.levels is not None
+    levels, by_index = s.levels, _themes_by_index(s)
+    weight = copy_weights(s) or [1] * len(s.assigned)
+    counts: dict[str, int] = {}
+    themes_by_id = {th.id: th for th in s.themes}
+    for n, a in enumerate(s.assigned):
+        ids = [by_index[t].id for t, _ in a.themes if t in by_index]
+        for tid in ids:
+            counts[tid] = counts.get(tid, 0) + weight[n]
+        if not ids:
+            continue
+        broad, fine = describing.level_ids(levels, themes_by_id, ids[0], n)
+        for lid in (broad if levels.broad == "parents" else None, fine if levels.fine == "subthemes" else None):
+            if lid is not None:
+                counts[lid] = counts.get(lid, 0) + weight[n]
+
+    def ranked(items: list[describing.ThemeInfo]) -> list[str]:
+        return [th.id for _, th in sorted(enumerate(items), key=lambda p: (-counts.get(p[1].id, 0), p[0]))]
+
+    theme_id = {old: f"t{n}" for n, old in enumerate(ranked(s.themes), start=1)}
+    parent_id = {old: f"p{n}" for n, old in enumerate(ranked(levels.parents), start=1)}
+    sub_id: dict[str, str] = {}
+    for old_parent in theme_id:
+        mine = [sub for sub in levels.subthemes if sub.parent == old_parent]
+        sub_id |= {old: f"{theme_id[old_parent]}.{n}" for n, old in enumerate(ranked(mine), start=1)}
+    if all(k == v for m in (theme_id, parent_id, sub_id) for k, v in m.items()):
+        return
+    s.themes = [replace(th, id=theme_id[th.id], parent=parent_id.get(th.parent, th.parent) if th.parent else None)
+                for th in s.themes]
+    # The sub-themes in their new ids' order (a theme lists them so: themes[].subthemes), ``sub_of`` following.
+    order = sorted(range(len(levels.subthemes)), key=lambda j: _id_key(sub_id.get(levels.subthemes[j].id, "")))
+    moved = {old: new for new, old in enumerate(order)}
+    s.levels = replace(
+        levels,
+        parents=[replace(p, id=parent_id[p.id]) for p in levels.parents],
+        children={parent_id.get(k, k): [theme_id.get(c, c) for c in v] for k, v in levels.children.items()},
+        subthemes=[replace(sub, id=sub_id.get(sub.id, sub.id), parent=theme_id.get(sub.parent, sub.parent)
+                           if sub.parent else None) for sub in (levels.subthemes[j] for j in order)],
+        sub_of=[moved[j] if j >= 0 else j for j in levels.sub_of],
+    )
+    s.merges = [{**m, "into": theme_id.get(m["into"], m["into"])} for m in s.merges]
+
+
+def _id_key(tid: str) -> tuple[int, ...]:
+    """``t2.10`` -> (2, 10): ids in their numbers' order."""
+    return tuple(int(x) for x in tid.lstrip("tp").split(".") if x.isdigit())
 
 
 # Insight --------------------------------------------------------------------------------------------------------

@@ -25,6 +25,15 @@ MIN_GROUP_SIZE = 20
 MAX_BREAKDOWN_FIELDS = 5
 MAX_GROUPS = 12
 ALPHA = 0.05
+#: A breakdown cell is tested for significance only when its group and the rest each have at least this many
+#: usable responses; a smaller group is ``small_n``: its cells keep their count, share, lift and p (the exact test,
+#: valid at any n) but are left out of the Benjamini-Hochberg family (q null) and are never significant. Fisher's
+#: exact test is valid at n = 1, yet one answer in a 5-of-1,000 theme is p = 0.005 (review43: a ``(missing)`` group
+#: of one answer was "significant", lift x250): a difference that rests on a handful of answers is no segment
+#: finding. Leaving them out of BH is valid (a group's size is a margin of its tables, independent of the test
+#: under the null: independent filtering, Bourgon, Gentleman & Huber 2010) and makes the other cells' BH less strict.
+#: 10 as ``impact.MIN_N``; bench/segments.py measures the rule on null and planted segments (docs/thematic.md).
+MIN_TESTED_N: Final = 10
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,26 @@ def finite(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def number(value: Any) -> float | None:
+    """A rating or score as a number: a finite JSON number, or a string that reads as one (a spreadsheet's cell,
+    as the CLI sends a CSV's: "7", " 7 ", "1e3"); else None. ``params.score`` and ``params.sentiment_from`` read
+    values by this one rule (before 2026-12-07 the score took "7" and sentiment_from refused it). A breakdown
+    still groups strings as categories (a postal code "02139" is no number)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return finite(value)
+    if isinstance(value, str) and value.strip():
+        if "_" in value:
+            return None  # float() reads Python's "1_0" as 10; a spreadsheet cell "1_0" is no number
+        try:
+            x = float(value.strip())
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
+    return None
+
+
 def _is_number(v: Any) -> bool:
     return finite(v) is not None
 
@@ -72,13 +101,32 @@ def _nps_group(v: Any) -> str:
     return "detractor" if n <= 6 else "passive" if n <= 8 else "promoter"
 
 
-def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
-    """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS-like 0–10 integer
-    score as detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``.
+#: A metadata key that names a likelihood-to-recommend score: "nps", "NPS score", "nps_2026", "Net Promoter",
+#: "How likely are you to recommend us?". Only such a key's integer 0-10 values are read as NPS groups without a
+#: declaration (``bucket``); "orders last year" or "years as a customer" (0-10 integers too) are numbers.
+NPS_KEY_RE: Final = re.compile(r"(?<![a-z0-9])nps(?![a-z])|net[\s_-]*promoter|recommend", re.IGNORECASE)
 
-    ``scale`` is a declared rating range (``params.sentiment_from.scale`` of this field), which wins over the
-    values: "0-10" is NPS groups even when the answers happen to lie in 1-5 (inferred, they were a group per
-    value, as stars), a 1-5, 1-7 or 1-10 rating a group per value (a 1-10 rating's values are not NPS groups)."""
+
+def names_nps(key: str | None) -> bool:
+    """Whether a metadata key names an NPS (likelihood-to-recommend) question (``NPS_KEY_RE``)."""
+    return key is not None and NPS_KEY_RE.search(key) is not None
+
+
+#: An integer field with at most this many distinct values is grouped by value, as a 1-5 rating is (review44r: a 0/1
+#: flag read as the ranges "0–0" and "1–1" once the CLI sent number columns as numbers).
+FEW_VALUES = 5
+
+
+def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = None) -> Bucketing:
+    """Groups for one field: categories as they are; a 1–5 integer rating by its values; an NPS score as
+    detractor/passive/promoter; other numbers in quartile ranges; missing values as ``(missing)``.
+
+    ``scale`` is a declared rating range (``params.sentiment_from.scale`` of this field, or "0-10" for the
+    ``params.score`` key of scale nps), which wins over the values: "0-10" is NPS groups even when the answers
+    happen to lie in 1-5 (inferred, they were a group per value, as stars), a 1-5, 1-7 or 1-10 rating a group
+    per value (a 1-10 rating's values are not NPS groups). Undeclared, integers in 0-10 with more than two values
+    are NPS groups only when the field's ``key`` names NPS (``names_nps``); before 2026-12-07 any such field was
+    (orders last year: 0-6 orders "detractors"), now it is quartile ranges like any other number."""
     if scale == "0-10":
         return Bucketing("nps", [_nps_group(v) for v in values])
     if scale is not None:
@@ -91,8 +139,12 @@ def bucket(values: Sequence[Any], scale: str | None = None) -> Bucketing:
             # A 1-5 rating (stars, CSAT; what sentiment_from reads as stars): a group per value. As NPS groups
             # every answer was a "detractor", one group, so the breakdown showed nothing.
             return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
-        if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2:
+        if min(nums) >= 0 and max(nums) <= 10 and whole and len(set(nums)) > 2 and names_nps(key):
             return Bucketing("nps", [_nps_group(v) for v in values])
+        if whole and len(set(nums)) <= FEW_VALUES and max(map(abs, nums)) < 2 ** 53:  # codes, not 1e20s
+            # A 0/1 flag, a yes/no/maybe code, a field of a handful of values: a group per value. Their quartile
+            # ranges were the values themselves written as ranges ("0–0", "1–1"), or merged two of them.
+            return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
         edges = _quartile_edges(sorted(nums))
         fmt = _edge_format({x for e in edges for x in e})
 
@@ -276,11 +328,14 @@ def _group_order(sizes: Counter[str]) -> list[tuple[str, int]]:
 
 def breakdown(
     field: str, groups: list[str], theme_of: Sequence[str | Sequence[str] | None], themes: Sequence[str], *,
-    kind: str, alpha: float = ALPHA,
+    kind: str, alpha: float = ALPHA, min_tested_n: int = MIN_TESTED_N,
 ) -> dict[str, Any]:
     """Per group: its size, and per theme the count, share, lift against the rest, p (and the ``test`` that made
     it: ``change_test``, the z-test or Fisher's exact test for a small cell), BH q and significance; and the
-    breakdown's ``testing`` (the procedure, as a comparison states it).
+    breakdown's ``testing`` (the procedure, as a comparison states it, and its ``min_n``).
+
+    A group with fewer than ``min_tested_n`` responses, or whose rest has fewer, is ``small_n``: its cells have
+    their p but are not in the BH family (``q`` None) and never ``significant`` (``MIN_TESTED_N``).
 
     ``theme_of[i]`` is response i's theme, or its themes (``multi_label``: it counts in each, as in
     ``themes[].count``); None or empty for responses in no theme (they count in ``n``).
@@ -297,6 +352,7 @@ def breakdown(
     cells: list[dict[str, Any]] = []
     out_groups: list[dict[str, Any]] = []
     for g, n in _group_order(sizes):
+        small = min(n, total - n) < min_tested_n
         rows = []
         for t in themes:
             x = per_group[g][t]
@@ -310,25 +366,32 @@ def breakdown(
             cell: dict[str, Any] = {"theme_id": t, "count": x, "share": round(share, 4),
                     "lift": round(lift, 3) if math.isfinite(lift) else None, "p": p, "test": test}
             rows.append(cell)
-            cells.append(cell)
-        out_groups.append({"value": g, "n": n, "themes": rows})
+            if small:
+                cell.update(p=round(float(p), 6), q=None, significant=False)
+            else:
+                cells.append(cell)
+        out_groups.append({"value": g, "n": n, "themes": rows, "small_n": small})
     for cell, q in zip(cells, benjamini_hochberg([float(c["p"]) for c in cells]), strict=True):
         cell["q"] = round(q, 4)
         cell["significant"] = q < alpha
         cell["p"] = round(float(cell["p"]), 6)
-    return {"field": field, "kind": kind, "groups": out_groups, "testing": testing(weighted=False)}
+    return {"field": field, "kind": kind, "groups": out_groups,
+            "testing": {**testing(weighted=False), "min_n": min_tested_n}}
 
 
 def breakdowns(
     fields: Sequence[str], metadata: Sequence[Mapping[str, Any] | None],
     theme_of: Sequence[str | Sequence[str] | None],
     themes: Sequence[str], *, min_group_size: int = MIN_GROUP_SIZE, scales: Mapping[str, str] | None = None,
+    min_tested_n: int = MIN_TESTED_N,
 ) -> list[dict[str, Any]]:
-    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``)."""
+    """One breakdown per field; ``scales``: a declared rating range per field (``bucket``); ``min_tested_n``: see
+    ``breakdown`` (0 tests every group, as before 2026-12-07: bench/segments.py's "before")."""
     out = []
     for f in fields:
-        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f))
-        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind))
+        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f), key=f)
+        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind,
+                             min_tested_n=min_tested_n))
     return out
 
 

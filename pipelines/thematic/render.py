@@ -103,11 +103,13 @@ def _md(s: str) -> str:
 
 
 def _count_confidence(choice: dict[str, Any]) -> str:
-    """One line on how sure the theme count is (schema 1.1; empty for older results)."""
+    """One line on how sure the theme count is (schema 1.1; empty for older results). The other readings only
+    when there is no ``summary`` (before schema 1.2): the summary names them ("...; the data also support 11
+    themes"), and the report said them twice."""
     label = choice.get("confidence_label")
     if not label:
         return ""
-    alt = choice.get("alternatives") or []
+    alt = [] if choice.get("summary") else choice.get("alternatives") or []
     readings = f" Other readings the data support about as well: {', '.join(f'{a} themes' for a in alt)}." if alt else ""
     if choice.get("criterion") == "prior":
         head = "**Theme count: low confidence — structure is weak, the count is a judgement.**"
@@ -121,6 +123,14 @@ def _cell_md(cell: dict[str, Any]) -> str:
     text = f"{cell['share']:.0%}" + (f" ×{lift:.1f}" if isinstance(lift, int | float) else "")
     # † marks a cell tested exactly (schema 1.4): a short mark, since a small segment has one in most cells.
     return (f"**{text}**" if cell.get("significant") else text) + (" †" if cell.get("test") == "fisher" else "")
+
+
+def _small_groups_md(b: dict[str, Any]) -> str:
+    """The legend's part for groups of a handful of answers, which are not tested (schema 1.5, insight.MIN_TESTED_N)."""
+    if not any(g.get("small_n") for g in b.get("groups", [])):
+        return ""
+    return (f"; *small n*: the group or the rest has fewer than "
+            f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not tested, never bold")
 
 
 def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
@@ -150,17 +160,18 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                   "(Benjamini–Hochberg q < 0.05)"
                   + ("; †: Fisher's exact test, since an expected count is below "
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
-                     "approximation)" if isinstance(b.get("testing"), dict) else "") + ".", "",
-                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']})" for g in groups) + " |",
+                     "approximation)" if isinstance(b.get("testing"), dict) else "")
+                  + _small_groups_md(b) + ".", "",
+                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
+                                           for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
-        for i, tid in enumerate(t["id"] for t in themes):
+        # Every theme, as the dashboard, the CLI and the xlsx list them: the table stopped after 30 without a word.
+        for tid in (t["id"] for t in themes):
             cells = []
             for g in groups:
                 cell = next((c for c in g["themes"] if c["theme_id"] == tid), None)
                 cells.append(_cell_md(cell) if cell else "")
             lines.append(f"| {_md(labels.get(tid, tid))} | " + " | ".join(cells) + " |")
-            if i >= 29:
-                break
     comparison = doc.get("comparison")
     if comparison:
         how = {"centroids": "both waves coded with the earlier job's themes (one instrument)",
@@ -197,7 +208,37 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             exact = " *(exact)*" if r.get("test") == "fisher" else ""
             lines.append(f"| {_md(r['label'])} | {r['share_then']:.1%} | {r['share_now']:.1%} | "
                          f"{f'**{change}**' if r['significant'] else change}{exact} | {r['status']} |")
+        lines += _families_md(comparison, labels)
     lines += _impact_md(doc.get("impact"))
+    return lines
+
+
+#: What a family row is, in every view that lists them (the CLI and the dashboard have copies).
+FAMILIES_NOTE: Final = (
+    "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over "
+    "the families): a change spread over near themes, or a theme a codebook edit split, is tested here")
+
+
+def family_names(group: dict[str, Any], labels: dict[str, str], then: dict[str, Any]) -> str:
+    """A family's themes by name ("Late delivery + Slow courier"): the label now, else the earlier wave's."""
+    return " + ".join(labels.get(t) or str((then.get(t) or {}).get("label") or t) for t in group.get("theme_ids") or [])
+
+
+def _families_md(comparison: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """``comparison.groups`` (schema 1.2, waves.family_tests) as a table. Stored since research23 and shown by no
+    view: a significant change of a family, the only test of a theme a split took out of the per-theme rows
+    ("split: not tested"), was in the JSON alone."""
+    groups = [g for g in comparison.get("groups") or [] if isinstance(g, dict)]
+    if not groups:
+        return []
+    then = comparison.get("then") or {}
+    lines = ["", FAMILIES_NOTE + "; **bold**: significant, *(exact)*: Fisher's exact test.", "",
+             "| Family | Then | Now | Change |", "|---|---:|---:|---:|"]
+    for g in groups:
+        change = f"{g['change'] * 100:+.1f} pts"
+        exact = " *(exact)*" if g.get("test") == "fisher" else ""
+        lines.append(f"| {_md(family_names(g, labels, then))} | {g['share_then']:.1%} | {g['share_now']:.1%} | "
+                     f"{f'**{change}**' if g.get('significant') else change}{exact} |")
     return lines
 
 
@@ -268,11 +309,16 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
              "with no effect at all about 1 theme in 20 would still be bold). "
              # Percentile intervals of a handful of responses exclude 0 far more often than 5 % (impact.MIN_N).
              f"*(small n)*: fewer than {imp.get('min_n') or impact.MIN_N} scored responses, never bold.", "",
+             # One theme per response: impacts are relative to the other themes together (schema 1.5).
+             *([f"*Note*: {_md(str(imp['note']))}", ""] if imp.get("note") else []),
              f"| Theme | Responses | {what} | Impact | 95 % interval |", "|---|---:|---:|---:|---|"]
+    label_of = {str(t.get("theme_id")): str(t.get("label")) for t in imp.get("themes", [])}
     for t in imp.get("themes", []):
         lo, hi = t.get("ci_low"), t.get("ci_high")
         sure = impact.starred(t)
         cell = _num(t.get("impact"), nps)
+        if t.get("explained_by"):  # one theme per response: excludes 0 only against these themes (schema 1.5)
+            cell += " *(against " + ", ".join(_md(label_of.get(str(x), str(x))) for x in t["explained_by"]) + " only)*"
         score = t.get("score")
         lines.append(f"| {_md(t['label'])} | {t['n']}{' *(small n)*' if t.get('small_n') else ''} | "
                      f"{'—' if score is None else (f'{score:.1f}' if nps else f'{score:.2f}')} | "
@@ -286,6 +332,29 @@ def copies_note(n: int) -> str:
     return (f"The usable responses include {n} cop{'y' if n == 1 else 'ies'} of an earlier answer, each counted with "
             "that answer's themes and its own metadata, never clustered or quoted (count_duplicates=false leaves "
             "them out).")
+
+
+#: The codebook edits that change how many themes there are (a rename does not).
+_RESHAPING_EDITS: Final = frozenset({"merge", "split", "delete"})
+
+
+def count_after_edits(doc: dict[str, Any]) -> str | None:
+    """The count as it is after codebook edits that merged, split or deleted themes, in the summary's words ("After
+    2 codebook edits: 14 themes in 7 groups."), or None. ``run.theme_count.summary`` is the analysis's count and
+    stays so; beside "15 themes" in the report and the page it read as a count that did not match. (The CLI and
+    the dashboard have copies: thematiq_cli/render.py, web/static/app.js.)"""
+    edits = [e for e in doc.get("edits") or [] if isinstance(e, dict) and e.get("op") in _RESHAPING_EDITS]
+    if not edits:
+        return None
+    k, levels = len(doc.get("themes") or []), doc.get("levels") or {}
+    broad, fine = int(levels.get("broad_count") or 0), int(levels.get("fine_count") or 0)
+    head = f"{k} theme{'' if k == 1 else 's'}"
+    if levels.get("broad") == "parents" and broad:
+        head += f" in {broad} group{'' if broad == 1 else 's'}"
+    elif levels.get("fine") == "subthemes" and fine > k:
+        head += f", with {fine} sub-themes under them"
+    n = len(edits)
+    return f"After {n} codebook edit{'' if n == 1 else 's'} (merge, split or delete): {head}."
 
 
 def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
@@ -305,7 +374,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
             lines += ["", sure]
         why = choice.get("explanation", "")
         if choice.get("summary"):
-            lines += ["", f"**Theme count:** {_md(choice['summary'])}"]
+            after = count_after_edits(doc)
+            lines += ["", f"**Theme count:** {_md(choice['summary'])}" + (f" {_md(after)}" if after else "")]
             why = why.removeprefix(f"{choice['summary']} Why: ")
         lines += ["", f"**Why this many themes:** {_md(why)}"]
     levels = doc.get("levels") or {}

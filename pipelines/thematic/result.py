@@ -23,8 +23,15 @@ from pydantic import (
 
 from .clean import Reason
 
-SCHEMA_VERSION = "1.4"
-"""1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
+SCHEMA_VERSION = "1.5"
+"""1.5 (additive, stats44): ``breakdowns[].groups[].small_n`` and ``breakdowns[].testing.min_n``: a group with fewer
+than ``min_n`` (10) usable responses, or whose rest has fewer, is not tested for significance (its cells' ``q`` is
+null, ``significant`` false; their p is kept); before, a ``(missing)`` group of one answer could be significant.
+``impact.single_label``, ``impact.note`` and ``impact.themes[].explained_by``: every scored response has at most one
+theme, so a theme's impact is relative to all the other themes together (an average theme is not 0 when another
+drags the score down); a theme whose interval excludes 0 only against other such themes names them and is not
+marked as sure. A 1.4 document is still valid.
+1.4 (additive): ``breakdowns[].groups[].themes[].test`` (``z`` or ``fisher``: a cell whose smallest
 expected count is below ``breakdowns[].testing.exact_below``, 5, is tested by Fisher's exact test, as a comparison
 row is since 1.3) and ``breakdowns[].testing`` (the procedure: Benjamini-Hochberg over the breakdown's cells). A
 1.3 document is still valid; its breakdown cells were all z-tested. Also 1.4 (additive):
@@ -321,6 +328,8 @@ class ComparisonTesting(_Model):
     reference: str
     exact_below: float | None = Field(default=None, description=(
         "new in 1.3: a row whose smallest expected count is below this is tested by Fisher's exact test"))
+    min_n: int | None = Field(default=None, description=(
+        "new in 1.5, breakdowns only: a group (or its rest) with fewer usable responses is small_n, not tested"))
 
 
 class BreakdownCell(_Model):
@@ -333,14 +342,18 @@ class BreakdownCell(_Model):
     test: Literal["z", "fisher"] | None = Field(default=None, description=(
         "new in 1.4: the test behind p: the pooled z-test, or Fisher's exact test when an expected count is below "
         "the breakdown's testing.exact_below; absent in an older result (z)"))
-    q: float = Field(description="Benjamini-Hochberg q over all cells of this breakdown")
-    significant: bool = Field(description="q < 0.05")
+    q: float | None = Field(description=(
+        "Benjamini-Hochberg q over the tested cells of this breakdown; null (1.5) in a small_n group (not tested)"))
+    significant: bool = Field(description="q < 0.05; never in a small_n group")
 
 
 class BreakdownGroup(_Model):
     value: str = Field(description='a value, a range, "other values" (pooled small groups) or "(missing)"')
     n: int
     themes: list[BreakdownCell]
+    small_n: bool = Field(default=False, description=(
+        "new in 1.5: the group, or the rest, has fewer than testing.min_n usable responses: its cells are not tested "
+        "for significance (q null, never significant); their p is still given"))
 
 
 class Breakdown(_Model):
@@ -459,6 +472,9 @@ class ImpactTheme(_Model):
     small_n: bool = Field(default=False, description=(
         "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
         "and it is never marked as excluding 0"))
+    explained_by: list[str] | None = Field(default=None, description=(
+        "new in 1.5, with impact.single_label: its interval excludes 0 only because of these themes (of the "
+        "opposite sign, whose intervals exclude 0 too): without their responses it covers 0. Never marked as sure"))
 
 
 class Impact(_Model):
@@ -471,10 +487,14 @@ class Impact(_Model):
         "new in 1.4: how ci_low / ci_high were made: Welch's t interval given the theme's responses (\"welch\"); "
         "absent in older results, whose intervals were a percentile bootstrap"))
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
+    single_label: bool | None = Field(default=None, description=(
+        "new in 1.5: every scored response has at most one theme; then a theme's impact is relative to all the other "
+        "themes together, and an average theme's impact is not 0 when another theme scores far lower or higher"))
+    note: str | None = Field(default=None, description="new in 1.5: how to read the impacts (with single_label)")
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2", "1.3", "1.4"]
+    schema_version: Literal["1.1", "1.2", "1.3", "1.4", "1.5"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

@@ -42,7 +42,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .describe import LLMUsage
-from .insight import finite
+from .insight import number
 from .llm_port import ChatClient, llm_errors
 from .sentiment_model import MODEL_NAME as _MODEL_NAME
 
@@ -121,7 +121,7 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         return "no response has this metadata key"
     if all(isinstance(v, str) and v.strip().lower() in _WORDS for v in present):
         return RatingScale("words", -1.0, 1.0)
-    nums = [finite(v) for v in present]
+    nums = [number(v) for v in present]
     if any(n is None for n in nums):
         return "expected numbers (a 1-5 or 0-10 rating) or positive/neutral/negative"
     lo, hi = min(n for n in nums if n is not None), max(n for n in nums if n is not None)
@@ -157,7 +157,7 @@ def declared_problems(values: Sequence[Any], scale: str) -> list[tuple[int, Lite
     for i, v in enumerate(values):
         if v is None or v == "":
             continue
-        n = finite(v)
+        n = number(v)
         if n is None:
             out.append((i, "value", v))
         elif not s.low <= n <= s.high or (s.kind == "score10" and not n.is_integer()):
@@ -179,7 +179,7 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
     if scale.kind == "words":
         score = _WORDS.get(str(value).strip().lower())
         return None if score is None else Scored(label_of(score), score)
-    n = finite(value)
+    n = number(value)
     if n is None:
         return None
     score = (n - (scale.low + scale.high) / 2) / ((scale.high - scale.low) / 2)

@@ -30,7 +30,7 @@ from . import embed as embedding
 from . import lang, mapped
 from . import sentiment as sentiments
 from .clean import CleanedResponse, clean, from_json, to_json
-from .document import Recode, compare_recode, copy_weights, counted, insight_sentiment, result_model
+from .document import Recode, compare_recode, copy_weights, counted, insight_sentiment, number_by_count, result_model
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
 from .parallel import Unit, Units
@@ -308,7 +308,7 @@ def _describe_in(ctx: PipelineContext, s: RunState, units: Units,
 def assign_stage(ctx: PipelineContext, s: RunState) -> None:
     """Reads ``emb``, ``labels``, ``centroids``; writes ``assigned`` (themes per usable response), the
     codebook's ``seed_codes``/``seed_summary`` (``params.seed_themes``) and ``llm_sentiment``
-    (``params.sentiment == "llm"``). Not checkpointed: it is fast, and what the LLM answered is cached."""
+    (``params.sentiment == "llm"``); then numbers the themes by their counts (``number_by_count``). Not checkpointed: it is fast, and what the LLM answered is cached."""
     started = time.perf_counter()
     p = s.params
     ctx.progress("assign", 0, len(s.texts), "assigning responses")
@@ -320,6 +320,8 @@ def assign_stage(ctx: PipelineContext, s: RunState) -> None:
         ctx.progress("assign", 0, len(s.texts), "sentiment with the LLM")
         s.llm_sentiment = sentiments.by_llm(s.client, [(str(n), s.redact(t[:1000])) for n, t in enumerate(s.texts)],
                                             s.usage, cancelled=ctx.raise_if_cancelled)
+    # Ids by the count the result shows (copies and secondary themes in): known only now (number_by_count).
+    number_by_count(s)
     s.checkpoints.timings["assign"] = round(time.perf_counter() - started, 3)
 
 

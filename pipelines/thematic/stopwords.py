@@ -96,6 +96,11 @@ question please help know tell think tried take
 #: option that starts or ends with one ("Please send", "Thanks in advance", "Phone please") yields to the best phrase
 #: of 2+ words that does not: describe._unframed_first.
 FRAME: Final = frozenset("thanks thank hi hello ok okay please help know tell think tried".split())
+#: Personal pronouns (not "it", which is mostly a dummy subject: "how long does it take"). A label option that holds
+#: one narrates one writer's sentence ("Card you sent", "Cash i asked", "Steps do i take", "Thought i had lost")
+#: rather than naming what the theme's responses share; it yields to the best phrase of 2+ words without one that is
+#: not framed either: describe._impersonal_first. A closed class of English, not data; fitted on nothing.
+PERSONAL: Final = frozenset("i you we they he she".split())
 #: Nouns that end in -ly, which the label rule's adverb test (a word of 5+ letters ending in -ly names how, not what:
 #: "repeatedly") would otherwise never let name a theme alone. Not from data: the common English nouns of that
 #: shape (and two proper nouns a survey names).

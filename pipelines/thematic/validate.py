@@ -99,6 +99,27 @@ def _keys_of(data: list[dict[str, Any]]) -> tuple[Counter[str], set[str]]:
     return keys, valued
 
 
+def _compare_problems(params: ThematicParams) -> list[dict[str, str]]:
+    """Wave params that would do nothing, silently: ``compare_mode`` "discover" without ``compare_to``, and
+    ``multi_label`` on a compared wave. Checked at submission only: the worker re-reads stored params (whose
+    ``compare_mode`` is always there, "inherit" by default), and a job queued before the check must still run."""
+    errors: list[dict[str, str]] = []
+    if params.compare_to is None and params.compare_mode != "inherit":
+        # "discover" says how to compare with an earlier wave; with none it did nothing, silently. (The default
+        # "inherit" is in every stored params, so only the value that cannot be a default is refused.)
+        errors.append({"field": "params.compare_mode",
+                       "message": f"compare_mode {params.compare_mode!r} needs compare_to (the earlier job's id)"})
+    if params.compare_to is not None and params.multi_label:
+        # A compared wave is coded one theme per answer: by the earlier instrument's nearest centroid (inherit) or
+        # by mapping its discovered themes onto the earlier ones (discover), the rule "then" was counted by. Its
+        # secondary themes were dropped without a word.
+        errors.append({"field": "params.multi_label",
+                       "message": "a wave compared with an earlier job (compare_to) is coded one theme per answer, "
+                                  "as the earlier wave was counted; multi_label does not apply: send it false, or "
+                                  "leave out compare_to"})
+    return errors
+
+
 def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: EarlierResults) -> Any:
     """Submission-time checks of params against the input, and the baseline of ``compare_to``.
 
@@ -153,6 +174,7 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
                            "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
         elif (bad := score_problem([(item.get("metadata") or {}).get(key) for item in data], params.score.scale)):
             errors.append({"field": f"params.score.{bad[0]}", "message": f"{key!r}: {bad[1]}"})
+    errors += _compare_problems(params)
     if params.sentiment == "llm" and params.sentiment_from is None and len(data) > LLM_MAX_RESPONSES:
         errors.append({"field": "params.sentiment",
                        "message": f"LLM sentiment takes at most {LLM_MAX_RESPONSES} responses; use lexicon"})

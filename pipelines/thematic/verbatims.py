@@ -25,6 +25,9 @@ from .insight import meta_text
 from .validate import responses_of
 
 FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment"})
+#: A categorical breakdown group is labelled with the first this many characters of its value (``insight.bucket``):
+#: a filter value this long that no response has whole is such a label, and finds the group's responses.
+GROUP_LABEL_CHARS = 80
 BUCKETS = ("theme", "other", "unusable")
 SENTIMENTS = ("positive", "neutral", "negative")
 
@@ -98,7 +101,14 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
         sub = f["subtheme"]
         if sub not in labels.subthemes and not (labels.fine_is_themes and sub in labels.themes):
             raise _unknown("subtheme", f"no sub-theme {sub[:40]!r} in this result")
-        tests.append(lambda r: r.assignment is not None and r.assignment.get("fine") == sub)
+        if sub in labels.themes:
+            # The fine level is the themes (broad = parents): a theme's responses, as primary or secondary theme,
+            # as ``theme`` has them and the theme's count counts them. A sub-theme (t3.2) is coded on a response's
+            # primary theme only (its count too): ``fine``.
+            tests.append(lambda r: r.assignment is not None
+                         and any(ref["theme_id"] == sub for ref in r.assignment.get("themes") or ()))
+        else:
+            tests.append(lambda r: r.assignment is not None and r.assignment.get("fine") == sub)
     if "bucket" in f:
         bucket = f["bucket"]
         if bucket not in BUCKETS:
@@ -115,9 +125,18 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
             if key not in keys:
                 raise _unknown(f"metadata[{key[:40]}]", f"no response has the metadata key {key[:40]!r}")
 
-            def has(r: Joined, key: str = key, want: str = want) -> bool:
+            def text_of(r: Joined, key: str = key) -> str | None:
                 meta = r.item.get("metadata") or {}
-                return key in meta and meta_text(meta[key]) == want
+                return meta_text(meta[key]) if key in meta else None
+
+            cut = len(want) == GROUP_LABEL_CHARS and not any(text_of(r) == want for r in rows)
+
+            def has(r: Joined, key: str = key, want: str = want, cut: bool = cut) -> bool:
+                # A breakdown's label of a longer value (its first 80 characters: the dashboard's segment hints
+                # and a reader copying the table give it) finds the responses its group counts; a value some
+                # response has whole is matched whole.
+                text = text_of(r, key)
+                return text is not None and (text == want or (cut and text[:GROUP_LABEL_CHARS] == want))
 
             tests.append(has)
     return lambda r: all(t(r) for t in tests)

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import verbatims as V
-from .render import FORMULA_START, metadata_columns
+from .impact import starred
+from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
@@ -32,13 +33,20 @@ EXCEL_EXACT_INT = 10**15
 THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "description", "keywords",
                  "positive", "neutral", "negative", "sentiment_mean", "sentiment_nps")
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
-                    "other_themes", "sentiment", "sentiment_score", "seed_codes")
+                    "other_themes", "other_theme_labels", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
 BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
+#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
-                     "significant", "test")
-IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n")
+                     "significant", "test", "small_n")
+#: ``starred`` is the service's mark (``impact.starred``: the interval excludes 0, not small_n, not explained by
+#: other themes); ``explained_by`` names those themes by label (schema 1.5, one theme per response).
+IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n", "starred",
+                  "explained_by")
+#: The families of near earlier themes (comparison.groups), under the per-theme rows of the Changes sheet.
+FAMILY_COLUMNS = ("family", "theme_ids", "labels", "count_then", "share_then", "count_now", "share_now", "change", "p",
+                  "q", "significant", "test")
 CHANGE_COLUMNS = ("theme_id", "label", "status", "count_then", "share_then", "count_now", "share_now", "change", "p",
                   "q", "significant", "test")
 
@@ -97,7 +105,7 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
     labels = V.Labels(doc)
     level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
         "fine", FINE_COLUMNS)
-    fixed = (*RESPONSE_COLUMNS[:8], *level_columns, *RESPONSE_COLUMNS[8:])
+    fixed = (*RESPONSE_COLUMNS[:9], *level_columns, *RESPONSE_COLUMNS[9:])
     spill = len(fixed) + len(keys) > EXCEL_MAX_COLUMNS
     if spill:
         # Past Excel's last column: the first keys keep a column each, a row's others go into OTHER_COLUMN as JSON.
@@ -118,6 +126,9 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 r.item.get("id"), r.item.get("text"), a.get("bucket") or "unusable", a.get("reason"),
                 first["theme_id"] if first else None, labels.label(first["theme_id"]) if first else None,
                 first["confidence"] if first else None, ";".join(ref["theme_id"] for ref in refs[1:]),
+                # The secondary themes by name too (multi_label), in the ids' order: ids alone said nothing to a
+                # reader of the sheet. A label is user text at times: the cell writer keeps it inert.
+                "; ".join(labels.label(ref["theme_id"]) for ref in refs[1:]),
                 a.get(level), labels.label(a.get(level)),
                 sentiment.get("label"), sentiment.get("score"),
                 ";".join(c["name"] for c in a.get("seed_codes") or []),
@@ -135,7 +146,7 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
             for c in g.get("themes", []):
                 yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
                        c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
-                       c.get("test")]
+                       c.get("test"), bool(g.get("small_n"))]
 
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
@@ -144,8 +155,14 @@ def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:
         yield [key, impact.get(key)]
     yield []
     yield list(IMPACT_COLUMNS)
+    label_of = {str(t.get("theme_id")): str(t.get("label", t.get("theme_id"))) for t in impact.get("themes") or []}
     for t in impact.get("themes") or []:
-        yield [t.get(k) for k in IMPACT_COLUMNS]
+        extra = {"starred": starred(t),
+                 "explained_by": "; ".join(label_of.get(str(i), str(i)) for i in t.get("explained_by") or []) or None}
+        yield [extra[k] if k in extra else t.get(k) for k in IMPACT_COLUMNS]
+    if impact.get("note"):  # one theme per response: what an impact is relative to (schema 1.5)
+        yield []
+        yield ["note", impact["note"]]
 
 
 def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
@@ -160,6 +177,16 @@ def _changes(cmp: Mapping[str, Any]) -> Iterable[list[Any]]:
     yield list(CHANGE_COLUMNS)
     for r in cmp.get("themes") or []:
         yield [r.get(k) for k in CHANGE_COLUMNS]
+    groups = [g for g in cmp.get("groups") or [] if isinstance(g, dict)]
+    if groups:
+        # Each family tested as one share: the only test of a theme a split took out of the rows above.
+        labels = {str(r.get("theme_id")): str(r.get("label")) for r in cmp.get("themes") or []}
+        yield []
+        yield [FAMILIES_NOTE]
+        yield list(FAMILY_COLUMNS)
+        for g in groups:
+            yield [g.get("family"), ";".join(g.get("theme_ids") or []), family_names(g, labels, cmp.get("then") or {}),
+                   *(g.get(k) for k in FAMILY_COLUMNS[3:])]
 
 
 def render_xlsx(doc: dict[str, Any], data: Any) -> tuple[str, bytes]:

@@ -75,8 +75,9 @@ _PROBLEMS = {
     "422": "Unknown pipeline, invalid params or input, an unknown query parameter or one given twice (the field is named).",
     "428": "If-Match is required (a blind overwrite could lose another editor's changes).",
     "500": "Unexpected internal error; the detail carries an incident id, never internals.",
-    "503": "Storage unavailable, or a secret setting the route needs is an unresolved Key Vault reference; retry after "
-    "`Retry-After` seconds.",
+    "503": "Storage unavailable, or the deployment cannot serve the route (a secret setting is an unresolved Key Vault "
+    "reference, webhook secrets are sealed with a key no longer configured, Storage refuses the app itself): retry "
+    "after `Retry-After` seconds.",
 }
 
 
@@ -316,8 +317,9 @@ def _list_job_responses() -> dict[str, Any]:
             _TENANT,
             {"name": "theme", "in": "query", "description": "A theme (`t3`) or broad theme (`p1`) id: "
              "responses coded with it, as primary or secondary theme.", "schema": {"type": "string"}},
-            {"name": "subtheme", "in": "query", "description": "A fine-level id (`t3.2`, or a theme id "
-             "when the broad level is parents).", "schema": {"type": "string"}},
+            {"name": "subtheme", "in": "query", "description": "A fine-level id: a sub-theme (`t3.2`: "
+             "responses whose primary theme's sub-theme it is, as its count has them), or a theme id when the "
+             "broad level is parents (as `theme`: primary or secondary).", "schema": {"type": "string"}},
             {"name": "bucket", "in": "query",
              "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
             {"name": "sentiment", "in": "query",
@@ -325,7 +327,9 @@ def _list_job_responses() -> dict[str, Any]:
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
              "description": "`metadata[plan]=pro`: responses whose metadata `plan` is `pro` (numbers "
              "compare as written: `metadata[nps]=7`, so 7.0 is `7`; booleans as `true`/`false`; a list or "
-             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`). A key no response has is a 422 "
+             "an object as its JSON: `metadata[tags]=[\"a\", \"b\"]`; thematic: a value of 80 characters no "
+             "response has whole is a breakdown group's label, the first 80 characters of longer values, and "
+             "finds that group's responses). A key no response has is a 422 "
              f"(`metadata[]`, the key \"\", too: submissions refuse it); a key is at most {MAX_METADATA_KEY_CHARS} "
              "characters.",
              "schema": {"type": "object", "additionalProperties": {"type": "string"}}},

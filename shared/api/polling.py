@@ -7,7 +7,11 @@ costs the one row read, but no body and no parsing.
 
 ``Retry-After`` (seconds) tells a poller when the next look is worth it:
 
-* ``queued``: soon (a worker picks it up within the queue's polling interval);
+* ``queued``: soon (a worker picks it up within the queue's polling interval): 1 s, or 2 s with fairness on,
+  where each poll of a queued job also looks for it in its tenant's wait list (two requests instead of one, so
+  the poller's requests a second stay one); a *parked* one (its tenant's fairness window full, progress stage
+  ``parked``, ``shared.core.fairness``) waits for that many of its tenant's jobs to end: its place in the wait
+  list in seconds, at least ``PARKED_SECONDS``;
 * ``retrying``: when the next attempt is due;
 * ``running``: a tenth of the time it has run so far (a job that has run for ten
   minutes will not end in the next second), never faster than progress is written
@@ -27,10 +31,16 @@ from datetime import datetime
 from typing import Any
 
 from shared.config.settings import get_settings
-from shared.core.jobs import Job, Status, utcnow
+from shared.core import fairness
+from shared.core.jobs import Job, Progress, Status, utcnow
 
 MIN_SECONDS = 1
 MAX_SECONDS = 30
+#: The progress stage of a parked job (``JobService.get`` sets it), and the least Retry-After it gets.
+PARKED = "parked"
+PARKED_SECONDS = 5
+#: A queued job's Retry-After when its poll also looked for it in the wait list (fairness on, not parked).
+LOOKED_SECONDS = 2
 
 
 #: Fields that change without the job changing for its reader: a running job's heartbeat moves every
@@ -75,8 +85,11 @@ def retry_after(job: Job, pipeline_timeout: float | None = None, now: datetime |
     timeout = pipeline_timeout or settings.pipeline_timeout_seconds
     ceiling = max(2, min(MAX_SECONDS, round(timeout / 60)))
     floor = max(MIN_SECONDS, math.ceil(settings.progress_min_interval_seconds))
-    if job.status == Status.QUEUED:
-        value = 1.0
+    if job.status == Status.QUEUED and job.progress.stage == PARKED:
+        value = float(max(PARKED_SECONDS, _place(job.progress.message)))
+    elif job.status == Status.QUEUED:
+        # A poll that looked in the wait list paid two requests: every other second keeps it at one a second.
+        value = float(LOOKED_SECONDS) if fairness.may_be_parked(job) else 1.0
     elif job.status == Status.RETRYING:
         value = max(1.0, (job.available_at - now).total_seconds())
     else:
@@ -88,6 +101,20 @@ def retry_after(job: Job, pipeline_timeout: float | None = None, now: datetime |
             left = ran * (p.total - p.processed) / p.processed
             value = min(value, max(float(MIN_SECONDS), left))
     return int(max(MIN_SECONDS, min(ceiling, math.ceil(value))))
+
+
+def parked_progress(place: int, window: int, listed: int) -> Progress:
+    """How a parked job's progress reads: stage ``parked``, its place in the wait list in the message (past the
+    ``listed`` rows a poll looks at, only that it is further back)."""
+    where = f"{place} of" if place <= listed else f"over {listed} of"
+    return Progress(stage=PARKED, processed=0, total=None,
+                    message=f"parked: {where} the tenant's jobs waiting for a place in its window of {window}")
+
+
+def _place(message: str) -> int:
+    """The place :func:`parked_progress` wrote ("parked: 3 of …"); further back than listed: the longest wait."""
+    words = message.split()
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else MAX_SECONDS
 
 
 def headers(job: Job, pipeline_timeout: float | None = None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.api.inputs import check_responses
+from shared.api.polling import parked_progress
 from shared.api.problems import PreconditionFailed, PreconditionRequired
 from shared.api.responses import ParsedQuery, ResponseList, encode_cursor, page_etag, parse_query
 from shared.api.validation import raise_for
@@ -454,6 +455,11 @@ class JobService:
             job = job.with_changes(
                 progress=Progress(stage=job.wait_stage or "", processed=done, total=total, message="map stage")
             )
+        place = fairness.place(self.stores, job)
+        if place is not None:
+            # Parked past its tenant's fairness window: shown as its progress (stage "parked"), which the poll's
+            # ETag and Retry-After follow (shared.api.polling).
+            job = job.with_changes(progress=parked_progress(place, fairness.window(), fairness.POSITION_PAGE))
         return job
 
     def list(self, tenant: str, query: dict[str, str]) -> tuple[list[Job], str | None]:
@@ -576,10 +582,14 @@ class JobService:
         # is only an orphan under the job's prefix, deleted with the job at retention.
         new_blob = f"{job_prefix(job.tenant, job.id)}result-edit-{uuid.uuid4().hex[:16]}.json"
         self.stores.blobs.put(new_blob, body, "application/json")
-        applied = self.lifecycle.record_themes_edit(
-            job, expected_blob=job.result_blob, new_blob=new_blob, size=len(body),
-            inline=body if len(body) <= EDITED_INLINE_MAX_BYTES else None,
-        )
+        try:
+            applied = self.lifecycle.record_themes_edit(
+                job, expected_blob=job.result_blob, new_blob=new_blob, size=len(body),
+                inline=body if len(body) <= EDITED_INLINE_MAX_BYTES else None,
+            )
+        except NotFound:
+            self._forget_blob(new_blob)  # retention deleted the job meanwhile (its row first, then its blobs)
+            raise
         if not applied.applied:
             self._forget_blob(new_blob)
             raise PreconditionFailed("the result changed since it was read; read it again", field="If-Match")

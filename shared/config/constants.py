@@ -32,6 +32,9 @@ IDEMPOTENCY_ROW_PREFIX: Final = "~idem-"
 # and a small partition naming every tenant, so the reaper reads neither finished rows nor other partitions.
 KIND_ACTIVE: Final = "active"
 ACTIVE_ROW_PREFIX: Final = "~active-"
+#: A tenant's job rows are its only RowKeys before this one (a job id is 28 hex digits; every other row of the
+#: partition starts with ``~``; chunks live in partitions of their own), so ``RowKey lt '~'`` lists its jobs only.
+JOB_ROWS_END: Final = "~"
 KIND_TENANT: Final = "tenant"
 #: Not a valid tenant (TENANT_RE starts with a letter or digit), so never a tenant's own partition.
 TENANTS_PARTITION: Final = "~tenants"

@@ -109,6 +109,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "At most this many chunks of one job are queued or running at once, so one large job cannot starve the others.",
     ),
     Setting(
+        "CHUNK_ROWS",
+        "job",
+        "Where new chunk rows go: `job` (a partition per job, `{tenant}~{job_id}`) or `tenant` (the layout before 2026-12-07: the tenant's partition, after the job's row). Readers take both either way. Deploy this version first with `tenant` where instances of the code before may still run beside it (they read only that layout), then set `job`; the daily sweep moves `tenant` rows into job partitions, not while `tenant` is set (docs/scaling.md).",
+    ),
+    Setting(
         "CALLBACKS_QUEUE",
         "callbacks",
         "Queue of completion-webhook deliveries (docs/webhooks.md); retried with backoff for 24 h, then a dead letter on the job.",
@@ -256,6 +261,7 @@ class Settings(BaseModel):
     jobs_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
     chunks_queue: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
     max_chunks_in_flight_per_job: int = Field(ge=1, le=1000)
+    chunk_rows: Literal["job", "tenant"] = "job"
     callbacks_queue: str = Field(default="callbacks", pattern=r"^[a-z0-9][a-z0-9-]{1,53}[a-z0-9]$")
     webhook_allow_private: bool = False
     results_container: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
@@ -303,6 +309,7 @@ def get_settings() -> Settings:
         jobs_queue=raw("JOBS_QUEUE"),
         chunks_queue=raw("CHUNKS_QUEUE"),
         max_chunks_in_flight_per_job=int(raw("MAX_CHUNKS_IN_FLIGHT_PER_JOB")),
+        chunk_rows=raw("CHUNK_ROWS").strip().lower() or "job",  # type: ignore[arg-type]
         callbacks_queue=raw("CALLBACKS_QUEUE"),
         webhook_allow_private=raw("WEBHOOK_ALLOW_PRIVATE").strip().lower() in ("1", "true", "yes"),
         results_container=raw("RESULTS_CONTAINER"),

@@ -1,9 +1,18 @@
-"""Chunks of a map stage: one entity each, in the parent job's partition.
+"""Chunks of a map stage: one entity each, in a partition of their job's own.
 
-RowKey ``{job_id}~c~{stage}~{index:05d}`` keeps a job's chunks together and in
-order, so "the chunks of this stage" is one range query inside one partition.
-A chunk has its own status, attempts, owner and heartbeat, claimed with the
-same ETag discipline as a job.
+PartitionKey ``{tenant}~{job_id}`` (a tenant never contains ``~``), RowKey ``{stage}~{index:05d}``: a job's
+chunks together and in order, so "the chunks of this stage" is one range query inside one partition, a chunk is
+a point read, and retention deletes a job's chunks with one partition query. The tenant's own partition keeps
+only its job rows and their bookkeeping, so a job listing reads no chunk row, the reaper's fetch of active jobs
+(an ``or`` of RowKeys, which the service answers by scanning the partition) reads none either, and the chunk
+writes of a tenant's fan-outs are spread over partitions instead of sharing the tenant's 2,000 entities/s. A
+chunk has its own status, attempts, owner and heartbeat, claimed with the same ETag discipline as a job; no
+transaction spans a job row and a chunk row.
+
+The layout before 2026-12-07 (the tenant's partition, RowKey ``{job_id}~c~{stage}~{index:05d}``, right after the
+job's own row, so a listing read every chunk of every job) is still read: :attr:`Chunk.legacy` says a row came
+from there, and its writes go back there. ``shared.storage.chunk_store.ChunkStore.move_legacy`` moves such rows
+once they can no longer change (see there).
 
 Status: ``pending`` (waiting for a slot in the job's window), ``queued`` (has
 a message), ``running``, then ``succeeded``, ``failed`` (attempts used up) or
@@ -36,12 +45,30 @@ class ChunkStatus(StrEnum):
         return self in (ChunkStatus.SUCCEEDED, ChunkStatus.FAILED, ChunkStatus.CANCELLED)
 
 
-def chunk_row(job_id: str, stage: str, index: int) -> str:
-    return f"{job_id}~c~{stage}~{index:05d}"
+def chunk_partition(tenant: str, job_id: str) -> str:
+    """The PartitionKey of a job's chunks."""
+    return f"{tenant}~{job_id}"
 
 
-def stage_prefix(job_id: str, stage: str) -> str:
-    return f"{job_id}~c~{stage}~"
+def chunk_row(stage: str, index: int) -> str:
+    return f"{stage_prefix(stage)}{index:05d}"
+
+
+def stage_prefix(stage: str) -> str:
+    return f"{stage}~"
+
+
+# The layout before (up to 2026-12-07): right after the job's row, so a job listing scanned every chunk of every job.
+def legacy_chunk_row(job_id: str, stage: str, index: int) -> str:
+    return f"{legacy_stage_prefix(job_id, stage)}{index:05d}"
+
+
+def legacy_stage_prefix(job_id: str, stage: str) -> str:
+    return f"{legacy_job_prefix(job_id)}{stage}~"
+
+
+def legacy_job_prefix(job_id: str) -> str:
+    return f"{job_id}~c~"
 
 
 @dataclass(frozen=True)
@@ -73,17 +100,25 @@ class Chunk:
     #: Token of the lifecycle write that last changed the row (see ``Job.op``).
     op: str | None = None
     etag: str | None = None
+    #: Read from the layout before (``legacy_chunk_row``): its writes go to that row until it is moved.
+    legacy: bool = False
+
+    @property
+    def partition_key(self) -> str:
+        return self.tenant if self.legacy else chunk_partition(self.tenant, self.job_id)
 
     @property
     def row_key(self) -> str:
-        return chunk_row(self.job_id, self.stage, self.index)
+        if self.legacy:
+            return legacy_chunk_row(self.job_id, self.stage, self.index)
+        return chunk_row(self.stage, self.index)
 
     def with_changes(self, **changes: Any) -> Chunk:
         return replace(self, **changes)
 
     def to_entity(self) -> dict[str, Any]:
         e: dict[str, Any] = {
-            "PartitionKey": self.tenant,
+            "PartitionKey": self.partition_key,
             "RowKey": self.row_key,
             "kind": KIND_CHUNK,
             "job_id": self.job_id,
@@ -112,8 +147,9 @@ class Chunk:
     @classmethod
     def from_entity(cls, e: Any) -> Chunk:
         meta = getattr(e, "metadata", None) or {}
+        partition = str(e["PartitionKey"])
         return cls(
-            tenant=e["PartitionKey"],
+            tenant=partition.split("~", 1)[0],
             job_id=e["job_id"],
             stage=e["stage"],
             index=int(e["index"]),
@@ -137,4 +173,20 @@ class Chunk:
             error_message=e.get("error_message", ""),
             op=e.get("op") or None,
             etag=meta.get("etag"),
+            legacy="~" not in partition,
         )
+
+
+@dataclass
+class MoveReport:
+    """What one ``move_legacy`` run did with the chunk rows of the layout before it found."""
+
+    moved: int = 0
+    #: Chunks of a job that had ended, never started (``pending``/``queued``): cancelled where they were, then moved.
+    cancelled: int = 0
+    #: Still in the old layout: a chunk of a job still going (it moves once it has finished), or one that changed
+    #: while being moved. Readers still read them; the next run tries again.
+    left: int = 0
+    #: Rows that cannot be read as a chunk (a hand edit): logged and left where they are, for an operator; they do not
+    #: keep the sweep looking.
+    unreadable: int = 0

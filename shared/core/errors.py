@@ -82,6 +82,12 @@ class StorageError(ThematiqError):
     """An unexpected answer from Storage that retrying will not fix."""
 
 
+class StorageForbidden(Misconfigured, StorageError):
+    """Storage refused the app itself (401/403: an identity that lost its role, a rotated account key, key access
+    turned off): the deployment's to fix, never the request's. A 503 ``service-misconfigured`` at the API (a 500
+    ``storage-error`` until review44p); still permanent, so a worker's last delivery does not re-send it."""
+
+
 class EtagMismatch(ThematiqError):
     """A conditional write lost (412): someone else changed the entity first, or the SDK retried ours."""
 
@@ -108,6 +114,7 @@ __all__ = [
     "PipelineError",
     "RetryableError",
     "StorageError",
+    "StorageForbidden",
     "StorageUnavailable",
     "ThematiqError",
     "Unauthorized",

@@ -56,7 +56,7 @@ from typing import Any, Protocol
 from shared.config.settings import raw
 from shared.core import conditional
 from shared.core.errors import NotFound, ThematiqError
-from shared.core.jobs import Job
+from shared.core.jobs import Job, Status
 from shared.core.messages import ChunkMessage, JobMessage
 from shared.core.ports import Messages, Stores
 from shared.core.webhooks import WebhookMessage
@@ -147,6 +147,13 @@ class WindowStore(Protocol):
     def parked_ids(self, tenant: str) -> set[str]:
         """Every parked job id of ``tenant`` (the daily sweep's filter; pages of 1,000)."""
 
+    def position(self, tenant: str, job_id: str) -> int | None:
+        """The job's place in its tenant's wait list (1: next in), None if it is not parked: one query of up to
+        ``POSITION_PAGE`` keys (and a point read when more than that are ahead of it: ``POSITION_PAGE + 1``)."""
+
+
+#: How many wait rows a poll's look for a job's place lists at most (one page of the service's).
+POSITION_PAGE = 1000
 
 _FACTORY: list[Callable[[Stores], WindowStore]] = []
 
@@ -187,6 +194,25 @@ def free(store: WindowStore, slot: Slot, ended: str) -> bool:
     """The slot of a job that ended → free. A lost answer is decided by the op token (someone may have taken it)."""
     return _apply(store, slot, "free", lambda s: {"job_id": ""} if s.job_id == ended else None,
                   lambda s: False)
+
+
+def may_be_parked(job: Job) -> bool:
+    """Fairness is on and the job is ``queued`` before its first attempt: only then can it be parked (and a poll
+    looks for it in the wait list, :func:`place`)."""
+    return window() > 0 and job.status == Status.QUEUED and not job.attempts
+
+
+def place(stores: Stores, job: Job) -> int | None:
+    """Where a ``queued`` job stands in its tenant's wait list (1: next in), None if it is not parked (or fairness is
+    off, or the look failed: a hint for its poller, never a reason to fail the read). One query, on a queued
+    job's poll only; a job that has had an attempt is never parked again."""
+    if not may_be_parked(job):
+        return None
+    try:
+        return store_of(stores).position(job.tenant, job.id)
+    except ThematiqError as err:
+        log.info("job %s: could not look for it in the wait list (%s)", job.id, type(err).__name__)
+        return None
 
 
 # == submission ===================================================================================

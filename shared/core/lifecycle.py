@@ -45,7 +45,15 @@ from shared.config.settings import get_settings
 from shared.core import conditional, fairness, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.conditional import Applied
-from shared.core.errors import AlreadyExists, Conflict, NotFound, StorageUnavailable, ThematiqError
+from shared.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Contended,
+    EtagMismatch,
+    NotFound,
+    StorageUnavailable,
+    ThematiqError,
+)
 from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utcnow
 from shared.core.leased import Ending, Fields, R, RowKind, StoredResult, finish_from_stored, kind_of
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
@@ -504,11 +512,42 @@ class Lifecycle:
             self.send(JobMessage(job.tenant, job.id, job.attempts, job.traceparent, resume=True))
         return applied
 
-    def expire(self, job: Job, prefix: str) -> None:
-        """Retention: a finished job, its blobs and its chunks are deleted."""
-        self.stores.blobs.delete_prefix(prefix)
+    def expire(self, job: Job, prefix: str, cutoff: datetime) -> bool:
+        """Retention: a job finished before ``cutoff`` loses its chunks, then its row, then its blobs.
+
+        The row goes before the blobs, so no reader finds a job whose input or result is gone (a GET of a job
+        whose row is gone is a 404). Its delete is conditional on the row as scanned: a write that landed since
+        (a themes edit, a late webhook record) makes it a 412, and the fresh row is deleted in turn while it is
+        still finished before ``cutoff``; a delete whose answer was lost is decided by re-reading (a row gone is
+        deleted, whoever deleted it). Until review44p the blobs went first and such a 412 left the row without
+        them until the next sweep. A crash between the row and the blobs leaves blobs with no row: the
+        reaper's daily sweep deletes a job folder with no row once its newest blob is past retention
+        (``Reaper._orphaned_inputs``). False when the fresh row is no longer expired (nothing else deleted).
+        """
+        def expired(row: Job) -> bool:
+            return row.status.terminal and row.finished_at is not None and row.finished_at < cutoff
+
         self.stores.chunks.delete_job_chunks(job.tenant, job.id)
-        self.stores.jobs.delete(job)
+        row = job
+        for _ in range(CONDITIONAL_TRIES):
+            try:
+                self.stores.jobs.delete(row)
+                break
+            except EtagMismatch:
+                pass  # written since the scan: the fresh row decides
+            except StorageUnavailable as err:
+                if not err.maybe_applied:
+                    raise
+            try:
+                row = conditional.reread(lambda: self.stores.jobs.get(job.tenant, job.id))
+            except NotFound:
+                break  # gone: this delete landed, or another one did
+            if not expired(row):
+                return False
+        else:
+            raise Contended(f"expire {job.id}: the row kept changing under {CONDITIONAL_TRIES} attempts")
+        self.stores.blobs.delete_prefix(prefix)
+        return True
 
     # == map stages: chunks and fan-in ===========================================================
     def create_chunks(self, tenant: str, job_id: str, stage: str, chunks: list[Chunk]) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from shared.core.chunks import Chunk
+from shared.core.chunks import Chunk, MoveReport
 from shared.core.jobs import Job
 from shared.core.messages import ChunkMessage, JobMessage
 from shared.core.webhooks import WebhookMessage
@@ -26,6 +26,8 @@ class IndexState:
     tenants: tuple[str, ...]
     #: When a full sweep last finished, on any instance; None if never.
     swept_at: datetime | None
+    #: When a sweep last found no chunk row of the layout before left to move (``ChunkRepo.move_legacy``).
+    chunks_moved_at: datetime | None = None
 
 
 class JobRepo(Protocol):
@@ -69,6 +71,9 @@ class JobRepo(Protocol):
     def existing(self, tenant: str, job_ids: Iterable[str]) -> set[str]:
         """Which of ``job_ids`` have a job row in ``tenant`` (a few ids per query, the RowKeys only)."""
 
+    def mark_chunks_moved(self, at: datetime) -> None:
+        """Record that no tenant has chunk rows of the layout before left (the sweep stops looking)."""
+
     def mark_swept(self, at: datetime) -> None:
         """Record that a full sweep finished at ``at`` (what ``index_state`` reports next)."""
 
@@ -88,6 +93,9 @@ class ChunkRepo(Protocol):
     def scan(self, query: str, parameters: dict[str, Any]) -> list[Chunk]: ...
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int: ...
+
+    def move_legacy(self, tenant: str) -> MoveReport:
+        """Move the tenant's chunk rows of the layout before into their jobs' partitions (``shared.core.chunks``)."""
 
 
 class Messages(Protocol):
@@ -115,6 +123,9 @@ class Blobs(Protocol):
         """The blob's size, or None if it does not exist."""
 
     def delete_prefix(self, prefix: str) -> int: ...
+
+    def written(self) -> list[tuple[str, datetime]]:
+        """Every blob's name and when it was last written (one listing of the container)."""
 
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""

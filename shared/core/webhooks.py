@@ -15,6 +15,7 @@ import concurrent.futures
 import hashlib
 import hmac
 import ipaddress
+import itertools
 import json
 import logging
 import secrets as _secrets
@@ -225,32 +226,74 @@ def refusal(address: str) -> str | None:
     return None
 
 
-_resolver_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+#: Lookups in flight at once, at most; past it a lookup fails at once (a failed attempt, retried). Far above what
+#: one tenant can hang at API Management's rate (2 a second, each held 10-20 s by a resolver that gives up).
+MAX_LOOKUPS = 256
+_lookups: dict[tuple[str, int], concurrent.futures.Future[list[str]]] = {}
+_lookups_lock = threading.Lock()
+_lookup_ids = itertools.count(1)
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    # Built on first use, never at import: the zygote imports this module and must not start threads.
-    global _resolver_pool
-    with _pool_lock:
-        if _resolver_pool is None:
-            _resolver_pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="thematiq-dns")
-        return _resolver_pool
+def _lookup(host: str, port: int) -> concurrent.futures.Future[list[str]]:
+    """The lookup of ``host`` in flight, or a new one on a thread of its own (never queued behind another).
+
+    Started on first use, never at import: the zygote imports this module and must not start threads. Until
+    review44p every lookup ran on one pool of 4 threads, so four hung lookups (a callback host whose name servers do
+    not answer, which any tenant can submit) held every thread, and all other lookups, every tenant's, timed out
+    in its queue unstarted.
+    """
+    key = (host, port)
+    with _lookups_lock:
+        future = _lookups.get(key)
+        if future is not None:
+            return future  # the same host asked again while its lookup runs: one thread, not one per caller
+        if len(_lookups) >= MAX_LOOKUPS:
+            raise TimeoutError(f"DNS lookup of {host!r} not started: {MAX_LOOKUPS} lookups are in flight")
+        future = _lookups[key] = concurrent.futures.Future()
+    thread = threading.Thread(target=_run_lookup, args=(key, future), name=f"thematiq-dns_{next(_lookup_ids)}",
+                              daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as err:  # no thread to be had: never leave a future nobody will answer
+        with _lookups_lock:
+            _lookups.pop(key, None)
+        future.set_exception(TimeoutError(f"DNS lookup of {host!r} not started ({err})"))
+    return future
+
+
+def _run_lookup(key: tuple[str, int], future: concurrent.futures.Future[list[str]]) -> None:
+    try:
+        result = _getaddrinfo(*key)
+    except BaseException as err:  # noqa: BLE001 - handed to every waiter, who decides
+        with _lookups_lock:
+            _lookups.pop(key, None)
+        future.set_exception(err)
+    else:
+        with _lookups_lock:
+            _lookups.pop(key, None)  # gone before the answer: a later caller starts a fresh lookup
+        future.set_result(result)
 
 
 def _getaddrinfo(host: str, port: int) -> list[str]:
+    """The host's addresses in the order ``getaddrinfo`` gives them, each once.
+
+    That order is the resolver's destination address selection (RFC 6724): on an instance without IPv6
+    connectivity (App Service and Flex Consumption have no outbound IPv6) IPv4 comes first. Sorted as text, the
+    addresses of a dual-stack receiver such as ``2600:1f18:…`` and ``52.…`` put every IPv6 one first, and the
+    sender, which dials at most three, never reached the IPv4 ones (review44p).
+    """
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _resolve(host: str, port: int, timeout: float | None = None) -> list[str]:
-    """``getaddrinfo`` with a timeout: it runs on a small pool, and a lookup that hangs is abandoned, not awaited."""
+    """``getaddrinfo`` with a timeout: it runs on a thread of its own, and a lookup that hangs is abandoned, not
+    awaited (its thread ends when the resolver gives up)."""
     timeout = DNS_TIMEOUT_SECONDS if timeout is None else timeout
-    future = _pool().submit(_getaddrinfo, host, port)
+    future = _lookup(host, port)
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:
-        future.cancel()
         raise TimeoutError(f"DNS lookup of {host!r} took over {timeout:g} s") from None
 
 

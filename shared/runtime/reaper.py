@@ -47,7 +47,7 @@ from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
 from shared.core.jobs import Job, Status, utcnow
 from shared.core.lifecycle import Lifecycle
-from shared.core.names import INPUT_BLOB_SUFFIX, input_blob_name, job_prefix
+from shared.core.names import input_blob_name, job_prefix
 from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
 
@@ -70,6 +70,8 @@ class ReapReport:
     chunks_requeued: list[str] = field(default_factory=list)
     chunks_failed: list[str] = field(default_factory=list)
     resumes_resent: list[str] = field(default_factory=list)
+    #: Chunk rows of the layout before moved to their jobs' partitions (``Reaper._move_chunk_rows``).
+    chunk_rows_moved: int = 0
     waiting_settled: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: int = 0
@@ -84,6 +86,7 @@ class ReapReport:
             f"deleted {len(self.deleted)} (and {len(self.orphans_deleted)} orphaned inputs), chunks requeued {len(self.chunks_requeued)}, "
             f"chunks failed {len(self.chunks_failed)}, resumes re-sent {len(self.resumes_resent)}, "
             f"{self.conflicts} conflicts, {self.errors} errors" + (" (full sweep)" if self.swept else "")
+            + (f", {self.chunk_rows_moved} chunk rows moved to job partitions" if self.chunk_rows_moved else "")
         )
 
 
@@ -139,6 +142,9 @@ class Reaper:
         if sweeping and self.settings.retention_days > 0:
             phases.append(lambda: self._retention(report))
             names.append("retention")
+        if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
+            phases.append(lambda: self._move_chunk_rows(report, state))
+            names.append("chunk rows")
         for name, phase in zip(names, phases, strict=True):
             try:
                 phase()
@@ -369,35 +375,67 @@ class Reaper:
         query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
 
         def expire(job: Job) -> None:
-            self.lifecycle.expire(job, job_prefix(job.tenant, job.id))
-            report.deleted.append(job.id)
+            if self.lifecycle.expire(job, job_prefix(job.tenant, job.id), cutoff):
+                report.deleted.append(job.id)
 
         self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
 
+    def _move_chunk_rows(self, report: ReapReport, state: IndexState) -> None:
+        """Move chunk rows of the layout before (``ChunkRepo.move_legacy``), one query of each tenant's job rows, until
+        a sweep finds none left in any tenant; then it is recorded and no later sweep looks again."""
+        done = True
+        for tenant in state.tenants:
+            try:
+                moved = self.stores.chunks.move_legacy(tenant)
+            except ThematiqError as err:
+                report.errors += 1
+                done = False
+                log.warning("reaper: could not move the chunk rows of tenant %s (%s)", tenant, type(err).__name__)
+                continue
+            report.chunk_rows_moved += moved.moved
+            done = done and moved.left == 0
+        if done:
+            self.stores.jobs.mark_chunks_moved(utcnow())
+
     def _orphaned_inputs(self, report: ReapReport, swept_at: datetime | None) -> None:
-        """Claim-checked input blobs with no job row, old enough that no insert can still be deciding.
+        """Blobs with no job row: claim-checked inputs old enough that no insert can still be deciding, and job
+        folders a retention expiry left behind.
 
         A submission deletes its blob itself when a re-read shows its insert did not commit; this finds what
         it could not (the table away for the re-read too, the API killed between the blob and the row, a delete
-        that failed). Daily, in the sweep: one listing of the container, and one query per 14 of the input
-        blobs written since the last completed sweep could have looked at them (so the cost follows the
-        submissions of a day, not the jobs retained). A delete that fails, or whose answer is lost, counts as
-        an error, so this sweep is not recorded and the next run sweeps the same window again: no orphan
-        stays for ever.
+        that failed). Retention deletes a job's row before its blobs (``Lifecycle.expire``), so a crash or a
+        failed delete between the two leaves a folder with no row: one whose newest blob is older than the
+        retention period (and an hour) is deleted whole. Daily, in the sweep: one listing of the container, and
+        one query per 14 of the input blobs written since the last completed sweep could have looked at them,
+        plus one per 14 of the folders past retention (which are only these leftovers, and jobs that finished
+        well after their submission: a day's expiries at most), so the cost follows the submissions of a day,
+        not the jobs retained. A delete that fails, or whose answer is lost, counts as an error, so this sweep
+        is not recorded and the next run sweeps the same window again: no orphan stays for ever.
         """
         since = None if swept_at is None else swept_at - timedelta(seconds=2 * ORPHAN_INPUT_AGE_SECONDS)
+        young = utcnow_minus(ORPHAN_INPUT_AGE_SECONDS)
+        days = self.settings.retention_days
+        expired = utcnow_minus(days * 86400 + ORPHAN_INPUT_AGE_SECONDS) if days > 0 else None
+        newest: dict[tuple[str, str], datetime] = {}
         by_tenant: dict[str, dict[str, str]] = {}
-        for name in self.stores.blobs.older(INPUT_BLOB_SUFFIX, utcnow_minus(ORPHAN_INPUT_AGE_SECONDS), since):
-            tenant, job_id, *_ = name.split("/")
-            if input_blob_name(tenant, job_id) == name:
+        for name, at in self.stores.blobs.written():
+            tenant, job_id, *rest = name.split("/")
+            if not rest:
+                continue  # not in a job's folder
+            newest[tenant, job_id] = max(at, newest.get((tenant, job_id), at))
+            if input_blob_name(tenant, job_id) == name and at < young and (since is None or at >= since):
                 by_tenant.setdefault(tenant, {})[job_id] = name
+        for (tenant, job_id), at in newest.items():
+            if expired is not None and at < expired:
+                by_tenant.setdefault(tenant, {})[job_id] = job_prefix(tenant, job_id)  # the whole folder
 
         def drop(item: tuple[str, dict[str, str]]) -> None:
             tenant, names = item
             for job_id in sorted(names.keys() - self.stores.jobs.existing(tenant, names)):
                 self.stores.blobs.delete_prefix(names[job_id])
                 report.orphans_deleted.append(job_id)
-                log.warning("reaper: deleted the input of %s/%s, which has no job row", tenant, job_id)
+                log.warning("reaper: deleted the blobs of %s/%s (%s), which has no job row", tenant, job_id,
+                            names[job_id])
 
         self._each(by_tenant.items(), "delete orphaned inputs", report, drop)
 

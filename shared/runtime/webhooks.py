@@ -22,6 +22,7 @@ How a delivery goes (docs/webhooks.md):
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import logging
 import random
@@ -67,6 +68,8 @@ TIMEOUT_SECONDS = 10.0
 #: …and the whole exchange (every address tried, connect, TLS, headers, interim 1xx, body) this long.
 EXCHANGE_DEADLINE_SECONDS = 15.0
 MAX_ERROR_CHARS = 300
+#: Addresses dialled per attempt at most (the families alternating: :func:`dial_order`).
+MAX_DIALS = 3
 USER_AGENT = "Thematiq-Webhooks/1.0"
 #: Index rows the sweep handles per run, and per tenant per run (so no tenant's backlog uses up the run).
 SWEEP_BUDGET = 100
@@ -207,6 +210,16 @@ def _failure(err: BaseException, deadline: _Deadline) -> str:
     return "failed: could not send"
 
 
+def dial_order(addresses: list[str], limit: int = MAX_DIALS) -> list[str]:
+    """At most ``limit`` of ``addresses`` to dial, the address families alternating (RFC 8305 4), the resolver's
+    order kept within each family: a receiver with three or more IPv6 addresses is still tried over IPv4 from an
+    instance that cannot reach IPv6, and the other way round (review44p)."""
+    first = [a for a in addresses if (":" in a) == (":" in addresses[0])] if addresses else []
+    other = [a for a in addresses if a not in first]
+    interleaved = [a for pair in itertools.zip_longest(first, other) for a in pair if a is not None]
+    return interleaved[:limit]
+
+
 def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -> DeliveryOutcome:
     """POST ``body`` to ``url`` at one of ``addresses``; never follows a redirect (a 3xx is a failure).
 
@@ -220,7 +233,7 @@ def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str]) -
     deadline = _Deadline(EXCHANGE_DEADLINE_SECONDS)
     last = "failed: no address"
     try:
-        for address in addresses[:3]:
+        for address in dial_order(addresses):
             if deadline.expired:
                 break
             cls = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection

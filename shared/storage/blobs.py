@@ -16,7 +16,7 @@ import zlib
 from datetime import datetime
 from typing import Any
 
-from azure.storage.blob import ContainerClient, ContentSettings
+from azure.storage.blob import ContainerClient, ContentSettings, PartialBatchErrorException
 
 from shared.core.errors import CorruptInput, NotFound
 from shared.core.names import checkpoint_blob_name, input_blob_name, job_prefix, result_blob_name
@@ -70,21 +70,35 @@ class BlobStore:
             return None
 
     def delete_prefix(self, prefix: str) -> int:
-        """Delete every blob under ``prefix``; returns how many."""
+        """Delete every blob under ``prefix``; returns how many were listed.
+
+        A blob already gone is deleted, as asked: a batch that committed and was answered 5xx comes back from the
+        SDK's own retry with every sub-request 404 (``PartialBatchErrorException``), and a blob another delete took
+        between the listing and the batch is the same. Until review44p either failed the call, so a retention
+        expiry was an error of the daily sweep, which was then not recorded and ran again (every scan) 5 minutes
+        later. Any other sub-request failure (a leased blob: 412) still raises.
+        """
         with storage_call("delete blobs"):
             names = [b.name for b in self.container.list_blobs(name_starts_with=prefix)]
             for start in range(0, len(names), 256):
                 # One batch request deletes up to 256 blobs.
-                self.container.delete_blobs(*names[start : start + 256])
+                try:
+                    self.container.delete_blobs(*names[start : start + 256])
+                except PartialBatchErrorException as err:
+                    if any(getattr(part, "status_code", None) not in (202, 404) for part in err.parts or [None]):
+                        raise
         return len(names)
 
-    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
-        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing of the
-        whole container (a page per 5,000 blobs), for the reaper's daily sweep of orphaned inputs."""
+    def written(self) -> list[tuple[str, datetime]]:
+        """Every blob's name and last write: one listing of the whole container (a page per 5,000 blobs), for
+        the reaper's daily sweep of orphaned blobs."""
         with storage_call("list blobs"):
-            return [b.name for b in self.container.list_blobs()
-                    if b.name.endswith(suffix) and b.last_modified is not None and b.last_modified < before
-                    and (since is None or b.last_modified >= since)]
+            return [(b.name, b.last_modified) for b in self.container.list_blobs() if b.last_modified is not None]
+
+    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
+        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing."""
+        return [name for name, at in self.written()
+                if name.endswith(suffix) and at < before and (since is None or at >= since)]
 
     def size(self, name: str) -> int | None:
         """The blob's size, or None if there is none (one listing call)."""

@@ -1,7 +1,8 @@
-"""Chunk rows in Table Storage, in the parent job's partition (the model and its row keys: ``shared.core.chunks``).
+"""Chunk rows in Table Storage, in a partition per job (the model and its keys: ``shared.core.chunks``).
 
-A stage's chunks are one range query inside one partition; they are inserted in
-entity-group transactions and never overwritten.
+A stage's chunks are one range query inside their job's partition; they are inserted in entity-group
+transactions and never overwritten. Rows of the layout before (in the tenant's partition, right after their
+job's row) are read too, and moved by :meth:`ChunkStore.move_legacy`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,23 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
-from shared.core.chunks import KIND_CHUNK, Chunk, chunk_row, stage_prefix
-from shared.core.errors import AlreadyExists
+from shared.config.constants import JOB_ROWS_END
+from shared.config.settings import get_settings
+from shared.core.chunks import (
+    KIND_CHUNK,
+    Chunk,
+    ChunkStatus,
+    MoveReport,
+    chunk_partition,
+    chunk_row,
+    legacy_chunk_row,
+    legacy_job_prefix,
+    legacy_stage_prefix,
+    stage_prefix,
+)
+from shared.core.conditional import new_op
+from shared.core.errors import AlreadyExists, EtagMismatch, NotFound, StorageUnavailable
+from shared.core.jobs import utcnow
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 from shared.storage.keys import prefix_range
@@ -61,21 +77,26 @@ class ChunkStore:
         return self._table or get_table_client()
 
     def create_all(self, chunks: Iterable[Chunk]) -> int:
-        """Insert chunks in entity-group transactions of up to 100.
+        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition), in the
+        layout ``CHUNK_ROWS`` names.
 
         Inserts, never upserts: a replace would reset a chunk that another writer already
         ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
         whole with AlreadyExists; the lifecycle re-lists and inserts only what is missing.
         """
-        batch: list[Any] = []
+        batches: dict[str, list[Any]] = {}
         calls = 0
+        before = get_settings().chunk_rows == "tenant"  # the layout before, for a deploy beside the code before
         for chunk in chunks:
+            chunk = chunk.with_changes(legacy=before)
+            batch = batches.setdefault(chunk.partition_key, [])
             batch.append(("create", chunk.to_entity()))
             if len(batch) == _BATCH:
                 calls += self._submit(batch)
-                batch = []
-        if batch:
-            calls += self._submit(batch)
+                batch.clear()
+        for batch in batches.values():
+            if batch:
+                calls += self._submit(batch)
         return calls
 
     def _submit(self, batch: list[Any]) -> int:
@@ -89,15 +110,35 @@ class ChunkStore:
         return 1
 
     def get(self, tenant: str, job_id: str, stage: str, index: int, *, with_input: bool = False) -> Chunk:
-        with storage_call("read chunk"):
-            e = self.table.get_entity(tenant, chunk_row(job_id, stage, index), select=None if with_input else _SUMMARY)
+        """One chunk: a point read; a second one at the layout before if the first finds nothing."""
+        select = None if with_input else _SUMMARY
+        try:
+            with storage_call("read chunk"):
+                e = self.table.get_entity(chunk_partition(tenant, job_id), chunk_row(stage, index), select=select)
+        except NotFound:
+            with storage_call("read chunk"):
+                e = self.table.get_entity(tenant, legacy_chunk_row(job_id, stage, index), select=select)
         return Chunk.from_entity(e)
 
     def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]:
-        """Every chunk of one stage: a range query inside the job's partition."""
-        prefix = stage_prefix(job_id, stage)
+        """Every chunk of one stage, by index: a range query inside the job's chunk partition.
+
+        A stage found whole (as many rows as its chunks say it has) is one query. One found short or not at all (a
+        stage being created, or one written in the layout before, or moved in part) is looked for in the old range
+        too, a second range query. A chunk found in both (a move cut off between its copy and its delete: the row
+        could no longer change, so the two are alike) is the new row."""
+        found = self._range(chunk_partition(tenant, job_id), stage_prefix(stage))
+        if found and len(found) >= found[0].of:
+            return found
+        legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
+        if not legacy:
+            return found
+        by_index = {c.index: c for c in legacy} | {c.index: c for c in found}
+        return [by_index[i] for i in sorted(by_index)]
+
+    def _range(self, partition: str, prefix: str) -> list[Chunk]:
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **prefix_range(prefix)}
+        params = {"pk": partition, **prefix_range(prefix)}
         with storage_call("list chunks"):
             return [Chunk.from_entity(e) for e in self.table.query_entities(query, parameters=params, select=_SUMMARY)]
 
@@ -111,11 +152,18 @@ class ChunkStore:
                 props[key] = ""
             else:
                 props[key] = value
-        entity = {"PartitionKey": chunk.tenant, "RowKey": chunk.row_key, **props}
-        with storage_call("update chunk"):
-            meta = self.table.update_entity(
-                entity, mode=UpdateMode.MERGE, etag=chunk.etag, match_condition=MatchConditions.IfNotModified
-            )
+        entity = {"PartitionKey": chunk.partition_key, "RowKey": chunk.row_key, **props}
+        try:
+            with storage_call("update chunk"):
+                meta = self.table.update_entity(
+                    entity, mode=UpdateMode.MERGE, etag=chunk.etag, match_condition=MatchConditions.IfNotModified
+                )
+        except NotFound as err:
+            if chunk.legacy:
+                # Moved to its job's partition since it was read (move_legacy): changed since read, like a 412, so
+                # the caller re-reads (``get`` finds the moved row) and plans again on it.
+                raise EtagMismatch("update chunk: the row moved to its job's partition") from err
+            raise
         return chunk.with_changes(**changes, etag=meta.get("etag"))
 
     def scan(self, query: str, parameters: dict[str, Any]) -> list[Chunk]:
@@ -133,14 +181,17 @@ class ChunkStore:
         return out
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int:
-        """Delete every chunk row of a job (retention), in transactions of up to 100."""
-        prefix = f"{job_id}~c~"
-        query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
-        params = {"pk": tenant, **prefix_range(prefix)}
+        """Delete every chunk row of a job (retention), in transactions of up to 100: its partition (one query,
+        bounded by its chunks), then its range of the layout before (one range query, empty once moved)."""
+        return (self._delete(chunk_partition(tenant, job_id), "PartitionKey eq @pk", {})
+                + self._delete(tenant, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                               prefix_range(legacy_job_prefix(job_id))))
+
+    def _delete(self, partition: str, query: str, bounds: dict[str, str]) -> int:
         with storage_call("delete chunks"):
             rows = [
-                {"PartitionKey": tenant, "RowKey": e["RowKey"]}
-                for e in self.table.query_entities(query, parameters=params, select=["RowKey"])
+                {"PartitionKey": partition, "RowKey": e["RowKey"]}
+                for e in self.table.query_entities(query, parameters={"pk": partition, **bounds}, select=["RowKey"])
             ]
             for start in range(0, len(rows), _BATCH):
                 part = rows[start : start + _BATCH]
@@ -154,3 +205,138 @@ class ChunkStore:
                     for r in part:
                         self.table.delete_entity(r["PartitionKey"], r["RowKey"])
         return len(rows)
+
+    # -- the migration from the layout before --------------------------------------------------------------------
+    def move_legacy(self, tenant: str) -> MoveReport:
+        """Move a tenant's chunk rows of the layout before (``{job_id}~c~…`` among its job rows) to their jobs'
+        partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per 100
+        rows of a job one transaction of copies and one of deletes.
+
+        Two partitions, so no transaction holds both writes: a row is moved only once it can no longer change, so a
+        copy is never stale. That is a finished chunk (no transition leads out of a terminal state), or one that
+        never started of a job that has ended, which is first cancelled where it is (the transition a delivery of it
+        would make; conditional on its ETag). The copy is an insert (one already there is the copy of a move cut off
+        before its delete, and alike), then the old row is deleted if its ETag is still the one read; a reader that
+        finds both takes the copy. A chunk of a job still going stays where it is, read and written there, until a
+        later run finds it finished. Safe to run while jobs run, twice at once, and again. Raises
+        StorageUnavailable when Storage is away.
+        """
+        query = "PartitionKey eq @pk and RowKey lt @end and kind eq @kind"
+        report = MoveReport()
+        ended: dict[str, bool] = {}
+        batch: list[Any] = []  # rows of one job that can no longer change, up to 100
+
+        def flush() -> None:
+            if batch:
+                moved = self._move(batch)
+                report.moved += moved
+                report.left += len(batch) - moved
+                batch.clear()
+
+        # Page by page (a row carries its inline input, up to 48 KiB): a job's rows are next to each other, so a
+        # batch is flushed when the job changes. Deleting rows already read does not disturb the continuation.
+        with storage_call("find chunk rows of the layout before"):
+            for e in self.table.query_entities(query, parameters={"pk": tenant, "end": JOB_ROWS_END,
+                                                                  "kind": KIND_CHUNK}):
+                ready = self._ready(tenant, e, report, ended)
+                if ready is None:
+                    continue
+                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH):
+                    flush()
+                batch.append(ready)
+        flush()
+        return report
+
+    def _ready(self, tenant: str, e: Any, report: MoveReport, ended: dict[str, bool]) -> Any | None:
+        """The row as it can be moved (cancelled first if it never started and its job ended), or None (counted)."""
+        try:
+            chunk = Chunk.from_entity(e)
+        except (KeyError, TypeError, ValueError):
+            log.error("not moving unreadable chunk row %s/%s", tenant, e.get("RowKey"))
+            report.unreadable += 1
+            return None
+        if chunk.status.terminal:
+            return e
+        if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(tenant, chunk.job_id, ended):
+            report.left += 1  # running, or its job still goes: it moves once it has finished
+            return None
+        cancelled = self._cancel_in_place(e, chunk)
+        if cancelled is None:
+            report.left += 1
+            return None
+        report.cancelled += 1
+        return cancelled
+
+    def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
+        """Whether the job has ended (or is gone): nothing will run its chunks that never started."""
+        if job_id not in seen:
+            try:
+                with storage_call("read a job's status"):
+                    row = self.table.get_entity(tenant, job_id, select=["status"])
+                seen[job_id] = str(row.get("status")) in ("succeeded", "failed", "cancelled")
+            except NotFound:
+                seen[job_id] = True
+        return seen[job_id]
+
+    def _cancel_in_place(self, e: Any, chunk: Chunk) -> Any | None:
+        """Cancel a never-started chunk of an ended job where it is; the row as written, or None if it changed."""
+        try:
+            with storage_call("cancel a chunk of an ended job"):
+                self.table.update_entity(
+                    {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"], "status": ChunkStatus.CANCELLED.value,
+                     "finished_at": utcnow(), "op": new_op()},
+                    mode=UpdateMode.MERGE, etag=e.metadata["etag"], match_condition=MatchConditions.IfNotModified,
+                )
+                return self.table.get_entity(e["PartitionKey"], e["RowKey"])
+        except (EtagMismatch, NotFound):
+            log.info("chunk %s/%s changed while being cancelled; the next run looks again", chunk.job_id, chunk.index)
+            return None
+
+    def _move(self, rows: list[Any]) -> int:
+        """Copy up to 100 rows of one job that can no longer change to its partition, then delete the old ones (on
+        their ETags): one transaction each, in the two partitions; row by row when a transaction fails. How many
+        old rows are gone."""
+        copies = []
+        for e in rows:
+            chunk = Chunk.from_entity(e)
+            copies.append({**dict(e), "PartitionKey": chunk_partition(chunk.tenant, chunk.job_id),
+                           "RowKey": chunk_row(chunk.stage, chunk.index)})
+        try:
+            with storage_call("copy chunk rows"):
+                self.table.submit_transaction([("create", c) for c in copies])
+        except (AlreadyExists, StorageUnavailable) as err:
+            if isinstance(err, StorageUnavailable) and not err.maybe_applied:
+                raise
+            # A copy is there already (a run cut off before its deletes; the same row, since it could not change),
+            # or the answer was lost: each row on its own, a copy already there being done.
+            for c in copies:
+                try:
+                    with storage_call("copy a chunk row"):
+                        self.table.create_entity(c)
+                except AlreadyExists:
+                    pass
+        deletes = [("delete", {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"]},
+                    {"etag": e.metadata["etag"], "match_condition": MatchConditions.IfNotModified}) for e in rows]
+        try:
+            with storage_call("delete chunk rows of the layout before"):
+                try:
+                    self.table.submit_transaction(deletes)
+                except TableTransactionError as err:
+                    if err.status_code != 404:
+                        raise
+                    raise NotFound("a chunk row of the batch is gone") from err
+            return len(rows)
+        except (EtagMismatch, NotFound, StorageUnavailable) as err:
+            if isinstance(err, StorageUnavailable) and not err.maybe_applied:
+                raise
+        gone = 0
+        for e in rows:  # a row of the batch gone (another run) or changed (only a hand edit changes a finished row)
+            try:
+                with storage_call("delete a chunk row of the layout before"):
+                    self.table.delete_entity(str(e["PartitionKey"]), str(e["RowKey"]), etag=e.metadata["etag"],
+                                             match_condition=MatchConditions.IfNotModified)
+                gone += 1
+            except EtagMismatch:
+                log.warning("chunk row %s/%s changed after it finished; left beside its copy", e["PartitionKey"],
+                            e["RowKey"])
+        return gone

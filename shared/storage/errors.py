@@ -15,7 +15,15 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
-from shared.core.errors import AlreadyExists, Conflict, EtagMismatch, NotFound, StorageError, StorageUnavailable
+from shared.core.errors import (
+    AlreadyExists,
+    Conflict,
+    EtagMismatch,
+    NotFound,
+    StorageError,
+    StorageForbidden,
+    StorageUnavailable,
+)
 from shared.observability.metering import METER
 
 
@@ -49,6 +57,8 @@ def storage_call(what: str) -> Iterator[None]:
             raise AlreadyExists(f"{what}: conflict") from err
         if code in (408, 429) or code >= 500:
             raise StorageUnavailable(f"{what}: storage busy ({code})") from err
+        if code in (401, 403):
+            raise StorageForbidden(f"{what}: storage refused the app ({code} {getattr(err, 'error_code', '')})") from err
         raise StorageError(f"{what}: storage refused the request ({code} {getattr(err, 'error_code', '')})") from err
     except AzureError as err:
         raise StorageUnavailable(f"{what}: {type(err).__name__}") from err

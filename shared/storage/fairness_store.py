@@ -103,6 +103,25 @@ class FairnessStore(OnJobsTable):
                 "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                 parameters={"pk": tenant, "lo": WAIT, "hi": END}, select=["job_id"])}
 
+    def position(self, tenant: str, job_id: str) -> int | None:
+        # The tenant's wait rows up to and including this job's, oldest first: one page, the keys alone.
+        with storage_call("find a job in the wait list"):
+            page = list(next(self.table.query_entities(
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey le @hi",
+                parameters={"pk": tenant, "lo": WAIT, "hi": wait_key(job_id)},
+                results_per_page=fairness.POSITION_PAGE, select=["RowKey"],
+            ).by_page(), []))
+        if page and str(page[-1]["RowKey"]) == wait_key(job_id):
+            return len(page)
+        if len(page) < fairness.POSITION_PAGE:
+            return None
+        try:  # more than a page ahead of it: is it parked at all?
+            with storage_call("read a wait row"):
+                self.table.get_entity(tenant, wait_key(job_id), select=["RowKey"])
+        except NotFound:
+            return None
+        return fairness.POSITION_PAGE + 1
+
     def _delete(self, pk: str, rk: str, what: str) -> None:
         try:
             with storage_call(what):

@@ -225,6 +225,7 @@ class _Filter:
         self.pred = self._or()
         if self.i != len(self.tokens):
             raise _bad(400, "InvalidInput", f"unexpected {self.tokens[self.i][1]!r} in the filter")
+        self.range = _Range.of(self.tokens)
 
     def _peek(self) -> tuple[str, str]:
         if self.i >= len(self.tokens):
@@ -286,6 +287,61 @@ class _Filter:
             raise _bad(400, "InvalidInput", f"unexpected {text!r} in the filter")
         value = _literal(kind, text)
         return lambda e: value
+
+
+@dataclass
+class _Range:
+    """The rows a query makes the service look at: the key bounds of its filter's top-level ``and``.
+
+    ``PartitionKey eq`` is a partition scan, with ``RowKey`` comparisons beside it a range inside it (a point query
+    with ``RowKey eq``); anything else (no ``PartitionKey eq``, an ``or`` or ``not`` at the top) scans the table
+    from its start. Each row inside the range is looked at, whether it matches the rest of the filter or not:
+    that is what the real service counts against its 1,000 rows per request (``FakeStorage.rows_per_scan``) and
+    what ``FakeStorage.rows_scanned`` counts. Bounds in parentheses or on other properties are not key bounds.
+    """
+
+    pk: str | None = None
+    lo: str = ""
+    lo_open: bool = False
+    hi: str | None = None
+    hi_closed: bool = False
+
+    @classmethod
+    def of(cls, tokens: list[tuple[str, str]]) -> _Range:
+        depth, terms = 0, list[tuple[str, str, str]]()
+        for i, (kind, text) in enumerate(tokens):
+            if kind == "paren":
+                depth += 1 if text == "(" else -1
+            elif depth == 0 and kind == "word" and text.lower() in ("or", "not"):
+                return cls()
+            elif depth == 0 and kind == "word" and text in ("PartitionKey", "RowKey") and i + 2 < len(tokens) \
+                    and tokens[i + 1][0] == "word" and tokens[i + 2][0] == "str":
+                terms.append((text, tokens[i + 1][1].lower(), _literal("str", tokens[i + 2][1])))
+        pks = {value for name, op, value in terms if name == "PartitionKey" and op == "eq"}
+        if len(pks) != 1:
+            return cls()
+        r = cls(pk=pks.pop())
+        for name, op, value in terms:
+            if name != "RowKey":
+                continue
+            if op in ("ge", "gt", "eq") and (value > r.lo or (value == r.lo and op == "gt")):
+                r.lo, r.lo_open = value, op == "gt"
+            if op in ("lt", "le", "eq") and (r.hi is None or value < r.hi or (value == r.hi and op == "lt")):
+                r.hi, r.hi_closed = value, op != "lt"
+        return r
+
+    def start(self) -> tuple[str, str]:
+        return ("", "") if self.pk is None else (self.pk, self.lo)
+
+    def before(self, key: tuple[str, str]) -> bool:
+        return self.pk is not None and self.lo_open and key == (self.pk, self.lo)
+
+    def past(self, key: tuple[str, str]) -> bool:
+        if self.pk is None:
+            return False
+        if key[0] != self.pk or self.hi is None:
+            return key[0] > self.pk
+        return key[1] > self.hi or (key[1] == self.hi and not self.hi_closed)
 
 
 def _b64(text: str) -> str:
@@ -429,31 +485,39 @@ class FakeTableClient(_Client):
         results_per_page: int | None = None,
     ) -> ItemPaged[TableEntity]:
         # Textual substitution, exactly as the SDK does it (so "(x eq @p)" is a KeyError there too).
-        return self._pages(_Filter(_substitute(parameters, query_filter)).pred, select, results_per_page)
+        parsed = _Filter(_substitute(parameters, query_filter))
+        return self._pages(parsed.pred, select, results_per_page, parsed.range)
 
     def list_entities(
         self, *, select: str | list[str] | None = None, results_per_page: int | None = None
     ) -> ItemPaged[TableEntity]:
-        return self._pages(lambda e: True, select, results_per_page)
+        return self._pages(lambda e: True, select, results_per_page, _Range())
 
-    def _pages(self, pred: _Pred, select: str | list[str] | None, per_page: int | None) -> ItemPaged[TableEntity]:
+    def _pages(
+        self, pred: _Pred, select: str | list[str] | None, per_page: int | None, scope: _Range
+    ) -> ItemPaged[TableEntity]:
         names, size = _selected(select), per_page or _PAGE
         Page = tuple[dict[str, str] | None, list[TableEntity]]
 
         def get_next(token: dict[str, str] | None) -> Page:
             # One request per page, evaluated when the page is fetched, as the SDK pages lazily.
             with self._call("table:query"):
-                rows, page, start = self._rows(), list[TableEntity](), ("", "")
+                rows, page, start = self._rows(), list[TableEntity](), scope.start()
                 if token:
-                    start = _token_start(token)
+                    start = max(start, _token_start(token))
                 budget = self._s.rows_per_scan
                 for key in sorted(k for k in rows if k >= start):
+                    if scope.past(key):
+                        break
+                    if scope.before(key):
+                        continue
                     if budget is not None and budget <= 0:
                         # The service's scan budget is spent: a short (maybe empty) page whose token names the
                         # next row to look at, matching or not.
                         return {"PartitionKey": _b64(key[0]), "RowKey": _b64(key[1])}, page
                     if budget is not None:
                         budget -= 1
+                    self._s.rows_scanned += 1
                     if not pred(_values(rows[key])):
                         continue
                     if len(page) == size:
@@ -999,6 +1063,9 @@ class FakeStorage:
         #: query request may look at: the real Table service stops a request after 1,000 rows scanned (or 5 s)
         #: and answers a short or empty page with a continuation token, which a filtered query must follow.
         self.rows_per_scan: int | None = None
+        #: Rows the queries so far looked at (matching or not, inside their filters' key ranges: ``_Range``), what
+        #: the real service reads for them; Azurite does not say. ``reset_ops`` sets it back to 0.
+        self.rows_scanned = 0
 
     @contextmanager
     def call(self, op: str | None = None, meter: TransactionMeter | None = None) -> Iterator[None]:
@@ -1069,6 +1136,7 @@ class FakeStorage:
     def reset_ops(self) -> None:
         with self.lock:
             self._ops.clear()
+            self.rows_scanned = 0
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from shared.config.constants import (
     ACTIVE_ROW_PREFIX,
     ACTIVE_ROWS_PER_QUERY,
     IDEMPOTENCY_ROW_PREFIX,
+    JOB_ROWS_END,
     KIND_ACTIVE,
     KIND_IDEMPOTENCY,
     KIND_JOB,
@@ -264,9 +265,11 @@ class JobStore:
         self, tenant: str, *, status: str | None, pipeline: str | None, limit: int, cursor: str | None
     ) -> tuple[list[Job], str | None]:
         """One page of a tenant's jobs, newest first: up to ``limit``, fewer only when the listing is done or
-        after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's partition is read."""
-        filters = ["PartitionKey eq @tenant", "kind eq @kind"]
-        params: dict[str, Any] = {"tenant": tenant, "kind": KIND_JOB}
+        after ``LIST_MAX_SERVICE_PAGES`` service requests. Only the tenant's job rows are read: its RowKeys before
+        ``JOB_ROWS_END`` (its bookkeeping rows sort after; chunks have partitions of their own), so the service scans
+        no other row (but chunk rows of the layout before, until ``ChunkStore.move_legacy`` moves them)."""
+        filters = ["PartitionKey eq @tenant", "RowKey lt @end", "kind eq @kind"]
+        params: dict[str, Any] = {"tenant": tenant, "end": JOB_ROWS_END, "kind": KIND_JOB}
         if status:
             filters.append("status eq @status")
             params["status"] = status
@@ -335,13 +338,23 @@ class JobStore:
         """
         tenants: list[str] = []
         swept_at: datetime | None = None
+        moved_at: datetime | None = None
         with storage_call("read the tenants partition"):
             for e in self.table.query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}):
                 if e.get("kind") == KIND_TENANT:
                     tenants.append(str(e["RowKey"]))
-                elif e.get("RowKey") == SWEEP_ROW and isinstance(e.get("swept_at"), datetime):
-                    swept_at = e["swept_at"]
-        return IndexState(tuple(tenants), swept_at)
+                elif e.get("RowKey") == SWEEP_ROW:
+                    swept_at = e["swept_at"] if isinstance(e.get("swept_at"), datetime) else None
+                    moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
+        return IndexState(tuple(tenants), swept_at, moved_at)
+
+    def mark_chunks_moved(self, at: datetime) -> None:
+        # On the sweep row (MERGE: its swept_at stays), read with the tenants at no extra cost.
+        with storage_call("mark the chunk rows moved"):
+            self.table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, "chunks_moved_at": at},
+                mode=UpdateMode.MERGE,
+            )
 
     def mark_swept(self, at: datetime) -> None:
         # Unconditional: two reapers that both swept only make the next sweep come a little later.

@@ -26,7 +26,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from shared.config.settings import secret
-from shared.core.errors import StorageError
+from shared.core.errors import Misconfigured, StorageError
 
 #: Used only when ``WEBHOOK_SECRETS_KEY`` is empty (local development): anyone can read this, on purpose.
 DEV_KEY_TEXT = "thematiq local development key: not a secret"
@@ -34,8 +34,12 @@ _NONCE = 12
 FIELDS = ("sealed", "sealed_key", "sealed_kid")
 
 
-class Unsealable(StorageError):
-    """A sealed value that no configured key opens (a wrong or missing key, or a row moved elsewhere)."""
+class Unsealable(Misconfigured, StorageError):
+    """A sealed value that no configured key opens (a wrong or missing key, or a row moved elsewhere).
+
+    A deployment fault, as an unresolved key reference is: the API answers 503 ``service-misconfigured`` with
+    ``Retry-After`` (a 500 "storage error" until review44p), and a delivery is a failed attempt, retried.
+    """
 
 
 @dataclass(frozen=True)

@@ -599,7 +599,7 @@ function themesView(job, doc, edit = null) {
         h("h3", {}, "Representative quotes"),
         h("ul", { class: "quotes" }, t.quotes.map((q) => h("li", { dataset: { responseId: q.response_id } },
           h("span", { class: "rid" }, `#${q.response_id}`), h("q", {}, q.text)))),
-        ...levelDetail(doc, t),
+        ...levelDetail(doc, t, usable),
         responseList({ theme: t.id }, "Every response in this theme", { filters: true })] })),
     row({ id: "other", kind: "other", label: "Other (no theme)", count: other, share: usable ? other / usable : 0,
       shareOf: "usable responses", description: "Usable responses that fit no theme well enough.",
@@ -622,8 +622,11 @@ function themesView(job, doc, edit = null) {
       h("span", {}, h("b", {}, String(unusable)), " unusable"),
       llm ? h("span", { class: "muted" }, `labels: ${llm.used ? `LLM (${llm.model || "model"})` : "keywords"}`) : null,
       sentimentSource(doc.sentiment)),
+    sentimentNote(doc.sentiment),
     downloads(job, [["csv", "CSV"], ["xlsx", "Excel"], ["md", "Markdown"], ["json", "JSON"], ["codebook", "codebook"]]),
+    countSummary(doc.run?.theme_count, doc),
     countNote(doc.run?.theme_count, doc.levels),
+    broadLevel(doc, usable),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
     h("ul", { class: "themes" }, rows),
     insightView(doc),
@@ -646,6 +649,13 @@ function sentimentSource(s) {
     : s.source === "model" ? `the sentiment model${s.model ? ` (${s.model})` : ""}`
     : `the lexicon${s.model ? ` (${s.model})` : ""}`;
   return h("span", { class: "muted", id: "sentiment-source-note", title: s.note || "" }, `sentiment: ${what}`);
+}
+// What the source did not do as asked, in words on the page (not only a tooltip): the model fell back to the
+// lexicon (another encoder embedded the job; in another language every answer scores neutral), or the LLM left
+// responses to the lexicon. The Markdown report prints it in its Sentiment section.
+function sentimentNote(s) {
+  if (!s?.note) return null;
+  return h("p", { class: "note", id: "sentiment-note", role: "note" }, `Sentiment: ${s.note}.`);
 }
 function sentimentBar(s) {
   const total = (s.positive || 0) + (s.neutral || 0) + (s.negative || 0);
@@ -673,8 +683,8 @@ function insightView(doc) {
   for (const b of doc.breakdowns || []) {
     const table = h("table", { class: "heatmap", dataset: { field: b.field } },
       // Schema 1.4: a cell whose expected count is below testing.exact_below (5) is tested by Fisher's exact test (†).
-      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n})`)))),
+      h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}${b.groups.some((g) => g.small_n) ? `; small n: fewer than ${b.testing?.min_n ?? 10} responses in the group or its rest, not tested` : ""}`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n}${g.small_n ? ", small n" : ""})`)))),
       h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
         b.groups.map((g) => {
           const c = g.themes.find((x) => x.theme_id === t.id);
@@ -682,7 +692,7 @@ function insightView(doc) {
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
           const exact = c.test === "fisher";
           const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant), test: c.test || "z" },
-            title: `${c.count} of ${g.n} · lift ${lift} · q ${c.q}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
+            title: `${c.count} of ${g.n} · lift ${lift} · ${g.small_n ? `not tested (small n: fewer than ${b.testing?.min_n ?? 10} in the group or its rest)` : `q ${c.q}`}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));
@@ -702,6 +712,20 @@ function insightView(doc) {
           // Schema 1.3: "fisher" when an expected count is below 5, too few answers for the z-test.
           : `${r.change >= 0 ? "+" : ""}${(r.change * 100).toFixed(1)} pts${r.significant ? " *" : ""}${r.test === "fisher" ? " (exact)" : ""}`),
         h("td", {}, r.status))))));
+    // comparison.groups: each family of near earlier themes tested as one share (the only test of a theme a split
+    // took out of the rows above). Stored since research23, shown by no view. Same sentence as the report and the CLI.
+    const families = (cmp.groups || []).filter((g) => g && Array.isArray(g.theme_ids));
+    if (families.length) {
+      const name = (t) => labels.get(t) || cmp.then?.[t]?.label || t;
+      parts.push(h("table", { class: "comparison families" },
+        h("caption", {}, "Families of near earlier themes, each tested as one share (its themes' answers pooled; Benjamini–Hochberg over the families): a change spread over near themes, or a theme a codebook edit split, is tested here; * significant; (exact): Fisher's exact test"),
+        h("thead", {}, h("tr", {}, ["Family", "Then", "Now", "Change"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, families.map((g) => h("tr", { dataset: { family: g.family, significant: String(g.significant) } },
+          h("th", { scope: "row" }, g.theme_ids.map(name).join(" + ")),
+          h("td", {}, pct(g.share_then)), h("td", {}, pct(g.share_now)),
+          h("td", { class: g.significant ? "sig" : "" },
+            `${g.change >= 0 ? "+" : ""}${(g.change * 100).toFixed(1)} pts${g.significant ? " *" : ""}${g.test === "fisher" ? " (exact)" : ""}`))))));
+    }
     if (cmp.warning) parts.push(h("p", { class: "note warning", role: "note" }, `Warning: ${cmp.warning}`));
     const far = farNote(cmp);
     if (far) parts.push(h("p", { class: "note far-note" }, far));
@@ -734,10 +758,14 @@ function driverChart(imp) {
   const rows = imp.themes.filter((t) => t.impact !== null && t.impact !== undefined);
   const reach = Math.max(1e-9, ...rows.flatMap((t) => [Math.abs(t.impact), Math.abs(t.ci_low ?? 0), Math.abs(t.ci_high ?? 0)]));
   const x = (v) => `${50 + 50 * (v / reach)}%`;
+  const labelOf = new Map(imp.themes.map((t) => [t.theme_id, t.label]));
   const items = imp.themes.map((t) => {
     const has = t.impact !== null && t.impact !== undefined;
-    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust.
-    const sure = has && !t.small_n && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
+    // A small_n theme (fewer than imp.min_n responses) is never starred: its interval is too narrow to trust. Nor is
+    // one whose interval excludes 0 only against other themes (explained_by, schema 1.5: one theme per response):
+    // the service's impact.starred, which the report and the CLI follow.
+    const against = (t.explained_by || []).map((id) => labelOf.get(id) ?? id);
+    const sure = has && !t.small_n && !against.length && t.ci_low !== null && t.ci_high !== null && (t.ci_low > 0 || t.ci_high < 0);
     const track = h("span", { class: "driver-track", "aria-hidden": "true" });
     if (has) {
       const bar = h("span", { class: `driver-bar ${t.impact < 0 ? "neg" : "pos"}` });
@@ -754,10 +782,10 @@ function driverChart(imp) {
     const text = has ? `${num(t.impact)} (95% ${num(t.ci_low)} … ${num(t.ci_high)})` : "—";
     return h("li", { class: `driver${sure ? " sure" : ""}`, dataset: { themeId: t.theme_id, impact: has ? String(t.impact) : "" },
       "aria-label": `${t.label}: impact ${text} points of ${what}; ${t.n} responses${t.small_n ? " (small n)" : ""}, their ${what} ${num(t.score, false)}` },
-      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}`));
+      h("span", { class: "driver-label" }, t.label), track, h("span", { class: "driver-value" }, `${text}${sure ? " *" : ""}${t.small_n ? " (small n)" : ""}${against.length ? ` (against ${against.join(", ")} only)` : ""}`));
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
-    h("figcaption", {}, `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
+    h("figcaption", {}, (imp.note ? `${imp.note} ` : "") + `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
       `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its 95% interval (Welch's t); * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
       `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +
@@ -799,10 +827,11 @@ function codebookEditor(job, doc, edit) {
     log.length ? h("details", {}, h("summary", {}, `Edit log (${log.length})`), h("ul", { class: "edit-log" }, log)) : null);
 }
 
-// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes).
+// Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes). The other readings
+// only without a summary (schema 1.2), which names them: the page said them twice.
 function countNote(tc, levels) {
   if (!tc?.confidence_label) return null;
-  const alt = (tc.alternatives || []).map((k) => `${k}`).join(" and ");
+  const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
   const sure = tc.criterion === "prior"
     ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
@@ -810,10 +839,53 @@ function countNote(tc, levels) {
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
 }
 
-function levelDetail(doc, t) {
+// Schema 1.2: the count in a researcher's words, both levels named ("16 themes in 8 groups; the data also support 11
+// themes. Confidence medium: ..."), and why, as the Markdown report and the CLI give them. The page showed only the
+// confidence line, and for a compared job (its count is the earlier codebook's: no confidence) nothing at all.
+// After edits that merged, split or deleted themes, what they left, in the summary's words (the summary is the
+// analysis's count): pipelines/thematic/render.py count_after_edits has the same sentence.
+function countAfterEdits(doc) {
+  const n = (doc.edits || []).filter((e) => ["merge", "split", "delete"].includes(e?.op)).length;
+  if (!n) return null;
+  const k = doc.themes.length, lv = doc.levels || {};
+  const broad = Number(lv.broad_count || 0), fine = Number(lv.fine_count || 0);
+  let head = `${k} theme${k === 1 ? "" : "s"}`;
+  if (lv.broad === "parents" && broad) head += ` in ${broad} group${broad === 1 ? "" : "s"}`;
+  else if (lv.fine === "subthemes" && fine > k) head += `, with ${fine} sub-themes under them`;
+  return `After ${n} codebook edit${n === 1 ? "" : "s"} (merge, split or delete): ${head}.`;
+}
+
+function countSummary(tc, doc) {
+  if (!tc?.summary && !tc?.explanation) return null;
+  const why = tc.summary ? String(tc.explanation || "").replace(`${tc.summary} Why: `, "") : String(tc.explanation);
+  const after = countAfterEdits(doc);
+  return h("div", { class: "count-summary" },
+    tc.summary ? h("p", { id: "count-summary" }, h("b", {}, "Theme count: "), tc.summary, after ? ` ${after}` : null) : null,
+    why && why !== tc.summary ? h("details", { id: "count-why" }, h("summary", {}, "Why this many themes"), h("p", {}, why)) : null);
+}
+
+// More than 12 themes: the broad level is parents[] (the summary's "groups"). Listed with their counts and themes,
+// as the Markdown report's "Broad themes" table; the page named a theme's broad theme only inside its detail.
+function broadLevel(doc, usable) {
+  const parents = doc.levels?.broad === "parents" ? doc.parents || [] : [];
+  if (!parents.length) return null;
+  const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  return h("div", { class: "table-scroll" }, h("table", { class: "broad-themes" },
+    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is its responses'`),
+    h("thead", {}, h("tr", {}, ["Broad theme", "Responses", "Share", "Themes"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, parents.map((p) => h("tr", { dataset: { parentId: p.id } },
+      h("th", { scope: "row" }, p.label), h("td", {}, String(p.count)),
+      h("td", {}, typeof p.share === "number" ? pct(shareFrom(p.count, usable, p.share)) : ""),
+      h("td", {}, (p.children || []).map((c) => labels.get(c) || c).join(", ")))))));
+}
+
+function levelDetail(doc, t, usable) {
   const subs = (doc.subthemes || []).filter((s) => s.parent === t.id);
   if (subs.length) {
-    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", {}, `${s.label} — ${s.count} (${(s.share * 100).toFixed(1)}%)`)))];
+    // Rounded once from the count, as the themes' bars (1 of 8 is 12.5 %: "12.5%", where the stored 0.125 gave 12.5
+    // and 5 of 401, stored 0.0125, gave "1.3%" against the report's 1.2 %).
+    return [h("h3", {}, "Sub-themes"), h("ul", { class: "subthemes" }, subs.map((s) => h("li", { dataset: { subthemeId: s.id } },
+      `${s.label} — ${s.count} (${pct(shareFrom(s.count, usable, s.share))})`)))];
   }
   const p = t.parent && (doc.parents || []).find((x) => x.id === t.parent);
   return p ? [h("p", { class: "muted" }, `Broad theme: ${p.label}`)] : [];
@@ -948,6 +1020,16 @@ export async function readXlsx(buffer, sheetName) {
   return { sheets: sheets.map((s) => s.name), sheet: sheet.name, rows };
 }
 
+// A header cell as the metadata key it becomes (the CLI's header_name): a wrapped survey question's line breaks and
+// tabs fold into one space, since the service refuses a key with a line break (a 422 on input[i].metadata).
+const HEADER_BREAKS = /\s*[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]+\s*/g;
+export const headerName = (c) => String(c ?? "").replace(HEADER_BREAKS, " ").trim();
+// A cell that is a plain decimal number, sent as a JSON number (the CLI's rule, thematiq_cli/inputs.py _NUMBER):
+// a leading zero ("007", "01234": a code, a postcode) or an integer part of more than 15 digits (an account
+// number, which a JS number rounds) is text, as are "1e3", "7,5" and "1,000".
+const NUMBER = /^\s*-?(0|[1-9][0-9]{0,14})(\.[0-9]+)?\s*$/;
+export const isNumberCell = (v) => (typeof v === "number" && Number.isFinite(v)) || (typeof v === "string" && NUMBER.test(v));
+
 const filled = (cells) => cells.filter((c) => c !== null && c !== undefined && String(c).trim() !== "").length;
 
 export function tableRecords(rows, where = "row") {
@@ -956,7 +1038,7 @@ export function tableRecords(rows, where = "row") {
   if (!candidates.length) throw new Error("the file is empty");
   const header = candidates.find((r) => r.cells.some((c) => /^(text|response|answer|comment|feedback)s?$/i.test(String(c ?? "").trim())))
     || candidates.find((r) => filled(r.cells) === Math.max(...candidates.map((x) => filled(x.cells))));
-  const columns = header.cells.map((c, i) => String(c ?? "").trim() || `column ${colLetter(i)}`);
+  const columns = header.cells.map((c, i) => headerName(c) || `column ${colLetter(i)}`);
   // Records are keyed by name: a name twice would let one column replace the other (the CLI refuses it too).
   columns.forEach((c, i) => {
     const j = columns.indexOf(c);
@@ -1030,6 +1112,7 @@ function newView() {
     h("option", { value: "1-7" }, "1–7"), h("option", { value: "1-10" }, "1–10"),
     h("option", { value: "0-10" }, "0–10 (NPS groups)"));
   const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
+  const compareMore = h("button", { type: "button", id: "compare-to-more", hidden: true }, "More earlier jobs");
   const compareMode = h("select", { id: "compare-mode" },
     h("option", { value: "inherit", selected: true }, "code this wave with the earlier job's themes"),
     h("option", { value: "discover" }, "discover themes afresh, then map them"));
@@ -1055,7 +1138,7 @@ function newView() {
       h("div", { class: "row" },
         h("div", { class: "field" }, h("label", { for: "sentiment-source" }, "Sentiment from"), sentimentSrc),
         h("div", { class: "field" }, h("label", { for: "sentiment-scale" }, "Rating scale"), sentimentScale),
-        h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo),
+        h("div", { class: "field" }, h("label", { for: "compare-to" }, "Compare with an earlier job"), compareTo, compareMore),
         h("div", { class: "field" }, h("label", { for: "compare-mode" }, "How to compare"), compareMode))),
     h("fieldset", {}, h("legend", {}, "Segments and score"), h("p", { class: "hint", id: "metadata-hint" },
       "With a file: choose the columns to send as metadata, the ones to break the themes down by, and a score to measure each theme's impact on."),
@@ -1067,6 +1150,10 @@ function newView() {
     if (file) {
       const t = textCol.value, idc = idCol.value;
       const seen = new Map();
+      // Decided once per column, not per cell: per cell it read the whole column again for every row (n² regex
+      // tests: a 20,000-row file with three metadata columns froze the tab on every change of the form).
+      const metas = metaColumns();
+      const numeric = new Set(metas.filter(numericColumn));
       const where = (i, c) => `${file.where} ${file.lines[i]}, column ${file.where === "row" ? `${colLetter(file.columns.indexOf(c))} ` : ""}"${c}"`;
       return file.records.map((r, i) => {
         // Without an id column the id is the row number under the header, so it points back into the file.
@@ -1079,10 +1166,10 @@ function newView() {
         if (typeof id !== "number" && typeof id !== "string") id = String(id);
         const item = { id, text: r[t] === undefined || r[t] === null ? "" : String(r[t]) };
         const meta = {};
-        for (const c of metaColumns()) {
+        for (const c of metas) {
           const v = r[c];
           if (v === undefined || v === null || String(v).trim() === "") continue;   // missing, not ""
-          meta[c] = numericColumn(c) ? Number(v) : v;
+          meta[c] = numeric.has(c) ? Number(v) : v;
         }
         if (Object.keys(meta).length) item.metadata = meta;
         return item;
@@ -1098,7 +1185,7 @@ function newView() {
   const checked = (box) => [...box.querySelectorAll("input:checked")].map((x) => x.value);
   const numericColumn = (c) => {
     const filledCells = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "");
-    return filledCells.length > 0 && filledCells.every((v) => typeof v === "number" || /^\s*-?\d+(\.\d+)?\s*$/.test(String(v)));
+    return filledCells.length > 0 && filledCells.every(isNumberCell);
   };
   const sentimentFrom = () => (sentimentSrc.value.startsWith("from:") ? sentimentSrc.value.slice(5) : "");
   function metaColumns() {
@@ -1141,12 +1228,25 @@ function newView() {
   textCol.addEventListener("change", insightFields);
   idCol.addEventListener("change", insightFields);
   insightFields();
-  // The tenant's earlier succeeded thematic jobs, newest first (GET /api/jobs is the caller's tenant only).
-  api("/jobs?status=succeeded&limit=50").then(({ data }) => {
-    for (const j of data.items.filter((x) => x.pipeline === "thematic")) {
-      compareTo.append(h("option", { value: j.id }, `${fmtTime(j.created_at)} · ${shortId(j.id)}`));
-    }
-  }).catch((err) => { if (err?.name !== "AbortError") compareTo.title = "Could not list the earlier jobs"; });
+  // The tenant's earlier succeeded thematic jobs, newest first (GET /api/jobs is the caller's tenant only), asked
+  // for by pipeline: the 50 newest of every pipeline, then kept if thematic, could hold none. Older ones a page
+  // at a time ("More earlier jobs").
+  let compareCursor = null;
+  const moreCompare = async () => {
+    const q = new URLSearchParams({ status: "succeeded", pipeline: "thematic", limit: "50" });
+    if (compareCursor) q.set("cursor", compareCursor);
+    try {
+      const { data } = await api(`/jobs?${q}`);
+      for (const j of data.items) {
+        compareTo.append(h("option", { value: j.id }, `${fmtTime(j.created_at)} · ${shortId(j.id)}`));
+      }
+      compareCursor = data.next_cursor;
+      compareMore.hidden = !compareCursor;
+      compareTo.title = "";
+    } catch (err) { if (err?.name !== "AbortError") compareTo.title = "Could not list the earlier jobs"; }
+  };
+  compareMore.addEventListener("click", moreCompare);
+  moreCompare();
   const recount = () => { const n = responses().length; count.textContent = n ? `${n} response${n === 1 ? "" : "s"} ready.` : ""; };
   textarea.addEventListener("input", recount);
   textCol.addEventListener("change", recount);

@@ -5,6 +5,7 @@ from __future__ import annotations
 from azure.data.tables import TableClient
 
 from devhost.process import HostProcess
+from shared.core.chunks import chunk_partition
 from tests.e2e.conftest import QUICK_STALE, Api, host_env
 
 N_CHUNKS = 60
@@ -32,11 +33,11 @@ def _fan_ins(env: dict[str, str], job_id: str) -> int:
 
 def _chunk_rows(env: dict[str, str], job_id: str) -> list[dict[str, object]]:
     table = _table(env)
-    prefix = f"{job_id}~c~square~"
+    prefix = "square~"
     return list(
         table.query_entities(
-            "RowKey ge @lo and RowKey lt @hi",
-            parameters={"lo": prefix, "hi": prefix[:-1] + "\x7f"},
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            parameters={"pk": chunk_partition("local", job_id), "lo": prefix, "hi": prefix[:-1] + "\x7f"},
             select=["status", "attempts", "index"],
         )
     )

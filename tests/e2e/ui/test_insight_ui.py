@@ -153,3 +153,7 @@ def test_shares_are_rounded_once_from_their_counts_as_the_report_rounds_them(pag
     open_ui(page, host, api, f"#/jobs/{job['id']}")
     expect(page.locator(f"li.theme[data-theme-id='{t['id']}'] .theme-count")).to_have_text("5 · 1.2%", timeout=30000)
     expect(page.locator(f"table.heatmap tr[data-theme-id='{t['id']}'] td").first).to_contain_text("1.2%")
+    # The one group's rest is empty, so it is small_n (schema 1.5): marked in its header and its cells' tooltips.
+    assert group["small_n"] is True
+    expect(page.locator("table.heatmap thead th", has_text="small n")).to_have_count(1)
+    assert "not tested (small n" in (page.locator("table.heatmap tbody td").first.get_attribute("title") or "")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from playwright.sync_api import expect
 
@@ -112,6 +114,13 @@ def test_the_form_sends_metadata_breakdowns_score_sentiment_and_compare_to(page:
     assert top["ci_high"] < 0
     expect(drivers.first).to_have_class("driver sure")
     expect(drivers.first.locator(".driver-value")).to_contain_text(f"{top['impact']:+.1f}")
+    # Every row is starred exactly when the service's rule stars it (small_n and explained_by: schema 1.5), and the
+    # one-theme-per-response note is printed above the chart.
+    from pipelines.thematic.impact import starred
+    for d, t in zip(drivers.all(), doc["impact"]["themes"], strict=True):
+        assert ("sure" in (d.get_attribute("class") or "").split()) == starred(t), t
+    if doc["impact"].get("note"):
+        expect(page.locator("figure.drivers figcaption")).to_contain_text(doc["impact"]["note"])
     expect(page.locator("table.comparison tbody tr")).to_have_count(len(doc["comparison"]["themes"]))
 
 
@@ -162,3 +171,36 @@ def test_a_rating_columns_scale_can_be_declared_and_a_scale_the_values_do_not_fi
     assert (doc["sentiment"]["scale"], doc["sentiment"]["scale_from"]) == ("score10", "declared")
     expect(page.locator("#sentiment-source-note")).to_have_text(
         "sentiment: the rating field “nps” (0–10, as NPS groups, declared)", timeout=60_000)
+
+
+def test_the_compare_to_picker_asks_for_thematic_jobs_and_pages(page: Any, host: HostProcess, api: Api) -> None:
+    # The picker took the 50 newest succeeded jobs of every pipeline and kept the thematic ones: a tenant whose
+    # newest 50 are of another pipeline saw no earlier job. It asks for pipeline=thematic now, and pages. The
+    # listing is served here (page.route) as the service would filter it, so no other pipeline has to exist.
+    def job(n: int, pipeline: str) -> dict[str, Any]:
+        return {"id": f"{pipeline[:2]}{n:030d}", "pipeline": pipeline, "status": "succeeded",
+                "created_at": f"2026-12-0{1 + n % 6}T10:00:00Z", "attempts": 1, "max_attempts": 3}
+
+    asked: list[dict[str, list[str]]] = []
+
+    def serve(route: Any) -> None:
+        q = parse_qs(urlsplit(route.request.url).query)
+        asked.append(q)
+        if q.get("pipeline") != ["thematic"]:
+            body = {"items": [job(n, "other") for n in range(50)], "next_cursor": "more-other"}
+        elif "cursor" not in q:
+            body = {"items": [job(n, "thematic") for n in range(50)], "next_cursor": "page-2"}
+        else:
+            body = {"items": [job(n, "thematic") for n in range(50, 53)], "next_cursor": None}
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    page.route(re.compile(r"/api/jobs\?"), serve)
+    page.goto(f"{host.url}/api/ui?code={api.key}#/new")
+    options = page.locator("#compare-to option")
+    expect(options).to_have_count(51)  # "(none)" and the first page
+    expect(page.locator("#compare-to-more")).to_be_visible()
+    page.click("#compare-to-more")
+    expect(options).to_have_count(54)
+    expect(page.locator("#compare-to-more")).to_be_hidden()
+    assert [q.get("pipeline") for q in asked] == [["thematic"], ["thematic"]]
+    assert asked[0]["status"] == ["succeeded"] and asked[1]["cursor"] == ["page-2"]

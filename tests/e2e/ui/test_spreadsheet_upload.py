@@ -131,3 +131,25 @@ def test_a_column_name_twice_in_the_header_is_refused_naming_both_columns(page: 
     assert "line 1: the header has \"plan\" twice (columns 3 and 4); rename one" in _refusal(page, host, api, bad)
     f = make_xlsx(tmp_path / "twice.xlsx", [["text", "Plan", "id", "Plan"], ["a", "x", "1", "y"]], extra_sheet=False)
     assert "row 1: the header has \"Plan\" twice (columns B and D); rename one" in _refusal(page, host, api, f)
+
+
+def test_a_wrapped_header_codes_and_long_numbers_are_sent_as_the_file_has_them(page: Any, host: HostProcess, api: Api,
+                                                                             tmp_path: Path) -> None:
+    # review44: a survey export's wrapped question ("How likely\nare you to recommend us?") became a metadata key
+    # with a line break, which the service refuses (422 on input[0].metadata; the CLI folds it into one space); a
+    # column of codes with leading zeros went as numbers ("01234" -> 1234) and a 19-digit account number was rounded
+    # (…6789 -> …6800): both are text, as the CLI reads them. A plain number column still goes as numbers.
+    f = tmp_path / "export.csv"
+    f.write_text('id;comment;"How likely\nare you to recommend us?";store;account\n'
+                 "a;Late again;9;01234;1234567890123456789\n"
+                 "b;Cold food;3;00077;9876543210987654321\n", encoding="utf-8-sig")
+    posted = _open_new(page, host, api)
+    page.set_input_files("#responses-file", str(f))
+    expect(page.locator("#file-info")).to_contain_text("2 rows")
+    key = "How likely are you to recommend us?"
+    for c in (key, "store", "account"):
+        page.check(f"#metadata-columns input[value='{c}']")
+    body = _submit_and_wait(page, posted, api)
+    assert [i["metadata"] for i in body["input"]] == [
+        {key: 9, "store": "01234", "account": "1234567890123456789"},
+        {key: 3, "store": "00077", "account": "9876543210987654321"}]

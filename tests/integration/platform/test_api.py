@@ -115,6 +115,12 @@ def test_another_tenants_job_is_invisible() -> None:
                      "input": [{"id": 1, "text": "late", "metadata": {"ltr": 3}},
                                {"id": 2, "text": "slow", "metadata": {"ltr": "ten"}}]}).encode(),
          422, "input[1].metadata.ltr"),
+        # stats44: params that did nothing, silently (a compare mode without an earlier wave; multi_label on a wave
+        # coded one theme per answer by the earlier codebook). 422 before compare_to is looked up.
+        (json.dumps({"pipeline": "thematic", "params": {"llm": "off", "compare_mode": "discover"},
+                     "input": [{"id": 1, "text": "late"}]}).encode(), 422, "params.compare_mode"),
+        (json.dumps({"pipeline": "thematic", "params": {"llm": "off", "multi_label": True, "compare_to": "a" * 28},
+                     "input": [{"id": 1, "text": "late"}]}).encode(), 422, "params.multi_label"),
     ],
     ids=[
         "unknown-pipeline",
@@ -134,6 +140,8 @@ def test_another_tenants_job_is_invisible() -> None:
         "sentiment-scale-unknown",
         "sentiment-scale-value-outside",
         "sentiment-scale-value-not-a-number",
+        "compare-mode-without-compare-to",
+        "multi-label-with-compare-to",
     ],
 )
 def test_bad_submissions_get_problem_json_and_store_nothing(raw: bytes, status: int, field: str) -> None:

@@ -293,8 +293,11 @@ def test_xlsx_has_the_sheets_the_rows_and_inert_cells() -> None:
     assert impact[0][:2] == ["key", "nps"] and impact[2][:2] == ["overall", doc["impact"]["overall"]] and impact[6][:8] == ["theme_id", "label", "n", "score", "impact", "ci_low",
                                                              "ci_high", "small_n"]
     assert impact[4][0] == "min_n"  # the threshold under which a row is small_n (schema 1.3)
-    assert [r[0] for r in impact[7:]] == [t["theme_id"] for t in doc["impact"]["themes"]]
-    assert [r[4] for r in impact[7:]] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
+    rows = impact[7:7 + len(doc["impact"]["themes"])]
+    assert [r[0] for r in rows] == [t["theme_id"] for t in doc["impact"]["themes"]]
+    assert [r[4] for r in rows] == pytest.approx([t["impact"] for t in doc["impact"]["themes"]])
+    tail = [r[:2] for r in impact[7 + len(rows):] if any(v is not None for v in r)]
+    assert tail == ([["note", doc["impact"]["note"]]] if doc["impact"].get("note") else [])
     breakdowns = list(wb["Breakdowns"].iter_rows(min_row=2))
     assert len(breakdowns) == sum(len(g["themes"]) for b in doc["breakdowns"] for g in b["groups"])
 

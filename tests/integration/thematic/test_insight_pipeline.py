@@ -317,12 +317,15 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
     assert counts["unusable"]["exact_duplicate"] == counts["unusable"]["near_duplicate"] == 0
     assert old["unusable"]["exact_duplicate"] + old["unusable"]["near_duplicate"] == copies
     assert counts["themed"] + counts["other"] == counts["usable"]
-    # The clustering is the one without copies: same themes, labels and quotes; only counts grow.
-    assert [(t["id"], t["label"], t["quotes"]) for t in sorted(doc["themes"], key=lambda t: t["id"])] == \
-        [(t["id"], t["label"], t["quotes"]) for t in sorted(before["themes"], key=lambda t: t["id"])]
+    # The clustering is the one without copies: same themes, labels and quotes; only counts grow (and with them
+    # the ids, which go by the count shown: document.number_by_count).
+    assert sorted((t["label"], str(t["quotes"])) for t in doc["themes"]) == \
+        sorted((t["label"], str(t["quotes"])) for t in before["themes"])
+    assert [t["id"] for t in doc["themes"]] == [f"t{n}" for n in range(1, len(doc["themes"]) + 1)]
+    renamed_to = {t["label"]: t["id"] for t in doc["themes"]}
     grown = Counter(r["theme_id"] for rid in first_of for r in by_id[rid]["themes"])
     assert sum(grown.values()) > 0
-    old_count = {t["id"]: t["count"] for t in before["themes"]}
+    old_count = {renamed_to[t["label"]]: t["count"] for t in before["themes"]}
     n_scored = sum(1 for a in doc["assignments"] if a["bucket"] != "unusable")
     for t in doc["themes"]:
         assert t["count"] == old_count[t["id"]] + grown[t["id"]], t["id"]
@@ -371,3 +374,30 @@ def test_copies_of_an_answer_count_as_respondents_with_their_first_copys_themes_
         sum(a["bucket"] == "other" for a in deleted["assignments"])
     said = "distinct answers: the earlier wave did not count copies of an answer"
     assert said in render_md(mixed)[1].decode() and said not in render_md(wave2)[1].decode()
+
+
+def test_csv_strings_rate_sentiment_orders_are_numbers_and_a_tiny_missing_group_is_small() -> None:
+    # stats44 through the pipeline. A CSV's cells are strings (the CLI sends them so): sentiment_from reads "1" and
+    # "5" as params.score does (it was a 422). "orders" 0-10 is quartile ranges, not NPS groups (it made every
+    # customer with six orders or fewer a "detractor"). Two answers without a plan are a (missing) group of 2:
+    # small_n, never significant, whatever its shares.
+    items, _ = feedback(per_theme=25, seed=5)
+    rng = random.Random(2)
+    for i, it in enumerate(items):
+        it["metadata"] = {"stars": "1" if i % 2 else "5", "orders": rng.randint(0, 10),
+                          **({"plan": rng.choice(["pro", "free"])} if i >= 2 else {})}
+    doc = _run(items, sentiment_from="stars", score={"key": "stars", "scale": "csat"}, breakdown_by=["orders", "plan"])
+    assert doc["sentiment"]["scale"] == "stars" and doc["sentiment"]["scored"] == doc["run"]["counts"]["usable"]
+    by_id = {str(it["id"]): it["metadata"]["stars"] for it in items}
+    for a in doc["assignments"]:
+        if a["bucket"] != "unusable":
+            assert a["sentiment"]["label"] == ("negative" if by_id[str(a["response_id"])] == "1" else "positive")
+    by_field = {b["field"]: b for b in doc["breakdowns"]}
+    assert by_field["orders"]["kind"] == "numeric"
+    assert not {"detractor", "passive", "promoter"} & {g["value"] for g in by_field["orders"]["groups"]}
+    missing = next(g for g in by_field["plan"]["groups"] if g["value"] == "(missing)")
+    assert missing["n"] <= 2 and missing["small_n"] and all(c["q"] is None and not c["significant"]
+                                                            for c in missing["themes"])
+    assert by_field["plan"]["testing"]["min_n"] == 10
+    assert doc["impact"]["single_label"] is True and doc["impact"]["note"]
+    assert doc["schema_version"] == "1.5"

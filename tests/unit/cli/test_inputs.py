@@ -197,3 +197,31 @@ def test_a_key_twice_in_a_json_or_jsonl_object_is_an_error_naming_it() -> None:
         parse_json('[{"id": 1, "text": "a", "text": "b"}]')
     with pytest.raises(InputError, match=r"the key 'k' appears twice"):
         parse_params([], '{"k": 1, "k": 2}')
+
+
+def test_a_column_of_numbers_is_sent_as_numbers_so_sentiment_from_and_breakdowns_read_it(tmp_path: Path) -> None:
+    # review44: every CSV cell went as a string, so `thematiq submit survey.csv --param sentiment_from=nps` was a
+    # 422 "expected numbers" for any CSV, and a breakdown by the column grouped "0".."10" as eleven categories where
+    # the dashboard (which sends the same file's numbers as numbers) had detractor / passive / promoter.
+    from pipelines.thematic.insight import bucket
+    from pipelines.thematic.params import ThematicParams
+    from pipelines.thematic.validate import prepare
+
+    rows = [(i, ["Too slow", "Love it", "Cold food"][i % 3], i % 11, "0" + str(i % 9 + 1), "x" if i == 3 else "")
+            for i in range(30)]
+    text = "id,text,nps,store,note\n" + "".join(f"r{i},{t},{n},{s},{x}\n" for i, t, n, s, x in rows)
+    items = parse_csv(text)
+    assert items[1]["metadata"] == {"nps": 1, "store": "02", "note": ""}
+    # A code with a leading zero stays text (01234 is not 1234); an empty cell stays "" (missing).
+    assert all(isinstance(i["metadata"]["store"], str) for i in items)
+    data = [dict(i) for i in items]
+    assert prepare(ThematicParams(sentiment_from="nps", breakdown_by=["nps"]), data, None) == data  # type: ignore[arg-type]
+    assert bucket([i["metadata"]["nps"] for i in items], key="nps").kind == "nps"  # a breakdown passes its key
+    # Decimals, negatives and spaces read as numbers; a column with one word in it stays text throughout.
+    assert [i["metadata"]["v"] for i in parse_csv("text,v\na, 4.5 \nb,-2\nc,7.0\nd,\n")] == [4.5, -2, 7, ""]
+    assert [i["metadata"]["v"] for i in parse_csv("text,v\na,4\nb,n/a\n")] == ["4", "n/a"]
+    # A computed float as a workbook stores it (17 significant digits) is a number.
+    assert parse_csv("text,v\na,3.6666666666666665\n")[0]["metadata"]["v"] == 3.6666666666666665
+    # Not numbers: an exponent, a decimal comma, a thousands separator, more digits than a JSON number keeps.
+    for cell in ("1e3", '"7,5"', '"1,000"', "12345678901234567"):
+        assert parse_csv(f"text,v\na,{cell}\n")[0]["metadata"]["v"] == cell.strip('"')

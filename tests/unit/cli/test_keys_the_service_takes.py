@@ -22,7 +22,7 @@ from thematiq_cli.main import _where
 def test_a_wrapped_header_cell_is_a_key_the_service_takes(platform: Platform) -> None:
     items = parse_csv('id,"What could\r\nwe do better?","How likely\nare you\tto\u2028recommend us?"\n'
                       '1,Late delivery,9\n2,Rude staff,3\n', column="What could we do better?")
-    assert items[0] == {"id": "1", "text": "Late delivery", "metadata": {"How likely are you to recommend us?": "9"}}
+    assert items[0] == {"id": "1", "text": "Late delivery", "metadata": {"How likely are you to recommend us?": 9}}
     body = {"pipeline": "thematic", "params": {"llm": "off"}, "input": items}
     resp = http("submit_job", "POST", "jobs", raw=json.dumps(body).encode())
     assert resp.status_code == 202, resp.get_body()

@@ -41,8 +41,8 @@ def test_xlsx_sheet_title_rows_blank_rows_and_columns(tmp_path: Path) -> None:
     items = load_responses(f, column="What could we do better?", id_column="respondent", sheet="Responses")
     assert [i["id"] for i in items] == ["r-1", "r-2", "r-3"]
     assert [i["text"] for i in items] == ACCENTED
-    assert items[0]["metadata"] == {"Submitted": "2026-11-03T09:30:00", "Score": "3"}
-    assert items[1]["metadata"]["Score"] == "9"
+    assert items[0]["metadata"] == {"Submitted": "2026-11-03T09:30:00", "Score": 3}  # numbers as numbers (review44)
+    assert items[1]["metadata"]["Score"] == 9 and items[2]["metadata"]["Score"] == ""
     # Without an id column, ids are row numbers under the header (the blank row counts: ids point back).
     assert [i["id"] for i in load_responses(f, column="What could we do better?", sheet="2")] == [1, 3, 4]
 

@@ -184,3 +184,30 @@ def test_the_changes_view_gives_both_shares_and_the_change_in_points() -> None:
 
 def test_the_impact_note_says_its_intervals_are_not_corrected_for_the_number_of_themes() -> None:
     assert "not corrected for the 1 theme:" in impact_table(_result()["impact"])
+
+
+def test_an_xlsx_result_is_not_written_to_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # review44: `thematiq result ID --format xlsx` without -o wrote the workbook's zip bytes to the terminal
+    # (garbage, and any ESC byte among them a control sequence). Piped or with -o it is the file, as before.
+    import argparse
+
+    from thematiq_cli import main
+    from thematiq_cli.client import CliError
+
+    body = b"PK\x03\x04\x1b]0;owned\x07 a zip"
+    calls: list[str] = []
+
+    class _Client:
+        def result(self, job_id: str, format: str) -> bytes:
+            calls.append(format)
+            return body
+
+    monkeypatch.setattr(main, "client_of", lambda args: _Client())
+    tty = _Tty()
+    with pytest.raises(CliError, match=r"binary; write it to a file: thematiq result j --format xlsx -o j.xlsx"):
+        main.cmd_result(argparse.Namespace(job_id="j", format="xlsx", output=None), main.Io(out=tty, err=io.StringIO()))
+    assert tty.getvalue() == "" and calls == []  # nothing downloaded, nothing printed
+    out = tmp_path / "r.xlsx"
+    assert main.cmd_result(argparse.Namespace(job_id="j", format="xlsx", output=out),
+                           main.Io(out=_Tty(), err=io.StringIO())) == 0
+    assert out.read_bytes() == body

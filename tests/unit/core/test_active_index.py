@@ -463,3 +463,26 @@ def test_a_submission_whose_send_fails_is_re_sent_by_the_very_next_index_run(bac
     assert submitted.created and backend.depth() == 0
     assert reaper(backend).run().requeued_lost == [submitted.job.id]  # no QUEUED_STALE_SECONDS wait
     assert backend.deliver(worker(backend).handle) == "succeeded"
+
+
+@pytest.mark.parametrize("service", ["table", "blob", "queue"])
+def test_storage_refusing_the_app_is_a_503_misconfigured_not_a_500(backend: Backend, service: str) -> None:
+    """Review44p: a 403 from Storage (the app's identity lost its role, a rotated account key) was a StorageError,
+    which the API answered 500 storage-error "an internal error occurred"; it is the deployment's to fix, as an
+    unresolved Key Vault reference is: 503 service-misconfigured with Retry-After, and still permanent for the worker
+    (the test above)."""
+    import secrets
+
+    from shared.api.http import problem_from
+
+    # Incompressible and over 48 KiB for the blob case, so the input is claim-checked (a blob put before the row).
+    rows = [secrets.token_hex(64) for _ in range(1000)] if service == "blob" else [1]
+    method = {"table": "POST", "blob": "PUT", "queue": "POST"}[service]
+    rule = backend.faults.arm(service, "forbid", method=method, count=1)
+    with pytest.raises(ThematiqError) as raised:
+        submit(backend, input_=rows)
+    backend.faults.disarm()
+    assert rule.hits == 1
+    resp = problem_from(raised.value, "/api/jobs")
+    assert resp.status_code == 503, resp.get_body()
+    assert b"service-misconfigured" in resp.get_body() and resp.headers["Retry-After"] == "120"

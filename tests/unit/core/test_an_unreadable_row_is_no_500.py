@@ -6,7 +6,7 @@ came. Runs on the fake here and on Azurite in its twin (tests/integration/core/â
 
 from __future__ import annotations
 
-from shared.core.chunks import Chunk, ChunkStatus, chunk_row
+from shared.core.chunks import Chunk, ChunkStatus, chunk_partition, chunk_row
 from shared.core.jobs import Status
 from shared.core.lifecycle import Lifecycle
 from tests.support.backends import Backend
@@ -37,7 +37,7 @@ def test_a_waiting_job_whose_stage_has_an_unreadable_chunk_row_is_answered(backe
     life.create_chunks(TENANT, j.id, "s", [Chunk(TENANT, j.id, "s", 0, ChunkStatus.PENDING, 1, "m:f", of=2, plan="p")])
     assert life.suspend(claimed.row, "s").applied
     table = backend.stores.chunks.table  # type: ignore[attr-defined]
-    table.create_entity({"PartitionKey": TENANT, "RowKey": chunk_row(j.id, "s", 1), "kind": "chunk",
+    table.create_entity({"PartitionKey": chunk_partition(TENANT, j.id), "RowKey": chunk_row("s", 1), "kind": "chunk",
                          "job_id": j.id, "stage": "s", "index": 1, "status": "bogus"})
     seen = service(backend).get(TENANT, j.id)
     assert seen.status == Status.WAITING

@@ -13,7 +13,7 @@ import secrets
 import pytest
 
 from shared.config.settings import get_settings
-from shared.core.chunks import Chunk, ChunkStatus
+from shared.core.chunks import Chunk, ChunkStatus, chunk_partition
 from shared.core.errors import StorageUnavailable
 from shared.core.jobs import Status
 from shared.core.lifecycle import Ending, Lifecycle, StoredResult
@@ -278,7 +278,25 @@ def test_a_chunk_delete_whose_retry_finds_rows_gone_deletes_the_rest(backend: Ba
     j = submit(backend).job
     chunks = [Chunk(TENANT, j.id, "s", i, ChunkStatus.SUCCEEDED, 1, "m:f") for i in range(3)]
     Lifecycle(backend.stores).create_chunks(TENANT, j.id, "s", chunks)
-    backend.faults.arm("table", "commit-5xx", method="POST", contains=f"{j.id}~c~s~", count=1)
+    backend.faults.arm("table", "commit-5xx", method="POST", contains=chunk_partition(TENANT, j.id), count=1)
     assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 3
     backend.faults.disarm()
     assert backend.stores.chunks.list_stage(TENANT, j.id, "s") == []
+
+
+def test_a_retention_blob_delete_whose_retry_finds_the_blobs_gone_is_a_delete(backend: Backend) -> None:
+    """Review44p: a job's blobs go in batch requests; a batch that committed, was answered 503 and retried by the
+    SDK came back with every sub-request 404 (PartialBatchErrorException), an error of that expiry: the job stayed,
+    the sweep was not recorded, and the next 5-minute run scanned the whole table and container again."""
+    rows = [secrets.token_hex(64) for _ in range(1000)]  # incompressible, over 48 KiB: a claim-checked input
+    j = submit(backend, input_=rows).job
+    assert j.input_blob
+    assert backend.deliver(worker(backend).handle) == "succeeded"
+    backend.clock.advance(get_settings().retention_days * 86400 + 60)
+    rule = backend.faults.arm("blob", "commit-5xx", method="POST", count=1)
+    report = Reaper(backend.stores, sweep=True).run()
+    backend.faults.disarm()
+    assert rule.hits == 1
+    assert report.deleted == [j.id] and report.errors == 0, report.summary()
+    assert jobs(backend) == [] and backend.stores.blobs.get_optional(j.input_blob) is None
+    assert backend.stores.jobs.index_state().swept_at is not None  # the sweep is recorded: not run again at once

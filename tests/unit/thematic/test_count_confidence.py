@@ -73,3 +73,12 @@ def test_clear_fine_peak_that_wins_on_the_median_too_stays_high() -> None:
                   {2: 0.07, 12: 0.11, 39: 0.14, 69: 0.16, 139: 0.22, 183: 0.21}, spread=0.005)
     c = decide(rows, 2250, 2, 183)
     assert 105 <= c.k <= 160 and c.confidence_label == "high", c
+
+
+def test_the_rivals_margin_is_written_without_a_sign_beside_below_or_above() -> None:
+    # review44r: "scores +2.4 noise units below it" put a sign and a direction together; the direction says it.
+    rows = _curve({2: 0.053, 5: 0.058, 6: 0.0587, 12: 0.049, 45: 0.050, 105: 0.0664, 183: 0.056},
+                  {2: 0.051, 5: 0.0565, 6: 0.0548, 12: 0.043, 45: 0.039, 105: 0.0538, 183: 0.039}, spread=0.0024)
+    c = decide(rows, 2095, 2, 183)
+    assert "noise units below it" in c.explanation or "noise units above it" in c.explanation, c.explanation
+    assert " scores +" not in c.explanation and " scores -" not in c.explanation, c.explanation

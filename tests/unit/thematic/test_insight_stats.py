@@ -91,7 +91,8 @@ def test_impact_matches_the_hand_computed_values() -> None:
     doc = impact.impact(scores, themes, [{"id": "t1", "label": "A"}, {"id": "t2", "label": "B"}],
                         key="nps", scale="nps")
     rows = {r["theme_id"]: r for r in doc["themes"]}
-    assert set(doc) == {"key", "scale", "overall", "n", "min_n", "interval", "themes"} and doc["interval"] == "welch"
+    assert set(doc) == {"key", "scale", "overall", "n", "min_n", "interval", "themes", "single_label", "note"}
+    assert doc["interval"] == "welch" and doc["single_label"] is False and doc["note"] is None  # r2 has two themes
     assert set(rows["t1"]) == {"theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n"}
     assert rows["t1"]["n"] == 2 and rows["t1"]["score"] == 100.0
     assert rows["t1"]["impact"] == pytest.approx(100 / 6 + 25, abs=1e-3)
@@ -253,10 +254,12 @@ def test_a_tiny_segments_cells_are_tested_exactly_and_a_large_cell_still_by_z() 
     # A/b, 50/100 against 32/105: the smallest expected count is 100 * 82 / 205 = 40, so the z-test, as before.
     big = cells[("A", "b")]
     assert big["test"] == "z" and big["p"] == pytest.approx(insight.two_proportion_p(50, 100, 32, 105), abs=1e-6)
-    # BH over every cell of the breakdown, exact and z alike; the breakdown says how it tested.
-    ordered = [c for g in res["groups"] for c in g["themes"]]
+    # BH over every tested cell of the breakdown, exact and z alike; the breakdown says how it tested. A group of
+    # 5 is below testing.min_n (stats44): small_n, its p kept, out of the BH family (q null), never significant.
+    ordered = [c for g in res["groups"] for c in g["themes"] if not g["small_n"]]
     assert [c["q"] for c in ordered] == pytest.approx(insight.benjamini_hochberg([c["p"] for c in ordered]), abs=1e-4)
-    assert res["testing"] == insight.testing(weighted=False) and res["testing"]["exact_below"] == 5.0
+    assert tiny["q"] is None and not tiny["significant"]
+    assert res["testing"] == {**insight.testing(weighted=False), "min_n": 10} and res["testing"]["exact_below"] == 5.0
     from pipelines.thematic.result import Breakdown
     Breakdown.model_validate(res)
 
@@ -366,3 +369,17 @@ def test_the_interval_does_not_depend_on_where_the_scores_sit() -> None:
     doc = impact.impact([1e200, -1e200, 5e199, 3e199, -2e199, 1e199], [["a"], ["a"], ["a"], ["b"], ["b"], ["b"]],
                         [{"id": "a"}, {"id": "b"}], key="s", scale="numeric")
     assert all(t["ci_low"] is None and not impact.starred(t) for t in doc["themes"]), doc["themes"]
+
+
+def test_the_cli_marks_a_small_group_as_not_tested() -> None:
+    from thematiq_cli.render import breakdown_table
+
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = (["a", "a", "b", "b", None] + ["b"] * 50 + [None] * 50 + ["b"] * 30 + [None] * 70)
+    b = insight.breakdown("seg", groups, theme_of, ["a", "b"], kind="categorical")
+    assert [g["small_n"] for g in b["groups"] if g["value"] == "tiny"] == [True]
+    doc = {"themes": [{"id": "a", "label": "Rare"}, {"id": "b", "label": "Common"}], "breakdowns": [b]}
+    cli = breakdown_table(doc, "seg")
+    header = next(line for line in cli.splitlines() if line.startswith("Theme"))
+    assert "tiny n=5 small" in header and "A n=100 small" not in header
+    assert "small: fewer than 10 responses in the group or its rest, not tested (never *)." in cli

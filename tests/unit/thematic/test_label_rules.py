@@ -14,6 +14,7 @@ from pipelines.thematic.describe import (
     ThemeInfo,
     _completed,
     _expand_word,
+    _impersonal_first,
     _spelling,
     _unframed_first,
     cut_after,
@@ -21,6 +22,7 @@ from pipelines.thematic.describe import (
     framed_phrase,
     headline,
     name_parents,
+    personal_phrase,
     pick_label,
     rank_labels,
     word_stats,
@@ -648,3 +650,22 @@ def test_a_hyphenated_parent_word_counts_by_its_parts_in_a_sub_theme(monkeypatch
     for s in levels.subthemes:
         assert {_spelling(w) for w in re.findall(r"[a-z]+", s.label.lower().split(" (")[0])} - {"verify", "top", "up"}, \
             s.label
+
+
+def test_a_phrase_with_a_personal_pronoun_yields_to_one_without() -> None:
+    # Banking77 (TUNE) had "Card you sent" for three themes, "Cash i asked", "Thought i had lost" and, as a sub-theme of
+    # "Verify identity", "Steps do i take": a writer's sentence, not what the theme's responses share. The best phrase
+    # of 2+ words without a personal pronoun goes first ("Track card"); the pronoun phrase stays a key phrase.
+    sent = ["where is the card you sent me", "the card you sent has not come", "I want to track the card you sent",
+            "can I track my card", "when will the card you sent arrive", "track my card please",
+            "the card you sent never came", "the card you sent is lost", "still waiting on the card you sent",
+            "lost the card you sent"]
+    themes = _themes([sent, COLD, PROMO])
+    by = {th.members[0]: th for th in themes}
+    assert by[0].label == "Track card", by[0]
+    assert "card you sent" in [p.lower() for p in by[0].key_phrases], by[0]
+    assert personal_phrase("Cash i asked") and personal_phrase("Steps do I take") and not personal_phrase("Long does it take")
+    # Not to a bare word, nor to a framed phrase; with no such phrase the order stays.
+    assert _impersonal_first(["Card you sent", "Card"]) == ["Card you sent", "Card"]
+    assert _impersonal_first(["Card you sent", "Please help", "Track card"])[0] == "Track card"
+    assert _impersonal_first(["Track card", "Card you sent"]) == ["Track card", "Card you sent"]

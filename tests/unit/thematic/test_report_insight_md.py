@@ -91,3 +91,59 @@ def test_the_sentiment_section_names_the_ratings_scale_and_whether_it_was_declar
     assert "by the rating field ltr (1–5 stars, inferred from the values)" in render_md(doc)[1].decode()
     doc["sentiment"] = {"source": "metadata", "field": "ltr", "scale": "stars"}  # a 1.3 result: no scale_from
     assert "by the rating field ltr (1–5 stars) (source" in render_md(doc)[1].decode()
+
+
+def test_a_small_group_is_marked_and_the_single_label_note_is_printed() -> None:
+    # Schema 1.5 (stats44): a group of a handful of answers is not tested; the report says "small n" at its column and
+    # in the legend. With one theme per response the impact table carries the result's note.
+    doc = _doc()
+    doc["breakdowns"][0]["testing"] = {"procedure": "bh", "weights": None, "alpha": 0.05, "reference": "BH",
+                                       "exact_below": 5.0, "min_n": 10}
+    doc["breakdowns"][0]["groups"][1].update(n=3, small_n=True)
+    doc["impact"] = {"key": "nps", "scale": "nps", "overall": -63.1, "n": 401, "single_label": True,
+                     "note": "One theme per response: relative to the other themes together.", "themes": [
+                         {"theme_id": "t0", "label": "Fees", "n": 42, "score": -95.2, "impact": -3.6, "ci_low": -5.3,
+                          "ci_high": -2.0},
+                         {"theme_id": "t1", "label": "Food", "n": 60, "score": -40.0, "impact": 1.2, "ci_low": 0.2,
+                          "ci_high": 2.2, "explained_by": ["t0"]}]}
+    text = render_md(doc)[1].decode()
+    # Fees is sure (bold); Food's interval excludes 0 only against Fees: not bold, and the report says so.
+    assert "| **-3.6** |" in text and "| +1.2 *(against Fees only)* |" in text
+    assert text.count(", small n)") == 1 and "*small n*: the group or the rest has fewer than 10 responses" in text
+    assert "*Note*: One theme per response: relative to the other themes together." in text
+    plain = _doc()
+    assert "small n" not in render_md(plain)[1].decode()
+
+
+def test_a_breakdown_table_lists_every_theme_not_the_first_30() -> None:
+    # review44: the report's breakdown tables stopped after 30 themes without a word (39 themes: 9 of them in no
+    # segment table, while the dashboard, the CLI and the xlsx list every one).
+    themes = [{"id": f"t{i}", "label": f"Theme {i}", "count": 3, "share": 0.01, "keywords": [], "description": "",
+               "quotes": []} for i in range(1, 40)]
+    groups = [{"value": v, "n": 30, "themes": [_cell(t["id"], False) for t in themes]} for v in ("free", "pro")]
+    doc = {"run": {"counts": {"responses": 400, "usable": 400, "other": 0, "unusable": {}}, "llm": {},
+                   "embedding_model": {"name": "m"}},
+           "themes": themes, "breakdowns": [{"field": "plan", "kind": "categorical", "groups": groups}]}
+    text = render_md(doc)[1].decode()
+    table = text.split("## By plan", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Theme |")]
+    assert [r.split(" | ", 1)[0].removeprefix("| ") for r in rows] == [t["label"] for t in doc["themes"]]
+
+
+def test_the_count_in_words_says_what_codebook_edits_left() -> None:
+    # review44: after a merge the report said "**Theme count:** 8 themes, with 16 sub-themes under them." above a
+    # table of 6 themes; the summary is the analysis's count, and what the edits left is said beside it.
+    from pipelines.thematic.edit import edit_result
+    from tests.support.synthetic_result import synthetic_job
+
+    items, doc = synthetic_job(200, themes=8, seed=2, impact=False)
+    summary = "8 themes, with 16 sub-themes under them."
+    doc["run"]["theme_count"] = {"criterion": "fixed", "scores": [], "summary": summary,
+                                 "explanation": f"{summary} Why: num_themes fixes the count"}
+    renamed = edit_result(doc, {"edits": [{"op": "rename", "theme": "t1", "label": "Renamed"}]}, items)
+    assert f"**Theme count:** {summary}\n" in render_md(renamed)[1].decode()
+    merged = edit_result(renamed, {"edits": [{"op": "merge", "themes": ["t1", "t2", "t3"]}]}, items)
+    fine = merged["levels"]["fine_count"]
+    assert len(merged["themes"]) == 6 and fine > 6
+    assert (f"**Theme count:** {summary} After 1 codebook edit (merge, split or delete): 6 themes, with {fine} "
+            "sub-themes under them.\n") in render_md(merged)[1].decode()

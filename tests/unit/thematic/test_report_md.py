@@ -56,3 +56,26 @@ def test_report_has_no_html_link_or_image_from_data_and_one_row_per_theme() -> N
     # The data are still there, as text.
     visible = "".join(t.content for t in walk(tokens) if t.type == "text").replace("\u200b", "")
     assert "<script>alert(1)</script>" in visible and "[x](javascript:alert(1))" in visible
+
+
+def _counted(summary: bool) -> dict[str, Any]:
+    doc = _doc()
+    s = "10 themes in 2 groups; the data also support 17 themes."
+    doc["run"]["theme_count"] = {"criterion": "fine", "confidence_label": "medium", "confidence": 0.59,
+                                 "alternatives": [17], "explanation": f"{s} Why: a fine level." if summary else "why",
+                                 **({"summary": s} if summary else {})}
+    return doc
+
+
+def test_the_report_names_the_other_readings_of_the_count_once() -> None:
+    # "Theme count confidence: medium (0.59). Other readings the data support about as well: 17 themes." stood
+    # above "Theme count: 10 themes in 2 groups; the data also support 17 themes.": the 17 twice. The summary
+    # (schema 1.2) names them; a result without one (schema 1.1) keeps them on the confidence line.
+    from thematiq_cli.render import themes_table
+
+    md = render_md(_counted(True))[1].decode()
+    assert md.count("17 themes") == 1 and "Theme count confidence: medium" in md
+    assert "Other readings" in render_md(_counted(False))[1].decode()
+    # The CLI's copy of the line (thematiq result), and the explanation it prints below.
+    assert themes_table(_counted(True)).count("17") == 1
+    assert "other readings: 17 themes" in themes_table(_counted(False))

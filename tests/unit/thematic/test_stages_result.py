@@ -234,3 +234,29 @@ def test_declared_one_to_seven_and_one_to_ten_scales_read_by_their_bands() -> No
     # 1-5 declared reads as inferred stars; both name their range, only one is declared.
     assert sentiments.declared_scale("1-5").kind == "stars" == sentiments.rating_scale([1, 5]).kind  # type: ignore[union-attr]
     assert sentiments.rating_scale([1, 5]) == sentiments.RatingScale("stars", 1.0, 5.0, "1-5", False)
+
+
+def test_theme_ids_follow_the_counts_shown_with_copies_counted() -> None:
+    # A small theme's answer sent 12 times over (count_duplicates): its copies make it the largest theme, so it is
+    # t1 and listed first; the describe stage numbered it last (by distinct members), and it was listed first as t6.
+    items, _ = feedback(per_theme=8, seed=1)
+    ctx, s = state(items)
+    plain = stages.run_stages(ctx, s)
+    last = plain["themes"][-1]
+    first = next(a["response_id"] for a in plain["assignments"] if a["themes"] and a["themes"][0]["theme_id"] == last["id"])
+    text = next(it["text"] for it in items if it["id"] == first)
+    ctx, s = state([*items, *({"id": f"copy{n}", "text": text} for n in range(12))], count_duplicates=True)
+    doc = stages.run_stages(ctx, s)
+    themes = doc["themes"]
+    assert [t["id"] for t in themes] == [f"t{n}" for n in range(1, len(themes) + 1)]
+    assert themes[0]["label"] == last["label"] and themes[0]["count"] > plain["themes"][0]["count"]
+    assert [t["count"] for t in themes] == sorted((t["count"] for t in themes), reverse=True)
+    ids = {t["id"] for t in themes}
+    for a in doc["assignments"]:
+        assert {r["theme_id"] for r in a["themes"]} <= ids
+    for t in themes:  # sub-themes carry their theme's new id, numbered by their counts
+        subs = [x for x in doc["subthemes"] if x["parent"] == t["id"]]
+        assert t["subthemes"] == [f"{t['id']}.{n}" for n in range(1, len(subs) + 1)]
+        assert sorted(x["id"] for x in subs) == t["subthemes"]
+        assert [x["count"] for x in sorted(subs, key=lambda x: x["id"])] == sorted((x["count"] for x in subs), reverse=True)
+    assert {a.get("fine") for a in doc["assignments"]} - {None} <= {x["id"] for x in doc["subthemes"]}

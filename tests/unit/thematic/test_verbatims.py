@@ -44,9 +44,15 @@ def test_a_broad_theme_matches_every_child_and_the_fine_level_is_the_theme() -> 
     want = [it["id"] for it in items
             if any(int(t["theme_id"][1:]) <= 4 for t in by_id[it["id"]]["themes"])]
     assert got == want and got
+    # The fine level is the themes: subtheme=t6 is theme t6's responses, a secondary one's too, as theme=t6 and
+    # the theme's count have them (it matched the primary theme only, so a multi-label job's t6 lost rows).
     rows = page(doc, items, _q(subtheme="t6")).items
-    assert rows and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
-                        and r.broad.label == "Broad two" for r in rows)
+    assert [r.id for r in rows] == [r.id for r in page(doc, items, _q(theme="t6")).items]
+    assert len(rows) == sum(1 for a in doc["assignments"] for t in a["themes"] if t["theme_id"] == "t6")
+    assert any(r.fine is not None and r.fine.id != "t6" for r in rows)  # secondary: its fine is its primary
+    primary = [r for r in rows if r.themes[0].theme_id == "t6"]
+    assert primary and all(r.fine is not None and r.fine.id == "t6" and r.broad is not None and r.broad.id == "p2"
+                           and r.broad.label == "Broad two" for r in primary)
     with pytest.raises(ValidationFailed) as err:
         page(doc, items, _q(subtheme="t6.1"))  # no sub-themes in this result
     assert err.value.errors[0]["field"] == "subtheme"
@@ -172,8 +178,8 @@ def test_xlsx_breakdowns_sheet_names_each_cells_test() -> None:
                          {**doc["breakdowns"][0]}]
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
     rows = list(wb["Breakdowns"].iter_rows(values_only=True))
-    assert rows[0][-1] == "test"
-    col = len(rows[0]) - 1
+    assert rows[0][-2:] == ("test", "small_n")
+    col = rows[0].index("test")
     tests = {(r[0], r[2], r[4]): r[col] if len(r) > col else None for r in rows[1:]}
     assert tests[("seg", "tiny", "t1")] == "fisher" and tests[("seg", "A", "t2")] == "z"
     assert {t for (field, _, _), t in tests.items() if field == "plan"} == {None}
@@ -236,3 +242,79 @@ def test_xlsx_marks_every_formula_like_string_as_quoted_text() -> None:
         # (openpyxl reads a leading CR back as LF: the XML normalises line ends.)
         cell = cells[v.replace("\r", "\n")]
         assert cell.data_type == "s" and cell.quotePrefix, v
+
+
+def test_xlsx_names_each_responses_other_themes_and_keeps_a_formula_like_label_inert() -> None:
+    # other_themes held ids only ("t3;t5"): a reader of the sheet had to look each one up on the Themes sheet.
+    openpyxl = pytest.importorskip("openpyxl")
+    items, doc = synthetic_job(200, themes=8, seed=4)
+    doc["themes"][1]["label"] = "=HYPERLINK(\"http://x\")"
+    labels = {t["id"]: t["label"] for t in doc["themes"]}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]))
+    ws = wb["Responses"]
+    header = [c.value for c in ws[1]]
+    ids_col, names_col = header.index("other_themes"), header.index("other_theme_labels")
+    assert names_col == ids_col + 1
+    by_id = {str(a["response_id"]): a for a in doc["assignments"]}
+    seen = quoted = 0
+    for row in ws.iter_rows(min_row=2):
+        a = by_id[str(row[0].value)]
+        rest = [r["theme_id"] for r in a["themes"][1:]]
+        assert (row[ids_col].value or "") == ";".join(rest)
+        assert (row[names_col].value or "") == "; ".join(labels[t] for t in rest)
+        if doc["themes"][1]["id"] in rest:
+            seen += 1
+            if rest[0] == doc["themes"][1]["id"]:
+                assert row[names_col].data_type == "s" and row[names_col].quotePrefix
+                quoted += 1
+    assert seen and quoted and sum(1 for a in doc["assignments"] if len(a["themes"]) > 1) > 10
+
+
+def test_a_breakdowns_cut_label_of_a_long_value_finds_its_groups_responses() -> None:
+    # A categorical group is labelled with the value's first 80 characters (insight.bucket); the dashboard offers
+    # that label as a segment hint, and metadata[k]=<label> compared it with the whole value: nothing found.
+    from pipelines.thematic.insight import bucket
+    from pipelines.thematic.verbatims import GROUP_LABEL_CHARS
+
+    items, doc = synthetic_job(60, seed=5)
+    long_a, long_b, exact = "A" * 79 + "x and more words after", "A" * 79 + "x then other words", "B" * 80
+    for n, it in enumerate(items):
+        it["metadata"] = {"source": [long_a, long_b, exact, "short"][n % 4]}
+    labels = bucket([it["metadata"]["source"] for it in items]).labels
+    assert {len(v) for v in labels} == {GROUP_LABEL_CHARS, len("short")}  # the cut the filter mirrors
+    group = labels[0]
+    got = page(doc, items, _q(**{"metadata[source]": group}))
+    assert got.total == labels.count(group) == 30 and got.usable > 0
+    # A value some response has whole is matched whole (no prefix match then), a short one as ever.
+    assert page(doc, items, _q(**{"metadata[source]": exact})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": "A" * 79})).total == 0
+
+
+def test_xlsx_marks_small_groups_and_impacts_explained_by_other_themes() -> None:
+    # Schema 1.5: a small_n group is not tested (its q is empty: the column says why), and with one theme per
+    # response a theme starred only against another is explained_by it: the sheet said neither.
+    openpyxl = pytest.importorskip("openpyxl")
+    from pipelines.thematic import insight
+
+    items, doc = synthetic_job(60, themes=3, seed=7)
+    groups = ["tiny"] * 5 + ["A"] * 100 + ["B"] * 100
+    theme_of = ["t1", "t1", "t2", "t2", None] + ["t2"] * 50 + [None] * 50 + ["t2"] * 30 + [None] * 70
+    doc["breakdowns"] = [insight.breakdown("seg", groups, theme_of, ["t1", "t2"], kind="categorical")]
+    doc["impact"] = {"key": "nps", "scale": "numeric", "overall": 7.0, "n": 600, "min_n": 10, "single_label": True,
+                     "note": "One theme per response: relative to the other themes.",
+                     "themes": [{"theme_id": "t1", "label": "Fees", "n": 90, "score": 4.0, "impact": -0.9,
+                                 "ci_low": -1.2, "ci_high": -0.6, "small_n": False},
+                                {"theme_id": "t2", "label": "Late", "n": 150, "score": 7.4, "impact": 0.3,
+                                 "ci_low": 0.1, "ci_high": 0.5, "small_n": False, "explained_by": ["t1"]}]}
+    wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
+    rows = list(wb["Breakdowns"].iter_rows(values_only=True))
+    small = {r[2]: r[rows[0].index("small_n")] for r in rows[1:]}
+    assert small == {"tiny": True, "A": False, "B": False}
+    imp = [list(r) for r in wb["Impact"].iter_rows(values_only=True)]
+    head = imp[6]
+    assert head[-2:] == ["starred", "explained_by"]
+    body = {r[0]: dict(zip(head, r, strict=False)) for r in imp[7:9]}
+    assert body["t1"]["starred"] is True and body["t1"].get("explained_by") is None
+    assert body["t2"]["starred"] is False and body["t2"]["explained_by"] == "Fees"
+    assert imp[-1][:2] == ["note", doc["impact"]["note"]]

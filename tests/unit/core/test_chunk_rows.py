@@ -1,0 +1,303 @@
+"""Chunk rows in a partition per job (``{tenant}~{job}``, RowKey ``{stage}~{index}``), and the rows of the layout before.
+
+A tenant's job listing reads its job rows and nothing else: before, a chunk's RowKey (``{job}~c~…``) sorted right
+after its job's row in the tenant's partition, so ``GET /api/jobs`` read every chunk of every job it paged over, and
+on Azure (1,000 rows scanned per request, ``LIST_MAX_SERVICE_PAGES`` requests) a tenant whose recent jobs fanned out
+got short pages. Azurite does not stop at 1,000 rows: the fake counts the rows a query looks at
+(``FakeStorage.rows_scanned``) and can stop where the service stops (``rows_per_scan``), so those checks run on the
+fake only.
+
+Chunk rows the code before wrote (a stage in flight across the deploy) are still read and written where they are;
+``ChunkStore.move_legacy`` moves each once it can no longer change (a copy, then a delete on its ETag: two partitions,
+no transaction holds both). Runs on the fake here and on Azurite in its twin
+(tests/integration/core/test_chunk_rows_on_azurite.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+import pytest
+
+from shared.config.settings import Settings, get_settings
+from shared.core.chunks import Chunk, ChunkStatus, chunk_partition, chunk_row, legacy_chunk_row
+from shared.core.errors import EtagMismatch, NotFound
+from shared.core.jobs import Status
+from shared.core.lifecycle import Lifecycle
+from shared.core.registry import default_registry
+from shared.runtime.chunk_worker import ChunkWorker
+from shared.runtime.protocol import AttemptSpec
+from shared.runtime.reaper import Reaper
+from shared.runtime.runner import AttemptResult, Lease
+from shared.storage.chunk_store import ChunkStore
+from tests.support.backends import Backend
+from tests.support.scenarios import TENANT, job, reaper, submit
+
+STAGE = "square"
+INPUT = gzip.compress(b"[1]", mtime=0)
+
+
+def _chunks(job_id: str, n: int, *, legacy: bool = False, status: ChunkStatus = ChunkStatus.PENDING) -> list[Chunk]:
+    return [Chunk(TENANT, job_id, STAGE, i, status, 1, "m:f", of=n, plan="p", input_inline=INPUT,
+                  legacy=legacy) for i in range(n)]
+
+
+def _write_legacy(backend: Backend, chunks: list[Chunk]) -> None:
+    """Rows as the code before wrote them: the same entity at ``{job}~c~{stage}~{index}``."""
+    table = backend.stores.chunks.table  # type: ignore[attr-defined]
+    for chunk in chunks:
+        assert chunk.legacy and chunk.row_key == legacy_chunk_row(chunk.job_id, chunk.stage, chunk.index)
+        table.create_entity(chunk.to_entity())
+
+
+def _store(backend: Backend) -> ChunkStore:
+    store = backend.stores.chunks
+    assert isinstance(store, ChunkStore)
+    return store
+
+
+def _queries(backend: Backend) -> int:
+    return backend.ops()["table:query"]
+
+
+def _fan_out_jobs(backend: Backend, jobs: int, chunks: int, *, legacy: bool = False,
+                  status: ChunkStatus = ChunkStatus.PENDING) -> list[str]:
+    ids = []
+    for _ in range(jobs):
+        j = submit(backend).job
+        if legacy:
+            _write_legacy(backend, _chunks(j.id, chunks, legacy=True, status=status))
+        else:
+            Lifecycle(backend.stores).create_chunks(TENANT, j.id, STAGE, _chunks(j.id, chunks, status=status))
+        ids.append(j.id)
+    return sorted(ids)  # newest first: the order a listing answers in
+
+
+def test_a_job_listing_reads_no_chunk_row(backend: Backend) -> None:
+    ids = _fan_out_jobs(backend, jobs=6, chunks=20)
+    if backend.fake is not None:
+        # A hundredth of the 1,000 rows a request may scan: with 20 chunk rows after each job row, the listing used to
+        # get 2 jobs a request and 5 requests (LIST_MAX_SERVICE_PAGES) did not reach the 6th job.
+        backend.fake.rows_per_scan = 10
+        backend.fake.rows_scanned = 0
+    before = _queries(backend)
+    page, cursor = backend.stores.jobs.list(TENANT, status=None, pipeline=None, limit=6, cursor=None)
+    assert [j.id for j in page] == ids and cursor is None
+    assert _queries(backend) - before == 1  # one request, whatever the jobs fanned out to
+    if backend.fake is not None:
+        assert backend.fake.rows_scanned == 6  # the six job rows: no chunk row, no bookkeeping row
+
+
+def test_a_listing_over_chunk_rows_of_the_layout_before_stops_reading_them_once_they_are_moved(
+    backend: Backend,
+) -> None:
+    ids = _fan_out_jobs(backend, jobs=3, chunks=20, legacy=True, status=ChunkStatus.SUCCEEDED)
+    if backend.fake is not None:
+        backend.fake.rows_scanned = 0
+    page, _ = backend.stores.jobs.list(TENANT, status=None, pipeline=None, limit=3, cursor=None)
+    assert [j.id for j in page] == ids  # the old rows are read (and filtered out by kind) until they are moved
+    if backend.fake is not None:
+        assert backend.fake.rows_scanned == 3 + 3 * 20  # every chunk row of the three jobs is looked at
+    report = _store(backend).move_legacy(TENANT)
+    assert (report.moved, report.cancelled, report.left) == (60, 0, 0)
+    assert _store(backend).move_legacy(TENANT).moved == 0  # nothing left to move: running it again is harmless
+    if backend.fake is not None:
+        backend.fake.rows_scanned = 0
+    page, _ = backend.stores.jobs.list(TENANT, status=None, pipeline=None, limit=3, cursor=None)
+    assert [j.id for j in page] == ids
+    if backend.fake is not None:
+        assert backend.fake.rows_scanned == 3
+    for job_id in ids:
+        stage = backend.stores.chunks.list_stage(TENANT, job_id, STAGE)
+        assert [(c.index, c.legacy, c.status) for c in stage] == [(i, False, ChunkStatus.SUCCEEDED) for i in range(20)]
+        # Every property came along, the inline input too.
+        moved = backend.stores.chunks.get(TENANT, job_id, STAGE, 7, with_input=True)
+        assert moved.input_inline == INPUT and moved.of == 20 and moved.plan == "p" and moved.tenant == TENANT
+
+
+def test_a_stage_costs_one_range_query_once_it_is_whole(backend: Backend) -> None:
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=5)
+    before = _queries(backend)
+    assert len(backend.stores.chunks.list_stage(TENANT, job_id, STAGE)) == 5
+    assert _queries(backend) - before == 1
+    assert backend.stores.chunks.table.get_entity(  # type: ignore[attr-defined]
+        chunk_partition(TENANT, job_id), chunk_row(STAGE, 3))["index"] == 3
+    # A stage written in the layout before: the new range comes back empty, the old one is read.
+    [old] = _fan_out_jobs(backend, jobs=1, chunks=5, legacy=True)
+    before = _queries(backend)
+    assert [c.index for c in backend.stores.chunks.list_stage(TENANT, old, STAGE)] == list(range(5))
+    assert _queries(backend) - before == 2
+
+
+class _Succeeds:
+    """A chunk attempt that succeeds at once."""
+
+    def __call__(self, lease: Lease, spec: AttemptSpec, timeout: float, settings: Settings) -> _Succeeds:
+        return self
+
+    def run(self, input_value: Any) -> AttemptResult:
+        return AttemptResult("succeeded", result=b"[1]")
+
+
+@pytest.mark.parametrize("moved", ["never", "mid-stage"])
+def test_a_stage_written_in_the_layout_before_runs_to_its_fan_in(backend: Backend, monkeypatch: pytest.MonkeyPatch,
+                                                                moved: str) -> None:
+    """A job in flight across the deploy: its chunks were written by the code before. The new code queues, claims,
+    runs and fans them in where they are; the migration may move the finished ones in the middle of the stage,
+    which then lies in both layouts until its last chunks finish and a later run moves them too."""
+    monkeypatch.setenv("MAX_CHUNKS_IN_FLIGHT_PER_JOB", "2")
+    get_settings.cache_clear()
+    chunks_queue = get_settings().chunks_queue
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    _write_legacy(backend, _chunks(j.id, 4, legacy=True))
+    assert life.suspend(claimed.row, STAGE).applied  # two legacy rows queued (the window), their messages sent
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [(c.status, c.legacy) for c in stage] == [(ChunkStatus.QUEUED, True)] * 2 + [(ChunkStatus.PENDING, True)] * 2
+    worker = ChunkWorker(backend.stores, default_registry(), runner=_Succeeds())
+    assert (backend.deliver(worker.handle, chunks_queue) or "").startswith("succeeded")
+    if moved == "mid-stage":
+        report = _store(backend).move_legacy(TENANT)
+        assert (report.moved, report.left) == (1, 3)  # the finished one; the job still runs the others
+    for _ in range(3):
+        assert (backend.deliver(worker.handle, chunks_queue) or "").startswith("succeeded")
+    assert backend.deliver(worker.handle, chunks_queue) is None
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [c.status for c in stage] == [ChunkStatus.SUCCEEDED] * 4
+    assert [c.legacy for c in stage] == [True] * 4 if moved == "never" else [False, True, True, True]
+    after = job(backend, j.id)
+    assert after.status == Status.WAITING and after.fan_ins == 1 and after.fan_in_at is not None  # resume sent
+    assert _store(backend).move_legacy(TENANT).moved == 4 - (moved == "mid-stage")
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, j.id, STAGE)] == [False] * 4
+
+
+def test_a_chunk_of_a_job_still_going_stays_where_it_is_until_it_has_finished(backend: Backend) -> None:
+    j = submit(backend).job
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True, status=ChunkStatus.QUEUED))
+    assert (_store(backend).move_legacy(TENANT).left) == 2
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.chunks.get(TENANT, j.id, STAGE, 0), 1)
+    assert claimed.applied and claimed.row.legacy  # claimed where it is
+    report = _store(backend).move_legacy(TENANT)
+    assert (report.moved, report.left) == (0, 2)  # running: still changing
+    held = backend.stores.chunks.update(claimed.row, status=ChunkStatus.SUCCEEDED)
+    report = _store(backend).move_legacy(TENANT)
+    assert (report.moved, report.left) == (1, 1)
+    # A writer still holding the old row (no transition writes a finished chunk; this is the store's own guard)
+    # finds it gone: changed since read, so it would re-read and find the moved row.
+    with pytest.raises(EtagMismatch):
+        backend.stores.chunks.update(held, processed=1)
+    assert not backend.stores.chunks.get(TENANT, j.id, STAGE, 0).legacy
+
+
+def test_never_started_chunks_of_an_ended_job_are_cancelled_in_place_then_moved(backend: Backend) -> None:
+    j = submit(backend).job
+    _write_legacy(backend, _chunks(j.id, 3, legacy=True, status=ChunkStatus.QUEUED)[:2]
+                  + _chunks(j.id, 3, legacy=True, status=ChunkStatus.PENDING)[2:])
+    assert Lifecycle(backend.stores).cancel(job(backend, j.id)).row.status == Status.CANCELLED
+    store = _store(backend)
+    stale = store.table.get_entity(TENANT, legacy_chunk_row(j.id, STAGE, 0))
+    # A delivery of chunk 0 cancels it first (what the chunk worker does for a chunk of an ended job): the
+    # migration's cancel, conditional on the row it read, loses and leaves it; the next run moves it, finished.
+    assert Lifecycle(backend.stores).cancel(backend.stores.chunks.get(TENANT, j.id, STAGE, 0)).applied
+    assert store._cancel_in_place(stale, Chunk.from_entity(stale)) is None
+    report = store.move_legacy(TENANT)
+    assert (report.moved, report.cancelled, report.left) == (3, 2, 0)
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [(c.status, c.legacy) for c in stage] == [(ChunkStatus.CANCELLED, False)] * 3
+
+
+def test_a_move_cut_off_between_its_copy_and_its_delete_is_finished_by_the_next_run(backend: Backend) -> None:
+    j = submit(backend).job
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True, status=ChunkStatus.SUCCEEDED))
+    store = _store(backend)
+    old = store.table.get_entity(TENANT, legacy_chunk_row(j.id, STAGE, 1))
+    store.table.create_entity({**dict(old), "PartitionKey": chunk_partition(TENANT, j.id),
+                               "RowKey": chunk_row(STAGE, 1)})  # the copy, and no delete
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [(c.index, c.legacy) for c in stage] == [(0, True), (1, False)]  # each chunk once: the copy wins
+    report = store.move_legacy(TENANT)
+    assert (report.moved, report.left) == (2, 0)
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, j.id, STAGE)] == [False, False]
+    assert store.move_legacy(TENANT).moved == 0
+
+
+def test_retention_deletes_a_jobs_chunks_of_both_layouts(backend: Backend) -> None:
+    j = submit(backend).job
+    Lifecycle(backend.stores).create_chunks(TENANT, j.id, "a", [
+        Chunk(TENANT, j.id, "a", i, ChunkStatus.SUCCEEDED, 1, "m:f", of=3) for i in range(3)])
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True))
+    assert backend.stores.chunks.delete_job_chunks(TENANT, j.id) == 5
+    assert backend.stores.chunks.list_stage(TENANT, j.id, "a") == []
+    assert backend.stores.chunks.list_stage(TENANT, j.id, STAGE) == []
+    with pytest.raises(NotFound):
+        backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
+
+
+def test_the_sweep_moves_the_rows_of_the_layout_before_until_none_are_left(backend: Backend) -> None:
+    ids = _fan_out_jobs(backend, jobs=2, chunks=3, legacy=True, status=ChunkStatus.SUCCEEDED)
+    [going] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True, status=ChunkStatus.RUNNING)
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    assert Reaper(backend.stores, sweep=False).run().chunk_rows_moved == 0  # an index run never looks
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.chunk_rows_moved == 6 and report.errors == 0, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is None  # one left: the next sweep looks again
+    for job_id in ids:
+        assert {c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)} == {False}
+    [running] = backend.stores.chunks.list_stage(TENANT, going, STAGE)
+    backend.stores.chunks.update(running, status=ChunkStatus.SUCCEEDED)
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 1
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    # Recorded: later sweeps do not read the tenants' job rows for it again (a row written after is still read).
+    [late] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True, status=ChunkStatus.SUCCEEDED)
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, late, STAGE)] == [True]
+
+
+def test_chunk_rows_tenant_writes_where_the_code_before_reads_and_the_sweep_leaves_them(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first deploy beside instances of the code before (CHUNK_ROWS=tenant): new stages go to the layout they
+    read, and nothing is moved away from them; once every instance reads both (CHUNK_ROWS=job), the sweep moves."""
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=3, status=ChunkStatus.SUCCEEDED)
+    table = _store(backend).table
+    assert table.get_entity(TENANT, legacy_chunk_row(job_id, STAGE, 1))["index"] == 1  # where the code before looks
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [True] * 3
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 3
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 3
+
+
+def test_an_unreadable_row_of_the_layout_before_is_left_and_does_not_keep_the_sweep_looking(backend: Backend) -> None:
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=2, legacy=True, status=ChunkStatus.SUCCEEDED)
+    _store(backend).table.create_entity({"PartitionKey": TENANT, "RowKey": legacy_chunk_row(job_id, STAGE, 2),
+                                         "kind": "chunk", "job_id": job_id, "stage": STAGE, "status": "bogus"})
+    report = _store(backend).move_legacy(TENANT)
+    assert (report.moved, report.left, report.unreadable) == (2, 0, 1)
+    assert Reaper(backend.stores, sweep=True).run().errors == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+
+
+def test_the_reaper_recovers_a_stale_chunk_of_the_layout_before_where_it_is(backend: Backend) -> None:
+    """A chunk of the layout before whose worker died: the index run (the stage's range query of both layouts) and
+    the sweep (its cross-partition scans) find it, and its reap is written where it is."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    _write_legacy(backend, _chunks(j.id, 1, legacy=True, status=ChunkStatus.QUEUED))
+    assert life.suspend(claimed.row, STAGE).applied
+    assert life.claim(backend.stores.chunks.get(TENANT, j.id, STAGE, 0), 1).applied  # its worker dies
+    backend.clock.advance(get_settings().heartbeat_stale_seconds + 0.5)
+    report = reaper(backend).run()
+    assert report.chunks_requeued == [f"{j.id}/{STAGE}/0"], report.summary()
+    chunk = backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
+    assert chunk.legacy and chunk.status == ChunkStatus.QUEUED and chunk.attempts == 1
