@@ -256,22 +256,23 @@ def describe_stage(ctx: PipelineContext, s: RunState) -> None:
     ctx.raise_if_cancelled()
 
 
-#: Start the sub-theme split beside the labelling, on a second thread (see _describe). Its gain is small (the split
-#: is ~0.15 CPU-s of the 2,000-answer job) and the labelling is Python that holds the GIL: measured on the loaded
-#: 2-core Xeon (load 8, 7 interleaved rounds) the describe stage took a median 1.30 s with it, 1.44 s without and
-#: 1.36 s at one thread, within the noise (DOCS.md of speed44); kept as the switch to turn it off.
-EARLY_SUB_LEVEL = True
+#: Threads for the describe stage's units too (the sub-theme split, started beside the labelling; see _describe).
+#: Off: it does not pay. The split is ~0.15 CPU-s of the 2,000-answer job and the labelling beside it is Python that
+#: holds the GIL; on the shared 2-core Xeon (7 interleaved rounds, load 2.8-7.3) the describe stage took a median
+#: 0.525 s wall / 0.516 CPU-s at one thread, 0.519 / 0.579 with the early split on two, 0.550 / 0.620 with the split's
+#: themes only as units: no faster, 12-20 % more CPU (speed44's DOCS.md). Kept to be measured on a quiet machine.
+EARLY_SUB_LEVEL = False
 
 
 def _describe(ctx: PipelineContext, s: RunState) -> _Described:
-    threads = stage_threads()
+    threads = stage_threads() if EARLY_SUB_LEVEL else 1
     with Units(threads, name="thematiq-describe") as units:
         # The sub-theme level (k <= BROAD_MAX) splits each theme with k-means, numpy work that depends only on the
         # labels: with a second thread it starts now, beside the labelling (Python), and is used when the labels
         # come out of the merges unchanged (the usual case), else computed again from the merged ones.
         early = (units.submit(functools.partial(clustering.sub_level, s.emb, s.labels, s.k, min_size=s.params.min_theme_size,
                                                 seed=s.params.seed, units=units))
-                 if EARLY_SUB_LEVEL and threads > 1 and s.k <= clustering.BROAD_MAX else None)
+                 if threads > 1 and s.k <= clustering.BROAD_MAX else None)
         return _describe_in(ctx, s, units, early)
 
 

@@ -204,6 +204,7 @@ def _described(monkeypatch: Any, threads: int) -> tuple[S.RunState, int]:
     from .stage_support import state
 
     monkeypatch.setattr(E, "DEFAULT_THREADS", threads)
+    monkeypatch.setattr(S, "EARLY_SUB_LEVEL", True)  # off by default (it does not pay); its path must stay exact
     calls: list[int] = []
     real = K.sub_level
 
@@ -259,3 +260,24 @@ def test_a_neighbour_block_holds_only_its_own_rows() -> None:
     x = blobs(3000, 5, 16, 0)
     got = K._neighbour_block(x, 5, 0, 64)
     assert got.shape == (64, 5) and (got.base is None or got.base.nbytes <= got.nbytes)
+
+
+def test_the_describe_stage_runs_in_one_thread_by_default(monkeypatch: Any) -> None:
+    assert S.EARLY_SUB_LEVEL is False
+    seen: list[int] = []
+    real = S.Units.__init__
+
+    def spy(self: Any, threads: int, **k: Any) -> None:
+        seen.append(threads)
+        real(self, threads, **k)
+
+    monkeypatch.setattr(S.Units, "__init__", spy)
+    from tests.support.thematic_data import feedback
+
+    from .stage_support import state
+
+    items, _ = feedback(per_theme=10, seed=2)
+    ctx, s = state(items)
+    for stage in S.STAGES[:4]:
+        stage(ctx, s)
+    assert seen[-1] == 1  # the describe stage's (the cluster stage's come first, at embed.DEFAULT_THREADS)
