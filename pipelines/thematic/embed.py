@@ -339,8 +339,10 @@ class OnnxEncoder:
         #: The weights the sessions share, with their OrtValues: they must outlive every session.
         self._shared: list[tuple[Any, Any]] = []
         if n_sessions > 1 and share_weights:
-            # One copy of the large initializers for all sessions, instead of one per session (the VNNI graph:
-            # -44 MiB peak with 2 sessions; docs/embedding-speed.md, "Shared weights").
+            # One copy of the large initializers for all sessions instead of one per session: 2 sessions peak 47 /
+            # 43 MiB lower (VNNI / int8 graph, 2,000 leads), vectors bit for bit the same (bench/embed_sessions.py
+            # --rss; docs/embedding-speed.md, "One copy of the weights"). Each session's pre-packed copies of the
+            # MatMul weights stay its own: the Python API has no PrepackedWeightsContainer.
             from .shared_weights import split
 
             real = model_file.resolve()
