@@ -68,6 +68,16 @@ _SUMMARY = [
 ]
 
 
+def _whole(chunks: list[Chunk]) -> bool:
+    return bool(chunks) and len(chunks) >= chunks[0].of
+
+
+def _merge(older: list[Chunk], newer: list[Chunk]) -> list[Chunk]:
+    """By index; a chunk in both is taken from ``newer`` (the new layout, or the later read)."""
+    by_index = {c.index: c for c in older} | {c.index: c for c in newer}
+    return [by_index[i] for i in sorted(by_index)]
+
+
 class ChunkStore:
     def __init__(self, table: TableClient | None = None) -> None:
         self._table = table
@@ -110,15 +120,23 @@ class ChunkStore:
         return 1
 
     def get(self, tenant: str, job_id: str, stage: str, index: int, *, with_input: bool = False) -> Chunk:
-        """One chunk: a point read; a second one at the layout before if the first finds nothing."""
+        """One chunk: a point read; at the layout before if the first finds nothing, then the new key once more.
+
+        A row only ever moves from the layout before to the new one (``move_legacy``: copy, then delete), so a chunk
+        missed at the new key and then at the old one may have moved in between: the third read, at the new key
+        again, finds it (read old, then new, no moving row is missed). Only a chunk found nowhere costs it."""
         select = None if with_input else _SUMMARY
-        try:
-            with storage_call("read chunk"):
-                e = self.table.get_entity(chunk_partition(tenant, job_id), chunk_row(stage, index), select=select)
-        except NotFound:
-            with storage_call("read chunk"):
-                e = self.table.get_entity(tenant, legacy_chunk_row(job_id, stage, index), select=select)
-        return Chunk.from_entity(e)
+        new = (chunk_partition(tenant, job_id), chunk_row(stage, index))
+        for partition, row in (new, (tenant, legacy_chunk_row(job_id, stage, index)), new):
+            try:
+                return Chunk.from_entity(self._point(partition, row, select))
+            except NotFound:
+                pass
+        raise NotFound(f"chunk {job_id}/{stage}/{index}: not found")
+
+    def _point(self, partition: str, row: str, select: list[str] | None) -> Any:
+        with storage_call("read chunk"):
+            return self.table.get_entity(partition, row, select=select)
 
     def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]:
         """Every chunk of one stage, by index: a range query inside the job's chunk partition.
@@ -126,15 +144,22 @@ class ChunkStore:
         A stage found whole (as many rows as its chunks say it has) is one query. One found short or not at all (a
         stage being created, or one written in the layout before, or moved in part) is looked for in the old range
         too, a second range query. A chunk found in both (a move cut off between its copy and its delete: the row
-        could no longer change, so the two are alike) is the new row."""
+        could no longer change, so the two are alike) is the new row.
+
+        A row only moves from the old range to the new one, and ``move_legacy`` may move it between the two queries:
+        missed by the first (not moved yet) and by the second (moved). A merge still short of the stage's chunks (or
+        empty) therefore reads the new range once more: old, then new, misses no moving row. Without it a fan-in
+        racing the sweep saw a stage without the rows just moved and decided on the rest (a stage of 3 with one
+        failed chunk and an error budget of 50% failed the job: 1 of 1). Costs a third query only for a stage
+        short in both layouts (being created, or racing a move)."""
         found = self._range(chunk_partition(tenant, job_id), stage_prefix(stage))
-        if found and len(found) >= found[0].of:
+        if _whole(found):
             return found
         legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
-        if not legacy:
-            return found
-        by_index = {c.index: c for c in legacy} | {c.index: c for c in found}
-        return [by_index[i] for i in sorted(by_index)]
+        merged = _merge(legacy, found)
+        if _whole(merged):
+            return merged
+        return _merge(merged, self._range(chunk_partition(tenant, job_id), stage_prefix(stage)))
 
     def _range(self, partition: str, prefix: str) -> list[Chunk]:
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"

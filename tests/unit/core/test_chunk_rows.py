@@ -301,3 +301,64 @@ def test_the_reaper_recovers_a_stale_chunk_of_the_layout_before_where_it_is(back
     assert report.chunks_requeued == [f"{j.id}/{STAGE}/0"], report.summary()
     chunk = backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
     assert chunk.legacy and chunk.status == ChunkStatus.QUEUED and chunk.attempts == 1
+
+
+# -- review44j: readers racing the sweep's move ----------------------------------------------------------------------
+def _move_between_reads(monkeypatch: pytest.MonkeyPatch, store: ChunkStore, method: str) -> list[int]:
+    """Run ``move_legacy`` (another process's sweep) right after the store's first read at the new key or range has
+    come back, before it looks at the layout before: the window in which a moving row is in neither read."""
+    original = getattr(store, method)
+    moved: list[int] = []
+
+    def read(partition: str, *args: Any) -> Any:
+        try:
+            return original(partition, *args)
+        finally:  # a point read that found nothing raises NotFound
+            if "~" in partition and not moved:
+                moved.append(store.move_legacy(TENANT).moved)
+
+    monkeypatch.setattr(store, method, read)
+    return moved
+
+
+def test_a_fan_in_racing_the_move_sees_every_chunk_of_its_stage(backend: Backend,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage of 3 across the deploy, error budget 50%: chunk 0 failed and was moved by an earlier sweep, chunks 1
+    and 2 ran in the layout before. Chunk 2's finisher lists the stage to fan in while a sweep moves 1 and 2 between
+    its two range queries. Before review44j the listing was [chunk 0] alone: 1 of 1 items failed, over the budget,
+    and the job failed, where 1 of 3 is within it."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    rows = [c.with_changes(budget=0.5) for c in _chunks(j.id, 3, legacy=True)]
+    _write_legacy(backend, [rows[0].with_changes(status=ChunkStatus.FAILED), rows[1].with_changes(
+        status=ChunkStatus.RUNNING), rows[2].with_changes(status=ChunkStatus.RUNNING)])
+    assert _store(backend).move_legacy(TENANT).moved == 1  # chunk 0, finished
+    assert life.suspend(claimed.row, STAGE).applied  # waits for chunks 1 and 2
+    for index in (1, 2):
+        row = backend.stores.chunks.get(TENANT, j.id, STAGE, index)
+        assert row.legacy
+        backend.stores.chunks.update(row, status=ChunkStatus.SUCCEEDED)
+    moved = _move_between_reads(monkeypatch, _store(backend), "_range")
+    check = life.refill_or_fan_in(TENANT, j.id, STAGE)
+    assert moved == [2]
+    assert check.value == "fired", check
+    after = job(backend, j.id)
+    assert after.status == Status.WAITING and after.fan_in_at is not None
+
+
+def test_a_point_read_racing_the_move_finds_the_chunk(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Missed at the new key (not moved yet), then at the old one (moved since): before review44j a NotFound for a
+    chunk that exists, which a re-read deciding a lifecycle write raised instead of deciding."""
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True, status=ChunkStatus.SUCCEEDED)
+    moved = _move_between_reads(monkeypatch, _store(backend), "_point")
+    chunk = backend.stores.chunks.get(TENANT, job_id, STAGE, 0)
+    assert moved == [1]
+    assert not chunk.legacy and chunk.status == ChunkStatus.SUCCEEDED
+
+
+def test_a_stage_found_in_neither_layout_costs_three_queries(backend: Backend) -> None:
+    before = _queries(backend)
+    assert backend.stores.chunks.list_stage(TENANT, "0" * 28, STAGE) == []
+    assert _queries(backend) - before == 3  # new, old, new: a stage moved whole in between is not missed
