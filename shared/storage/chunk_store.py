@@ -16,6 +16,7 @@ from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
 from shared.config.constants import JOB_ROWS_END
 from shared.config.settings import get_settings
+from shared.core import conditional
 from shared.core.chunks import (
     KIND_CHUNK,
     Chunk,
@@ -28,8 +29,7 @@ from shared.core.chunks import (
     legacy_stage_prefix,
     stage_prefix,
 )
-from shared.core.conditional import new_op
-from shared.core.errors import AlreadyExists, EtagMismatch, NotFound, StorageUnavailable
+from shared.core.errors import AlreadyExists, Contended, EtagMismatch, NotFound, StorageUnavailable
 from shared.core.jobs import utcnow
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
@@ -285,12 +285,13 @@ class ChunkStore:
         if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(tenant, chunk.job_id, ended):
             report.left += 1  # running, or its job still goes: it moves once it has finished
             return None
-        cancelled = self._cancel_in_place(e, chunk)
-        if cancelled is None:
+        found = self._cancel_in_place(e, chunk)
+        if found is None:
             report.left += 1
             return None
-        report.cancelled += 1
-        return cancelled
+        row, cancelled = found
+        report.cancelled += cancelled
+        return row
 
     def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
         """Whether the job has ended (or is gone): nothing will run its chunks that never started."""
@@ -303,19 +304,43 @@ class ChunkStore:
                 seen[job_id] = True
         return seen[job_id]
 
-    def _cancel_in_place(self, e: Any, chunk: Chunk) -> Any | None:
-        """Cancel a never-started chunk of an ended job where it is; the row as written, or None if it changed."""
-        try:
+    def _cancel_in_place(self, e: Any, chunk: Chunk) -> tuple[Any, bool] | None:
+        """Cancel a never-started chunk of an ended job where it is: the row as it now is once it can no longer change
+        (cancelled by this run, or by anyone, or finished) and whether this run cancelled it, or None (it started meanwhile, or is gone).
+
+        Through :func:`shared.core.conditional.apply`: a cancel whose answer was lost (a dropped connection:
+        StorageUnavailable) or whose SDK retry came back 412 after it had committed is decided by re-reading the row
+        (our ``op`` on it), and one that lost to a writer is planned again on the fresh row. Before review44j the
+        first made the tenant's whole move fail and the sweep go unrecorded (the sweep's table scans ran again
+        minutes later), the second left a cancelled row unmoved until the next day's sweep."""
+        key = {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"]}
+        latest: dict[str, Any] = {"e": e}
+
+        def read() -> Chunk:
+            with storage_call("read a chunk of the layout before"):
+                latest["e"] = self.table.get_entity(key["PartitionKey"], key["RowKey"])
+            return Chunk.from_entity(latest["e"])
+
+        def write(row: Chunk, fields: dict[str, Any]) -> Chunk:
             with storage_call("cancel a chunk of an ended job"):
-                self.table.update_entity(
-                    {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"], "status": ChunkStatus.CANCELLED.value,
-                     "finished_at": utcnow(), "op": new_op()},
-                    mode=UpdateMode.MERGE, etag=e.metadata["etag"], match_condition=MatchConditions.IfNotModified,
-                )
-                return self.table.get_entity(e["PartitionKey"], e["RowKey"])
-        except (EtagMismatch, NotFound):
+                self.table.update_entity({**key, **fields}, mode=UpdateMode.MERGE, etag=row.etag,
+                                         match_condition=MatchConditions.IfNotModified)
+            return read()
+
+        def plan(row: Chunk) -> dict[str, Any] | None:
+            if row.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED):
+                return None
+            return {"status": ChunkStatus.CANCELLED.value, "finished_at": utcnow()}
+
+        try:
+            done = conditional.apply(chunk, read=read, write=write, plan=plan, name="cancel a chunk of an ended job")
+        except (NotFound, Contended):
             log.info("chunk %s/%s changed while being cancelled; the next run looks again", chunk.job_id, chunk.index)
             return None
+        if not done.row.status.terminal:
+            log.info("chunk %s/%s started while being cancelled; it moves once finished", chunk.job_id, chunk.index)
+            return None
+        return latest["e"], done.applied
 
     def _move(self, rows: list[Any]) -> int:
         """Copy up to 100 rows of one job that can no longer change to its partition, then delete the old ones (on

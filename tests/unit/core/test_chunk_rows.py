@@ -201,9 +201,11 @@ def test_never_started_chunks_of_an_ended_job_are_cancelled_in_place_then_moved(
     store = _store(backend)
     stale = store.table.get_entity(TENANT, legacy_chunk_row(j.id, STAGE, 0))
     # A delivery of chunk 0 cancels it first (what the chunk worker does for a chunk of an ended job): the
-    # migration's cancel, conditional on the row it read, loses and leaves it; the next run moves it, finished.
+    # migration's cancel, conditional on the row it read, loses, is planned again on the fresh row and finds it
+    # finished (not cancelled by the migration): this run moves it.
     assert Lifecycle(backend.stores).cancel(backend.stores.chunks.get(TENANT, j.id, STAGE, 0)).applied
-    assert store._cancel_in_place(stale, Chunk.from_entity(stale)) is None
+    found = store._cancel_in_place(stale, Chunk.from_entity(stale))  # planned again on the fresh row: finished
+    assert found is not None and found[0]["status"] == "cancelled" and found[1] is False
     report = store.move_legacy(TENANT)
     assert (report.moved, report.cancelled, report.left) == (3, 2, 0)
     stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
@@ -362,3 +364,21 @@ def test_a_stage_found_in_neither_layout_costs_three_queries(backend: Backend) -
     before = _queries(backend)
     assert backend.stores.chunks.list_stage(TENANT, "0" * 28, STAGE) == []
     assert _queries(backend) - before == 3  # new, old, new: a stage moved whole in between is not missed
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx"])
+def test_a_cancel_in_place_whose_answer_is_lost_is_decided_by_re_reading(backend: Backend, mode: str) -> None:
+    """The migration's cancel of a never-started chunk of an ended job commits and its answer is lost (``drop``: the
+    SDK does not retry a MERGE) or its SDK retry comes back 412 (``commit-5xx``). Before review44j the first made the
+    tenant's move raise, so the sweep was not recorded and ran its table scans again minutes later; the second left
+    the chunk in the layout before until the next day's sweep. Re-read, the row shows the cancel's own op."""
+    j = submit(backend).job
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True, status=ChunkStatus.QUEUED))
+    assert Lifecycle(backend.stores).cancel(job(backend, j.id)).row.status == Status.CANCELLED
+    backend.faults.arm("table", mode, method="MERGE", contains='"status":"cancelled"')
+    report = Reaper(backend.stores, sweep=True).run()
+    assert [m for _, _, m in backend.faults.log] == [mode]
+    assert report.errors == 0 and report.chunk_rows_moved == 2, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [(c.status, c.legacy) for c in stage] == [(ChunkStatus.CANCELLED, False)] * 2
