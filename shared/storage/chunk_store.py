@@ -7,6 +7,7 @@ job's row) are read too, and moved by :meth:`ChunkStore.move_legacy`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
-from shared.config.constants import JOB_ROWS_END
+from shared.config.constants import JOB_ROWS_END, TABLE_BATCH_BUDGET_BYTES
 from shared.config.settings import get_settings
 from shared.core import conditional
 from shared.core.chunks import (
@@ -68,6 +69,21 @@ _SUMMARY = [
 ]
 
 
+def _wire_bytes(entity: Any) -> int:
+    """About how much of a $batch body an entity takes (its JSON, base64 for bytes, plus its part's headers): a
+    slight overestimate, to keep a transaction under the service's 4 MiB."""
+    size = 400
+    for key, value in dict(entity).items():
+        size += len(key) + 40  # the name, quotes, and an @odata.type annotation
+        if isinstance(value, bytes | bytearray):
+            size += 4 * ((len(value) + 2) // 3)
+        elif isinstance(value, str):
+            size += len(json.dumps(value))
+        else:
+            size += 40
+    return size
+
+
 def _whole(chunks: list[Chunk]) -> bool:
     return bool(chunks) and len(chunks) >= chunks[0].of
 
@@ -87,23 +103,29 @@ class ChunkStore:
         return self._table or get_table_client()
 
     def create_all(self, chunks: Iterable[Chunk]) -> int:
-        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition), in the
-        layout ``CHUNK_ROWS`` names.
+        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition) and
+        ``TABLE_BATCH_BUDGET_BYTES`` (the service refuses a transaction over 4 MiB: 100 chunks of 48 KiB inline input
+        are 6.4 MB of base64), in the layout ``CHUNK_ROWS`` names.
 
         Inserts, never upserts: a replace would reset a chunk that another writer already
         ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
         whole with AlreadyExists; the lifecycle re-lists and inserts only what is missing.
         """
         batches: dict[str, list[Any]] = {}
+        sizes: dict[str, int] = {}
         calls = 0
         before = get_settings().chunk_rows == "tenant"  # the layout before, for a deploy beside the code before
         for chunk in chunks:
             chunk = chunk.with_changes(legacy=before)
+            entity = chunk.to_entity()
+            size = _wire_bytes(entity)
             batch = batches.setdefault(chunk.partition_key, [])
-            batch.append(("create", chunk.to_entity()))
-            if len(batch) == _BATCH:
+            if batch and (len(batch) == _BATCH or sizes[chunk.partition_key] + size > TABLE_BATCH_BUDGET_BYTES):
                 calls += self._submit(batch)
                 batch.clear()
+                sizes[chunk.partition_key] = 0
+            batch.append(("create", entity))
+            sizes[chunk.partition_key] = sizes.get(chunk.partition_key, 0) + size
         for batch in batches.values():
             if batch:
                 calls += self._submit(batch)
@@ -235,7 +257,8 @@ class ChunkStore:
     def move_legacy(self, tenant: str) -> MoveReport:
         """Move a tenant's chunk rows of the layout before (``{job_id}~c~…`` among its job rows) to their jobs'
         partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per 100
-        rows of a job one transaction of copies and one of deletes.
+        rows of a job (fewer when their inline inputs would pass ``TABLE_BATCH_BUDGET_BYTES``) one transaction of
+        copies and one of deletes.
 
         Two partitions, so no transaction holds both writes: a row is moved only once it can no longer change, so a
         copy is never stale. That is a finished chunk (no transition leads out of a terminal state), or one that
@@ -249,7 +272,8 @@ class ChunkStore:
         query = "PartitionKey eq @pk and RowKey lt @end and kind eq @kind"
         report = MoveReport()
         ended: dict[str, bool] = {}
-        batch: list[Any] = []  # rows of one job that can no longer change, up to 100
+        batch: list[Any] = []  # rows of one job that can no longer change, up to 100 and TABLE_BATCH_BUDGET_BYTES
+        size = [0]
 
         def flush() -> None:
             if batch:
@@ -257,6 +281,7 @@ class ChunkStore:
                 report.moved += moved
                 report.left += len(batch) - moved
                 batch.clear()
+                size[0] = 0
 
         # Page by page (a row carries its inline input, up to 48 KiB): a job's rows are next to each other, so a
         # batch is flushed when the job changes. Deleting rows already read does not disturb the continuation.
@@ -266,9 +291,12 @@ class ChunkStore:
                 ready = self._ready(tenant, e, report, ended)
                 if ready is None:
                     continue
-                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH):
+                bytes_ = _wire_bytes(ready)
+                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH
+                              or size[0] + bytes_ > TABLE_BATCH_BUDGET_BYTES):
                     flush()
                 batch.append(ready)
+                size[0] += bytes_
         flush()
         return report
 

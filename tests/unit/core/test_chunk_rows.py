@@ -16,6 +16,7 @@ no transaction holds both). Runs on the fake here and on Azurite in its twin
 from __future__ import annotations
 
 import gzip
+import random
 from typing import Any
 
 import pytest
@@ -382,3 +383,38 @@ def test_a_cancel_in_place_whose_answer_is_lost_is_decided_by_re_reading(backend
     assert backend.stores.jobs.index_state().chunks_moved_at is not None
     stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
     assert [(c.status, c.legacy) for c in stage] == [(ChunkStatus.CANCELLED, False)] * 2
+
+
+# -- review44j: the service's 4 MiB per transaction -----------------------------------------------------------------
+def _big(job_id: str, n: int, *, legacy: bool, status: ChunkStatus) -> list[Chunk]:
+    """Chunks with 40 KiB of inline input each (incompressible, as a gzip is): 100 of them are 5.5 MB of base64."""
+    rng = random.Random(0)
+    return [c.with_changes(input_inline=rng.randbytes(40 * 1024))
+            for c in _chunks(job_id, n, legacy=legacy, status=status)]
+
+
+def test_a_stage_of_100_chunks_with_large_inline_inputs_is_created_in_transactions_under_4_mib(
+    backend: Backend
+) -> None:
+    """Before review44j ``create_all`` sent the 100 chunks in one transaction, which the service refuses over 4 MiB
+    (413 RequestBodyTooLarge, a StorageError: the stage could never be created). Azurite accepts it; the fake
+    refuses it as the service does."""
+    j = submit(backend).job
+    Lifecycle(backend.stores).create_chunks(TENANT, j.id, STAGE, _big(j.id, 100, legacy=False,
+                                                                       status=ChunkStatus.PENDING))
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [c.index for c in stage] == list(range(100))
+    assert backend.stores.chunks.get(TENANT, j.id, STAGE, 99, with_input=True).input_inline == _big(
+        j.id, 100, legacy=False, status=ChunkStatus.PENDING)[99].input_inline
+
+
+def test_moving_100_rows_with_large_inline_inputs_keeps_each_transaction_under_4_mib(backend: Backend) -> None:
+    """Before review44j the copy of 100 such rows was one transaction: refused (413), so the tenant's move raised
+    every sweep, no sweep was recorded (its table scans ran again every few minutes) and the rows never moved."""
+    j = submit(backend).job
+    _write_legacy(backend, _big(j.id, 100, legacy=True, status=ChunkStatus.SUCCEEDED))
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.errors == 0 and report.chunk_rows_moved == 100, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    assert {c.legacy for c in backend.stores.chunks.list_stage(TENANT, j.id, STAGE)} == {False}
+
