@@ -418,3 +418,23 @@ def test_moving_100_rows_with_large_inline_inputs_keeps_each_transaction_under_4
     assert backend.stores.jobs.index_state().chunks_moved_at is not None
     assert {c.legacy for c in backend.stores.chunks.list_stage(TENANT, j.id, STAGE)} == {False}
 
+
+def test_chunk_rows_tenant_set_again_after_the_move_was_recorded_has_its_rows_moved_once_unset(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The move was recorded (no later sweep looks); then a deploy beside code that reads only the layout before sets
+    CHUNK_ROWS=tenant again and new stages go there. Before review44j they were never moved: every listing of those
+    tenants scanned them until retention. A sweep under CHUNK_ROWS=tenant now clears the record."""
+    assert Reaper(backend.stores, sweep=True).run().errors == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=2, status=ChunkStatus.SUCCEEDED)
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [True] * 2
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 2
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 2
