@@ -84,6 +84,11 @@ def _wire_bytes(entity: Any) -> int:
     return size
 
 
+def _old_first() -> bool:
+    """Whether reads start at the layout before: under ``CHUNK_ROWS=tenant``, where new stages are written."""
+    return get_settings().chunk_rows == "tenant"
+
+
 def _whole(chunks: list[Chunk]) -> bool:
     return bool(chunks) and len(chunks) >= chunks[0].of
 
@@ -114,7 +119,7 @@ class ChunkStore:
         batches: dict[str, list[Any]] = {}
         sizes: dict[str, int] = {}
         calls = 0
-        before = get_settings().chunk_rows == "tenant"  # the layout before, for a deploy beside the code before
+        before = _old_first()  # the layout before, for a deploy beside the code before
         for chunk in chunks:
             chunk = chunk.with_changes(legacy=before)
             entity = chunk.to_entity()
@@ -149,7 +154,11 @@ class ChunkStore:
         again, finds it (read old, then new, no moving row is missed). Only a chunk found nowhere costs it."""
         select = None if with_input else _SUMMARY
         new = (chunk_partition(tenant, job_id), chunk_row(stage, index))
-        for partition, row in (new, (tenant, legacy_chunk_row(job_id, stage, index)), new):
+        old = (tenant, legacy_chunk_row(job_id, stage, index))
+        # Under CHUNK_ROWS=tenant the chunks are written at the old key: look there first (old, then new, is already
+        # complete), one read instead of two per chunk read.
+        keys = (old, new) if _old_first() else (new, old, new)
+        for partition, row in keys:
             try:
                 return Chunk.from_entity(self._point(partition, row, select))
             except NotFound:
@@ -174,6 +183,12 @@ class ChunkStore:
         racing the sweep saw a stage without the rows just moved and decided on the rest (a stage of 3 with one
         failed chunk and an error budget of 50% failed the job: 1 of 1). Costs a third query only for a stage
         short in both layouts (being created, or racing a move)."""
+        if _old_first():
+            # CHUNK_ROWS=tenant: the stage is written in the old range; read it first, then (if short) the new one.
+            legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
+            if _whole(legacy):
+                return legacy
+            return _merge(legacy, self._range(chunk_partition(tenant, job_id), stage_prefix(stage)))
         found = self._range(chunk_partition(tenant, job_id), stage_prefix(stage))
         if _whole(found):
             return found

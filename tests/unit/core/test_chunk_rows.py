@@ -438,3 +438,30 @@ def test_chunk_rows_tenant_set_again_after_the_move_was_recorded_has_its_rows_mo
     assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 2
     assert backend.stores.jobs.index_state().chunks_moved_at is not None
     assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 2
+
+
+def test_chunk_rows_tenant_reads_a_stage_and_a_chunk_where_it_writes_them_first(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under CHUNK_ROWS=tenant a chunk read cost two point reads before review44j (the new key, empty, first) and a
+    stage two range queries; now one each, and a stage split across the layouts is still read whole."""
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=3, status=ChunkStatus.SUCCEEDED)
+    reads = backend.ops()
+    before = (reads.get("table:get", 0), _queries(backend))
+    chunk = backend.stores.chunks.get(TENANT, job_id, STAGE, 1)
+    assert [c.index for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [0, 1, 2]
+    assert chunk.legacy and (backend.ops().get("table:get", 0) - before[0], _queries(backend) - before[1]) == (1, 1)
+    # A stage split across the layouts (its finished chunks moved, the last still running where it was written).
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    [split] = _fan_out_jobs(backend, jobs=1, chunks=0, legacy=True)
+    _write_legacy(backend, _chunks(split, 4, legacy=True, status=ChunkStatus.SUCCEEDED)[:3]
+                  + _chunks(split, 4, legacy=True, status=ChunkStatus.RUNNING)[3:])
+    assert _store(backend).move_legacy(TENANT).moved == 3 + 3
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    assert not backend.stores.chunks.get(TENANT, split, STAGE, 1).legacy  # moved: found at the new key next
+    assert [(c.index, c.legacy) for c in backend.stores.chunks.list_stage(TENANT, split, STAGE)] == [
+        (0, False), (1, False), (2, False), (3, True)]
