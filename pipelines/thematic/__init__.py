@@ -9,7 +9,7 @@ and the tokenizer load on first use.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from shared.sdk import Pipeline, RetryPolicy, ValidationFailed
 
@@ -54,12 +54,21 @@ def check_params(params: ThematicParams) -> None:
         )
 
 
+#: MiB of an attempt before its texts: onnxruntime, the fast encoder's two sessions on one copy of the weights
+#: (issue 27: ``embed.OnnxEncoder``, ``shared_weights.py``), numpy. 250 for one session; the second session added
+#: 79 MiB (VNNI graph) while sessions shared nothing, and adds +40 (VNNI) / +57 (the default int8 graph) now
+#: (``bench/embed_sessions.py --rss``, embed-only peaks, 2026-12-07): 250 + 57, rounded up.
+BASE_MB: Final = 310.0
+#: What ``embedding="quality"`` (all-mpnet-base-v2 int8, two sessions on one copy of its 267 MB graph) adds: its
+#: embed-only peak 780 MiB (500 BBC leads) against the fast encoder's 270 (the int8 graph, 2,000 leads).
+QUALITY_EXTRA_MB: Final = 510.0
+
+
 def memory_mb(params: Any, data: Any) -> float:
     """Estimated peak memory of one attempt (MiB), for the host's admission (docs/performance.md).
 
-    About 330 MiB for onnxruntime, the model's two sessions and numpy (250 with one session: the second added
-    79 MiB, bench/embed_sessions.py --rss, 2026-12-07), plus per text a fixed part (row, embedding,
-    clustering state) and a part that grows with its length (tokens in the embedding batches).
+    ``BASE_MB`` (+ ``QUALITY_EXTRA_MB`` with ``embedding="quality"``), plus per text a fixed part (row,
+    embedding, clustering state) and a part that grows with its length (tokens in the embedding batches).
     Fitted to the measured peaks: 20,000 survey-length answers in one process peak at 2.04 GiB.
     Conservative when the embed stage fans out to chunk workers (above 5,000 answers).
     """
@@ -67,7 +76,8 @@ def memory_mb(params: Any, data: Any) -> float:
     count = len(items)
     chars = sum(len(t.get("text", "")) if isinstance(t, dict) else len(str(t)) for t in items)
     mean = chars / count if count else 0.0
-    return 330.0 + count * (0.05 + 0.00025 * min(mean, 2000.0))
+    base = BASE_MB + (QUALITY_EXTRA_MB if getattr(params, "embedding", "fast") == "quality" else 0.0)
+    return base + count * (0.05 + 0.00025 * min(mean, 2000.0))
 
 
 def _run(ctx: Any, params: Any, data: Any) -> Any:

@@ -303,11 +303,13 @@ class OnnxEncoder:
         max_tokens: int | None = None,
         tail_tokens: int = 0,
         sessions: int | None = None,
+        share_weights: bool = True,
     ) -> None:
         """``max_tokens`` (default ``info.max_tokens``) word pieces per text, [CLS] and [SEP] included; with
         ``tail_tokens`` a longer text keeps its first and its last ``tail_tokens`` pieces (head + tail) instead
         of its first ``max_tokens`` only. ``sessions`` (default ``threads``): how many sessions share the
-        ``threads``, each with ``threads // sessions`` intra-op threads."""
+        ``threads``, each with ``threads // sessions`` intra-op threads. ``share_weights``: several sessions use one
+        copy of the graph's weights (``shared_weights.split``; False: each its own, as before, for the bench)."""
         # Imported here so that importing the pipeline package stays cheap
         # (cold start): onnxruntime alone takes ~0.3 s to import.
         import onnxruntime as ort
@@ -333,8 +335,26 @@ class OnnxEncoder:
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 
+        source: str | bytes = str(model_file)
+        #: The weights the sessions share, with their OrtValues: they must outlive every session.
+        self._shared: list[tuple[Any, Any]] = []
+        if n_sessions > 1 and share_weights:
+            # One copy of the large initializers for all sessions instead of one per session: 2 sessions peak 47 /
+            # 43 MiB lower (VNNI / int8 graph, 2,000 leads), vectors bit for bit the same (bench/embed_sessions.py
+            # --rss; docs/embedding-speed.md, "One copy of the weights"). Each session's pre-packed copies of the
+            # MatMul weights stay its own: the Python API has no PrepackedWeightsContainer.
+            from .shared_weights import split
+
+            real = model_file.resolve()
+            source, arrays = split(real.read_bytes(), real.name)
+            opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(real.parent))
+            for name, array in arrays.items():
+                value = ort.OrtValue.ortvalue_from_numpy(array)
+                opts.add_initializer(name, value)
+                self._shared.append((array, value))
+
         def session(_: int) -> Any:
-            return ort.InferenceSession(str(model_file), sess_options=opts, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
 
         if n_sessions == 1:
             self._sessions: list[Any] = [session(0)]

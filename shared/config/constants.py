@@ -106,3 +106,10 @@ FENCE_FRACTION: Final = 0.6
 REAPER_MAX_REQUEUES_PER_RUN: Final = 100
 # Queue insertion times come back with one-second resolution.
 QUEUE_TIME_GRANULARITY: Final = timedelta(seconds=1)
+
+#: The Table service's limit on one entity-group transaction's payload (besides its 100 operations). Azurite does not
+#: enforce it; the fake does (``FakeTable.submit_transaction``).
+TABLE_BATCH_MAX_BYTES: Final = 4 * 1024 * 1024
+#: What the chunk store puts in one transaction at most, as it estimates the JSON it sends: room under the limit for
+#: the multipart framing and the estimate's slack (review44j: 100 chunks of 48 KiB inline input are 6.4 MB of base64).
+TABLE_BATCH_BUDGET_BYTES: Final = 3 * 1024 * 1024

@@ -71,8 +71,8 @@ class JobRepo(Protocol):
     def existing(self, tenant: str, job_ids: Iterable[str]) -> set[str]:
         """Which of ``job_ids`` have a job row in ``tenant`` (a few ids per query, the RowKeys only)."""
 
-    def mark_chunks_moved(self, at: datetime) -> None:
-        """Record that no tenant has chunk rows of the layout before left (the sweep stops looking)."""
+    def mark_chunks_moved(self, at: datetime | None) -> None:
+        """Record that no tenant has chunk rows of the layout before left (the sweep stops looking); None: look again."""
 
     def mark_swept(self, at: datetime) -> None:
         """Record that a full sweep finished at ``at`` (what ``index_state`` reports next)."""

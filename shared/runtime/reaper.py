@@ -145,6 +145,12 @@ class Reaper:
         if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
             phases.append(lambda: self._move_chunk_rows(report, state))
             names.append("chunk rows")
+        elif sweeping and state.chunks_moved_at is not None and self.settings.chunk_rows == "tenant":
+            # CHUNK_ROWS=tenant again after the move was recorded (a deploy beside code that reads only the layout
+            # before): the stages it writes are rows to move once it is unset, so the sweeps look again then.
+            # Before review44j they stayed in the tenant's partition until retention, read by every listing.
+            phases.append(lambda: self.stores.jobs.mark_chunks_moved(None))
+            names.append("chunk rows")
         for name, phase in zip(names, phases, strict=True):
             try:
                 phase()

@@ -7,6 +7,7 @@ job's row) are read too, and moved by :meth:`ChunkStore.move_legacy`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -14,8 +15,9 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 
-from shared.config.constants import JOB_ROWS_END
+from shared.config.constants import JOB_ROWS_END, TABLE_BATCH_BUDGET_BYTES
 from shared.config.settings import get_settings
+from shared.core import conditional
 from shared.core.chunks import (
     KIND_CHUNK,
     Chunk,
@@ -28,8 +30,7 @@ from shared.core.chunks import (
     legacy_stage_prefix,
     stage_prefix,
 )
-from shared.core.conditional import new_op
-from shared.core.errors import AlreadyExists, EtagMismatch, NotFound, StorageUnavailable
+from shared.core.errors import AlreadyExists, Contended, EtagMismatch, NotFound, StorageUnavailable
 from shared.core.jobs import utcnow
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
@@ -68,6 +69,36 @@ _SUMMARY = [
 ]
 
 
+def _wire_bytes(entity: Any) -> int:
+    """About how much of a $batch body an entity takes (its JSON, base64 for bytes, plus its part's headers): a
+    slight overestimate, to keep a transaction under the service's 4 MiB."""
+    size = 400
+    for key, value in dict(entity).items():
+        size += len(key) + 40  # the name, quotes, and an @odata.type annotation
+        if isinstance(value, bytes | bytearray):
+            size += 4 * ((len(value) + 2) // 3)
+        elif isinstance(value, str):
+            size += len(json.dumps(value))
+        else:
+            size += 40
+    return size
+
+
+def _old_first() -> bool:
+    """Whether reads start at the layout before: under ``CHUNK_ROWS=tenant``, where new stages are written."""
+    return get_settings().chunk_rows == "tenant"
+
+
+def _whole(chunks: list[Chunk]) -> bool:
+    return bool(chunks) and len(chunks) >= chunks[0].of
+
+
+def _merge(older: list[Chunk], newer: list[Chunk]) -> list[Chunk]:
+    """By index; a chunk in both is taken from ``newer`` (the new layout, or the later read)."""
+    by_index = {c.index: c for c in older} | {c.index: c for c in newer}
+    return [by_index[i] for i in sorted(by_index)]
+
+
 class ChunkStore:
     def __init__(self, table: TableClient | None = None) -> None:
         self._table = table
@@ -77,23 +108,29 @@ class ChunkStore:
         return self._table or get_table_client()
 
     def create_all(self, chunks: Iterable[Chunk]) -> int:
-        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition), in the
-        layout ``CHUNK_ROWS`` names.
+        """Insert chunks in entity-group transactions of up to 100 (one job's chunks share a partition) and
+        ``TABLE_BATCH_BUDGET_BYTES`` (the service refuses a transaction over 4 MiB: 100 chunks of 48 KiB inline input
+        are 6.4 MB of base64), in the layout ``CHUNK_ROWS`` names.
 
         Inserts, never upserts: a replace would reset a chunk that another writer already
         ran to ``pending`` and drop its output. A batch that hits an existing chunk fails
         whole with AlreadyExists; the lifecycle re-lists and inserts only what is missing.
         """
         batches: dict[str, list[Any]] = {}
+        sizes: dict[str, int] = {}
         calls = 0
-        before = get_settings().chunk_rows == "tenant"  # the layout before, for a deploy beside the code before
+        before = _old_first()  # the layout before, for a deploy beside the code before
         for chunk in chunks:
             chunk = chunk.with_changes(legacy=before)
+            entity = chunk.to_entity()
+            size = _wire_bytes(entity)
             batch = batches.setdefault(chunk.partition_key, [])
-            batch.append(("create", chunk.to_entity()))
-            if len(batch) == _BATCH:
+            if batch and (len(batch) == _BATCH or sizes[chunk.partition_key] + size > TABLE_BATCH_BUDGET_BYTES):
                 calls += self._submit(batch)
                 batch.clear()
+                sizes[chunk.partition_key] = 0
+            batch.append(("create", entity))
+            sizes[chunk.partition_key] = sizes.get(chunk.partition_key, 0) + size
         for batch in batches.values():
             if batch:
                 calls += self._submit(batch)
@@ -110,15 +147,27 @@ class ChunkStore:
         return 1
 
     def get(self, tenant: str, job_id: str, stage: str, index: int, *, with_input: bool = False) -> Chunk:
-        """One chunk: a point read; a second one at the layout before if the first finds nothing."""
+        """One chunk: a point read; at the layout before if the first finds nothing, then the new key once more.
+
+        A row only ever moves from the layout before to the new one (``move_legacy``: copy, then delete), so a chunk
+        missed at the new key and then at the old one may have moved in between: the third read, at the new key
+        again, finds it (read old, then new, no moving row is missed). Only a chunk found nowhere costs it."""
         select = None if with_input else _SUMMARY
-        try:
-            with storage_call("read chunk"):
-                e = self.table.get_entity(chunk_partition(tenant, job_id), chunk_row(stage, index), select=select)
-        except NotFound:
-            with storage_call("read chunk"):
-                e = self.table.get_entity(tenant, legacy_chunk_row(job_id, stage, index), select=select)
-        return Chunk.from_entity(e)
+        new = (chunk_partition(tenant, job_id), chunk_row(stage, index))
+        old = (tenant, legacy_chunk_row(job_id, stage, index))
+        # Under CHUNK_ROWS=tenant the chunks are written at the old key: look there first (old, then new, is already
+        # complete), one read instead of two per chunk read.
+        keys = (old, new) if _old_first() else (new, old, new)
+        for partition, row in keys:
+            try:
+                return Chunk.from_entity(self._point(partition, row, select))
+            except NotFound:
+                pass
+        raise NotFound(f"chunk {job_id}/{stage}/{index}: not found")
+
+    def _point(self, partition: str, row: str, select: list[str] | None) -> Any:
+        with storage_call("read chunk"):
+            return self.table.get_entity(partition, row, select=select)
 
     def list_stage(self, tenant: str, job_id: str, stage: str) -> list[Chunk]:
         """Every chunk of one stage, by index: a range query inside the job's chunk partition.
@@ -126,15 +175,28 @@ class ChunkStore:
         A stage found whole (as many rows as its chunks say it has) is one query. One found short or not at all (a
         stage being created, or one written in the layout before, or moved in part) is looked for in the old range
         too, a second range query. A chunk found in both (a move cut off between its copy and its delete: the row
-        could no longer change, so the two are alike) is the new row."""
+        could no longer change, so the two are alike) is the new row.
+
+        A row only moves from the old range to the new one, and ``move_legacy`` may move it between the two queries:
+        missed by the first (not moved yet) and by the second (moved). A merge still short of the stage's chunks (or
+        empty) therefore reads the new range once more: old, then new, misses no moving row. Without it a fan-in
+        racing the sweep saw a stage without the rows just moved and decided on the rest (a stage of 3 with one
+        failed chunk and an error budget of 50% failed the job: 1 of 1). Costs a third query only for a stage
+        short in both layouts (being created, or racing a move)."""
+        if _old_first():
+            # CHUNK_ROWS=tenant: the stage is written in the old range; read it first, then (if short) the new one.
+            legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
+            if _whole(legacy):
+                return legacy
+            return _merge(legacy, self._range(chunk_partition(tenant, job_id), stage_prefix(stage)))
         found = self._range(chunk_partition(tenant, job_id), stage_prefix(stage))
-        if found and len(found) >= found[0].of:
+        if _whole(found):
             return found
         legacy = self._range(tenant, legacy_stage_prefix(job_id, stage))
-        if not legacy:
-            return found
-        by_index = {c.index: c for c in legacy} | {c.index: c for c in found}
-        return [by_index[i] for i in sorted(by_index)]
+        merged = _merge(legacy, found)
+        if _whole(merged):
+            return merged
+        return _merge(merged, self._range(chunk_partition(tenant, job_id), stage_prefix(stage)))
 
     def _range(self, partition: str, prefix: str) -> list[Chunk]:
         query = "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi"
@@ -210,7 +272,8 @@ class ChunkStore:
     def move_legacy(self, tenant: str) -> MoveReport:
         """Move a tenant's chunk rows of the layout before (``{job_id}~c~…`` among its job rows) to their jobs'
         partitions: one query of the tenant's job rows (the service filters out what is not a chunk), then per 100
-        rows of a job one transaction of copies and one of deletes.
+        rows of a job (fewer when their inline inputs would pass ``TABLE_BATCH_BUDGET_BYTES``) one transaction of
+        copies and one of deletes.
 
         Two partitions, so no transaction holds both writes: a row is moved only once it can no longer change, so a
         copy is never stale. That is a finished chunk (no transition leads out of a terminal state), or one that
@@ -224,7 +287,8 @@ class ChunkStore:
         query = "PartitionKey eq @pk and RowKey lt @end and kind eq @kind"
         report = MoveReport()
         ended: dict[str, bool] = {}
-        batch: list[Any] = []  # rows of one job that can no longer change, up to 100
+        batch: list[Any] = []  # rows of one job that can no longer change, up to 100 and TABLE_BATCH_BUDGET_BYTES
+        size = [0]
 
         def flush() -> None:
             if batch:
@@ -232,6 +296,7 @@ class ChunkStore:
                 report.moved += moved
                 report.left += len(batch) - moved
                 batch.clear()
+                size[0] = 0
 
         # Page by page (a row carries its inline input, up to 48 KiB): a job's rows are next to each other, so a
         # batch is flushed when the job changes. Deleting rows already read does not disturb the continuation.
@@ -241,9 +306,12 @@ class ChunkStore:
                 ready = self._ready(tenant, e, report, ended)
                 if ready is None:
                     continue
-                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH):
+                bytes_ = _wire_bytes(ready)
+                if batch and (batch[0]["job_id"] != ready["job_id"] or len(batch) == _BATCH
+                              or size[0] + bytes_ > TABLE_BATCH_BUDGET_BYTES):
                     flush()
                 batch.append(ready)
+                size[0] += bytes_
         flush()
         return report
 
@@ -260,12 +328,13 @@ class ChunkStore:
         if chunk.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED) or not self._ended(tenant, chunk.job_id, ended):
             report.left += 1  # running, or its job still goes: it moves once it has finished
             return None
-        cancelled = self._cancel_in_place(e, chunk)
-        if cancelled is None:
+        found = self._cancel_in_place(e, chunk)
+        if found is None:
             report.left += 1
             return None
-        report.cancelled += 1
-        return cancelled
+        row, cancelled = found
+        report.cancelled += cancelled
+        return row
 
     def _ended(self, tenant: str, job_id: str, seen: dict[str, bool]) -> bool:
         """Whether the job has ended (or is gone): nothing will run its chunks that never started."""
@@ -278,19 +347,43 @@ class ChunkStore:
                 seen[job_id] = True
         return seen[job_id]
 
-    def _cancel_in_place(self, e: Any, chunk: Chunk) -> Any | None:
-        """Cancel a never-started chunk of an ended job where it is; the row as written, or None if it changed."""
-        try:
+    def _cancel_in_place(self, e: Any, chunk: Chunk) -> tuple[Any, bool] | None:
+        """Cancel a never-started chunk of an ended job where it is: the row as it now is once it can no longer change
+        (cancelled by this run, or by anyone, or finished) and whether this run cancelled it, or None (it started meanwhile, or is gone).
+
+        Through :func:`shared.core.conditional.apply`: a cancel whose answer was lost (a dropped connection:
+        StorageUnavailable) or whose SDK retry came back 412 after it had committed is decided by re-reading the row
+        (our ``op`` on it), and one that lost to a writer is planned again on the fresh row. Before review44j the
+        first made the tenant's whole move fail and the sweep go unrecorded (the sweep's table scans ran again
+        minutes later), the second left a cancelled row unmoved until the next day's sweep."""
+        key = {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"]}
+        latest: dict[str, Any] = {"e": e}
+
+        def read() -> Chunk:
+            with storage_call("read a chunk of the layout before"):
+                latest["e"] = self.table.get_entity(key["PartitionKey"], key["RowKey"])
+            return Chunk.from_entity(latest["e"])
+
+        def write(row: Chunk, fields: dict[str, Any]) -> Chunk:
             with storage_call("cancel a chunk of an ended job"):
-                self.table.update_entity(
-                    {"PartitionKey": e["PartitionKey"], "RowKey": e["RowKey"], "status": ChunkStatus.CANCELLED.value,
-                     "finished_at": utcnow(), "op": new_op()},
-                    mode=UpdateMode.MERGE, etag=e.metadata["etag"], match_condition=MatchConditions.IfNotModified,
-                )
-                return self.table.get_entity(e["PartitionKey"], e["RowKey"])
-        except (EtagMismatch, NotFound):
+                self.table.update_entity({**key, **fields}, mode=UpdateMode.MERGE, etag=row.etag,
+                                         match_condition=MatchConditions.IfNotModified)
+            return read()
+
+        def plan(row: Chunk) -> dict[str, Any] | None:
+            if row.status not in (ChunkStatus.PENDING, ChunkStatus.QUEUED):
+                return None
+            return {"status": ChunkStatus.CANCELLED.value, "finished_at": utcnow()}
+
+        try:
+            done = conditional.apply(chunk, read=read, write=write, plan=plan, name="cancel a chunk of an ended job")
+        except (NotFound, Contended):
             log.info("chunk %s/%s changed while being cancelled; the next run looks again", chunk.job_id, chunk.index)
             return None
+        if not done.row.status.terminal:
+            log.info("chunk %s/%s started while being cancelled; it moves once finished", chunk.job_id, chunk.index)
+            return None
+        return latest["e"], done.applied
 
     def _move(self, rows: list[Any]) -> int:
         """Copy up to 100 rows of one job that can no longer change to its partition, then delete the old ones (on

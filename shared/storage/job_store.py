@@ -348,11 +348,13 @@ class JobStore:
                     moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
         return IndexState(tuple(tenants), swept_at, moved_at)
 
-    def mark_chunks_moved(self, at: datetime) -> None:
-        # On the sweep row (MERGE: its swept_at stays), read with the tenants at no extra cost.
+    def mark_chunks_moved(self, at: datetime | None) -> None:
+        # On the sweep row (MERGE: its swept_at stays), read with the tenants at no extra cost. None clears it (an
+        # empty string: a MERGE leaves out a None), read back as not moved.
         with storage_call("mark the chunk rows moved"):
             self.table.upsert_entity(
-                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, "chunks_moved_at": at},
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP,
+                 "chunks_moved_at": "" if at is None else at},
                 mode=UpdateMode.MERGE,
             )
 

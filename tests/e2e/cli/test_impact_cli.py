@@ -26,15 +26,18 @@ def test_impact_prints_the_themes_in_rank_with_the_planted_one_first_and_starred
     code, out, err = cli("impact", job_id)
     assert code == EXIT_OK, err
     lines = out.splitlines()
-    assert lines[0].startswith("Impact on nps (nps): overall NPS")
     _, res, _ = cli("result", job_id)
     imp = json.loads(res)["impact"]
+    if imp.get("note"):  # one theme per response (schema 1.5): what an impact is relative to, first
+        assert lines[0] == imp["note"]
+        lines = lines[1:]
+    assert lines[0].startswith("Impact on nps (nps): overall NPS")
     body = lines[4:]
     assert len(body) == len(imp["themes"])
     for row, line in zip(imp["themes"], body, strict=True):
         assert line.rstrip().endswith(row["label"][:20]) or row["label"][:20] in line
         assert line.split()[0].rstrip("*") == f"{row['impact']:+.1f}"
-        sure = row["ci_low"] > 0 or row["ci_high"] < 0
+        sure = (row["ci_low"] > 0 or row["ci_high"] < 0) and not row.get("small_n") and not row.get("explained_by")
         assert line.split()[0].endswith("*") == sure, line
     assert body[0].split()[0].endswith("*") and imp["themes"][0]["impact"] < 0
     # A job without params.score says how to get one.

@@ -165,6 +165,32 @@ def test_two_one_thread_sessions_give_the_vectors_of_one_session(graph: str) -> 
     assert np.array_equal(got, one_of_one.embed(texts))
 
 
+@pytest.mark.parametrize("graph", [g.key for g in MINILM.graphs])
+def test_the_two_sessions_share_one_copy_of_the_weights_and_give_the_same_vectors(graph: str) -> None:
+    # Issue 27: the pipeline encoder's sessions use one copy of the graph's large initializers (shared_weights.py,
+    # SessionOptions.add_initializer): the second session cost ~80 MiB before (bench/embed_sessions.py --rss).
+    # Vectors bit for bit those of two sessions with their own weights (and so of one session, test above).
+    enc = E.get_embedder("fast", graph)
+    shared = {a.shape: a for a, _ in enc._shared}
+    assert len(enc._sessions) == 2 and (30522, 384) in shared  # the word-embedding table, 45 MiB
+    assert sum(a.nbytes for a, _ in enc._shared) > 50 * 2**20  # of the graph's 56-66 MiB
+    path, tok = E.model_path(graph), E.tokenizer_path()
+    own = E.OnnxEncoder(path, tok, enc.info, threads=2, share_weights=False)
+    assert len(own._sessions) == 2 and own._shared == []
+    texts = [*SAMPLE, *[it["text"] for it in feedback(per_theme=30)[0]]]
+    assert np.array_equal(enc.embed(texts), own.embed(texts))
+    # Both sessions read the one buffer: zero the table in a throwaway encoder and both see it.
+    fresh = E.OnnxEncoder(path, tok, enc.info, threads=2)
+    table = next(a for a, _ in fresh._shared if a.shape == (30522, 384))
+    feeds = {"input_ids": np.array([[101, 2000, 3000, 102]]), "attention_mask": np.ones((1, 4), dtype=np.int64)}
+    feeds = {k: v for k, v in feeds.items() if k in fresh._inputs}
+    before = [s.run(None, feeds)[0] for s in fresh._sessions]
+    table[:] = 0.0
+    after = [s.run(None, feeds)[0] for s in fresh._sessions]
+    assert np.array_equal(before[0], before[1]) and np.array_equal(after[0], after[1])
+    assert not np.array_equal(before[0], after[0])
+
+
 def test_model_path_override_accepts_the_built_file_and_refuses_others(tmp_path: Path, monkeypatch: Any) -> None:
     copy = tmp_path / "m.onnx"
     shutil.copy(E.model_path(), copy)

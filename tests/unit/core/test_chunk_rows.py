@@ -16,6 +16,7 @@ no transaction holds both). Runs on the fake here and on Azurite in its twin
 from __future__ import annotations
 
 import gzip
+import random
 from typing import Any
 
 import pytest
@@ -201,9 +202,11 @@ def test_never_started_chunks_of_an_ended_job_are_cancelled_in_place_then_moved(
     store = _store(backend)
     stale = store.table.get_entity(TENANT, legacy_chunk_row(j.id, STAGE, 0))
     # A delivery of chunk 0 cancels it first (what the chunk worker does for a chunk of an ended job): the
-    # migration's cancel, conditional on the row it read, loses and leaves it; the next run moves it, finished.
+    # migration's cancel, conditional on the row it read, loses, is planned again on the fresh row and finds it
+    # finished (not cancelled by the migration): this run moves it.
     assert Lifecycle(backend.stores).cancel(backend.stores.chunks.get(TENANT, j.id, STAGE, 0)).applied
-    assert store._cancel_in_place(stale, Chunk.from_entity(stale)) is None
+    found = store._cancel_in_place(stale, Chunk.from_entity(stale))  # planned again on the fresh row: finished
+    assert found is not None and found[0]["status"] == "cancelled" and found[1] is False
     report = store.move_legacy(TENANT)
     assert (report.moved, report.cancelled, report.left) == (3, 2, 0)
     stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
@@ -301,3 +304,164 @@ def test_the_reaper_recovers_a_stale_chunk_of_the_layout_before_where_it_is(back
     assert report.chunks_requeued == [f"{j.id}/{STAGE}/0"], report.summary()
     chunk = backend.stores.chunks.get(TENANT, j.id, STAGE, 0)
     assert chunk.legacy and chunk.status == ChunkStatus.QUEUED and chunk.attempts == 1
+
+
+# -- review44j: readers racing the sweep's move ----------------------------------------------------------------------
+def _move_between_reads(monkeypatch: pytest.MonkeyPatch, store: ChunkStore, method: str) -> list[int]:
+    """Run ``move_legacy`` (another process's sweep) right after the store's first read at the new key or range has
+    come back, before it looks at the layout before: the window in which a moving row is in neither read."""
+    original = getattr(store, method)
+    moved: list[int] = []
+
+    def read(partition: str, *args: Any) -> Any:
+        try:
+            return original(partition, *args)
+        finally:  # a point read that found nothing raises NotFound
+            if "~" in partition and not moved:
+                moved.append(store.move_legacy(TENANT).moved)
+
+    monkeypatch.setattr(store, method, read)
+    return moved
+
+
+def test_a_fan_in_racing_the_move_sees_every_chunk_of_its_stage(backend: Backend,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage of 3 across the deploy, error budget 50%: chunk 0 failed and was moved by an earlier sweep, chunks 1
+    and 2 ran in the layout before. Chunk 2's finisher lists the stage to fan in while a sweep moves 1 and 2 between
+    its two range queries. Before review44j the listing was [chunk 0] alone: 1 of 1 items failed, over the budget,
+    and the job failed, where 1 of 3 is within it."""
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1)
+    assert claimed.applied
+    rows = [c.with_changes(budget=0.5) for c in _chunks(j.id, 3, legacy=True)]
+    _write_legacy(backend, [rows[0].with_changes(status=ChunkStatus.FAILED), rows[1].with_changes(
+        status=ChunkStatus.RUNNING), rows[2].with_changes(status=ChunkStatus.RUNNING)])
+    assert _store(backend).move_legacy(TENANT).moved == 1  # chunk 0, finished
+    assert life.suspend(claimed.row, STAGE).applied  # waits for chunks 1 and 2
+    for index in (1, 2):
+        row = backend.stores.chunks.get(TENANT, j.id, STAGE, index)
+        assert row.legacy
+        backend.stores.chunks.update(row, status=ChunkStatus.SUCCEEDED)
+    moved = _move_between_reads(monkeypatch, _store(backend), "_range")
+    check = life.refill_or_fan_in(TENANT, j.id, STAGE)
+    assert moved == [2]
+    assert check.value == "fired", check
+    after = job(backend, j.id)
+    assert after.status == Status.WAITING and after.fan_in_at is not None
+
+
+def test_a_point_read_racing_the_move_finds_the_chunk(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Missed at the new key (not moved yet), then at the old one (moved since): before review44j a NotFound for a
+    chunk that exists, which a re-read deciding a lifecycle write raised instead of deciding."""
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=1, legacy=True, status=ChunkStatus.SUCCEEDED)
+    moved = _move_between_reads(monkeypatch, _store(backend), "_point")
+    chunk = backend.stores.chunks.get(TENANT, job_id, STAGE, 0)
+    assert moved == [1]
+    assert not chunk.legacy and chunk.status == ChunkStatus.SUCCEEDED
+
+
+def test_a_stage_found_in_neither_layout_costs_three_queries(backend: Backend) -> None:
+    before = _queries(backend)
+    assert backend.stores.chunks.list_stage(TENANT, "0" * 28, STAGE) == []
+    assert _queries(backend) - before == 3  # new, old, new: a stage moved whole in between is not missed
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx"])
+def test_a_cancel_in_place_whose_answer_is_lost_is_decided_by_re_reading(backend: Backend, mode: str) -> None:
+    """The migration's cancel of a never-started chunk of an ended job commits and its answer is lost (``drop``: the
+    SDK does not retry a MERGE) or its SDK retry comes back 412 (``commit-5xx``). Before review44j the first made the
+    tenant's move raise, so the sweep was not recorded and ran its table scans again minutes later; the second left
+    the chunk in the layout before until the next day's sweep. Re-read, the row shows the cancel's own op."""
+    j = submit(backend).job
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True, status=ChunkStatus.QUEUED))
+    assert Lifecycle(backend.stores).cancel(job(backend, j.id)).row.status == Status.CANCELLED
+    backend.faults.arm("table", mode, method="MERGE", contains='"status":"cancelled"')
+    report = Reaper(backend.stores, sweep=True).run()
+    assert [m for _, _, m in backend.faults.log] == [mode]
+    assert report.errors == 0 and report.chunk_rows_moved == 2, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [(c.status, c.legacy) for c in stage] == [(ChunkStatus.CANCELLED, False)] * 2
+
+
+# -- review44j: the service's 4 MiB per transaction -----------------------------------------------------------------
+def _big(job_id: str, n: int, *, legacy: bool, status: ChunkStatus) -> list[Chunk]:
+    """Chunks with 40 KiB of inline input each (incompressible, as a gzip is): 100 of them are 5.5 MB of base64."""
+    rng = random.Random(0)
+    return [c.with_changes(input_inline=rng.randbytes(40 * 1024))
+            for c in _chunks(job_id, n, legacy=legacy, status=status)]
+
+
+def test_a_stage_of_100_chunks_with_large_inline_inputs_is_created_in_transactions_under_4_mib(
+    backend: Backend
+) -> None:
+    """Before review44j ``create_all`` sent the 100 chunks in one transaction, which the service refuses over 4 MiB
+    (413 RequestBodyTooLarge, a StorageError: the stage could never be created). Azurite accepts it; the fake
+    refuses it as the service does."""
+    j = submit(backend).job
+    Lifecycle(backend.stores).create_chunks(TENANT, j.id, STAGE, _big(j.id, 100, legacy=False,
+                                                                       status=ChunkStatus.PENDING))
+    stage = backend.stores.chunks.list_stage(TENANT, j.id, STAGE)
+    assert [c.index for c in stage] == list(range(100))
+    assert backend.stores.chunks.get(TENANT, j.id, STAGE, 99, with_input=True).input_inline == _big(
+        j.id, 100, legacy=False, status=ChunkStatus.PENDING)[99].input_inline
+
+
+def test_moving_100_rows_with_large_inline_inputs_keeps_each_transaction_under_4_mib(backend: Backend) -> None:
+    """Before review44j the copy of 100 such rows was one transaction: refused (413), so the tenant's move raised
+    every sweep, no sweep was recorded (its table scans ran again every few minutes) and the rows never moved."""
+    j = submit(backend).job
+    _write_legacy(backend, _big(j.id, 100, legacy=True, status=ChunkStatus.SUCCEEDED))
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.errors == 0 and report.chunk_rows_moved == 100, report.summary()
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    assert {c.legacy for c in backend.stores.chunks.list_stage(TENANT, j.id, STAGE)} == {False}
+
+
+def test_chunk_rows_tenant_set_again_after_the_move_was_recorded_has_its_rows_moved_once_unset(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The move was recorded (no later sweep looks); then a deploy beside code that reads only the layout before sets
+    CHUNK_ROWS=tenant again and new stages go there. Before review44j they were never moved: every listing of those
+    tenants scanned them until retention. A sweep under CHUNK_ROWS=tenant now clears the record."""
+    assert Reaper(backend.stores, sweep=True).run().errors == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=2, status=ChunkStatus.SUCCEEDED)
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [True] * 2
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 0
+    assert backend.stores.jobs.index_state().chunks_moved_at is None
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    assert Reaper(backend.stores, sweep=True).run().chunk_rows_moved == 2
+    assert backend.stores.jobs.index_state().chunks_moved_at is not None
+    assert [c.legacy for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [False] * 2
+
+
+def test_chunk_rows_tenant_reads_a_stage_and_a_chunk_where_it_writes_them_first(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under CHUNK_ROWS=tenant a chunk read cost two point reads before review44j (the new key, empty, first) and a
+    stage two range queries; now one each, and a stage split across the layouts is still read whole."""
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    [job_id] = _fan_out_jobs(backend, jobs=1, chunks=3, status=ChunkStatus.SUCCEEDED)
+    reads = backend.ops()
+    before = (reads.get("table:get", 0), _queries(backend))
+    chunk = backend.stores.chunks.get(TENANT, job_id, STAGE, 1)
+    assert [c.index for c in backend.stores.chunks.list_stage(TENANT, job_id, STAGE)] == [0, 1, 2]
+    assert chunk.legacy and (backend.ops().get("table:get", 0) - before[0], _queries(backend) - before[1]) == (1, 1)
+    # A stage split across the layouts (its finished chunks moved, the last still running where it was written).
+    monkeypatch.setenv("CHUNK_ROWS", "job")
+    get_settings.cache_clear()
+    [split] = _fan_out_jobs(backend, jobs=1, chunks=0, legacy=True)
+    _write_legacy(backend, _chunks(split, 4, legacy=True, status=ChunkStatus.SUCCEEDED)[:3]
+                  + _chunks(split, 4, legacy=True, status=ChunkStatus.RUNNING)[3:])
+    assert _store(backend).move_legacy(TENANT).moved == 3 + 3
+    monkeypatch.setenv("CHUNK_ROWS", "tenant")
+    get_settings.cache_clear()
+    assert not backend.stores.chunks.get(TENANT, split, STAGE, 1).legacy  # moved: found at the new key next
+    assert [(c.index, c.legacy) for c in backend.stores.chunks.list_stage(TENANT, split, STAGE)] == [
+        (0, False), (1, False), (2, False), (3, True)]

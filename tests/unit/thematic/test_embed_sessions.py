@@ -48,6 +48,7 @@ class Sessions:
     fail_at: int = 0
     barrier: threading.Barrier | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    sources: list[str | bytes] = field(default_factory=list)  # what each session was made from
 
 
 class FakeSession:
@@ -76,14 +77,20 @@ class FakeSession:
 
 
 @pytest.fixture
-def sessions(monkeypatch: pytest.MonkeyPatch) -> Sessions:
+def sessions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Sessions:
     import onnxruntime as ort
     import tokenizers
 
-    reg = Sessions()
+    from tests.unit.thematic.test_shared_weights import tiny_model
 
-    def session(_path: str, sess_options: Any, providers: Any) -> FakeSession:
+    reg = Sessions()
+    # A real (tiny) model file: with N > 1 sessions the encoder reads it to share its weights (shared_weights.py).
+    tiny_model(tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+
+    def session(source: str | bytes, sess_options: Any, providers: Any) -> FakeSession:
         assert sess_options.inter_op_num_threads == 1
+        reg.sources.append(source)
         return FakeSession(reg, sess_options.intra_op_num_threads)
 
     monkeypatch.setattr(ort, "InferenceSession", session)
@@ -112,6 +119,20 @@ def test_n_threads_are_n_sessions_of_one_thread_and_sessions_1_is_one_session_of
     enc = encoder(2)
     enc._session = sessions.made[0]
     assert enc._sessions == [sessions.made[0]] and enc._inputs == {"input_ids", "attention_mask"}
+
+
+def test_n_sessions_are_made_from_one_shared_copy_of_the_weights_and_one_session_from_the_file(
+    sessions: Sessions,
+) -> None:
+    two = encoder(2)
+    assert sorted(a.shape for a, _ in two._shared) == [(128, 256), (256, 128)]  # the tiny model's two large ones
+    assert len(sessions.sources) == 2 and all(isinstance(s, bytes) for s in sessions.sources)
+    assert sessions.sources[0] == sessions.sources[1]
+    assert len(sessions.sources[0]) < Path("model.onnx").stat().st_size // 2  # the graph without its weights
+    sessions.sources.clear()
+    one, unshared = encoder(1), encoder(2, share_weights=False)
+    assert one._shared == [] and unshared._shared == []
+    assert sessions.sources == [str(Path("model.onnx"))] * 3
 
 
 @pytest.mark.parametrize("threads", [2, 3])
