@@ -1313,8 +1313,7 @@ def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], l
     return [ren.setdefault(v, len(ren)) for v in groups], rows
 
 
-def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int, units: Units | None = None
-              ) -> tuple[I64, list[int]]:
+def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple[I64, list[int]]:
     """Sub-themes inside each theme, for k <= ``BROAD_MAX``: (sub-theme index per point, parent theme per sub-theme).
 
     A theme with >= 2 x ``min_size`` members is split into the 2..``SUB_MAX``
@@ -1322,17 +1321,12 @@ def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int, units: U
     ``PARSIMONY``), if that silhouette is positive; sub-groups below
     ``min_size`` are folded into the nearest sibling. Smaller themes and
     themes without internal structure stay one sub-theme. Points with label
-    < 0 get -1. ``units``: each theme's split is a unit of it (a theme's split depends on nothing but its members
-    and its own seeds).
+    < 0 get -1.
     """
     sub = -np.ones(len(x), dtype=np.int64)
     parent_of: list[int] = []
     members = [np.flatnonzero(labels == t) for t in range(k)]
-    if units is None:
-        splits = [_sub_split(x, m, t, min_size, seed) for t, m in enumerate(members)]
-    else:
-        splits = [u.result() for u in [units.submit(_sub_split, x, m, t, min_size, seed)
-                                       for t, m in enumerate(members)]]
+    splits = [_sub_split(x, m, t, min_size, seed) for t, m in enumerate(members)]
     for t, (m, best_lab) in enumerate(zip(members, splits, strict=True)):
         if len(m) == 0:
             continue

@@ -1206,12 +1206,8 @@ def build_levels(
     min_size: int,
     seed: int,
     embed: Embed | None,
-    sub_level: Callable[[], tuple[NDArray[np.int64], list[int]]] | None = None,
 ) -> Levels:
-    """Both levels, always: group many themes into 3-12 broad ones, or split few themes into sub-themes.
-
-    ``sub_level``: gives ``cluster.sub_level(emb, labels, len(themes), min_size=min_size, seed=seed)`` when the
-    caller started it already (the describe stage, on a second thread: :func:`pipelines.thematic.stages._describe`)."""
+    """Both levels, always: group many themes into 3-12 broad ones, or split few themes into sub-themes."""
     from . import cluster as K
 
     k = len(themes)
@@ -1234,7 +1230,7 @@ def build_levels(
         if embed is not None:
             name_parents(parents, children, {th.id: th for th in themes}, texts, used)
         return Levels("parents", "themes", parents=parents, children=children, scores=scores)
-    sub, parent_of = sub_level() if sub_level is not None else K.sub_level(emb, labels, k, min_size=min_size, seed=seed)
+    sub, parent_of = K.sub_level(emb, labels, k, min_size=min_size, seed=seed)
     subthemes: list[ThemeInfo] = []
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}

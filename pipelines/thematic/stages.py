@@ -33,7 +33,6 @@ from .clean import CleanedResponse, clean, from_json, to_json
 from .document import Recode, compare_recode, copy_weights, counted, insight_sentiment, number_by_count, result_model
 from .embed import ClientEmbedder, TextEmbedder
 from .llm_port import ChatClient
-from .parallel import Unit, Units
 from .params import ThematicParams
 from .pii import redact
 from .result import SeedCode, SeedThemeOut, SentimentInfo, ThematicResult
@@ -256,28 +255,7 @@ def describe_stage(ctx: PipelineContext, s: RunState) -> None:
     ctx.raise_if_cancelled()
 
 
-#: Threads for the describe stage's units too (the sub-theme split, started beside the labelling; see _describe).
-#: Off: it does not pay. The split is ~0.15 CPU-s of the 2,000-answer job and the labelling beside it is Python that
-#: holds the GIL; on the shared 2-core Xeon (7 interleaved rounds, load 2.8-7.3) the describe stage took a median
-#: 0.525 s wall / 0.516 CPU-s at one thread, 0.519 / 0.579 with the early split on two, 0.550 / 0.620 with the split's
-#: themes only as units: no faster, 12-20 % more CPU (speed44's DOCS.md). Kept to be measured on a quiet machine.
-EARLY_SUB_LEVEL = False
-
-
 def _describe(ctx: PipelineContext, s: RunState) -> _Described:
-    threads = stage_threads() if EARLY_SUB_LEVEL else 1
-    with Units(threads, name="thematiq-describe") as units:
-        # The sub-theme level (k <= BROAD_MAX) splits each theme with k-means, numpy work that depends only on the
-        # labels: with a second thread it starts now, beside the labelling (Python), and is used when the labels
-        # come out of the merges unchanged (the usual case), else computed again from the merged ones.
-        early = (units.submit(functools.partial(clustering.sub_level, s.emb, s.labels, s.k, min_size=s.params.min_theme_size,
-                                                seed=s.params.seed, units=units))
-                 if threads > 1 and s.k <= clustering.BROAD_MAX else None)
-        return _describe_in(ctx, s, units, early)
-
-
-def _describe_in(ctx: PipelineContext, s: RunState, units: Units,
-                 early: Unit[tuple[NDArray[np.int64], list[int]]] | None) -> _Described:
     p, usage = s.params, s.usage
     # Key-phrase labels rank their candidates by contextual vectors (the mean embedding of the responses
     # using a phrase): no model or API call, so labels are the same however the embed stage ran.
@@ -297,12 +275,8 @@ def _describe_in(ctx: PipelineContext, s: RunState, units: Units,
         if usage.skipped is None:
             themes, labels, centroids = _llm_merge(s.client, themes, labels, s.emb, s.texts, usage)
             merges += [{"into": th.id, "merged": th.merged_from, "by": "llm"} for th in themes if th.merged_from]
-    same = early is not None and len(themes) == s.k and np.array_equal(labels, s.labels)
-    sub_level = early.result if early is not None and same else (
-        functools.partial(clustering.sub_level, s.emb, labels, len(themes), min_size=p.min_theme_size, seed=p.seed,
-                          units=units) if units.threads > 1 else None)
     levels = describing.build_levels(themes, labels, s.emb, s.texts, min_size=p.min_theme_size, seed=p.seed,
-                                     embed=phrase_embed, sub_level=sub_level)
+                                     embed=phrase_embed)
     return themes, labels, usage, levels, merges, centroids
 
 

@@ -187,97 +187,9 @@ def test_the_stage_uses_the_embeddings_thread_count(monkeypatch: Any) -> None:
     assert seen == [3]
 
 
-def test_sub_level_on_two_threads_is_bit_identical() -> None:
-    x = blobs(800, 4, 24, 6, spread=0.8)
-    labels, _ = K.spherical_kmeans(x, 4, seed=0, n_init=2)
-    one = K.sub_level(x, labels, 4, min_size=5, seed=2)
-    with Units(2, name="test-units") as units:
-        two = K.sub_level(x, labels, 4, min_size=5, seed=2, units=units)
-    np.testing.assert_array_equal(one[0], two[0])
-    assert one[1] == two[1] and len(one[1]) > 4  # some theme was split
-
-
-def _described(monkeypatch: Any, threads: int) -> tuple[S.RunState, int]:
-    """The first four stages on the feedback sample at ``threads``; how often sub_level ran."""
-    from tests.support.thematic_data import feedback
-
-    from .stage_support import state
-
-    monkeypatch.setattr(E, "DEFAULT_THREADS", threads)
-    monkeypatch.setattr(S, "EARLY_SUB_LEVEL", True)  # off by default (it does not pay); its path must stay exact
-    calls: list[int] = []
-    real = K.sub_level
-
-    def counted(*a: Any, **k: Any) -> Any:
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(K, "sub_level", counted)
-    items, _ = feedback(per_theme=10, seed=2)
-    ctx, s = state(items)
-    for stage in S.STAGES[:4]:
-        stage(ctx, s)
-    monkeypatch.setattr(K, "sub_level", real)
-    return s, len(calls)
-
-
-def same_description(a: S.RunState, b: S.RunState) -> None:
-    from pipelines.thematic import describe as D
-
-    assert D.to_json(a.themes) == D.to_json(b.themes)
-    np.testing.assert_array_equal(a.labels, b.labels)
-    assert a.levels is not None and b.levels is not None
-    assert a.levels.to_json() == b.levels.to_json() and a.merges == b.merges
-
-
-def test_describe_stage_on_two_threads_gives_the_same_themes_and_levels(monkeypatch: Any) -> None:
-    one, calls_one = _described(monkeypatch, 1)
-    two, calls_two = _described(monkeypatch, 2)
-    assert one.k <= K.BROAD_MAX and one.levels is not None and one.levels.fine == "subthemes"
-    same_description(one, two)
-    assert (calls_one, calls_two) == (1, 1)  # the early sub-theme split was the one used
-    assert not [t for t in threading.enumerate() if t.name.startswith("thematiq-describe")]
-
-
-def test_describe_stage_recomputes_the_sub_themes_when_a_merge_changed_the_labels(monkeypatch: Any) -> None:
-    from pipelines.thematic import describe as D
-
-    def merge_first_two(themes: list[D.ThemeInfo], *a: Any, **k: Any) -> list[D.MergeRecord]:
-        big = sorted(themes, key=lambda th: -len(th.members))
-        return [D.MergeRecord(big[0].id, [big[1].id], 0.9, 0.0, 0.5)]
-
-    monkeypatch.setattr(D, "near_duplicate_groups", merge_first_two)
-    one, calls_one = _described(monkeypatch, 1)
-    two, calls_two = _described(monkeypatch, 2)
-    assert one.merges and len(one.themes) == one.k - 1
-    same_description(one, two)
-    assert (calls_one, calls_two) == (1, 2)  # the early split (of the labels before the merge) was not used
-
-
 def test_a_neighbour_block_holds_only_its_own_rows() -> None:
     # Every block's result waits for the caller (all are submitted before the curve): a view of argpartition's
     # block x n array would hold all of it (3.7 GiB peak RSS at 20,000 answers before the copy).
     x = blobs(3000, 5, 16, 0)
     got = K._neighbour_block(x, 5, 0, 64)
     assert got.shape == (64, 5) and (got.base is None or got.base.nbytes <= got.nbytes)
-
-
-def test_the_describe_stage_runs_in_one_thread_by_default(monkeypatch: Any) -> None:
-    assert S.EARLY_SUB_LEVEL is False
-    seen: list[int] = []
-    real = S.Units.__init__
-
-    def spy(self: Any, threads: int, **k: Any) -> None:
-        seen.append(threads)
-        real(self, threads, **k)
-
-    monkeypatch.setattr(S.Units, "__init__", spy)
-    from tests.support.thematic_data import feedback
-
-    from .stage_support import state
-
-    items, _ = feedback(per_theme=10, seed=2)
-    ctx, s = state(items)
-    for stage in S.STAGES[:4]:
-        stage(ctx, s)
-    assert seen[-1] == 1  # the describe stage's (the cluster stage's come first, at embed.DEFAULT_THREADS)
