@@ -44,14 +44,18 @@ def _chunk_rows(env: dict[str, str], job_id: str) -> list[dict[str, object]]:
 
 
 def test_sixty_chunks_over_three_workers_run_once_each(azurite: str) -> None:
-    env = host_env(azurite, MAX_CHUNKS_IN_FLIGHT_PER_JOB="6")
+    # A host holds at most batchSize + newBatchThreshold = 5 chunk messages at once (host.json). With a window of 6
+    # two hosts could hold every chunk in flight, and a third host that polled a moment late found the queue empty
+    # each time (a fresh clone on 2026-12-07 saw 31, 0, 29). A window of 12 is more than two hosts can hold, so while
+    # 12 or more chunks are left at least 2 messages are visible, and the third host's next poll (at most
+    # maxPollingInterval, 2 s, apart) takes one: every worker's part follows from capacity, not timing.
+    env = host_env(azurite, MAX_CHUNKS_IN_FLIGHT_PER_JOB="12")
     api_host, workers = _hosts(env, 3)
     try:
         api = Api(api_host.url, env["DEVHOST_FUNCTION_KEY"])
         numbers = list(range(N_CHUNKS * CHUNK))
-        # Each chunk takes 0.5 s, so the job outlasts many of an idle host's polls (at most
-        # maxPollingInterval, 2 s, apart) and every worker finds work. With instant chunks one
-        # host that happened to poll first drained the queue alone, and CI (stop 31) failed on it.
+        # Each chunk takes 0.5 s, so the job outlasts many of an idle host's polls. With instant chunks one host that
+        # happened to poll first drained the queue alone, and CI (stop 31) failed on it.
         job = api.submit("fanout", {"chunk_size": CHUNK, "seconds_per_item": 0.1}, numbers)
         done = api.wait(job["id"], timeout=240)
         assert done["status"] == "succeeded", done
