@@ -112,6 +112,9 @@ def names_nps(key: str | None) -> bool:
     return key is not None and NPS_KEY_RE.search(key) is not None
 
 
+#: A categorical group's label is its value's first this many characters; the responses route's metadata filter reads
+#: a value of exactly this length that no response has whole as such a label (verbatims).
+GROUP_LABEL_CHARS = 80
 #: An integer field with at most this many distinct values is grouped by value, as a 1-5 rating is (review44r: a 0/1
 #: flag read as the ranges "0–0" and "1–1" once the CLI sent number columns as numbers).
 FEW_VALUES = 5
@@ -161,7 +164,7 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
         return Bucketing("numeric", [rng(v) for v in values])
     # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a
     # group's label finds its responses; str() gave Python's syntax (['a', 'b'], True).
-    return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v)[:80] for v in values])
+    return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v)[:GROUP_LABEL_CHARS] for v in values])
 
 
 def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:

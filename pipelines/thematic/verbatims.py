@@ -21,13 +21,10 @@ from shared.sdk import (
     ValidationFailed,
 )
 
-from .insight import meta_text
+from .insight import GROUP_LABEL_CHARS, meta_text
 from .validate import responses_of
 
 FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment"})
-#: A categorical breakdown group is labelled with the first this many characters of its value (``insight.bucket``):
-#: a filter value this long that no response has whole is such a label, and finds the group's responses.
-GROUP_LABEL_CHARS = 80
 BUCKETS = ("theme", "other", "unusable")
 SENTIMENTS = ("positive", "neutral", "negative")
 
