@@ -74,8 +74,11 @@ USER_AGENT = "Thematiq-Webhooks/1.0"
 #: Index rows the sweep handles per run, and per tenant per run (so no tenant's backlog uses up the run).
 SWEEP_BUDGET = 100
 SWEEP_PER_TENANT = 10
-#: Re-sends in a row without an attempt recorded, after which the webhook is failed.
+#: Re-sends in a row without an attempt recorded, at least, before a webhook whose 24 hours are over is failed as lost.
 MAX_SWEEPS = 6
+#: The sweep's re-sends of one lost message space out: the window, doubled after each re-send, at most this long
+#: (never less than the window itself). About 25 re-sends in 24 hours for a first delivery that stays lost.
+RESEND_CAP = timedelta(hours=1)
 #: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
 HEAL_EVERY = timedelta(hours=24)
 
@@ -91,6 +94,17 @@ def window(attempts: int) -> timedelta:
     if attempts <= 0:
         return SWEEP_AFTER
     return timedelta(seconds=1.2 * BACKOFF_SECONDS[min(attempts, len(BACKOFF_SECONDS)) - 1]) + SWEEP_AFTER
+
+
+def resend_window(attempts: int, sweeps: int) -> timedelta:
+    """How long after the sweep saw ``attempts`` recorded (and re-sent ``sweeps`` times since) it waits before the
+    next re-send: the :func:`window`, doubled per re-send, capped at :data:`RESEND_CAP` (or the window, if longer).
+
+    A message that is only late (behind a backlog in the callbacks queue) then costs few duplicates, and one lost
+    for good a bounded number of them until its 24 hours are over.
+    """
+    base = window(attempts)
+    return max(base, min(base * (1 << min(sweeps, 16)), RESEND_CAP))
 
 
 @dataclass(frozen=True)
@@ -339,8 +353,7 @@ class WebhookSender:
                 addresses, unresolved = [], f"failed: {err}"
         except UnsafeUrl as err:
             # Re-checked at send time: a host that now resolves to a private address is never called.
-            self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}")
-            return "refused"
+            return "refused" if self._settle(job, WebhookStatus.FAILED, msg, f"refused: {err}") else "stale-attempt"
         t0 = time.monotonic()
         try:
             failed = unsigned or unresolved
@@ -352,14 +365,12 @@ class WebhookSender:
             detail=outcome.detail, ms=round((time.monotonic() - t0) * 1000),
         )
         if outcome.ok:
-            self._settle(job, WebhookStatus.DELIVERED, msg, None)
-            return "delivered"
+            return "delivered" if self._settle(job, WebhookStatus.DELIVERED, msg, None) else "stale-attempt"
         if outcome.detail.startswith("refused:"):
-            self._settle(job, WebhookStatus.FAILED, msg, outcome.detail)
-            return "refused"
+            return "refused" if self._settle(job, WebhookStatus.FAILED, msg, outcome.detail) else "stale-attempt"
         if self.clock() - started >= DEADLINE_SECONDS:
-            self._settle(job, WebhookStatus.FAILED, msg, f"gave up after 24 h: {outcome.detail}")
-            return "dead-letter"
+            gave_up = self._settle(job, WebhookStatus.FAILED, msg, f"gave up after 24 h: {outcome.detail}")
+            return "dead-letter" if gave_up else "stale-attempt"
         # Record first; only the record that applied queues the next attempt, so a duplicated message
         # never doubles the chain. If the send then fails, the message is delivered again (its record is
         # there: "stale-attempt") and the sweep re-sends the lost attempt.
@@ -390,11 +401,21 @@ class WebhookSender:
         """
         return Lifecycle(self.stores).record_callback(job, status, attempts, error[:MAX_ERROR_CHARS] if error else None)
 
-    def _settle(self, job: Job, status: WebhookStatus, msg: WebhookMessage, error: str | None) -> None:
-        self._record(job, status, msg.attempt, error)
+    def _settle(self, job: Job, status: WebhookStatus, msg: WebhookMessage, error: str | None) -> bool:
+        """Record the webhook settled by attempt ``msg.attempt``; only then copy a dead letter and leave the index.
+
+        False when the record did not apply: a later attempt was recorded since this one read the job (a twin
+        message of this attempt failed and queued the next), so the webhook goes on retrying and keeps its
+        index row, the sweep's way to find that chain's lost message (review45w: it was removed all the same,
+        and the message copied to the poison queue, leaving a live webhook to the daily heal); or it settled
+        already (a duplicate), and the settle that applied did the rest.
+        """
+        if not self._record(job, status, msg.attempt, error):
+            return False
         if status == WebhookStatus.FAILED:
             self._poison(msg)
         self._leave_index(job)
+        return True
 
     def _leave_index(self, job: Job) -> None:
         """Remove the job from the webhook index: its delivery is settled, the sweep has nothing to look for."""
@@ -488,29 +509,37 @@ class WebhookSender:
             self.index.put_index_row(replace(row, due_at=now + SWEEP_AFTER))
             return
         attempts = job.callback_attempts
-        if row.seen == attempts and row.seen_at is not None:
+        fresh = row.seen != attempts
+        sweeps = 0 if fresh else row.sweeps
+        if not fresh and row.seen_at is not None:
             since: datetime | None = row.seen_at
         else:
             since = job.finished_at if attempts == 0 else None  # a first look: the first attempt was due at the end
-        if since is None or now - since < window(attempts):
-            fresh = row.seen != attempts
+        wait = resend_window(attempts, sweeps)
+        if since is None or now - since < wait:
             seen_at = since or now
-            self.index.put_index_row(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + window(attempts),
-                                             sweeps=0 if fresh else row.sweeps))
+            self.index.put_index_row(replace(row, seen=attempts, seen_at=seen_at, due_at=seen_at + wait, sweeps=sweeps))
             return
-        # No attempt recorded in its window: the message is lost (poisoned, or never sent).
-        if row.sweeps >= MAX_SWEEPS:
-            why = (f"failed: lost {row.sweeps} times in a row (re-sent by the sweep, never recorded) "
+        # No attempt recorded in its window: the message is lost (poisoned, or never sent), or only late (behind a
+        # backlog in the queue). Only once its 24 hours are over is it failed (review45w: it used to be after 6
+        # re-sends whatever its age, about half an hour after its job ended for a first delivery, so a message that
+        # was merely late found its webhook failed, never tried).
+        expired = job.finished_at is None or now - job.finished_at >= timedelta(seconds=DEADLINE_SECONDS)
+        if sweeps >= MAX_SWEEPS and expired:
+            why = (f"failed: lost {sweeps} times in a row (re-sent by the sweep, never recorded) "
                    f"after {attempts} attempts")
-            Lifecycle(self.stores).record_callback(job, WebhookStatus.FAILED, attempts, why)
-            self.index.remove_index_row(row.tenant, row.job_id)
-            report.failed.append(job.id)
+            if Lifecycle(self.stores).record_callback(job, WebhookStatus.FAILED, attempts, why):
+                self.index.remove_index_row(row.tenant, row.job_id)
+                report.failed.append(job.id)
+            # Not applied: an attempt landed since the read (the webhook goes on, its count starts again at the
+            # next look) or it settled (the next look removes its row). Either way the row stays until then.
             return
         first_at = job.finished_at.timestamp() if job.finished_at else self.clock()
         self.send(WebhookMessage(job.tenant, job.id, delivery_id(job), attempts + 1, first_at), 0.0)
-        self.index.put_index_row(replace(row, seen=attempts, seen_at=now, due_at=now + window(attempts), sweeps=row.sweeps + 1))
+        self.index.put_index_row(replace(row, seen=attempts, seen_at=now, due_at=now + resend_window(attempts, sweeps + 1),
+                                         sweeps=sweeps + 1))
         report.resent.append(job.id)
         log.warning("webhook sweep: job %s had no live webhook message; re-sent attempt %d", job.id, attempts + 1)
 
 
-__all__ = ["DeliveryOutcome", "SweepReport", "WebhookSender", "backoff", "post", "window"]
+__all__ = ["DeliveryOutcome", "SweepReport", "WebhookSender", "backoff", "post", "resend_window", "window"]
