@@ -25,7 +25,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.config.constants import JOB_ID_RE, TENANT_RE
@@ -171,7 +171,9 @@ def with_deployment_secret(stored: SecretSet, deployment_secret: str | None, def
     """
     if stored.secrets or stored.etag is not None or not deployment_secret or stored.tenant != default_tenant:
         return stored
-    return replace(stored, secrets=(Secret(DEPLOYMENT_SECRET_ID, deployment_secret, datetime.fromtimestamp(0)),))
+    # The epoch in UTC: a naive fromtimestamp(0) is local time, listed without an offset (not RFC 3339) and, outside
+    # UTC, not the epoch (review45w).
+    return replace(stored, secrets=(Secret(DEPLOYMENT_SECRET_ID, deployment_secret, datetime.fromtimestamp(0, UTC)),))
 
 
 # -- URL policy ------------------------------------------------------------------------------------

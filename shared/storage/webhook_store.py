@@ -223,10 +223,7 @@ class WebhookStore(OnJobsTable):
         else:
             # Written before secrets were sealed: read as stored; the next rotation or revocation seals the row.
             items = json.loads(str(e.get("secrets") or "[]"))
-        stored = tuple(
-            Secret(str(i["id"]), str(i["value"]), datetime.fromisoformat(str(i["created_at"])).astimezone(UTC))
-            for i in items
-        )
+        stored = tuple(Secret(str(i["id"]), str(i["value"]), _utc(str(i["created_at"]))) for i in items)
         return SecretSet(tenant, stored, e.metadata.get("etag"), str(e.get("op") or "") or None)
 
     def write_secrets(self, current: SecretSet, fields: dict[str, Any]) -> SecretSet:
@@ -246,6 +243,13 @@ class WebhookStore(OnJobsTable):
             meta = self.insert_or_replace(entity, current.etag, "webhook secrets")
         return SecretSet(current.tenant, secrets, meta.get("etag"), fields.get("op"))
 
+
+
+def _utc(text: str) -> datetime:
+    """A stored ``created_at`` in UTC. Naive ones (the deployment secret as migrated before review45w, written as
+    ``datetime.fromtimestamp(0)``) are read as UTC, the instances' time zone, not as this process's local time."""
+    value = datetime.fromisoformat(text)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _context(tenant: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -131,3 +132,36 @@ def test_a_signature_that_is_not_hex_is_a_verification_error_not_a_type_error(v1
                "Thematiq-Delivery": "0" * 32}
     with pytest.raises(webhooks.WebhookVerificationError):
         webhooks.verify(SECRET, b"{}", headers)
+
+
+@pytest.fixture
+def _not_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A process whose local time is not UTC (a developer's machine; a container with TZ set)."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("_not_utc")
+def test_the_deployment_secrets_created_at_is_an_rfc_3339_time_in_utc(backend: Backend) -> None:
+    """``created_at`` is an OpenAPI ``date-time`` (RFC 3339: an offset is required). The default tenant's
+    ``WEBHOOK_SECRET`` (id ``deployment``) was listed as ``1969-12-31T19:00:00`` on a machine in New York: a naive
+    local time, no offset, not the epoch it stands for; migrated into the row, the same text was read back as local
+    time (review45w)."""
+    from datetime import UTC, datetime
+
+    secrets = WebhookSecrets(backend.stores)
+    epoch = datetime.fromtimestamp(0, UTC)
+
+    def listed() -> dict[str, datetime]:
+        views = [s.view() for s in secrets.list("local")]
+        for v in views:
+            parsed = datetime.fromisoformat(v["created_at"])
+            assert parsed.utcoffset() is not None, f"no offset: {v['created_at']}"
+        return {v["id"]: datetime.fromisoformat(v["created_at"]) for v in views}
+
+    assert listed() == {DEPLOYMENT_SECRET_ID: epoch}
+    new = secrets.create("local")  # the migration stores it in the row
+    assert listed() == {DEPLOYMENT_SECRET_ID: epoch, new.id: new.created_at}
