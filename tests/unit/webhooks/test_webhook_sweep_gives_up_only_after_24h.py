@@ -175,3 +175,26 @@ def _callbacks() -> str:
     from shared.config.settings import get_settings
 
     return get_settings().callbacks_queue
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_record_whose_answer_is_lost_is_decided_by_re_reading(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, mode: str, answer: bool
+) -> None:
+    """The outcome's write commits and its answer is lost (or the SDK's retry of it comes back 412): the sender
+    re-reads, sees its own write, and goes on as if the answer had arrived: one next attempt queued (not none,
+    which would wait for the sweep; not two), or delivered and out of the index."""
+    public_dns(monkeypatch)
+    job = finished_job(backend, ago=timedelta(seconds=1))
+    rec = Recorder(answers=[answer])
+    status = "delivered" if answer else "retrying"
+    rule = backend.faults.arm("table", mode, contains=f'"callback_status":"{status}"', count=1)
+    msg = WebhookMessage(job.tenant, job.id, delivery_id(job), 1, time.time()).encode()
+    assert rec.sender(backend).handle(msg) == status
+    assert rule.hits == 1
+    stored = row(backend, job)
+    assert (stored.callback_status, stored.callback_attempts) == (WebhookStatus(status), 1)
+    assert [m.attempt for m, _ in rec.sent] == ([] if answer else [2])
+    assert _indexed(backend, job) is (not answer)
+    assert rec.sender(backend).handle(msg) in ("already-delivered", "stale-attempt") and len(rec.calls) == 1
