@@ -165,3 +165,17 @@ def test_the_deployment_secrets_created_at_is_an_rfc_3339_time_in_utc(backend: B
     assert listed() == {DEPLOYMENT_SECRET_ID: epoch}
     new = secrets.create("local")  # the migration stores it in the row
     assert listed() == {DEPLOYMENT_SECRET_ID: epoch, new.id: new.created_at}
+
+
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+def test_a_revocation_whose_answer_is_lost_is_applied_once(backend: Backend, mode: str) -> None:
+    """Decided by re-reading: the call returns as if the answer had arrived (not a 404 for the id it removed, nor a
+    503 for a write that happened), and the other secret stays."""
+    secrets = WebhookSecrets(backend.stores)
+    old, new = secrets.create("tenant-a"), secrets.create("tenant-a")
+    rule = backend.faults.arm("table", mode, contains="webhook-secrets", count=1)
+    secrets.revoke("tenant-a", old.id)
+    assert rule.hits == 1
+    assert [s.id for s in secrets.list("tenant-a")] == [new.id]
+    with pytest.raises(NotFound):
+        secrets.revoke("tenant-a", old.id)
