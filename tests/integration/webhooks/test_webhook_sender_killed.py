@@ -10,6 +10,8 @@ HTTP server on loopback (``WEBHOOK_ALLOW_PRIVATE=true``, as in local development
   ``delivered``; the index row goes.
 * Killed after a failed attempt was recorded, before the next attempt was queued: the message delivered again
   is ``stale-attempt``, no next message exists, and the sweep re-sends the attempt once its window has passed.
+* A worker killed after the write that made its job terminal, before the webhook's first message was queued: the
+  index row written at submission is there, and the sweep sends the first attempt once its window has passed.
 """
 
 from __future__ import annotations
@@ -63,6 +65,29 @@ print(sender.handle(sys.argv[1]), flush=True)
 """
 
 
+#: A worker that finishes a running job (``succeeded``) and is killed as it queues the job's webhook.
+FINISHER = r"""
+import os, signal, sys
+from shared import platform
+from shared.core.jobs import Status
+from shared.core.lifecycle import Ending, Lifecycle
+from shared.core.webhooks import WebhookMessage
+
+stores = platform.current().stores
+send = stores.messages.send
+
+def killed_on_the_webhook(message, *args, **kwargs):
+    if isinstance(message, WebhookMessage):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return send(message, *args, **kwargs)
+
+stores.messages.send = killed_on_the_webhook
+job = stores.jobs.get(sys.argv[1], sys.argv[2], with_input=True)
+Lifecycle(stores).finish(job.with_changes(owner=None), Ending(Status.SUCCEEDED))
+print("not killed", flush=True)
+"""
+
+
 class _Receiver:
     def __init__(self) -> None:
         self.answers: list[int] = []
@@ -112,9 +137,9 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Receiver]:
         r.close()
 
 
-def _run(message: str, where: str) -> subprocess.CompletedProcess[str]:
+def _run(message: str, where: str, program: str = CHILD) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", CHILD, message, where], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-c", program, message, where], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120, check=False)
 
 
@@ -167,3 +192,25 @@ def test_killed_between_a_recorded_failure_and_the_next_send_the_sweep_sends_it(
     stored = row(backend, job)
     assert (stored.callback_status, stored.callback_attempts) == (WebhookStatus.DELIVERED, 2)
     assert not _indexed(backend, job.tenant, job.id)
+
+
+def test_a_worker_killed_between_the_terminal_write_and_the_webhooks_send_the_sweep_sends_it(
+    backend: Backend, receiver: _Receiver
+) -> None:
+    from shared.core.jobs import Status
+
+    job = finished_job(backend, status=Status.RUNNING, url=receiver.url)  # indexed at submission, as the API does
+    callbacks = get_settings().callbacks_queue
+    killed = _run(job.tenant, job.id, FINISHER)
+    assert killed.returncode == -signal.SIGKILL, (killed.stdout + killed.stderr)[-2000:]
+    stored = row(backend, job)
+    assert stored.status == Status.SUCCEEDED and stored.callback_status == WebhookStatus.PENDING
+    assert backend.peek(callbacks) == [], "the first attempt was never queued"
+    assert _indexed(backend, job.tenant, job.id)
+    sweeper = runtime.WebhookSender(backend.stores)
+    sweeper.sweep()  # its first look at the finished job: the first attempt was due at the end
+    backend.clock.advance(runtime.window(0).total_seconds() + 1)
+    assert job.id in sweeper.sweep().resent + sweeper.sweep().resent
+    assert backend.deliver(lambda t, _n: _run(t, "none").stdout.strip(), callbacks) == "delivered"
+    assert receiver.deliveries() == [delivery_id(stored)]
+    assert row(backend, job).callback_status == WebhookStatus.DELIVERED
