@@ -10,9 +10,9 @@ The key-encryption key comes from the app setting ``WEBHOOK_SECRETS_KEY``: in Az
 (``@Microsoft.KeyVault(SecretUri=…)``, resolved by App Service with the app's managed identity, so no SDK and no
 key in the template or the code), locally ``local.settings.json`` or, when empty, a development key that is
 public by construction (:data:`DEV_KEY_TEXT`: fine on Azurite, never in Azure, where the template always sets
-the reference). The setting's text (any length; Key Vault holds 32 random bytes as base64) is stretched to 256
-bits with SHA-256. ``WEBHOOK_SECRETS_KEY_PREVIOUS`` opens rows sealed before a key rotation; the next write of
-each row seals it with the current key. Key material and plaintexts never reach a log or an error message.
+the reference, and where an empty key is refused: :func:`current_key`). The setting's text (any length; Key Vault
+holds 32 random bytes as base64) is stretched to 256 bits with SHA-256. ``WEBHOOK_SECRETS_KEY_PREVIOUS`` opens rows
+sealed before a key rotation; the next write of each row seals it with the current key. Key material and plaintexts never reach a log or an error message.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from shared.config.settings import secret
+from shared.config.settings import UnresolvedSecret, raw, secret
 from shared.core.errors import Misconfigured, StorageError
 
 #: Used only when ``WEBHOOK_SECRETS_KEY`` is empty (local development): anyone can read this, on purpose.
@@ -54,7 +54,20 @@ def key_of(text: str) -> Key:
 
 
 def current_key() -> Key:
-    return key_of(secret("WEBHOOK_SECRETS_KEY") or DEV_KEY_TEXT)
+    """The key-encryption key; the development key only where the app does not trust a gateway (local mode).
+
+    In gateway mode (``TRUSTED_GATEWAY_PRINCIPAL_ID`` set: Azure) an empty ``WEBHOOK_SECRETS_KEY`` (the setting
+    removed or left blank, an empty vault secret) is refused as an unresolved reference is: falling back to
+    :data:`DEV_KEY_TEXT` there sealed every tenant's signing secrets with a key anyone can read (review45w).
+    """
+    text = secret("WEBHOOK_SECRETS_KEY")
+    if not text:
+        if raw("TRUSTED_GATEWAY_PRINCIPAL_ID").strip():
+            raise UnresolvedSecret(
+                "WEBHOOK_SECRETS_KEY is empty: the public development key is not used where the app trusts a gateway"
+            )
+        text = DEV_KEY_TEXT
+    return key_of(text)
 
 
 def _keys() -> dict[str, Key]:

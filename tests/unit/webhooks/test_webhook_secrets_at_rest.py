@@ -12,7 +12,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from shared.api.webhook_secrets import WebhookSecrets
 from shared.config.settings import UnresolvedSecret
 from shared.core.webhooks import WebhookMessage, delivery_id
-from shared.storage.sealed import Unsealable
+from shared.storage.sealed import DEV_KEY_TEXT, Unsealable, key_of
 from shared.storage.webhook_store import SECRETS_ROW, WebhookStore
 from tests.support.backends import Backend
 from tests.support.webhooks import Recorder, finished_job
@@ -192,3 +192,39 @@ def test_secrets_sealed_with_a_key_no_longer_configured_make_a_failed_attempt_re
     [(nxt, _)] = rec.sent
     monkeypatch.setenv("WEBHOOK_SECRETS_KEY_PREVIOUS", KEY)
     assert rec.sender(backend).handle(nxt.encode()) == "delivered"
+
+
+def test_an_empty_key_in_gateway_mode_seals_nothing_with_the_public_development_key(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``WEBHOOK_SECRETS_KEY`` empty (the setting removed or blank, a vault secret left empty) where the app trusts
+    API Management (Azure): every tenant's signing secrets used to be sealed, silently, with ``DEV_KEY_TEXT``, a
+    key anyone reading this repository has, so the table held them as good as in the clear (review45w). Now that
+    is refused as an unresolved reference is: nothing sealed or opened, a 503 at the routes, a failed attempt
+    (retried) at delivery. Locally (no gateway) the development key stays the default."""
+    from tests.support.webhooks import public_dns, row
+
+    public_dns(monkeypatch)
+    secrets = WebhookSecrets(backend.stores)
+    secrets.create("tenant-a")  # sealed under the real key
+    job = finished_job(backend, "tenant-a", index=False)
+    monkeypatch.setenv("TRUSTED_GATEWAY_PRINCIPAL_ID", "apim-object-id")
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "")
+    with pytest.raises(UnresolvedSecret):
+        secrets.create("tenant-b")
+    with pytest.raises(ResourceNotFoundError):
+        _raw(backend, "tenant-b")  # nothing was stored
+    with pytest.raises(UnresolvedSecret):
+        WebhookStore.of(backend.stores).secrets("tenant-a")
+    rec = Recorder()
+    msg = WebhookMessage("tenant-a", job.id, delivery_id(job), 1, time.time())
+    assert rec.sender(backend).handle(msg.encode()) == "retrying" and rec.calls == []
+    assert "signing secret" in (row(backend, job).callback_error or "")
+    # The key set again: all there, and the retry is delivered.
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", KEY)
+    assert rec.sender(backend).handle(rec.sent[-1][0].encode()) == "delivered"
+    # Locally an empty key is the development key, as before.
+    monkeypatch.delenv("TRUSTED_GATEWAY_PRINCIPAL_ID")
+    monkeypatch.setenv("WEBHOOK_SECRETS_KEY", "")
+    secrets.create("tenant-c")
+    assert _raw(backend, "tenant-c")["sealed_kid"] == key_of(DEV_KEY_TEXT).id
