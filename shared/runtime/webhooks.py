@@ -77,7 +77,7 @@ SWEEP_PER_TENANT = 10
 #: Re-sends in a row without an attempt recorded, at least, before a webhook whose 24 hours are over is failed as lost.
 MAX_SWEEPS = 6
 #: The sweep's re-sends of one lost message space out: the window, doubled after each re-send, at most this long
-#: (never less than the window itself). About 25 re-sends in 24 hours for a first delivery that stays lost.
+#: (never less than the window itself). Under 30 re-sends in 24 hours for a first delivery that stays lost.
 RESEND_CAP = timedelta(hours=1)
 #: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
 HEAL_EVERY = timedelta(hours=24)
