@@ -125,6 +125,7 @@ param alertEmail string = ''
 param oldestQueuedAlertMinutes int = 15
 
 @secure()
+@minLength(32) // an empty or short key would seal every tenant's secrets with a guessable key (the app refuses an empty one at run time too)
 @description('WEBHOOK_SECRETS_KEY: seals the tenants\' webhook secrets at rest (infra/app/keyvault.bicep). Generate it once per environment.')
 param webhookSecretsKey string
 

@@ -9,6 +9,7 @@ param name string
 @description('Principal id of the app\'s user-assigned identity.')
 param identityPrincipalId string
 @secure()
+@minLength(32) // an empty or short key would seal every tenant's secrets with a guessable key (the app refuses an empty one at run time too)
 @description('The key\'s value (e.g. 32 random bytes, base64), generated once per environment: azd env set WEBHOOK_SECRETS_KEY "$(openssl rand -base64 32)". Changing it makes stored secrets unreadable unless the old one is set as WEBHOOK_SECRETS_KEY_PREVIOUS.')
 param webhookSecretsKey string
 

@@ -97,3 +97,14 @@ def test_the_checks_catch_what_they_claim(tmp_path: Path) -> None:
 
     with pytest.raises(UnexpectedInput):
         pycep.BicepParser().parse(text="resource x 'a@b' = {\n  name: 'x'\n")
+
+
+def test_the_sealing_key_parameter_refuses_a_short_value_at_provision() -> None:
+    """An empty ``webhookSecretsKey`` used to provision an empty vault secret, which the app then (since
+    review45w) refuses at run time; ``@minLength(32)`` makes ``azd provision`` refuse it first. The documented
+    value (``openssl rand -base64 32``) is 44 characters."""
+    for path in (INFRA / "main.bicep", INFRA / "app" / "keyvault.bicep"):
+        decorators = parsed(path)["parameters"]["webhookSecretsKey"]["decorators"]
+        lengths = [d["argument"] for d in decorators if d["type"] == "min_length"]
+        assert lengths and int(lengths[0]) >= 32, path
+        assert any(d["type"] == "secure" for d in decorators), path
