@@ -233,9 +233,6 @@ class Ranked:
     predicates: frozenset[str] = frozenset()
     """The theme's single words that read as a verb or an adjective (``keywords.looks_predicate`` on the job's
     cue counts): a lone word is joined to a word of the other kind as a phrase, not with "and"."""
-    generic: frozenset[str] = frozenset()
-    """For a lone word, the job's generic words (:func:`word_stats`): the word it is joined to must hold another
-    word ("Team and hockey", never "Team and subject re": a join of generic words names nothing either)."""
 
 
 def contextual_vectors(
@@ -450,8 +447,7 @@ def _rank_theme(
     predicates = frozenset(v for a in texts for v in a.keys if " " not in v
                            and looks_predicate(v, words.cued[v], words.uses[v])) if lone else frozenset()
     return Ranked(phrases[:KEY_PHRASES], options, solo, lone, topic,
-                  _longer(options[0], texts) if options and not lone else [], predicates,
-                  words.generic if lone else frozenset())
+                  _longer(options[0], texts) if options and not lone else [], predicates)
 
 
 #: A clash is resolved by a longer phrase holding the label that at least this many of the theme's responses say.
@@ -778,7 +774,7 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
     if r.lone:
         stems = {_stem(r.options[0])}
         for w in dict.fromkeys([*r.words, *(keywords or []), *r.phrases[1:]]):
-            if not {_stem(v) for v in w.split()} & stems and _says_more(w, r.generic):
+            if not {_stem(v) for v in w.split()} & stems:
                 return pick_label(Ranked(r.phrases, [_joined(r.options[0], w, r.predicates)], r.words), used,
                                   keywords)
         if r.topic:  # nothing else is said twice, but the word names what the theme is about
@@ -815,12 +811,6 @@ def pick_label(r: Ranked, used: set[str], keywords: list[str] | None = None) -> 
         label = label[:-1] + " too)"
     used.add(label.lower())
     return _cap(label)
-
-
-def _says_more(partner: str, generic: frozenset[str]) -> bool:
-    """``partner`` holds a content word that is not generic: a lone word is joined to it (:func:`pick_label`).
-    "Subject re" (20NG's header, in every post), "hello" or "know" add nothing to a generic lone word."""
-    return any(v not in generic for v in phrase_key(partner.lower()).split() if v != "not")
 
 
 def _joined(lone: str, other: str, predicates: frozenset[str]) -> str:

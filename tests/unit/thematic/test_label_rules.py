@@ -669,17 +669,3 @@ def test_a_phrase_with_a_personal_pronoun_yields_to_one_without() -> None:
     assert _impersonal_first(["Card you sent", "Card"]) == ["Card you sent", "Card"]
     assert _impersonal_first(["Card you sent", "Please help", "Track card"])[0] == "Track card"
     assert _impersonal_first(["Track card", "Card you sent"]) == ["Track card", "Card you sent"]
-
-
-def test_a_lone_generic_word_is_never_joined_to_a_partner_of_generic_words() -> None:
-    # 20NG (TUNE, dominant-20ng with 7 candidates per theme): "team" is generic there (a third of the posts are
-    # hockey), the theme's top c-TF-IDF keyword is the header "subject re" (in every post), and the join was "Team
-    # and subject re". The partner must hold a word that is not generic: "Team and player".
-    generic = frozenset({"team", "subject", "re", "writes", "know"})
-    r = Ranked(["team", "nhl team"], ["team"], [], lone=True, generic=generic)
-    assert pick_label(r, set(), ["subject re", "team", "writes", "player"]) == "Team and player"
-    # A phrase partner counts by its content words: "know" (generic) with a stopword adds nothing.
-    r = Ranked(["team", "want to know"], ["team"], [], lone=True, generic=generic)
-    assert pick_label(r, set(), ["subject re"]) == "General comments (team)"
-    # Without the job's generic words (a Ranked made elsewhere) any other word is a partner, as before.
-    assert pick_label(Ranked(["team"], ["team"], [], lone=True), set(), ["subject re"]) == "Team and subject re"
