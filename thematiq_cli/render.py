@@ -211,6 +211,25 @@ def _breakdown_cell(cell: dict[str, Any] | None) -> str:
     return text + ("*" if cell.get("significant") else " ") + ("†" if cell.get("test") == "fisher" else " ")
 
 
+#: The names of a breakdown's synthetic groups (the service's pipelines.thematic.insight.Synthetic).
+SYNTHETIC_GROUPS = {"missing": "(missing)", "other": "other values"}
+
+
+def group_heading(group: dict[str, Any]) -> str:
+    """A breakdown group as its column heading reads: a synthetic group (schema 1.6 ``synthetic``; before 1.6 a group
+    named "(missing)" or "other values") by its name, a real value as it is unless it reads as a synthetic group's
+    name, then in double quotes. The service's reports write it so: pipelines.thematic.insight.heading (a test holds
+    the two equal)."""
+    value = str(group.get("value"))
+    if "synthetic" in group:
+        synthetic = group["synthetic"]
+    else:
+        synthetic = next((k for k, v in SYNTHETIC_GROUPS.items() if v == value), None)
+    if synthetic is not None:
+        return SYNTHETIC_GROUPS.get(str(synthetic), value)
+    return f'"{value}"' if value.strip('"') in SYNTHETIC_GROUPS.values() else value
+
+
 def breakdown_table(result: dict[str, Any], field: str) -> str:
     """One breakdown of a thematic result: a row per theme, a column per group (share, lift, * significant)."""
     breakdown = next((b for b in result.get("breakdowns") or [] if b.get("field") == field), None)
@@ -218,7 +237,7 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         fields = ", ".join(str(b.get("field")) for b in result.get("breakdowns") or []) or "none"
         raise KeyError(f"no breakdown by {field!r} in this result (breakdowns: {fields})")
     groups = breakdown.get("groups") or []
-    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
+    headers = ["Theme", *(f"{clip(group_heading(g), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
                           for g in groups)]
     rows = []
     for theme in result.get("themes") or []:

@@ -162,7 +162,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
                      "approximation)" if isinstance(b.get("testing"), dict) else "")
                   + _small_groups_md(b) + ".", "",
-                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
+                  "| Theme | " + " | ".join(f"{_md(insight.heading(g))} (n={g['n']}{', small n' if g.get('small_n') else ''})"
                                            for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
         # Every theme, as the dashboard, the CLI and the xlsx list them: the table stopped after 30 without a word.

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import insight
 from . import verbatims as V
 from .impact import starred
 from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
@@ -39,7 +40,7 @@ BROAD_COLUMNS = ("broad_id", "broad_label")
 FINE_COLUMNS = ("fine_id", "fine_label")
 #: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
-                     "significant", "test", "small_n")
+                     "significant", "test", "small_n", "synthetic")
 #: ``starred`` is the service's mark (``impact.starred``: the interval excludes 0, not small_n, not explained by
 #: other themes); ``explained_by`` names those themes by label (schema 1.5, one theme per response).
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n", "starred",
@@ -144,9 +145,9 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
     for b in doc.get("breakdowns") or []:
         for g in b.get("groups", []):
             for c in g.get("themes", []):
-                yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
+                yield [b["field"], b["kind"], insight.heading(g), g["n"], c["theme_id"], labels.label(c["theme_id"]),
                        c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
-                       c.get("test"), bool(g.get("small_n"))]
+                       c.get("test"), bool(g.get("small_n")), insight.synthetic_of(g)]
 
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:

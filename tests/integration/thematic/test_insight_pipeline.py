@@ -400,4 +400,4 @@ def test_csv_strings_rate_sentiment_orders_are_numbers_and_a_tiny_missing_group_
                                                             for c in missing["themes"])
     assert by_field["plan"]["testing"]["min_n"] == 10
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"

@@ -178,7 +178,7 @@ def test_xlsx_breakdowns_sheet_names_each_cells_test() -> None:
                          {**doc["breakdowns"][0]}]
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
     rows = list(wb["Breakdowns"].iter_rows(values_only=True))
-    assert rows[0][-2:] == ("test", "small_n")
+    assert rows[0][-3:] == ("test", "small_n", "synthetic")
     col = rows[0].index("test")
     tests = {(r[0], r[2], r[4]): r[col] if len(r) > col else None for r in rows[1:]}
     assert tests[("seg", "tiny", "t1")] == "fisher" and tests[("seg", "A", "t2")] == "z"
@@ -318,3 +318,22 @@ def test_xlsx_marks_small_groups_and_impacts_explained_by_other_themes() -> None
     assert body["t1"]["starred"] is True and body["t1"].get("explained_by") is None
     assert body["t2"]["starred"] is False and body["t2"]["explained_by"] == "Fees"
     assert imp[-1][:2] == ["note", doc["impact"]["note"]]
+
+
+def test_a_real_missing_answer_is_filtered_apart_from_the_responses_without_a_value() -> None:
+    # A survey's own "(missing)" answer is its own breakdown group (schema 1.6), and metadata[plan]=(missing) finds
+    # exactly the responses that gave it, as many as that group's n: never the responses with no plan at all.
+    from pipelines.thematic import insight
+
+    items, doc = synthetic_job(300, seed=5)
+    for n, it in enumerate(items):
+        it["metadata"] = {"plan": ["(missing)", None, "pro"][n % 3]} if n % 5 else {}
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    usable = [a for a in doc["assignments"] if a["bucket"] != "unusable"]
+    labels = insight.pool_small(insight.bucket([meta[str(a["response_id"])].get("plan") for a in usable]).labels)
+    b = insight.breakdown("plan", labels, [[r["theme_id"] for r in a["themes"]] for a in usable],
+                          [t["id"] for t in doc["themes"]], kind="categorical")
+    real = next(g for g in b["groups"] if g["value"] == "(missing)" and g["synthetic"] is None)
+    got = page(doc, items, _q(**{"metadata[plan]": "(missing)"}))
+    assert got.usable == real["n"] and got.total == sum(1 for it in items if it["metadata"].get("plan") == "(missing)")
+    assert all(r.metadata.get("plan") == "(missing)" for r in got.items)
