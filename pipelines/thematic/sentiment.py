@@ -184,9 +184,14 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
         return None
     score = (n - (scale.low + scale.high) / 2) / ((scale.high - scale.low) / 2)
     if scale.kind in _NEUTRAL_BAND:
-        # Linear ratings: the label by its band (stars 1-2 / 3 / 4-5), the score the rating on [-1, 1].
+        # Linear ratings: the label by its band (stars 1-2 / 3 / 4-5), the score the rating on [-1, 1], except that
+        # a rating inside the neutral band scores 0. The band is symmetric about the scale's midpoint, so the score's
+        # sign is the label: 2.5 stars was "neutral" at -0.25 and a 1-10 rating of 5 "neutral" at -0.11, so a theme
+        # of such answers read "0 positive, 0 negative, mean -0.25" (issue 23: label and mean on one scale).
         below, above = _NEUTRAL_BAND[scale.kind]
         label: Label = "negative" if n <= below else "neutral" if n < above else "positive"
+        if label == "neutral":
+            score = 0.0
     else:
         # One scale with the label: a linear score would call a 6 (a detractor) +0.2.
         label = "negative" if n <= 6 else "neutral" if n <= 8 else "positive"
