@@ -36,7 +36,9 @@ THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "desc
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
                     "other_themes", "other_theme_labels", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
-BROAD_COLUMNS = ("broad_id", "broad_label")
+#: ``other_broad_ids``: the broad themes of a response's other themes (multi_label) that are not ``broad_id``; a broad
+#: theme's count (the Themes sheet) is its responses in either column, as ``theme=p1`` lists them.
+BROAD_COLUMNS = ("broad_id", "broad_label", "other_broad_ids")
 FINE_COLUMNS = ("fine_id", "fine_label")
 #: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
@@ -131,6 +133,8 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 # reader of the sheet. A label is user text at times: the cell writer keeps it inert.
                 "; ".join(labels.label(ref["theme_id"]) for ref in refs[1:]),
                 a.get(level), labels.label(a.get(level)),
+                *([";".join(dict.fromkeys(p for ref in refs[1:] if (p := labels.parent_of.get(ref["theme_id"]))
+                                          and p != a.get(level)))] if level == "broad" else []),
                 sentiment.get("label"), sentiment.get("score"),
                 ";".join(c["name"] for c in a.get("seed_codes") or []),
                 *(meta.get(k) for k in keys),

@@ -90,6 +90,12 @@ def test_xlsx_gives_broad_columns_when_the_broad_level_is_parents() -> None:
     for r in rows[1:]:
         a = by_id[r[0]]
         assert r[col] == ({"p1": "Broad one", "p2": "Broad two"}.get(a.get("broad") or ""))
+    # A broad theme's responses are those with it in broad_id or other_broad_ids (multi_label), as theme=p1 has them.
+    other = header.index("other_broad_ids")
+    for p in ("p1", "p2"):
+        in_sheet = {r[0] for r in rows[1:] if r[col - 1] == p or p in (r[other] or "").split(";")}
+        assert in_sheet == {r.id for r in page(doc, items, _q(theme=p)).items}
+    assert any(r[other] for r in rows[1:])
     levels = {r[1] for r in wb["Themes"].iter_rows(min_row=2, values_only=True)}
     assert levels == {"broad", "theme"}
 
