@@ -40,7 +40,8 @@ RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "them
 #: theme's count (the Themes sheet) is its responses in either column, as ``theme=p1`` lists them.
 BROAD_COLUMNS = ("broad_id", "broad_label", "other_broad_ids")
 FINE_COLUMNS = ("fine_id", "fine_label")
-#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
+#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position), then
+#: ``synthetic`` (1.6: "missing" or "other" for a group Thematiq made, empty for a submitted value).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
                      "significant", "test", "small_n", "synthetic")
 #: ``starred`` is the service's mark (``impact.starred``: the interval excludes 0, not small_n, not explained by
@@ -149,7 +150,9 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
     for b in doc.get("breakdowns") or []:
         for g in b.get("groups", []):
             for c in g.get("themes", []):
-                yield [b["field"], b["kind"], insight.heading(g), g["n"], c["theme_id"], labels.label(c["theme_id"]),
+                # The value as the Responses sheet's metadata column has it (so a lookup joins the two), and the
+                # synthetic column tells a survey's own "(missing)" from the responses without a value (1.6).
+                yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
                        c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
                        c.get("test"), bool(g.get("small_n")), insight.synthetic_of(g)]
 

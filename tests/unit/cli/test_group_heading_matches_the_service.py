@@ -1,6 +1,7 @@
 """A breakdown group's heading reads alike in every surface: the CLI's ``group_heading`` is a copy of the service's
-``pipelines.thematic.insight.heading`` (the report, the xlsx), and a survey's own "(missing)" answer never reads
-as the synthetic group of responses without a value (issue 23)."""
+``pipelines.thematic.insight.heading`` (the report), and a survey's own "(missing)" answer never reads as the
+synthetic group of responses without a value (issue 23); the xlsx keeps the value as the Responses sheet has it
+and says which group is synthetic in a column of its own."""
 
 from __future__ import annotations
 
@@ -45,5 +46,5 @@ def test_cli_report_and_xlsx_keep_a_real_missing_answer_apart() -> None:
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
     rows = list(wb["Breakdowns"].iter_rows(values_only=True))
     col, syn = rows[0].index("group"), rows[0].index("synthetic")
-    assert {(r[col], r[syn] if len(r) > syn else None, r[3]) for r in rows[1:]} == {('"(missing)"', None, 25), ("(missing)", "missing", 30),
+    assert {(r[col], r[syn] if len(r) > syn else None, r[3]) for r in rows[1:]} == {("(missing)", None, 25), ("(missing)", "missing", 30),
                                                           ("pro", None, 40)}
