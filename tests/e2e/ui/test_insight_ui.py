@@ -178,5 +178,7 @@ def test_a_real_missing_answer_and_the_responses_without_a_value_are_two_columns
     expect(heat).to_be_visible(timeout=30000)
     expect(heat.locator("thead th[data-synthetic='missing']")).to_have_text(re.compile(r"^\(missing\) \(n="))
     expect(heat.locator("thead th[data-synthetic='']", has_text='"(missing)"')).to_have_count(1)
-    hints = [o.get_attribute("value") for o in page.locator("datalist option").all()]
+    page.locator("li.theme .theme-head").first.click()  # a theme's response list, with its segment filter
+    expect(page.locator("datalist option").first).to_be_attached(timeout=30000)
+    hints = [o.get_attribute("value") for o in page.locator("datalist").first.locator("option").all()]
     assert "plan=(missing)" in hints and "plan=pro" in hints
