@@ -121,6 +121,8 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         )
         if counts.get("duplicates"):
             out.append(copies_note(int(counts["duplicates"])))
+        if (multi := multi_label_note(result)) is not None:
+            out.append(multi)
         choice = (result.get("run") or {}).get("theme_count") or {}
         if choice.get("confidence_label"):
             # schema 1.1: how sure the count is, the other readings (unless the summary in the explanation below
@@ -415,6 +417,16 @@ def _families(cmp: dict[str, Any]) -> list[str]:
                      names])
     return ["", FAMILIES_NOTE + "; * significant, (exact): Fisher's exact test.", "",
             table(["Then", "Now", "Change", "Family"], rows, right=(0, 1, 2))]
+
+
+def multi_label_note(result: dict[str, Any]) -> str | None:
+    """As the service's report says it (pipelines.thematic.render.multi_label_note): with multi_label the shares
+    add up to more than 100 %."""
+    n = sum(1 for a in result.get("assignments") or [] if len(a.get("themes") or []) > 1)
+    if not n:
+        return None
+    return (f"{n} response{'s have' if n != 1 else ' has'} more than one theme: each counts in every one of its "
+            "themes (and in each broad theme one of them is in), so the shares add up to more than 100%.")
 
 
 def copies_note(n: int) -> str:

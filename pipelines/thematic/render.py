@@ -326,6 +326,17 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def multi_label_note(doc: dict[str, Any]) -> str | None:
+    """With ``multi_label``, how many responses have more than one theme, and what that does to the counts: the
+    themes' (and broad themes') shares add up to more than 100 %, which nothing said (thematiq_cli.render has a
+    copy of this sentence, held equal by a test)."""
+    n = sum(1 for a in doc.get("assignments") or [] if len(a.get("themes") or []) > 1)
+    if not n:
+        return None
+    return (f"{n} response{'s have' if n != 1 else ' has'} more than one theme: each counts in every one of its "
+            "themes (and in each broad theme one of them is in), so the shares add up to more than 100%.")
+
+
 def copies_note(n: int) -> str:
     """What the usable count holds besides distinct answers (``run.counts.duplicates``). (The CLI has a copy:
     thematiq_cli/render.py.)"""
@@ -367,6 +378,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     )
     if counts.get("duplicates"):
         lines += ["", copies_note(int(counts["duplicates"]))]
+    if (multi := multi_label_note(doc)) is not None:
+        lines += ["", multi]
     choice = run.get("theme_count", {})
     if choice:
         sure = _count_confidence(choice)

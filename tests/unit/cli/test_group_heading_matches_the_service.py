@@ -48,3 +48,21 @@ def test_cli_report_and_xlsx_keep_a_real_missing_answer_apart() -> None:
     col, syn = rows[0].index("group"), rows[0].index("synthetic")
     assert {(r[col], r[syn] if len(r) > syn else None, r[3]) for r in rows[1:]} == {("(missing)", None, 25), ("(missing)", "missing", 30),
                                                           ("pro", None, 40)}
+
+
+def test_a_multi_label_result_says_its_shares_add_up_to_more_than_all_in_the_cli_and_the_report() -> None:
+    # 15 % of synthetic_job's responses have a second theme: the shares summed to 115 % and nothing said why.
+    from pipelines.thematic.render import multi_label_note
+    from thematiq_cli.render import multi_label_note as cli_note
+    from thematiq_cli.render import themes_table
+
+    _, doc = synthetic_job(200, seed=3)
+    n = sum(1 for a in doc["assignments"] if len(a["themes"]) > 1)
+    assert n > 1
+    note = multi_label_note(doc)
+    assert note == cli_note(doc) and note is not None and note.startswith(f"{n} responses have more than one theme")
+    assert note in render_md(doc)[1].decode()
+    assert note.split(":")[0] in themes_table(doc)
+    for a in doc["assignments"]:
+        a["themes"] = a["themes"][:1]
+    assert multi_label_note(doc) is None and "more than one theme" not in render_md(doc)[1].decode()
