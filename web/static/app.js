@@ -887,8 +887,10 @@ function broadLevel(doc, usable) {
   const parents = doc.levels?.broad === "parents" ? doc.parents || [] : [];
   if (!parents.length) return null;
   const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  // multi_label: a response counts in the broad theme of each of its themes (codebook.level_ids), as theme=p1 lists it.
+  const multi = doc.assignments.filter((a) => (a.themes || []).length > 1).length;
   return h("div", { class: "table-scroll" }, h("table", { class: "broad-themes" },
-    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is its responses'`),
+    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is the responses with any of its themes${multi ? ` (${multi} responses have more than one theme, so a response can count in two broad themes and the shares add up to more than 100%)` : ""}`),
     h("thead", {}, h("tr", {}, ["Broad theme", "Responses", "Share", "Themes"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, parents.map((p) => h("tr", { dataset: { parentId: p.id } },
       h("th", { scope: "row" }, p.label), h("td", {}, String(p.count)),
