@@ -436,10 +436,17 @@ def breakdowns(
     ``breakdown`` (0 tests every group, as before 2026-12-07: bench/segments.py's "before")."""
     out = []
     for f in fields:
-        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f), key=f)
-        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind,
-                             min_tested_n=min_tested_n))
+        b = groups_of(f, metadata, min_group_size=min_group_size, scale=(scales or {}).get(f))
+        out.append(breakdown(f, b.labels, theme_of, themes, kind=b.kind, min_tested_n=min_tested_n))
     return out
+
+
+def groups_of(field: str, metadata: Sequence[Mapping[str, Any] | None], *, min_group_size: int = MIN_GROUP_SIZE,
+              scale: str | None = None) -> Bucketing:
+    """Each response's group in the breakdown by ``field`` (``bucket``, then ``pool_small``): what ``breakdowns``
+    counts, and what the responses route's ``missing``/``other_values`` filters read (verbatims)."""
+    b = bucket([(m or {}).get(field) for m in metadata], scale, key=field)
+    return Bucketing(b.kind, pool_small(b.labels, min_group_size))
 
 
 def testing(weighted: bool) -> dict[str, Any]:

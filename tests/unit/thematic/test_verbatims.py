@@ -343,3 +343,36 @@ def test_a_real_missing_answer_is_filtered_apart_from_the_responses_without_a_va
     got = page(doc, items, _q(**{"metadata[plan]": "(missing)"}))
     assert got.usable == real["n"] and got.total == sum(1 for it in items if it["metadata"].get("plan") == "(missing)")
     assert all(r.metadata.get("plan") == "(missing)" for r in got.items)
+
+
+def test_missing_and_other_values_list_a_breakdowns_synthetic_groups_and_nothing_else() -> None:
+    # The heat map's "(missing)" and "other values" columns had no filter: metadata[plan]=(missing) is a survey's
+    # own answer (schema 1.6), and the pooled rare values were named by no value. missing=KEY and other_values=KEY
+    # list them, as many usable ones as the group's n; a real "(missing)" answer is in neither.
+    from pipelines.thematic import derive
+
+    items, doc = synthetic_job(400, seed=8)
+    rare = [f"rare {k}" for k in range(12)]
+    for n, it in enumerate(items):
+        it["metadata"]["plan"] = (None if n % 7 == 0 else "(missing)" if n % 7 == 1 else rare[n % 12] if n % 7 == 2
+                                  else it["metadata"]["plan"])
+        if n % 7 == 0 and n % 2:
+            del it["metadata"]["plan"]
+    doc["run"]["params"] = {"breakdown_by": ["plan"], "min_group_size": 20}
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    doc["breakdowns"] = derive.derived(doc, meta, breakdown_by=["plan"]).breakdowns
+    n_of = {(g["value"], g["synthetic"]): g["n"] for g in doc["breakdowns"][0]["groups"]}
+    assert n_of[("(missing)", "missing")] and n_of[("other values", "other")] and n_of[("(missing)", None)]
+    missing = page(doc, items, _q(missing="plan"))
+    assert missing.usable == n_of[("(missing)", "missing")]
+    assert missing.total == sum(1 for it in items if it["metadata"].get("plan") is None)
+    other = page(doc, items, _q(other_values="plan"))
+    assert other.total == other.usable == n_of[("other values", "other")]
+    assert {r.metadata["plan"] for r in other.items} <= set(rare)
+    assert page(doc, items, _q(**{"metadata[plan]": "(missing)"})).usable == n_of[("(missing)", None)]
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(other_values="region"))
+    assert err.value.errors[0]["field"] == "other_values" and "breakdowns: plan" in err.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(missing="nope"))
+    assert err.value.errors[0]["field"] == "missing"
