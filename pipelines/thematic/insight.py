@@ -148,8 +148,9 @@ def names_nps(key: str | None) -> bool:
     return key is not None and NPS_KEY_RE.search(key) is not None
 
 
-#: A categorical group's label is its value's first this many characters; the responses route's metadata filter reads
-#: a value of exactly this length that no response has whole as such a label (verbatims).
+#: A categorical group's label is its value's first this many characters (or more, to tell it from another value:
+#: ``_distinct_cuts``); the responses route's metadata filter reads a value of at least this length that no response
+#: has whole as such a label, the prefix of its group's values (verbatims).
 GROUP_LABEL_CHARS = 80
 #: An integer field with at most this many distinct values is grouped by value, as a 1-5 rating is (review44r: a 0/1
 #: flag read as the ranges "0–0" and "1–1" once the CLI sent number columns as numbers).
@@ -200,7 +201,39 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
         return Bucketing("numeric", [rng(v) for v in values])
     # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a
     # group's label finds its responses; str() gave Python's syntax (['a', 'b'], True).
-    return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v)[:GROUP_LABEL_CHARS] for v in values])
+    texts = [None if v is None or v == "" else meta_text(v) for v in values]
+    cut = _distinct_cuts({t for t in texts if t is not None})
+    return Bucketing("categorical", [MISSING if t is None else cut.get(t, t) for t in texts])
+
+
+#: The longest label a long value's group gets: the most the responses route's filter takes (MAX_FILTER_CHARS,
+#: shared/api/responses.py; a test holds them equal). Two values alike in their first this many characters share
+#: a group, the one merge left.
+MAX_LABEL_CHARS: Final = 200
+
+
+def _distinct_cuts(texts: set[str]) -> dict[str, str]:
+    """A label for each value longer than ``GROUP_LABEL_CHARS``: its first 80 characters, or as many more as tell it
+    from every other value of the field (up to ``MAX_LABEL_CHARS``). At a fixed 80, two answers alike in their first
+    80 characters were one group (review43), and the filter could not tell them apart either. The label is no other
+    value's prefix, so the filter's prefix rule (verbatims) finds exactly its group."""
+    ordered = sorted(texts)
+    out: dict[str, str] = {}
+    for i, t in enumerate(ordered):
+        if len(t) <= GROUP_LABEL_CHARS:
+            continue
+        common = max((_common_prefix(t, ordered[j]) for j in (i - 1, i + 1) if 0 <= j < len(ordered)), default=0)
+        out[t] = t[:min(MAX_LABEL_CHARS, max(GROUP_LABEL_CHARS, common + 1))]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:

@@ -130,14 +130,14 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
                 meta = r.item.get("metadata") or {}
                 return meta_text(meta[key]) if key in meta else None
 
-            cut = len(want) == GROUP_LABEL_CHARS and not any(text_of(r) == want for r in rows)
+            cut = len(want) >= GROUP_LABEL_CHARS and not any(text_of(r) == want for r in rows)
 
             def has(r: Joined, key: str = key, want: str = want, cut: bool = cut) -> bool:
-                # A breakdown's label of a longer value (its first 80 characters: the dashboard's segment hints
-                # and a reader copying the table give it) finds the responses its group counts; a value some
-                # response has whole is matched whole.
+                # A breakdown's label of a longer value (its first 80 characters, or more to tell it from another:
+                # insight._distinct_cuts; the dashboard's segment hints and a reader copying the table give it) finds
+                # the responses its group counts; a value some response has whole is matched whole.
                 text = text_of(r, key)
-                return text is not None and (text == want or (cut and text[:GROUP_LABEL_CHARS] == want))
+                return text is not None and (text == want or (cut and text.startswith(want)))
 
             tests.append(has)
     return lambda r: all(t(r) for t in tests)
