@@ -132,6 +132,11 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         # probabilities 0.05-0.95 was read as all detractors, a 6.5 as a passive.
         distinct = {n for n in nums if n is not None}
         if all(n.is_integer() for n in distinct) and len(distinct) > 2:
+            if hi <= 5:
+                # 0-5 stars read as NPS made every answer a detractor, the best (5) too: all negative, NPS -100.
+                return ("only the values 0 to 5: as a 0-10 (NPS) score every answer is a detractor, and a 0-5 rating "
+                        "is none of the scales read (1-5, 1-7, 1-10, 0-10); if it is a 0-10 question, declare its "
+                        "scale ({\"key\", \"scale\": \"0-10\"})")
             return RatingScale("score10", 0.0, 10.0, "0-10")
         if len(distinct) <= 2 and all(n.is_integer() for n in distinct):
             # A yes/no field as 0/1 read as NPS made every response a detractor (the breakdowns need more than

@@ -42,3 +42,26 @@ def test_half_stars_at_the_midpoint_band_are_neutral_and_mean_zero() -> None:
         S.Scored("positive", 1.0)]
     ten = S.declared_scale("1-10")
     assert [S.from_rating(v, ten) for v in (5, 6)] == [S.Scored("neutral", 0.0)] * 2
+
+
+def test_a_zero_to_five_rating_is_not_read_as_nps_unless_declared() -> None:
+    # 0-5 stars were inferred as a 0-10 score: every answer, the best (5) too, a detractor (negative, NPS -100).
+    got = S.rating_scale([0, 1, 2, 3, 4, 5])
+    assert isinstance(got, str) and "0 to 5" in got and '"scale": "0-10"' in got
+    assert S.rating_scale([0, 3, 5, 6]) == S.RatingScale("score10", 0.0, 10.0, "0-10")  # a 6: a 0-10 score
+    assert S.rating_scale([1, 3, 5]) == S.RatingScale("stars", 1.0, 5.0, "1-5")
+    assert S.from_rating(5, S.declared_scale("0-10")) == S.Scored("negative", -1.0)  # declared: as asked
+
+
+def test_a_zero_to_five_rating_is_a_422_naming_sentiment_from_at_submission() -> None:
+    from pipelines.thematic import ThematicParams
+    from pipelines.thematic.validate import prepare, validate_input
+    from shared.core.errors import ValidationFailed
+    from tests.unit.thematic.test_prepare import Earlier
+
+    items = [{"id": i, "text": f"answer {i}", "metadata": {"stars": i % 6}} for i in range(30)]
+    data = validate_input(items)
+    with pytest.raises(ValidationFailed) as err:
+        prepare(ThematicParams(sentiment_from="stars"), data, Earlier())
+    assert [e["field"] for e in err.value.errors] == ["params.sentiment_from"]
+    assert prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "0-10"}), data, Earlier()) == data
