@@ -12,6 +12,8 @@ CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
     "sentiment_score",
 )
+#: After CSV_COLUMNS when the broad level is parents (more than 12 themes): the row's theme's broad theme.
+BROAD_CSV_COLUMNS = ("broad_id", "broad_label")
 
 
 #: The first characters that make a spreadsheet read a cell as a formula: = + - @, a tab or CR before one, and the
@@ -66,10 +68,14 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
     rows = verbatims.join(doc, data) if data is not None else [verbatims.Joined({}, a) for a in doc.get("assignments", [])]
     keys = verbatims.metadata_keys(rows)
+    # More than 12 themes: the row's theme's broad theme, so the CSV alone gives a broad theme's count (its distinct
+    # responses; with multi_label a response counts in the broad theme of each of its themes, as theme=p1 lists it).
+    level = verbatims.Labels(doc)
+    broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
-    w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
-                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text")))])
+    w.writerow([*CSV_COLUMNS, *broad, *([] if data is None else ["text"]),
+                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, *broad, "text")))])
     for r in rows:
         a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
         meta = r.item.get("metadata") or {}
@@ -91,6 +97,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
                     (a.get("sentiment") or {}).get("label", ""),
                     # A number we computed (not user text), so a leading "-" is a sign, not a formula.
                     _score((a.get("sentiment") or {}).get("score")),
+                    *([level.parent_of.get(tid, ""), _cell(level.label(level.parent_of.get(tid)))] if broad else []),
                     *tail,
                 ]
             )

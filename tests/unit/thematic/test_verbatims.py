@@ -388,3 +388,25 @@ def test_missing_and_other_values_list_a_breakdowns_synthetic_groups_and_nothing
     with pytest.raises(ValidationFailed) as err:
         page(doc, items, _q(missing="nope"))
     assert err.value.errors[0]["field"] == "missing"
+
+
+def test_csv_gives_each_rows_broad_theme_so_it_alone_gives_a_broad_themes_count() -> None:
+    # More than 12 themes: the CSV had no broad theme at all (nor a themes table to join), so a researcher could not
+    # count a broad theme from it. Each (response, theme) row now names its theme's broad theme; a broad theme's
+    # distinct responses are what theme=p1 lists (multi_label: a response counts in each of its themes' broad themes).
+    import csv
+
+    from pipelines.thematic import codebook
+    from pipelines.thematic.render import render_csv
+
+    items, doc = _with_parents()
+    codebook._recount(doc)  # the counts an edit writes (codebook.level_ids)
+    rows = list(csv.DictReader(render_csv(doc, items)[1].decode().splitlines()))
+    assert list(rows[0])[9:12] == ["broad_id", "broad_label", "text"]
+    for p in doc["parents"]:
+        ids = {r["response_id"] for r in rows if r["broad_id"] == p["id"]}
+        assert ids == {r.id for r in page(doc, items, _q(theme=p["id"])).items}
+        assert len(ids) == p["count"]
+        assert {r["broad_label"] for r in rows if r["broad_id"] == p["id"]} == {p["label"]}
+    _, plain = synthetic_job(30, seed=2)
+    assert "broad_id" not in render_csv(plain, items)[1].decode().splitlines()[0]
