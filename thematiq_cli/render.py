@@ -149,6 +149,7 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
     if not themes:
         out.append("(no themes)")
         return "\n".join(out)
+    out.extend(_broad_themes(result))
     label_w = min(40, max(len("THEME"), *(len(str(t.get("label", ""))) for t in themes)))
     rows = []
     quotes = []
@@ -172,6 +173,20 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
     return visible("\n".join(out))
+
+
+def _broad_themes(result: dict[str, Any]) -> list[str]:
+    """More than 12 themes: the broad themes (parents) with their counts and themes, as the report's "Broad themes"
+    table and the dashboard list them; the CLI named only how many there were. A count is its responses with any of
+    its themes."""
+    parents = result.get("parents") or []
+    if (result.get("levels") or {}).get("broad") != "parents" or not parents:
+        return []
+    labels = {t.get("id"): str(t.get("label", t.get("id"))) for t in result.get("themes") or []}
+    rows = [[p.get("id", ""), clip(str(p.get("label", "")), 40), str(p.get("count", "")),
+             f"{p['share']:.1%}" if isinstance(p.get("share"), int | float) else "",
+             ", ".join(labels.get(c, str(c)) for c in p.get("children") or [])] for p in parents]
+    return [table(["ID", "BROAD THEME", "COUNT", "SHARE", "THEMES"], rows, right=(2, 3)), ""]
 
 
 def count_after_edits(result: dict[str, Any]) -> str | None:

@@ -66,3 +66,18 @@ def test_a_multi_label_result_says_its_shares_add_up_to_more_than_all_in_the_cli
     for a in doc["assignments"]:
         a["themes"] = a["themes"][:1]
     assert multi_label_note(doc) is None and "more than one theme" not in render_md(doc)[1].decode()
+
+
+def test_thematiq_themes_lists_the_broad_themes_with_their_counts() -> None:
+    # "Levels: 8 broad themes (parents)" and no broad theme named: the report and the dashboard list them.
+    from tests.unit.thematic.test_verbatims import _with_parents
+    from thematiq_cli.render import themes_table
+
+    _, doc = _with_parents()
+    doc["parents"][0]["count"], doc["parents"][0]["share"] = 97, 0.5106
+    out = themes_table(doc).splitlines()
+    head = next(i for i, line in enumerate(out) if line.split()[:3] == ["ID", "BROAD", "THEME"])
+    assert out[head + 2].split()[:5] == ["p1", "Broad", "one", "97", "51.1%"]
+    assert "Theme 1 delivery" in out[head + 2]
+    _, plain = synthetic_job(30, seed=2)
+    assert not any(line.startswith("ID  BROAD") for line in themes_table(plain).splitlines())
