@@ -149,8 +149,11 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
         by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
               "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
         nps = src.get("scale") == "score10"
+        # What the Mean column is on: a theme of 1-5 star ratings read "+0.01" with no scale (no mean of stars).
+        scale = ("NPS: % promoters (9-10) minus % detractors (0-6)." if nps else
+                 "Mean: of the responses' scores, from -1 (negative) to +1 (positive), 0 neutral.")
         lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
-                  + (f" {_md(str(src['note']))}." if src.get("note") else ""), "",
+                  + (f" {_md(str(src['note']))}." if src.get("note") else "") + f" {scale}", "",
                   "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
                   "|---|---:|---:|---:|---:|"]
         for t in themes:

@@ -65,3 +65,18 @@ def test_a_zero_to_five_rating_is_a_422_naming_sentiment_from_at_submission() ->
         prepare(ThematicParams(sentiment_from="stars"), data, Earlier())
     assert [e["field"] for e in err.value.errors] == ["params.sentiment_from"]
     assert prepare(ThematicParams(sentiment_from={"key": "stars", "scale": "0-10"}), data, Earlier()) == data
+
+
+def test_the_report_says_what_scale_the_sentiment_mean_is_on() -> None:
+    # A theme of 1-5 star ratings read "Mean +0.01": no mean of stars, and nothing said it runs from -1 to +1.
+    from pipelines.thematic.render import render_md
+
+    theme = {"id": "t1", "label": "Fees", "description": "", "keywords": [], "count": 4, "share": 1.0, "quotes": [],
+             "labelled_by": "keywords", "sentiment": {"positive": 0, "neutral": 4, "negative": 0, "mean": 0.0}}
+    doc = {"schema_version": "1.6", "themes": [theme], "assignments": [], "run": {"counts": {"usable": 4}},
+           "sentiment": {"source": "metadata", "field": "stars", "scale": "stars", "rating_range": "1-5",
+                         "scale_from": "declared"}}
+    md = render_md(doc)[1].decode()
+    assert "Mean: of the responses' scores, from -1 (negative) to +1 (positive), 0 neutral." in md
+    doc["sentiment"]["scale"] = "score10"
+    assert "NPS: % promoters (9-10) minus % detractors (0-6)." in render_md(doc)[1].decode()
