@@ -12,7 +12,8 @@ CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
     "sentiment_score",
 )
-#: After CSV_COLUMNS when the broad level is parents (more than 12 themes): the row's theme's broad theme.
+#: Last (after text and the metadata) when the broad level is parents (more than 12 themes): the row's theme's
+#: broad theme.
 BROAD_CSV_COLUMNS = ("broad_id", "broad_label")
 
 
@@ -74,8 +75,9 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
-    w.writerow([*CSV_COLUMNS, *broad, *([] if data is None else ["text"]),
-                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, *broad, "text")))])
+    # Last, after the metadata: a reader that addresses text and the metadata by position keeps its columns.
+    w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
+                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text", *broad))), *broad])
     for r in rows:
         a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
         meta = r.item.get("metadata") or {}
@@ -97,8 +99,8 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
                     (a.get("sentiment") or {}).get("label", ""),
                     # A number we computed (not user text), so a leading "-" is a sign, not a formula.
                     _score((a.get("sentiment") or {}).get("score")),
-                    *([level.parent_of.get(tid, ""), _cell(level.label(level.parent_of.get(tid)))] if broad else []),
                     *tail,
+                    *([level.parent_of.get(tid, ""), _cell(level.label(level.parent_of.get(tid)))] if broad else []),
                 ]
             )
     return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")
