@@ -142,29 +142,37 @@ def _small_groups_md(b: dict[str, Any]) -> str:
             f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not tested, never bold")
 
 
-def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
-    """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
+def _sentiment_md(doc: dict[str, Any]) -> list[str]:
+    """The Sentiment section: per theme its labels' counts and its mean (or NPS), and which source scored it."""
     lines: list[str] = []
     themes = doc.get("themes", [])
-    if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
-        src = doc["sentiment"]
-        by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
-              "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
-        nps = src.get("scale") == "score10"
-        # What the Mean column is on: a theme of 1-5 star ratings read "+0.01" with no scale (no mean of stars).
-        scale = ("NPS: % promoters (9-10) minus % detractors (0-6)." if nps else
-                 "Mean: of the responses' scores, from -1 (negative) to +1 (positive), 0 neutral.")
-        lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
-                  + (f" {_md(str(src['note']))}." if src.get("note") else "") + f" {scale}", "",
-                  "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
-                  "|---|---:|---:|---:|---:|"]
-        for t in themes:
-            s = t.get("sentiment") or {}
-            mean = s.get("nps") if nps else s.get("mean")
-            # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
-            shown = "" if mean is None else _num(mean, nps)
-            lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
-                         f"{s.get('negative', 0)} | {shown} |")
+    if not (doc.get("sentiment") and any(t.get("sentiment") for t in themes)):
+        return lines
+    src = doc["sentiment"]
+    by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
+          "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
+    nps = src.get("scale") == "score10"
+    # What the Mean column is on: a theme of 1-5 star ratings read "+0.01" with no scale (no mean of stars).
+    scale = ("NPS: % promoters (9-10) minus % detractors (0-6)." if nps else
+             "Mean: of the responses' scores, from -1 (negative) to +1 (positive), 0 neutral.")
+    lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
+              + (f" {_md(str(src['note']))}." if src.get("note") else "") + f" {scale}", "",
+              "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
+              "|---|---:|---:|---:|---:|"]
+    for t in themes:
+        s = t.get("sentiment") or {}
+        mean = s.get("nps") if nps else s.get("mean")
+        # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
+        shown = "" if mean is None else _num(mean, nps)
+        lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
+                     f"{s.get('negative', 0)} | {shown} |")
+    return lines
+
+
+def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
+    lines: list[str] = _sentiment_md(doc)
+    themes = doc.get("themes", [])
     for b in doc.get("breakdowns") or []:
         groups = b.get("groups", [])
         lines += ["", f"## By {_md(b['field'])}", "",
