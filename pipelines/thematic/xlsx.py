@@ -36,9 +36,11 @@ THEME_COLUMNS = ("theme_id", "level", "parent", "label", "count", "share", "desc
 RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "theme_label", "confidence",
                     "other_themes", "other_theme_labels", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
-#: ``other_broad_ids``: the broad themes of a response's other themes (multi_label) that are not ``broad_id``; a broad
-#: theme's count (the Themes sheet) is its responses in either column, as ``theme=p1`` lists them.
-BROAD_COLUMNS = ("broad_id", "broad_label", "other_broad_ids")
+BROAD_COLUMNS = ("broad_id", "broad_label")
+#: The last column when the broad level is parents (after the metadata, so every other column keeps its place): the
+#: broad themes of a response's other themes (multi_label) that are not ``broad_id``; a broad theme's count (the
+#: Themes sheet) is its responses with it in either column, as ``theme=p1`` lists them.
+OTHER_BROAD_COLUMN = "other_broad_ids"
 FINE_COLUMNS = ("fine_id", "fine_label")
 #: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position), then
 #: ``synthetic`` (1.6: "missing" or "other" for a group Thematiq made, empty for a submitted value).
@@ -110,13 +112,14 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
     level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
         "fine", FINE_COLUMNS)
     fixed = (*RESPONSE_COLUMNS[:9], *level_columns, *RESPONSE_COLUMNS[9:])
-    spill = len(fixed) + len(keys) > EXCEL_MAX_COLUMNS
+    tail = (OTHER_BROAD_COLUMN,) if level == "broad" else ()
+    spill = len(fixed) + len(keys) + len(tail) > EXCEL_MAX_COLUMNS
     if spill:
         # Past Excel's last column: the first keys keep a column each, a row's others go into OTHER_COLUMN as JSON.
-        keys = keys[:EXCEL_MAX_COLUMNS - len(fixed) - 1]
-        header = [*fixed, *metadata_columns(keys, (*fixed, OTHER_COLUMN)), OTHER_COLUMN]
+        keys = keys[:EXCEL_MAX_COLUMNS - len(fixed) - len(tail) - 1]
+        header = [*fixed, *metadata_columns(keys, (*fixed, OTHER_COLUMN, *tail)), OTHER_COLUMN, *tail]
     else:
-        header = [*fixed, *metadata_columns(keys, fixed)]
+        header = [*fixed, *metadata_columns(keys, (*fixed, *tail)), *tail]
     kept = set(keys)
 
     def gen() -> Iterable[list[Any]]:
@@ -134,12 +137,12 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 # reader of the sheet. A label is user text at times: the cell writer keeps it inert.
                 "; ".join(labels.label(ref["theme_id"]) for ref in refs[1:]),
                 a.get(level), labels.label(a.get(level)),
-                *([";".join(dict.fromkeys(p for ref in refs[1:] if (p := labels.parent_of.get(ref["theme_id"]))
-                                          and p != a.get(level)))] if level == "broad" else []),
                 sentiment.get("label"), sentiment.get("score"),
                 ";".join(c["name"] for c in a.get("seed_codes") or []),
                 *(meta.get(k) for k in keys),
                 *([{k: v for k, v in meta.items() if k not in kept} or None] if spill else []),
+                *([";".join(dict.fromkeys(p for ref in refs[1:] if (p := labels.parent_of.get(ref["theme_id"]))
+                                          and p != a.get(level)))] if tail else []),
             ]
 
     return header, gen()
