@@ -100,7 +100,7 @@ def run(seeds: int, first: int, n: int, thresholds: list[int]) -> None:
             # down to make room, a real if small difference; so is the rest's share of a planted theme).
             row["planted_false"] += sum(1 for g, th in hits if g not in ("C", "D")
                                         and th not in (str(X3_THEME), str(X2_THEME)))
-            row["tiny_called"] += any(g["value"] == insight.MISSING and c["theme_id"] == str(RARE_THEME)
+            row["tiny_called"] += any(g.get("synthetic") == "missing" and c["theme_id"] == str(RARE_THEME)
                                       for g, c in sig[2])
     print(f"\n**Segments: {n} answers, 15 themes, groups A/B/C (40/30/20 % of the rest), D 40, E 20, (missing) 1-8, "
           f"six values of 2-6; min_group_size 1; seeds {first}-{first + seeds - 1}**\n")

@@ -196,7 +196,7 @@ class Client:
     ) -> dict[str, Any]:
         """One page of a job's responses, as the service sent it (``{items, next_cursor, total}``)."""
         query: thematiq_client.ResponseFilters = {"metadata": metadata}
-        for name in ("theme", "subtheme", "bucket", "sentiment"):
+        for name in ("theme", "subtheme", "bucket", "sentiment", "missing", "other_values"):
             if name in filters:
                 query[name] = filters[name]
         if limit is not None:

@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sentiment", choices=["positive", "neutral", "negative"])
     s.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep responses whose metadata KEY is VALUE (repeatable for other keys: all must match)")
+    s.add_argument("--missing", metavar="KEY", help="keep responses without a value for metadata KEY (a breakdown's "
+                   "(missing) group; --where KEY='(missing)' is a response that answered \"(missing)\")")
+    s.add_argument("--other-values", dest="other_values", metavar="KEY",
+                   help="keep the responses the breakdown by KEY pooled as \"other values\"")
     s.add_argument("--format", "-f", choices=["table", "csv", "json", "jsonl"], default="table",
                    help="table (default), csv (formula-safe, one column per metadata key), json or jsonl")
     s.add_argument("--limit", "-n", type=int, default=None, metavar="N", help="at most N responses (default: all)")
@@ -391,7 +395,8 @@ def cmd_responses(args: argparse.Namespace, io: Io) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError("error: --limit must be at least 1")
     client = client_of(args)
-    filters = {k: v for k in ("theme", "subtheme", "bucket", "sentiment") if (v := getattr(args, k))}
+    filters = {k: v for k in ("theme", "subtheme", "bucket", "sentiment", "missing", "other_values")
+               if (v := getattr(args, k))}
     metadata = _where(args.where)
     counts: dict[str, Any] = {}
 

@@ -121,6 +121,8 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         )
         if counts.get("duplicates"):
             out.append(copies_note(int(counts["duplicates"])))
+        if (multi := multi_label_note(result)) is not None:
+            out.append(multi)
         choice = (result.get("run") or {}).get("theme_count") or {}
         if choice.get("confidence_label"):
             # schema 1.1: how sure the count is, the other readings (unless the summary in the explanation below
@@ -147,6 +149,7 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
     if not themes:
         out.append("(no themes)")
         return "\n".join(out)
+    out.extend(_broad_themes(result))
     label_w = min(40, max(len("THEME"), *(len(str(t.get("label", ""))) for t in themes)))
     rows = []
     quotes = []
@@ -170,6 +173,20 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if quote:
             out.append(f"{indent}“{clip(quote, qw - 2)}”")
     return visible("\n".join(out))
+
+
+def _broad_themes(result: dict[str, Any]) -> list[str]:
+    """More than 12 themes: the broad themes (parents) with their counts and themes, as the report's "Broad themes"
+    table and the dashboard list them; the CLI named only how many there were. A count is its responses with any of
+    its themes."""
+    parents = result.get("parents") or []
+    if (result.get("levels") or {}).get("broad") != "parents" or not parents:
+        return []
+    labels = {t.get("id"): str(t.get("label", t.get("id"))) for t in result.get("themes") or []}
+    rows = [[p.get("id", ""), clip(str(p.get("label", "")), 40), str(p.get("count", "")),
+             f"{p['share']:.1%}" if isinstance(p.get("share"), int | float) else "",
+             ", ".join(labels.get(c, str(c)) for c in p.get("children") or [])] for p in parents]
+    return [table(["ID", "BROAD THEME", "COUNT", "SHARE", "THEMES"], rows, right=(2, 3)), ""]
 
 
 def count_after_edits(result: dict[str, Any]) -> str | None:
@@ -211,6 +228,25 @@ def _breakdown_cell(cell: dict[str, Any] | None) -> str:
     return text + ("*" if cell.get("significant") else " ") + ("†" if cell.get("test") == "fisher" else " ")
 
 
+#: The names of a breakdown's synthetic groups (the service's pipelines.thematic.insight.Synthetic).
+SYNTHETIC_GROUPS = {"missing": "(missing)", "other": "other values"}
+
+
+def group_heading(group: dict[str, Any]) -> str:
+    """A breakdown group as its column heading reads: a synthetic group (schema 1.6 ``synthetic``; before 1.6 a group
+    named "(missing)" or "other values") by its name, a real value as it is unless it reads as a synthetic group's
+    name, then in double quotes. The service's reports write it so: pipelines.thematic.insight.heading (a test holds
+    the two equal)."""
+    value = str(group.get("value"))
+    if "synthetic" in group:
+        synthetic = group["synthetic"]
+    else:
+        synthetic = next((k for k, v in SYNTHETIC_GROUPS.items() if v == value), None)
+    if synthetic is not None:
+        return SYNTHETIC_GROUPS.get(str(synthetic), value)
+    return f'"{value}"' if value.strip('"') in SYNTHETIC_GROUPS.values() else value
+
+
 def breakdown_table(result: dict[str, Any], field: str) -> str:
     """One breakdown of a thematic result: a row per theme, a column per group (share, lift, * significant)."""
     breakdown = next((b for b in result.get("breakdowns") or [] if b.get("field") == field), None)
@@ -218,7 +254,7 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
         fields = ", ".join(str(b.get("field")) for b in result.get("breakdowns") or []) or "none"
         raise KeyError(f"no breakdown by {field!r} in this result (breakdowns: {fields})")
     groups = breakdown.get("groups") or []
-    headers = ["Theme", *(f"{clip(str(g['value']), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
+    headers = ["Theme", *(f"{clip(group_heading(g), 18)} n={g['n']}{' small' if g.get('small_n') else ''}"
                           for g in groups)]
     rows = []
     for theme in result.get("themes") or []:
@@ -396,6 +432,16 @@ def _families(cmp: dict[str, Any]) -> list[str]:
                      names])
     return ["", FAMILIES_NOTE + "; * significant, (exact): Fisher's exact test.", "",
             table(["Then", "Now", "Change", "Family"], rows, right=(0, 1, 2))]
+
+
+def multi_label_note(result: dict[str, Any]) -> str | None:
+    """As the service's report says it (pipelines.thematic.render.multi_label_note): with multi_label the shares
+    add up to more than 100 %."""
+    n = sum(1 for a in result.get("assignments") or [] if len(a.get("themes") or []) > 1)
+    if not n:
+        return None
+    return (f"{n} response{'s have' if n != 1 else ' has'} more than one theme: each counts in every one of its "
+            "themes (and in each broad theme one of them is in), so the shares add up to more than 100%.")
 
 
 def copies_note(n: int) -> str:

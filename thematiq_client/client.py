@@ -112,6 +112,10 @@ class ResponseFilters(TypedDict, total=False):
     subtheme: str
     bucket: str
     sentiment: str
+    #: A metadata key: the responses without a value for it (a breakdown's synthetic "(missing)" group).
+    missing: str
+    #: A ``breakdown_by`` key: the responses its breakdown pooled as "other values".
+    other_values: str
     #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`metadata_text`.
     metadata: Mapping[str, MetadataValue]
     limit: int

@@ -12,6 +12,7 @@ import copy
 import functools
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
@@ -373,6 +374,19 @@ def _recount(doc: dict[str, Any]) -> None:
         run_counts["themed"], run_counts["other"] = buckets["theme"], buckets["other"]
 
 
+def level_ids(broad: str | None, fine: str | None, theme_ids: Iterable[str], parent_of: Mapping[str, str]) -> set[str]:
+    """The broad and fine level themes a coded response counts in: its ``broad`` and ``fine`` (its primary theme's
+    levels) and, with ``multi_label``, the broad theme (parent) of each of its other themes, once each. So a parent's
+    count is its responses with any theme in it, as a theme counts every response with it (primary or secondary),
+    as ``theme=p1`` on GET /api/jobs/{id}/responses finds them (verbatims.matcher) and never
+    less than one of its children's counts; before 2026-12-07 only the primary theme's parent counted, and the
+    filter found more responses than ``parents[].count`` said. A sub-theme stays its primary theme's only (it is
+    coded on the primary theme: ``subtheme=`` finds ``fine``). ``parent_of``: theme id to parent id (parents level)."""
+    out = {lid for lid in (broad, fine) if lid}
+    out.update(parent_of[t] for t in theme_ids if t in parent_of)
+    return out
+
+
 def _recount_levels(doc: dict[str, Any], usable: int) -> None:
     """As document.py counts a fresh result's levels: ``levels.broad_count`` / ``fine_count`` the parents or themes
     and sub-themes left (a delete or merge leaves fewer), and a parent's or sub-theme's count its responses' (a
@@ -383,8 +397,11 @@ def _recount_levels(doc: dict[str, Any], usable: int) -> None:
     themes = len(doc.get("themes") or [])
     levels["broad_count"] = len(doc.get("parents") or []) if levels.get("broad") == "parents" else themes
     levels["fine_count"] = themes if levels.get("fine") == "themes" else len(doc.get("subthemes") or [])
+    parent_of = {str(t["id"]): str(t["parent"]) for t in doc.get("themes") or []
+                 if t.get("parent") and levels.get("broad") == "parents"}
     counts = Counter(lid for a in doc.get("assignments") or [] if a.get("themes")
-                     for lid in (a.get("broad"), a.get("fine")) if lid)
+                     for lid in level_ids(a.get("broad"), a.get("fine"),
+                                          [str(r["theme_id"]) for r in a["themes"]], parent_of))
     for level in (*(doc.get("parents") or []), *(doc.get("subthemes") or [])):
         level["count"] = counts.get(level["id"], 0)
         level["share"] = round(level["count"] / usable, 4)

@@ -45,6 +45,17 @@ def declared_scales(doc: Mapping[str, Any], score: Mapping[str, Any] | None = No
     return out
 
 
+def group_of(doc: Mapping[str, Any], metadata: Mapping[str, Mapping[str, Any] | None], field: str) -> dict[str, insight.Label]:
+    """Each usable response's (by id) group in the breakdown by ``field``, as ``derived`` groups it with the job's
+    ``min_group_size`` and declared scales (read from ``run.params``, as an edit reads them)."""
+    params = (doc.get("run") or {}).get("params") or {}
+    usable = _usable(doc)
+    b = insight.groups_of(field, [metadata.get(str(a["response_id"])) for a in usable],
+                          min_group_size=int(params.get("min_group_size") or insight.MIN_GROUP_SIZE),
+                          scale=declared_scales(doc, params.get("score")).get(field))
+    return {str(a["response_id"]): g for a, g in zip(usable, b.labels, strict=True)}
+
+
 @dataclass
 class Derived:
     """What follows from a document's assignments, computed without changing it (``derived``)."""

@@ -21,7 +21,7 @@ import numpy as np
 from shared.sdk import PermanentError
 
 from . import baseline as earlier_wave
-from . import derive, waves
+from . import codebook, derive, waves
 from . import describe as describing
 from . import sentiment as sentiments
 from .clean import REASONS
@@ -354,6 +354,8 @@ def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict
     built: dict[int, AssignmentOut] = {}
     counts = {th.id: 0 for th in s.themes}
     level_counts: dict[str, int] = {}
+    # A response counts in the parent of each of its themes (multi_label), once: codebook.level_ids.
+    parent_of = {th.id: th.parent for th in s.themes if th.parent} if s.levels.broad == "parents" else {}
     out: list[AssignmentOut] = []
     other = 0
     for r in s.rows:
@@ -370,8 +372,9 @@ def _assignments(s: RunState) -> tuple[list[AssignmentOut], dict[str, int], dict
         for ref in a.themes:
             counts[ref.theme_id] += 1
         other += not a.themes
-        for lid in (a.broad, a.fine) if a.themes else ():
-            if lid is not None and lid not in counts:
+        ids = [ref.theme_id for ref in a.themes]
+        for lid in codebook.level_ids(a.broad, a.fine, ids, parent_of) if a.themes else ():
+            if lid not in counts:
                 level_counts[lid] = level_counts.get(lid, 0) + 1
         out.append(a)
     return out, counts, level_counts, other

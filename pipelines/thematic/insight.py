@@ -16,10 +16,46 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Final
 
-MISSING = "(missing)"
-OTHER_VALUES = "other values"
+
+class Synthetic(Enum):
+    """A breakdown group Thematiq made, not a value a researcher submitted: the responses without a value, and the
+    pool of rare values. An Enum member equals no string, so a real value that is literally "(missing)" or "other
+    values" stays its own group (issue 23: before 2026-12-07 they were strings and the real value merged with the
+    synthetic group of that name). In the result a synthetic group has ``synthetic`` "missing" / "other"."""
+
+    MISSING = "(missing)"
+    OTHER = "other values"
+
+
+MISSING: Final = Synthetic.MISSING
+OTHER_VALUES: Final = Synthetic.OTHER
+#: A group's label: a real value (its text) or a synthetic group.
+Label = str | Synthetic
+#: ``breakdowns[].groups[].synthetic`` of each synthetic group (schema 1.6).
+SYNTHETIC_KEY: Final = {Synthetic.MISSING: "missing", Synthetic.OTHER: "other"}
+
+
+def synthetic_of(group: Mapping[str, Any]) -> str | None:
+    """A result's breakdown group's ``synthetic`` ("missing", "other" or None). A document before schema 1.6 has none:
+    its groups named "(missing)" and "other values" are taken as the synthetic ones, as they were made."""
+    if "synthetic" in group:
+        return None if group["synthetic"] is None else str(group["synthetic"])
+    return {MISSING.value: "missing", OTHER_VALUES.value: "other"}.get(str(group.get("value")))
+
+
+def heading(group: Mapping[str, Any]) -> str:
+    """A breakdown group as a table heading shows it: a synthetic group by its name, "(missing)" or "other values"; a
+    real value as it is, unless it could be read as a synthetic group's name ("(missing)", "other values", or either
+    in double quotes, however many): then in double quotes, so every group reads differently from every other."""
+    value = str(group.get("value"))
+    names = (MISSING.value, OTHER_VALUES.value)
+    synthetic = synthetic_of(group)
+    if synthetic is not None:
+        return {"missing": MISSING.value, "other": OTHER_VALUES.value}.get(synthetic, value)
+    return f'"{value}"' if value.strip('"') in names else value
 #: Groups smaller than this are pooled as "other values": a share of 3 responses says nothing.
 MIN_GROUP_SIZE = 20
 MAX_BREAKDOWN_FIELDS = 5
@@ -41,7 +77,7 @@ class Bucketing:
     """How a metadata field's values became groups."""
 
     kind: str  # "categorical" | "nps" | "numeric"
-    labels: list[str]  # one per response
+    labels: list[Label]  # one per response
 
 
 def meta_text(value: Any) -> str:
@@ -94,7 +130,7 @@ def _is_number(v: Any) -> bool:
     return finite(v) is not None
 
 
-def _nps_group(v: Any) -> str:
+def _nps_group(v: Any) -> Label:
     if v is None or v == "":
         return MISSING
     n = float(v)
@@ -112,8 +148,9 @@ def names_nps(key: str | None) -> bool:
     return key is not None and NPS_KEY_RE.search(key) is not None
 
 
-#: A categorical group's label is its value's first this many characters; the responses route's metadata filter reads
-#: a value of exactly this length that no response has whole as such a label (verbatims).
+#: A categorical group's label is its value's first this many characters (or more, to tell it from another value:
+#: ``_distinct_cuts``); the responses route's metadata filter reads a value of at least this length that no response
+#: has whole as such a label, the prefix of its group's values (verbatims).
 GROUP_LABEL_CHARS = 80
 #: An integer field with at most this many distinct values is grouped by value, as a 1-5 rating is (review44r: a 0/1
 #: flag read as the ranges "0–0" and "1–1" once the CLI sent number columns as numbers).
@@ -151,7 +188,7 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
         edges = _quartile_edges(sorted(nums))
         fmt = _edge_format({x for e in edges for x in e})
 
-        def rng(v: Any) -> str:
+        def rng(v: Any) -> Label:
             if v is None or v == "":
                 return MISSING
             n = float(v)
@@ -164,7 +201,39 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
         return Bucketing("numeric", [rng(v) for v in values])
     # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a
     # group's label finds its responses; str() gave Python's syntax (['a', 'b'], True).
-    return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v)[:GROUP_LABEL_CHARS] for v in values])
+    texts = [None if v is None or v == "" else meta_text(v) for v in values]
+    cut = _distinct_cuts({t for t in texts if t is not None})
+    return Bucketing("categorical", [MISSING if t is None else cut.get(t, t) for t in texts])
+
+
+#: The longest label a long value's group gets: the most the responses route's filter takes (MAX_FILTER_CHARS,
+#: shared/api/responses.py; a test holds them equal). Two values alike in their first this many characters share
+#: a group, the one merge left.
+MAX_LABEL_CHARS: Final = 200
+
+
+def _distinct_cuts(texts: set[str]) -> dict[str, str]:
+    """A label for each value longer than ``GROUP_LABEL_CHARS``: its first 80 characters, or as many more as tell it
+    from every other value of the field (up to ``MAX_LABEL_CHARS``). At a fixed 80, two answers alike in their first
+    80 characters were one group (review43), and the filter could not tell them apart either. The label is no other
+    value's prefix, so the filter's prefix rule (verbatims) finds exactly its group."""
+    ordered = sorted(texts)
+    out: dict[str, str] = {}
+    for i, t in enumerate(ordered):
+        if len(t) <= GROUP_LABEL_CHARS:
+            continue
+        common = max((_common_prefix(t, ordered[j]) for j in (i - 1, i + 1) if 0 <= j < len(ordered)), default=0)
+        out[t] = t[:min(MAX_LABEL_CHARS, max(GROUP_LABEL_CHARS, common + 1))]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _quartile_edges(nums: list[float]) -> list[tuple[float, float]]:
@@ -194,7 +263,7 @@ def _edge_format(values: set[float]) -> Callable[[float], str]:
     return repr
 
 
-def pool_small(labels: list[str], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[str]:
+def pool_small(labels: list[Label], min_size: int = MIN_GROUP_SIZE, max_groups: int = MAX_GROUPS) -> list[Label]:
     """Groups under ``min_size`` (and beyond the ``max_groups`` largest) become ``other values``; ``(missing)`` stays."""
     sizes = Counter(labels)
     # (missing) is never pooled with real values, even when 12 larger groups leave it out of the largest.
@@ -318,19 +387,25 @@ def _on_scale(value: str) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def _group_order(sizes: Counter[str]) -> list[tuple[str, int]]:
+def _group_order(sizes: Counter[Label]) -> list[tuple[Label, int]]:
     """The columns of a breakdown: groups that all lie on a scale (NPS groups, a 1-5 rating's values, quartile
-    ranges) in its order, other categories largest first; "(missing)" and "other values" last. By size, a
-    rating's columns read 3, 2, 1, 4, 5 and the quartiles came in any order."""
-    special = (MISSING, OTHER_VALUES)
-    places = {g: _on_scale(g) for g in sizes if g not in special}
+    ranges) in its order, other categories largest first; the synthetic "(missing)" and "other values" last (a real
+    value of that text is a category like any other). By size, a rating's columns read 3, 2, 1, 4, 5 and the
+    quartiles came in any order."""
+    places = {g: _on_scale(g) for g in sizes if isinstance(g, str)}
     by_scale = bool(places) and all(p is not None for p in places.values())
-    return sorted(sizes.items(), key=lambda kv: (kv[0] in special, (places.get(kv[0]) or 0.0) if by_scale
-                                                 else -kv[1], kv[0]))
+
+    def key(kv: tuple[Label, int]) -> tuple[Any, ...]:
+        g, n = kv
+        if isinstance(g, Synthetic):
+            return (True, 0.0, list(Synthetic).index(g), "")
+        return (False, (places.get(g) or 0.0) if by_scale else -n, 0, g)
+
+    return sorted(sizes.items(), key=key)
 
 
 def breakdown(
-    field: str, groups: list[str], theme_of: Sequence[str | Sequence[str] | None], themes: Sequence[str], *,
+    field: str, groups: Sequence[Label], theme_of: Sequence[str | Sequence[str] | None], themes: Sequence[str], *,
     kind: str, alpha: float = ALPHA, min_tested_n: int = MIN_TESTED_N,
 ) -> dict[str, Any]:
     """Per group: its size, and per theme the count, share, lift against the rest, p (and the ``test`` that made
@@ -346,7 +421,7 @@ def breakdown(
     assert len(groups) == len(theme_of)
     total = len(groups)
     sizes = Counter(groups)
-    per_group: dict[str, Counter[str]] = {g: Counter() for g in sizes}
+    per_group: dict[Label, Counter[str]] = {g: Counter() for g in sizes}
     overall: Counter[str] = Counter()
     for g, of in zip(groups, theme_of, strict=True):
         for t in (of,) if isinstance(of, str) else (of or ()):
@@ -373,7 +448,9 @@ def breakdown(
                 cell.update(p=round(float(p), 6), q=None, significant=False)
             else:
                 cells.append(cell)
-        out_groups.append({"value": g, "n": n, "themes": rows, "small_n": small})
+        synthetic = SYNTHETIC_KEY[g] if isinstance(g, Synthetic) else None
+        out_groups.append({"value": g.value if isinstance(g, Synthetic) else g, "n": n, "themes": rows,
+                           "small_n": small, "synthetic": synthetic})
     for cell, q in zip(cells, benjamini_hochberg([float(c["p"]) for c in cells]), strict=True):
         cell["q"] = round(q, 4)
         cell["significant"] = q < alpha
@@ -392,10 +469,17 @@ def breakdowns(
     ``breakdown`` (0 tests every group, as before 2026-12-07: bench/segments.py's "before")."""
     out = []
     for f in fields:
-        b = bucket([(m or {}).get(f) for m in metadata], (scales or {}).get(f), key=f)
-        out.append(breakdown(f, pool_small(b.labels, min_group_size), theme_of, themes, kind=b.kind,
-                             min_tested_n=min_tested_n))
+        b = groups_of(f, metadata, min_group_size=min_group_size, scale=(scales or {}).get(f))
+        out.append(breakdown(f, b.labels, theme_of, themes, kind=b.kind, min_tested_n=min_tested_n))
     return out
+
+
+def groups_of(field: str, metadata: Sequence[Mapping[str, Any] | None], *, min_group_size: int = MIN_GROUP_SIZE,
+              scale: str | None = None) -> Bucketing:
+    """Each response's group in the breakdown by ``field`` (``bucket``, then ``pool_small``): what ``breakdowns``
+    counts, and what the responses route's ``missing``/``other_values`` filters read (verbatims)."""
+    b = bucket([(m or {}).get(field) for m in metadata], scale, key=field)
+    return Bucketing(b.kind, pool_small(b.labels, min_group_size))
 
 
 def testing(weighted: bool) -> dict[str, Any]:

@@ -12,6 +12,9 @@ CSV_COLUMNS = (
     "response_id", "theme_id", "theme_label", "confidence", "bucket", "reason", "seed_codes", "sentiment",
     "sentiment_score",
 )
+#: Last (after text and the metadata) when the broad level is parents (more than 12 themes): the row's theme's
+#: broad theme.
+BROAD_CSV_COLUMNS = ("broad_id", "broad_label")
 
 
 #: The first characters that make a spreadsheet read a cell as a formula: = + - @, a tab or CR before one, and the
@@ -66,10 +69,15 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     labels = {t["id"]: t["label"] for t in doc.get("themes", [])}
     rows = verbatims.join(doc, data) if data is not None else [verbatims.Joined({}, a) for a in doc.get("assignments", [])]
     keys = verbatims.metadata_keys(rows)
+    # More than 12 themes: the row's theme's broad theme, so the CSV alone gives a broad theme's count (its distinct
+    # responses; with multi_label a response counts in the broad theme of each of its themes, as theme=p1 lists it).
+    level = verbatims.Labels(doc)
+    broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
+    # Last, after the metadata: a reader that addresses text and the metadata by position keeps its columns.
     w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
-                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text")))])
+                *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text", *broad))), *broad])
     for r in rows:
         a = r.assignment or {"response_id": r.item.get("id"), "bucket": "unusable", "themes": []}
         meta = r.item.get("metadata") or {}
@@ -92,6 +100,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
                     # A number we computed (not user text), so a leading "-" is a sign, not a formula.
                     _score((a.get("sentiment") or {}).get("score")),
                     *tail,
+                    *([level.parent_of.get(tid, ""), _cell(level.label(level.parent_of.get(tid)))] if broad else []),
                 ]
             )
     return "text/csv; charset=utf-8", buf.getvalue().encode("utf-8")
@@ -133,26 +142,37 @@ def _small_groups_md(b: dict[str, Any]) -> str:
             f"{(b.get('testing') or {}).get('min_n') or insight.MIN_TESTED_N} responses, not tested, never bold")
 
 
-def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
-    """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
+def _sentiment_md(doc: dict[str, Any]) -> list[str]:
+    """The Sentiment section: per theme its labels' counts and its mean (or NPS), and which source scored it."""
     lines: list[str] = []
     themes = doc.get("themes", [])
-    if doc.get("sentiment") and any(t.get("sentiment") for t in themes):
-        src = doc["sentiment"]
-        by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
-              "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
-        nps = src.get("scale") == "score10"
-        lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
-                  + (f" {_md(str(src['note']))}." if src.get("note") else ""), "",
-                  "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
-                  "|---|---:|---:|---:|---:|"]
-        for t in themes:
-            s = t.get("sentiment") or {}
-            mean = s.get("nps") if nps else s.get("mean")
-            # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
-            shown = "" if mean is None else _num(mean, nps)
-            lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
-                         f"{s.get('negative', 0)} | {shown} |")
+    if not (doc.get("sentiment") and any(t.get("sentiment") for t in themes)):
+        return lines
+    src = doc["sentiment"]
+    by = {"metadata": f"the rating field {_md(str(src.get('field')))}{_scale_md(src)}", "lexicon": "the VADER lexicon",
+          "model": "the sentiment model over the embeddings", "llm": "the LLM"}.get(str(src.get("source")), "?")
+    nps = src.get("scale") == "score10"
+    # What the Mean column is on: a theme of 1-5 star ratings read "+0.01" with no scale (no mean of stars).
+    scale = ("NPS: % promoters (9-10) minus % detractors (0-6)." if nps else
+             "Mean: of the responses' scores, from -1 (negative) to +1 (positive), 0 neutral.")
+    lines += ["", "## Sentiment", "", f"Per response, by {by} (source: {_md(str(src.get('source')))})."
+              + (f" {_md(str(src['note']))}." if src.get("note") else "") + f" {scale}", "",
+              "| Theme | Positive | Neutral | Negative | " + ("NPS |" if nps else "Mean |"),
+              "|---|---:|---:|---:|---:|"]
+    for t in themes:
+        s = t.get("sentiment") or {}
+        mean = s.get("nps") if nps else s.get("mean")
+        # NPS to one decimal, as the impact table prints the same theme's NPS (it said -95 there and -95.2 here).
+        shown = "" if mean is None else _num(mean, nps)
+        lines.append(f"| {_md(t['label'])} | {s.get('positive', 0)} | {s.get('neutral', 0)} | "
+                     f"{s.get('negative', 0)} | {shown} |")
+    return lines
+
+
+def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """Sentiment per theme, breakdowns (share and lift per segment; bold = significant) and the comparison."""
+    lines: list[str] = _sentiment_md(doc)
+    themes = doc.get("themes", [])
     for b in doc.get("breakdowns") or []:
         groups = b.get("groups", [])
         lines += ["", f"## By {_md(b['field'])}", "",
@@ -162,7 +182,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
                      f"{_num_plain(b['testing'].get('exact_below'))} (too few answers for the z-test's normal "
                      "approximation)" if isinstance(b.get("testing"), dict) else "")
                   + _small_groups_md(b) + ".", "",
-                  "| Theme | " + " | ".join(f"{_md(g['value'])} (n={g['n']}{', small n' if g.get('small_n') else ''})"
+                  "| Theme | " + " | ".join(f"{_md(insight.heading(g))} (n={g['n']}{', small n' if g.get('small_n') else ''})"
                                            for g in groups) + " |",
                   "|---|" + "---:|" * len(groups)]
         # Every theme, as the dashboard, the CLI and the xlsx list them: the table stopped after 30 without a word.
@@ -326,6 +346,17 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def multi_label_note(doc: dict[str, Any]) -> str | None:
+    """With ``multi_label``, how many responses have more than one theme, and what that does to the counts: the
+    themes' (and broad themes') shares add up to more than 100 %, which nothing said (thematiq_cli.render has a
+    copy of this sentence, held equal by a test)."""
+    n = sum(1 for a in doc.get("assignments") or [] if len(a.get("themes") or []) > 1)
+    if not n:
+        return None
+    return (f"{n} response{'s have' if n != 1 else ' has'} more than one theme: each counts in every one of its "
+            "themes (and in each broad theme one of them is in), so the shares add up to more than 100%.")
+
+
 def copies_note(n: int) -> str:
     """What the usable count holds besides distinct answers (``run.counts.duplicates``). (The CLI has a copy:
     thematiq_cli/render.py.)"""
@@ -367,6 +398,8 @@ def render_md(doc: dict[str, Any]) -> tuple[str, bytes]:
     )
     if counts.get("duplicates"):
         lines += ["", copies_note(int(counts["duplicates"]))]
+    if (multi := multi_label_note(doc)) is not None:
+        lines += ["", multi]
     choice = run.get("theme_count", {})
     if choice:
         sure = _count_confidence(choice)

@@ -23,8 +23,12 @@ from pydantic import (
 
 from .clean import Reason
 
-SCHEMA_VERSION = "1.5"
-"""1.5 (additive, stats44): ``breakdowns[].groups[].small_n`` and ``breakdowns[].testing.min_n``: a group with fewer
+SCHEMA_VERSION = "1.6"
+"""1.6 (additive, researcher45): ``breakdowns[].groups[].synthetic``: "missing" (responses without a value) or
+"other" (the pooled small groups) for a group Thematiq made, null for a submitted value. A real value that reads
+"(missing)" or "other values" is now its own group (it merged with the synthetic one before). A 1.5 document is
+still valid.
+1.5 (additive, stats44): ``breakdowns[].groups[].small_n`` and ``breakdowns[].testing.min_n``: a group with fewer
 than ``min_n`` (10) usable responses, or whose rest has fewer, is not tested for significance (its cells' ``q`` is
 null, ``significant`` false; their p is kept); before, a ``(missing)`` group of one answer could be significant.
 ``impact.single_label``, ``impact.note`` and ``impact.themes[].explained_by``: every scored response has at most one
@@ -348,12 +352,18 @@ class BreakdownCell(_Model):
 
 
 class BreakdownGroup(_Model):
-    value: str = Field(description='a value, a range, "other values" (pooled small groups) or "(missing)"')
+    value: str = Field(description=(
+        'a value, a range, or a synthetic group\'s name, "other values" (pooled small groups) or "(missing)": read '
+        "synthetic to tell them from a real value of that text"))
     n: int
     themes: list[BreakdownCell]
     small_n: bool = Field(default=False, description=(
         "new in 1.5: the group, or the rest, has fewer than testing.min_n usable responses: its cells are not tested "
         "for significance (q null, never significant); their p is still given"))
+    synthetic: Literal["missing", "other"] | None = Field(default=None, description=(
+        "new in 1.6: \"missing\" for the responses without a value, \"other\" for the pooled small groups (both named "
+        "in value); null for a value a response has, even one that reads \"(missing)\" or \"other values\" (before "
+        "1.6 such a value merged with the synthetic group; an older document has no synthetic)"))
 
 
 class Breakdown(_Model):
@@ -494,7 +504,7 @@ class Impact(_Model):
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2", "1.3", "1.4", "1.5"]
+    schema_version: Literal["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

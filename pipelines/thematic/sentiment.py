@@ -132,6 +132,11 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         # probabilities 0.05-0.95 was read as all detractors, a 6.5 as a passive.
         distinct = {n for n in nums if n is not None}
         if all(n.is_integer() for n in distinct) and len(distinct) > 2:
+            if hi <= 5:
+                # 0-5 stars read as NPS made every answer a detractor, the best (5) too: all negative, NPS -100.
+                return ("only the values 0 to 5: as a 0-10 (NPS) score every answer is a detractor, and a 0-5 rating "
+                        "is none of the scales read (1-5, 1-7, 1-10, 0-10); if it is a 0-10 question, declare its "
+                        "scale ({\"key\", \"scale\": \"0-10\"})")
             return RatingScale("score10", 0.0, 10.0, "0-10")
         if len(distinct) <= 2 and all(n.is_integer() for n in distinct):
             # A yes/no field as 0/1 read as NPS made every response a detractor (the breakdowns need more than
@@ -184,9 +189,14 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
         return None
     score = (n - (scale.low + scale.high) / 2) / ((scale.high - scale.low) / 2)
     if scale.kind in _NEUTRAL_BAND:
-        # Linear ratings: the label by its band (stars 1-2 / 3 / 4-5), the score the rating on [-1, 1].
+        # Linear ratings: the label by its band (stars 1-2 / 3 / 4-5), the score the rating on [-1, 1], except that
+        # a rating inside the neutral band scores 0. The band is symmetric about the scale's midpoint, so the score's
+        # sign is the label: 2.5 stars was "neutral" at -0.25 and a 1-10 rating of 5 "neutral" at -0.11, so a theme
+        # of such answers read "0 positive, 0 negative, mean -0.25" (issue 23: label and mean on one scale).
         below, above = _NEUTRAL_BAND[scale.kind]
         label: Label = "negative" if n <= below else "neutral" if n < above else "positive"
+        if label == "neutral":
+            score = 0.0
     else:
         # One scale with the label: a linear score would call a 6 (a detractor) +0.2.
         label = "negative" if n <= 6 else "neutral" if n <= 8 else "positive"

@@ -21,10 +21,13 @@ from shared.sdk import (
     ValidationFailed,
 )
 
-from .insight import GROUP_LABEL_CHARS, meta_text
+from . import derive
+from .insight import GROUP_LABEL_CHARS, OTHER_VALUES, meta_text
 from .validate import responses_of
 
-FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment"})
+#: ``missing=KEY`` and ``other_values=KEY`` (schema 1.6): the responses of a breakdown's synthetic groups, which no
+#: ``metadata[KEY]=`` value can name (``metadata[plan]=(missing)`` is a survey's own answer "(missing)").
+FILTERS = frozenset({"theme", "subtheme", "bucket", "sentiment", "missing", "other_values"})
 BUCKETS = ("theme", "other", "unusable")
 SENTIMENTS = ("positive", "neutral", "negative")
 
@@ -116,6 +119,7 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
         if label not in SENTIMENTS:
             raise _unknown("sentiment", f"one of {', '.join(SENTIMENTS)}")
         tests.append(lambda r: ((r.assignment or {}).get("sentiment") or {}).get("label") == label)
+    tests += _synthetic_groups(doc, rows, f)
     if query.metadata:
         keys = set(metadata_keys(rows))
         for key, want in query.metadata.items():
@@ -126,17 +130,39 @@ def matcher(doc: Mapping[str, Any], rows: list[Joined], query: ResponseQuery) ->
                 meta = r.item.get("metadata") or {}
                 return meta_text(meta[key]) if key in meta else None
 
-            cut = len(want) == GROUP_LABEL_CHARS and not any(text_of(r) == want for r in rows)
+            cut = len(want) >= GROUP_LABEL_CHARS and not any(text_of(r) == want for r in rows)
 
             def has(r: Joined, key: str = key, want: str = want, cut: bool = cut) -> bool:
-                # A breakdown's label of a longer value (its first 80 characters: the dashboard's segment hints
-                # and a reader copying the table give it) finds the responses its group counts; a value some
-                # response has whole is matched whole.
+                # A breakdown's label of a longer value (its first 80 characters, or more to tell it from another:
+                # insight._distinct_cuts; the dashboard's segment hints and a reader copying the table give it) finds
+                # the responses its group counts; a value some response has whole is matched whole.
                 text = text_of(r, key)
-                return text is not None and (text == want or (cut and text[:GROUP_LABEL_CHARS] == want))
+                return text is not None and (text == want or (cut and text.startswith(want)))
 
             tests.append(has)
     return lambda r: all(t(r) for t in tests)
+
+
+def _synthetic_groups(doc: Mapping[str, Any], rows: list[Joined], f: Mapping[str, str]) -> list[Callable[[Joined], bool]]:
+    """``missing=KEY``: responses without a value for KEY (absent, null or ""), a breakdown's "(missing)" group, the
+    unusable ones too (as ``metadata[KEY]=`` lists them; ``usable`` is the group's n). ``other_values=KEY``: the usable
+    responses the breakdown by KEY pooled as "other values" (derive.group_of, the breakdown's own grouping)."""
+    tests: list[Callable[[Joined], bool]] = []
+    if "missing" in f:
+        key = f["missing"]
+        if key not in set(metadata_keys(rows)):
+            raise _unknown("missing", f"no response has the metadata key {key[:40]!r}")
+        tests.append(lambda r: (r.item.get("metadata") or {}).get(key) in (None, ""))
+    if "other_values" in f:
+        key = f["other_values"]
+        fields = [str(b.get("field")) for b in doc.get("breakdowns") or []]
+        if key not in fields:
+            raise _unknown("other_values", f"no breakdown by {key[:40]!r} in this result (breakdowns: "
+                           f"{', '.join(x[:40] for x in fields) or 'none'})")
+        meta = {str(r.item.get("id")): r.item.get("metadata") for r in rows}
+        pooled = {rid for rid, g in derive.group_of(doc, meta, key).items() if g is OTHER_VALUES}
+        tests.append(lambda r: str(r.item.get("id")) in pooled)
+    return tests
 
 
 def to_row(r: Joined, labels: Labels) -> ResponseRow:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import insight
 from . import verbatims as V
 from .impact import starred
 from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
@@ -36,10 +37,15 @@ RESPONSE_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_id", "them
                     "other_themes", "other_theme_labels", "sentiment", "sentiment_score", "seed_codes")
 #: The level that is not the theme itself: broad themes above (more than 12 themes) or sub-themes below.
 BROAD_COLUMNS = ("broad_id", "broad_label")
+#: The last column when the broad level is parents (after the metadata, so every other column keeps its place): the
+#: broad themes of a response's other themes (multi_label) that are not ``broad_id``; a broad theme's count (the
+#: Themes sheet) is its responses with it in either column, as ``theme=p1`` lists them.
+OTHER_BROAD_COLUMN = "other_broad_ids"
 FINE_COLUMNS = ("fine_id", "fine_label")
-#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position).
+#: ``small_n`` last (schema 1.5, added after the columns a reader may already address by position), then
+#: ``synthetic`` (1.6: "missing" or "other" for a group Thematiq made, empty for a submitted value).
 BREAKDOWN_COLUMNS = ("field", "kind", "group", "n", "theme_id", "theme_label", "count", "share", "lift", "p", "q",
-                     "significant", "test", "small_n")
+                     "significant", "test", "small_n", "synthetic")
 #: ``starred`` is the service's mark (``impact.starred``: the interval excludes 0, not small_n, not explained by
 #: other themes); ``explained_by`` names those themes by label (schema 1.5, one theme per response).
 IMPACT_COLUMNS = ("theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n", "starred",
@@ -106,13 +112,14 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
     level, level_columns = ("broad", BROAD_COLUMNS) if (doc.get("levels") or {}).get("broad") == "parents" else (
         "fine", FINE_COLUMNS)
     fixed = (*RESPONSE_COLUMNS[:9], *level_columns, *RESPONSE_COLUMNS[9:])
-    spill = len(fixed) + len(keys) > EXCEL_MAX_COLUMNS
+    tail = (OTHER_BROAD_COLUMN,) if level == "broad" else ()
+    spill = len(fixed) + len(keys) + len(tail) > EXCEL_MAX_COLUMNS
     if spill:
         # Past Excel's last column: the first keys keep a column each, a row's others go into OTHER_COLUMN as JSON.
-        keys = keys[:EXCEL_MAX_COLUMNS - len(fixed) - 1]
-        header = [*fixed, *metadata_columns(keys, (*fixed, OTHER_COLUMN)), OTHER_COLUMN]
+        keys = keys[:EXCEL_MAX_COLUMNS - len(fixed) - len(tail) - 1]
+        header = [*fixed, *metadata_columns(keys, (*fixed, OTHER_COLUMN, *tail)), OTHER_COLUMN, *tail]
     else:
-        header = [*fixed, *metadata_columns(keys, fixed)]
+        header = [*fixed, *metadata_columns(keys, (*fixed, *tail)), *tail]
     kept = set(keys)
 
     def gen() -> Iterable[list[Any]]:
@@ -134,6 +141,8 @@ def _responses(doc: Mapping[str, Any], data: Any) -> tuple[list[str], Iterable[l
                 ";".join(c["name"] for c in a.get("seed_codes") or []),
                 *(meta.get(k) for k in keys),
                 *([{k: v for k, v in meta.items() if k not in kept} or None] if spill else []),
+                *([";".join(dict.fromkeys(p for ref in refs[1:] if (p := labels.parent_of.get(ref["theme_id"]))
+                                          and p != a.get(level)))] if tail else []),
             ]
 
     return header, gen()
@@ -144,9 +153,11 @@ def _breakdowns(doc: Mapping[str, Any]) -> Iterable[list[Any]]:
     for b in doc.get("breakdowns") or []:
         for g in b.get("groups", []):
             for c in g.get("themes", []):
+                # The value as the Responses sheet's metadata column has it (so a lookup joins the two), and the
+                # synthetic column tells a survey's own "(missing)" from the responses without a value (1.6).
                 yield [b["field"], b["kind"], g["value"], g["n"], c["theme_id"], labels.label(c["theme_id"]),
                        c["count"], c["share"], c.get("lift"), c.get("p"), c.get("q"), bool(c.get("significant")),
-                       c.get("test"), bool(g.get("small_n"))]
+                       c.get("test"), bool(g.get("small_n")), insight.synthetic_of(g)]
 
 
 def _impact(impact: Mapping[str, Any]) -> Iterable[list[Any]]:

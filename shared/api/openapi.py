@@ -322,6 +322,13 @@ def _list_job_responses() -> dict[str, Any]:
              "broad level is parents (as `theme`: primary or secondary).", "schema": {"type": "string"}},
             {"name": "bucket", "in": "query",
              "schema": {"type": "string", "enum": ["theme", "other", "unusable"]}},
+            {"name": "missing", "in": "query", "description": "A metadata key: responses without a value for it "
+             "(absent, null or \"\"), a breakdown's synthetic `(missing)` group (its `n` is the page's `usable`); "
+             "`metadata[KEY]=(missing)` is a response whose value is the text \"(missing)\". Thematic, schema 1.6.",
+             "schema": {"type": "string"}},
+            {"name": "other_values", "in": "query", "description": "A `breakdown_by` key: the usable responses its "
+             "breakdown pooled as `other values` (groups under `min_group_size` or past the 12 largest); a key with no "
+             "breakdown is a 422. Thematic, schema 1.6.", "schema": {"type": "string"}},
             {"name": "sentiment", "in": "query",
              "schema": {"type": "string", "enum": ["positive", "neutral", "negative"]}},
             {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,

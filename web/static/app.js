@@ -470,6 +470,22 @@ function rawResult(job, data) {
     h("pre", { class: "raw", tabindex: 0 }, text.length > 20000 ? `${text.slice(0, 20000)}\n… (download for the rest)` : text));
 }
 
+// A breakdown group Thematiq made (schema 1.6 `synthetic`: "missing", "other"), not a submitted value; a document
+// before 1.6 has no `synthetic`, and its groups named "(missing)" and "other values" are the synthetic ones.
+const SYNTHETIC_GROUPS = { missing: "(missing)", other: "other values" };
+function groupSynthetic(g) {
+  if ("synthetic" in g) return g.synthetic ?? null;
+  return Object.keys(SYNTHETIC_GROUPS).find((k) => SYNTHETIC_GROUPS[k] === g.value) ?? null;
+}
+// Its heading: a synthetic group by its name; a real value as it is, in double quotes when it reads as a synthetic
+// group's name (a survey's own "(missing)" answer), as the report, the xlsx and the CLI write it (insight.heading).
+function groupHeading(g) {
+  const syn = groupSynthetic(g);
+  if (syn) return SYNTHETIC_GROUPS[syn] ?? String(g.value);
+  const v = String(g.value);
+  return Object.values(SYNTHETIC_GROUPS).includes(v.replace(/^"+|"+$/g, "")) ? `"${v}"` : v;
+}
+
 // ---------------------------------------------------------------- the themes of a thematic result
 function themesView(job, doc, edit = null) {
   const counts = doc.run?.counts || {};
@@ -489,7 +505,8 @@ function themesView(job, doc, edit = null) {
   const segmentHints = [];
   for (const b of doc.breakdowns || []) {
     if (b.kind !== "categorical") continue;
-    for (const g of b.groups) if (g.value !== "other values" && g.value !== "(missing)") segmentHints.push(`${b.field}=${g.value}`);
+    // A synthetic group is no metadata value (a real "(missing)" answer is, and is offered).
+    for (const g of b.groups) if (!groupSynthetic(g)) segmentHints.push(`${b.field}=${g.value}`);
   }
   const responseItem = (r) => h("li", { dataset: { responseId: r.id } },
     h("span", { class: "rid" }, `#${r.id}`),
@@ -684,7 +701,7 @@ function insightView(doc) {
     const table = h("table", { class: "heatmap", dataset: { field: b.field } },
       // Schema 1.4: a cell whose expected count is below testing.exact_below (5) is tested by Fisher's exact test (†).
       h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}${b.groups.some((g) => g.small_n) ? `; small n: fewer than ${b.testing?.min_n ?? 10} responses in the group or its rest, not tested` : ""}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col" }, `${g.value} (n=${g.n}${g.small_n ? ", small n" : ""})`)))),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col", dataset: { synthetic: groupSynthetic(g) ?? "" } }, `${groupHeading(g)} (n=${g.n}${g.small_n ? ", small n" : ""})`)))),
       h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
         b.groups.map((g) => {
           const c = g.themes.find((x) => x.theme_id === t.id);
@@ -870,8 +887,10 @@ function broadLevel(doc, usable) {
   const parents = doc.levels?.broad === "parents" ? doc.parents || [] : [];
   if (!parents.length) return null;
   const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
+  // multi_label: a response counts in the broad theme of each of its themes (codebook.level_ids), as theme=p1 lists it.
+  const multi = doc.assignments.filter((a) => (a.themes || []).length > 1).length;
   return h("div", { class: "table-scroll" }, h("table", { class: "broad-themes" },
-    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is its responses'`),
+    h("caption", {}, `Broad themes (${parents.length}): each groups the themes listed; its count is the responses with any of its themes${multi ? ` (${multi} responses have more than one theme, so a response can count in two broad themes and the shares add up to more than 100%)` : ""}`),
     h("thead", {}, h("tr", {}, ["Broad theme", "Responses", "Share", "Themes"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, parents.map((p) => h("tr", { dataset: { parentId: p.id } },
       h("th", { scope: "row" }, p.label), h("td", {}, String(p.count)),

@@ -75,3 +75,39 @@ def test_table_and_errors(cli: Cli, job: Any) -> None:
     assert code == 1 and "KEY=VALUE" in err
     code, _, err = cli("responses", "0" * 28)
     assert code == 3 and "404" in err
+
+
+def test_a_breakdowns_synthetic_groups_are_listed_apart_from_a_real_missing_answer(cli: Cli, cli_host: Any,
+                                                                                   tmp_path: Path) -> None:
+    # A survey whose plan column has the answer "(missing)", blank cells and rare values: the breakdown has a real
+    # "(missing)" column beside the synthetic (missing) and other values (schema 1.6), and each is listed by its
+    # own filter: --where plan=(missing), --missing plan, --other-values plan.
+    items, _ = feedback(per_theme=15, seed=4)
+    plans = ["(missing)", "", "pro", "rare", "pro", "(missing)"]
+    rows = {str(it["id"]): plans[n % 6] + (str(n) if plans[n % 6] == "rare" else "") for n, it in enumerate(items)}
+    path = tmp_path / "survey.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "text", "plan"])
+        for it in items:
+            w.writerow([it["id"], it["text"], rows[str(it["id"])]])
+    code, out, err = cli("submit", str(path), "--param", "llm=off", "--param", "min_theme_size=3",
+                         "--param", 'breakdown_by=["plan"]', "--param", "min_group_size=5", "--wait", "-q")
+    assert code == 0, err
+    job_id = out.split()[0]
+    code, table, err = cli("breakdown", job_id, "--by", "plan")
+    assert code == 0, err
+    header = table.splitlines()[2]
+    assert '"(missing)" n=' in header and " (missing) n=" in header and "other values n=" in header
+
+    def ids(*args: str) -> set[str]:
+        code, out, err = cli("responses", job_id, *args, "--format", "json")
+        assert code == 0, err
+        return {str(r["id"]) for r in json.loads(out)}
+
+    assert ids("--where", "plan=(missing)") == {k for k, v in rows.items() if v == "(missing)"}
+    assert ids("--missing", "plan") == {k for k, v in rows.items() if v == ""}
+    other = ids("--other-values", "plan")
+    assert other and other <= {k for k, v in rows.items() if v.startswith("rare")}
+    code, _, err = cli("responses", job_id, "--other-values", "region")
+    assert code == 3 and "other_values" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -157,3 +158,27 @@ def test_shares_are_rounded_once_from_their_counts_as_the_report_rounds_them(pag
     assert group["small_n"] is True
     expect(page.locator("table.heatmap thead th", has_text="small n")).to_have_count(1)
     assert "not tested (small n" in (page.locator("table.heatmap tbody td").first.get_attribute("title") or "")
+
+
+def test_a_real_missing_answer_and_the_responses_without_a_value_are_two_columns(page: Any, host: HostProcess,
+                                                                              api: Api) -> None:
+    # A survey whose answers include the literal "(missing)": it merged with the synthetic group of responses
+    # without a value (issue 23). Two columns now, the real one quoted; the segment hints offer the real value only.
+    items, _ = feedback(per_theme=12, seed=6)
+    for n, it in enumerate(items):
+        it["metadata"] = {"plan": "(missing)"} if n % 3 == 0 else {"plan": "pro"} if n % 3 == 1 else {}
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2, "breakdown_by": ["plan"],
+                                           "min_group_size": 1}, items)["id"], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    assert {(g["value"], g["synthetic"]) for g in doc["breakdowns"][0]["groups"]} == {
+        ("pro", None), ("(missing)", None), ("(missing)", "missing")}
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    heat = page.locator("table.heatmap[data-field='plan']")
+    expect(heat).to_be_visible(timeout=30000)
+    expect(heat.locator("thead th[data-synthetic='missing']")).to_have_text(re.compile(r"^\(missing\) \(n="))
+    expect(heat.locator("thead th[data-synthetic='']", has_text='"(missing)"')).to_have_count(1)
+    page.locator("li.theme .theme-head").first.click()  # a theme's response list, with its segment filter
+    expect(page.locator("datalist option").first).to_be_attached(timeout=30000)
+    hints = [o.get_attribute("value") for o in page.locator("datalist").first.locator("option").all()]
+    assert "plan=(missing)" in hints and "plan=pro" in hints

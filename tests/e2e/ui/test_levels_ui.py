@@ -48,6 +48,27 @@ def test_the_count_in_words_and_the_broad_themes_are_shown_as_the_result_has_the
                                     ", ".join(labels[c] for c in p["children"])])
 
 
+def test_multi_label_broad_theme_counts_are_what_theme_p1_lists_and_the_caption_says_so(page: Any, host: HostProcess,
+                                                                                      api: Api) -> None:
+    # multi_label: a broad theme counted its responses' primary themes only, where theme=p1 lists a response with
+    # any theme in it (the sample: 128 against 131 for the largest); the caption said "its count is its responses'".
+    job = api.wait(api.submit("thematic", {"llm": "off", "multi_label": True}, load_responses(SAMPLE))["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    multi = sum(1 for a in doc["assignments"] if len(a["themes"]) > 1)
+    assert doc["levels"]["broad"] == "parents" and multi
+    for p in doc["parents"]:
+        _, _, listed = api.call("GET", f"/api/jobs/{job['id']}/responses?theme={p['id']}&limit=1")
+        assert listed["total"] == p["count"], p["id"]
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    caption = page.locator("table.broad-themes caption")
+    expect(caption).to_contain_text("its count is the responses with any of its themes", timeout=30000)
+    expect(caption).to_contain_text(f"({multi} responses have more than one theme")
+    for p in doc["parents"]:
+        expect(page.locator(f"table.broad-themes tr[data-parent-id='{p['id']}'] td").first).to_have_text(str(p["count"]))
+
+
 def test_a_compared_jobs_count_and_sub_theme_shares(page: Any, host: HostProcess, api: Api) -> None:
     # A compared job's count is the earlier codebook's (criterion fixed, no confidence): the page said nothing of it.
     # A sub-theme's share was the stored 4-decimal share rounded again (5 of 401: "1.3%", the report's 1.2 %).

@@ -31,10 +31,14 @@ def _env(storage_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def plant(n: int, *, tenant: str = "local", inline_result: bool | None = None, tricky: bool = False,
-          impact: bool = True) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+          impact: bool = True, parents: bool = False) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     """A thematic job of ``n`` synthetic responses, submitted for real, with its result stored as the worker
-    stores one (in the row when small, else a blob the row names)."""
+    stores one (in the row when small, else a blob the row names). ``parents``: the eight themes under two broad
+    themes (p1 = t1-t4, p2 = t5-t8), each response's ``broad`` its primary theme's, counted as a run before
+    2026-12-07 counted them (the primary theme's parent only)."""
     items, doc = synthetic_job(n, seed=n, tricky=tricky, impact=impact)
+    if parents:
+        _with_parents(doc)
     j = submit("thematic", {"llm": "off"}, items, headers={TENANT_HEADER: tenant})
     store = JobStore()
     row = store.get(tenant, j["id"])
@@ -46,6 +50,22 @@ def plant(n: int, *, tenant: str = "local", inline_result: bool | None = None, t
     store.update(row, status=Status.SUCCEEDED, finished_at=utcnow(), result_blob=name, result_bytes=len(body),
                  result_inline=body if small else None)
     return j["id"], items, doc
+
+
+def _with_parents(doc: dict[str, Any]) -> None:
+    parent = {f"t{k}": "p1" if k <= 4 else "p2" for k in range(1, 9)}
+    doc["parents"] = [{"id": p, "label": f"Broad {p}", "description": "", "keywords": [], "key_phrases": [],
+                       "count": 0, "share": 0.0, "quotes": [], "children": [t for t, q in parent.items() if q == p]}
+                      for p in ("p1", "p2")]
+    doc["subthemes"] = []
+    doc["levels"] = {"broad": "parents", "fine": "themes", "broad_count": 2, "fine_count": 8}
+    for t in doc["themes"]:
+        t["parent"], t["subthemes"] = parent[t["id"]], []
+    for a in doc["assignments"]:
+        if a["themes"]:
+            a["broad"] = parent[a["themes"][0]["theme_id"]]
+            a["fine"] = a["themes"][0]["theme_id"]
+            doc["parents"][0 if a["broad"] == "p1" else 1]["count"] += 1
 
 
 def get(job_id: str, params: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Any:
@@ -326,3 +346,33 @@ def test_a_segments_usable_count_is_the_n_its_breakdown_states() -> None:
         assert page["total"] == len(in_segment)
         assert page["usable"] == n_of[plan] == len([i for i in in_segment if i not in unusable])
         assert any(i in unusable for i in in_segment), "no unusable row in the segment: the test would prove nothing"
+
+
+def test_a_broad_themes_count_is_what_its_filter_finds_in_multi_label_mode() -> None:
+    # multi_label: a response whose primary theme is in p2 and whose secondary theme is in p1 was listed by
+    # theme=p1 but not counted in p1's count (the primary theme's parent only), so the filter found more than
+    # parents[].count said. A parent's count is now its responses with any theme in it (codebook.level_ids), as a
+    # theme counts every response with it; an edit (a rename changes no assignment) recounts by that rule.
+    job_id, _, doc = plant(400, parents=True, impact=False)
+    crossing = [a for a in doc["assignments"] if len({("p1" if int(r["theme_id"][1:]) <= 4 else "p2")
+                                                       for r in a["themes"]}) > 1]
+    assert crossing, "no response with themes under two parents: the test would prove nothing"
+    result = http("get_job_result", "GET", f"jobs/{job_id}/result", route_params={"id": job_id})
+    edit = http("edit_job_themes", "PATCH", f"jobs/{job_id}/themes", route_params={"id": job_id},
+                headers={"If-Match": result.headers["ETag"]},
+                body={"edits": [{"op": "rename", "theme": "t1", "label": "Renamed theme"}]})
+    assert edit.status_code == 200, edit.get_body()
+    edited = body_of(http("get_job_result", "GET", f"jobs/{job_id}/result", route_params={"id": job_id}))
+    for p in edited["parents"]:
+        page = body_of(get(job_id, {"theme": p["id"], "limit": "1"}))
+        assert page["total"] == page["usable"] == p["count"], (p["id"], page["total"], p["count"])
+        children = {c: next(t["count"] for t in edited["themes"] if t["id"] == c) for c in p["children"]}
+        assert p["count"] >= max(children.values())
+    assert [p["count"] for p in edited["parents"]] != [p["count"] for p in doc["parents"]]  # the old count differed
+    # The xlsx Themes sheet states the same counts.
+    openpyxl = pytest.importorskip("openpyxl")
+    resp = http("get_job_result", "GET", f"jobs/{job_id}/result", params={"format": "xlsx"}, route_params={"id": job_id})
+    assert resp.status_code == 200
+    wb = openpyxl.load_workbook(io.BytesIO(resp.get_body()), read_only=True)
+    broad = {r[0]: r[4] for r in wb["Themes"].iter_rows(min_row=2, values_only=True) if r[1] == "broad"}
+    assert broad == {p["id"]: p["count"] for p in edited["parents"]}

@@ -44,7 +44,7 @@ def _majority(doc: dict[str, Any], truth_by_id: dict[str, str]) -> dict[str, str
 
 
 def _run(items: Any, **params: Any) -> dict[str, Any]:
-    p = ThematicParams(llm="off", min_theme_size=8, **params)
+    p = ThematicParams(**{"llm": "off", "min_theme_size": 8, **params})
     data = PIPELINE.validate_input(items["responses"] if isinstance(items, dict) else items)
     if isinstance(items, dict):
         data = {"responses": data, "baseline": items["baseline"]}
@@ -400,4 +400,27 @@ def test_csv_strings_rate_sentiment_orders_are_numbers_and_a_tiny_missing_group_
                                                             for c in missing["themes"])
     assert by_field["plan"]["testing"]["min_n"] == 10
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
+
+
+def test_multi_label_broad_theme_counts_are_what_the_theme_filter_finds() -> None:
+    # The bundled sample, multi_label: 16 themes under 8 broad themes, 14 responses with themes under two of them.
+    # A broad theme's count was its responses' primary themes' only, and theme=p1 on the responses route (which
+    # lists a response with any theme in p1) found more: the two now agree, and so do the CSV's rows.
+    import csv as csv_module
+
+    from pipelines.thematic.render import render_csv
+    from pipelines.thematic.verbatims import page
+    from shared.sdk import ResponseQuery
+
+    with open("samples/feedback.csv", newline="", encoding="utf-8") as f:
+        items = [{"id": r["id"], "text": r["text"]} for r in csv_module.DictReader(f)]
+    doc = _run(items, multi_label=True, min_theme_size=3)
+    assert doc["levels"]["broad"] == "parents"
+    parent_of = {t["id"]: t["parent"] for t in doc["themes"]}
+    assert any(len({parent_of[r["theme_id"]] for r in a["themes"]}) > 1 for a in doc["assignments"]), \
+        "no response with themes under two broad themes: the test would prove nothing"
+    rows = list(csv_module.DictReader(render_csv(doc, items)[1].decode().splitlines()))
+    for p in doc["parents"]:
+        assert page(doc, items, ResponseQuery({"theme": p["id"]}, {}, 0, 1)).total == p["count"], p["id"]
+        assert len({r["response_id"] for r in rows if parent_of.get(r["theme_id"]) == p["id"]}) == p["count"]

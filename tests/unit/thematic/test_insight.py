@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from pipelines.thematic import insight
+from pipelines.thematic.result import Breakdown
 
 
 def _survey(rng: random.Random, n: int, rates: dict[str, dict[str, float]], sizes: dict[str, float]):
@@ -114,10 +115,10 @@ def test_groups_on_a_scale_are_in_its_order_and_categories_largest_first() -> No
         return [g["value"] for g in insight.breakdown("f", values, themes, ["t1"], kind=kind)["groups"]]
 
     assert order(["3"] * 5 + ["2"] * 4 + ["1"] * 3 + ["5"] * 2 + ["4"] + [insight.MISSING] * 6, "categorical") == \
-        ["1", "2", "3", "4", "5", insight.MISSING]
+        ["1", "2", "3", "4", "5", insight.MISSING.value]
     assert order(["promoter"] * 5 + ["passive"] * 2 + ["detractor"], "nps") == ["detractor", "passive", "promoter"]
     assert order(["7–9"] * 2 + ["0–2"] + ["3–6"] * 3 + [insight.OTHER_VALUES] * 9, "numeric") == \
-        ["0–2", "3–6", "7–9", insight.OTHER_VALUES]
+        ["0–2", "3–6", "7–9", insight.OTHER_VALUES.value]
     assert order(["free"] * 3 + ["plus"] * 5 + ["7"], "categorical") == ["plus", "free", "7"]
 
 
@@ -167,3 +168,22 @@ def test_a_breakdown_by_the_nps_score_groups_it_as_nps_whatever_values_it_happen
         # Without the score, the values still decide (a 1-5 field is a rating).
         plain = derive.derived(doc, meta, breakdown_by=["ltr"]).breakdowns[0]
         assert plain["kind"] != "nps"
+
+
+def test_a_real_value_named_like_a_synthetic_group_is_its_own_group() -> None:
+    # A survey whose answers include the literal "(missing)" and "other values" (issue 23): they merged with the
+    # synthetic groups of the same name, the responses without a value and the pool of rare values.
+    values = (["(missing)"] * 25 + [None] * 30 + ["other values"] * 22 + ["pro"] * 40
+              + [f"rare{i}" for i in range(10)])
+    labels = insight.pool_small(insight.bucket(values, key="plan").labels)
+    out = insight.breakdown("plan", labels, ["t1"] * len(values), ["t1"], kind="categorical")
+    groups = {(g["value"], g["synthetic"]): g["n"] for g in out["groups"]}
+    assert groups == {("(missing)", None): 25, ("(missing)", "missing"): 30, ("other values", None): 22,
+                      ("pro", None): 40, ("other values", "other"): 10}
+    # Synthetic groups last; every heading reads differently (a real value that reads as one is quoted).
+    assert [insight.heading(g) for g in out["groups"]] == [
+        "pro", '"(missing)"', '"other values"', "(missing)", "other values"]
+    Breakdown.model_validate(out)
+    # A document before 1.6 (no synthetic): its groups of these names were the synthetic ones.
+    assert insight.synthetic_of({"value": "(missing)"}) == "missing"
+    assert insight.heading({"value": '"(missing)"', "synthetic": None}) == '""(missing)""'

@@ -13,12 +13,14 @@ from pipelines.thematic import insight
 from pipelines.thematic.result import Breakdown
 
 
-def _cell(result: dict, group: str, theme: str) -> dict:
-    g = next(x for x in result["groups"] if x["value"] == group)
+def _cell(result: dict, group: insight.Label, theme: str) -> dict:
+    value = group.value if isinstance(group, insight.Synthetic) else group
+    g = next(x for x in result["groups"] if x["value"] == value)
     return next(c for c in g["themes"] if c["theme_id"] == theme)
 
 
-def _group(result: dict, value: str) -> dict:
+def _group(result: dict, group: insight.Label) -> dict:
+    value = group.value if isinstance(group, insight.Synthetic) else group
     return next(x for x in result["groups"] if x["value"] == value)
 
 

@@ -90,6 +90,14 @@ def test_xlsx_gives_broad_columns_when_the_broad_level_is_parents() -> None:
     for r in rows[1:]:
         a = by_id[r[0]]
         assert r[col] == ({"p1": "Broad one", "p2": "Broad two"}.get(a.get("broad") or ""))
+    # A broad theme's responses are those with it in broad_id or other_broad_ids (multi_label), as theme=p1 has them.
+    other = header.index("other_broad_ids")
+    assert other == len(header) - 1  # last: every other column keeps its place
+    for p in ("p1", "p2"):
+        in_sheet = {r[0] for r in rows[1:] if r[col - 1] == p or p in ((r[other] if len(r) > other else None)
+                                                                       or "").split(";")}
+        assert in_sheet == {r.id for r in page(doc, items, _q(theme=p)).items}
+    assert any(len(r) > other and r[other] for r in rows[1:])
     levels = {r[1] for r in wb["Themes"].iter_rows(min_row=2, values_only=True)}
     assert levels == {"broad", "theme"}
 
@@ -178,7 +186,7 @@ def test_xlsx_breakdowns_sheet_names_each_cells_test() -> None:
                          {**doc["breakdowns"][0]}]
     wb = openpyxl.load_workbook(io.BytesIO(render_xlsx(doc, items)[1]), read_only=True)
     rows = list(wb["Breakdowns"].iter_rows(values_only=True))
-    assert rows[0][-2:] == ("test", "small_n")
+    assert rows[0][-3:] == ("test", "small_n", "synthetic")
     col = rows[0].index("test")
     tests = {(r[0], r[2], r[4]): r[col] if len(r) > col else None for r in rows[1:]}
     assert tests[("seg", "tiny", "t1")] == "fisher" and tests[("seg", "A", "t2")] == "z"
@@ -272,23 +280,35 @@ def test_xlsx_names_each_responses_other_themes_and_keeps_a_formula_like_label_i
 
 def test_a_breakdowns_cut_label_of_a_long_value_finds_its_groups_responses() -> None:
     # A categorical group is labelled with the value's first 80 characters (insight.bucket); the dashboard offers
-    # that label as a segment hint, and metadata[k]=<label> compared it with the whole value: nothing found.
-    from pipelines.thematic.insight import bucket
+    # that label as a segment hint, and metadata[k]=<label> compared it with the whole value: nothing found. Two
+    # values alike in their first 80 characters were one group (review43): each now gets as many characters as
+    # tell it from the other, and its label finds its responses only.
+    from pipelines.thematic.insight import MAX_LABEL_CHARS, bucket
     from pipelines.thematic.verbatims import GROUP_LABEL_CHARS
+    from shared.api.responses import MAX_FILTER_CHARS
 
+    assert MAX_LABEL_CHARS == MAX_FILTER_CHARS  # a label is a value the filter takes
     items, doc = synthetic_job(60, seed=5)
     long_a, long_b, exact = "A" * 79 + "x and more words after", "A" * 79 + "x then other words", "B" * 80
+    long_c = "C" * 120 + " and so on"
     for n, it in enumerate(items):
-        it["metadata"] = {"source": [long_a, long_b, exact, "short"][n % 4]}
+        it["metadata"] = {"source": [long_a, long_b, exact, "short", long_c][n % 5]}
     labels = bucket([it["metadata"]["source"] for it in items]).labels
-    assert {len(v) for v in labels} == {GROUP_LABEL_CHARS, len("short")}  # the cut the filter mirrors
-    group = labels[0]
-    got = page(doc, items, _q(**{"metadata[source]": group}))
-    assert got.total == labels.count(group) == 30 and got.usable > 0
+    assert len(set(labels)) == 5  # long_a and long_b are two groups
+    assert {len(str(v)) for v in labels} == {82, 80, len("short"), GROUP_LABEL_CHARS}
+    for value in (long_a, long_b, long_c):
+        group = labels[[it["metadata"]["source"] for it in items].index(value)]
+        assert value.startswith(str(group)) and len(str(group)) < len(value)
+        got = page(doc, items, _q(**{"metadata[source]": str(group)}))
+        assert got.total == labels.count(group) == 12 and got.usable > 0
+        assert {r.metadata["source"] for r in got.items} == {value}
     # A value some response has whole is matched whole (no prefix match then), a short one as ever.
-    assert page(doc, items, _q(**{"metadata[source]": exact})).total == 15
-    assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 15
+    assert page(doc, items, _q(**{"metadata[source]": exact})).total == 12
+    assert page(doc, items, _q(**{"metadata[source]": long_a})).total == 12
     assert page(doc, items, _q(**{"metadata[source]": "A" * 79})).total == 0
+    # Alike in their first 200 characters: one group, the one merge left (the filter takes no more).
+    far = bucket(["D" * 210 + "1", "D" * 210 + "2"]).labels
+    assert far[0] == far[1] == "D" * MAX_LABEL_CHARS
 
 
 def test_xlsx_marks_small_groups_and_impacts_explained_by_other_themes() -> None:
@@ -318,3 +338,77 @@ def test_xlsx_marks_small_groups_and_impacts_explained_by_other_themes() -> None
     assert body["t1"]["starred"] is True and body["t1"].get("explained_by") is None
     assert body["t2"]["starred"] is False and body["t2"]["explained_by"] == "Fees"
     assert imp[-1][:2] == ["note", doc["impact"]["note"]]
+
+
+def test_a_real_missing_answer_is_filtered_apart_from_the_responses_without_a_value() -> None:
+    # A survey's own "(missing)" answer is its own breakdown group (schema 1.6), and metadata[plan]=(missing) finds
+    # exactly the responses that gave it, as many as that group's n: never the responses with no plan at all.
+    from pipelines.thematic import insight
+
+    items, doc = synthetic_job(300, seed=5)
+    for n, it in enumerate(items):
+        it["metadata"] = {"plan": ["(missing)", None, "pro"][n % 3]} if n % 5 else {}
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    usable = [a for a in doc["assignments"] if a["bucket"] != "unusable"]
+    labels = insight.pool_small(insight.bucket([meta[str(a["response_id"])].get("plan") for a in usable]).labels)
+    b = insight.breakdown("plan", labels, [[r["theme_id"] for r in a["themes"]] for a in usable],
+                          [t["id"] for t in doc["themes"]], kind="categorical")
+    real = next(g for g in b["groups"] if g["value"] == "(missing)" and g["synthetic"] is None)
+    got = page(doc, items, _q(**{"metadata[plan]": "(missing)"}))
+    assert got.usable == real["n"] and got.total == sum(1 for it in items if it["metadata"].get("plan") == "(missing)")
+    assert all(r.metadata.get("plan") == "(missing)" for r in got.items)
+
+
+def test_missing_and_other_values_list_a_breakdowns_synthetic_groups_and_nothing_else() -> None:
+    # The heat map's "(missing)" and "other values" columns had no filter: metadata[plan]=(missing) is a survey's
+    # own answer (schema 1.6), and the pooled rare values were named by no value. missing=KEY and other_values=KEY
+    # list them, as many usable ones as the group's n; a real "(missing)" answer is in neither.
+    from pipelines.thematic import derive
+
+    items, doc = synthetic_job(400, seed=8)
+    rare = [f"rare {k}" for k in range(12)]
+    for n, it in enumerate(items):
+        it["metadata"]["plan"] = (None if n % 7 == 0 else "(missing)" if n % 7 == 1 else rare[n % 12] if n % 7 == 2
+                                  else it["metadata"]["plan"])
+        if n % 7 == 0 and n % 2:
+            del it["metadata"]["plan"]
+    doc["run"]["params"] = {"breakdown_by": ["plan"], "min_group_size": 20}
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    doc["breakdowns"] = derive.derived(doc, meta, breakdown_by=["plan"]).breakdowns
+    n_of = {(g["value"], g["synthetic"]): g["n"] for g in doc["breakdowns"][0]["groups"]}
+    assert n_of[("(missing)", "missing")] and n_of[("other values", "other")] and n_of[("(missing)", None)]
+    missing = page(doc, items, _q(missing="plan"))
+    assert missing.usable == n_of[("(missing)", "missing")]
+    assert missing.total == sum(1 for it in items if it["metadata"].get("plan") is None)
+    other = page(doc, items, _q(other_values="plan"))
+    assert other.total == other.usable == n_of[("other values", "other")]
+    assert {r.metadata["plan"] for r in other.items} <= set(rare)
+    assert page(doc, items, _q(**{"metadata[plan]": "(missing)"})).usable == n_of[("(missing)", None)]
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(other_values="region"))
+    assert err.value.errors[0]["field"] == "other_values" and "breakdowns: plan" in err.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(missing="nope"))
+    assert err.value.errors[0]["field"] == "missing"
+
+
+def test_csv_gives_each_rows_broad_theme_so_it_alone_gives_a_broad_themes_count() -> None:
+    # More than 12 themes: the CSV had no broad theme at all (nor a themes table to join), so a researcher could not
+    # count a broad theme from it. Each (response, theme) row now names its theme's broad theme; a broad theme's
+    # distinct responses are what theme=p1 lists (multi_label: a response counts in each of its themes' broad themes).
+    import csv
+
+    from pipelines.thematic import codebook
+    from pipelines.thematic.render import render_csv
+
+    items, doc = _with_parents()
+    codebook._recount(doc)  # the counts an edit writes (codebook.level_ids)
+    rows = list(csv.DictReader(render_csv(doc, items)[1].decode().splitlines()))
+    assert list(rows[0])[9] == "text" and list(rows[0])[-2:] == ["broad_id", "broad_label"]
+    for p in doc["parents"]:
+        ids = {r["response_id"] for r in rows if r["broad_id"] == p["id"]}
+        assert ids == {r.id for r in page(doc, items, _q(theme=p["id"])).items}
+        assert len(ids) == p["count"]
+        assert {r["broad_label"] for r in rows if r["broad_id"] == p["id"]} == {p["label"]}
+    _, plain = synthetic_job(30, seed=2)
+    assert "broad_id" not in render_csv(plain, items)[1].decode().splitlines()[0]
