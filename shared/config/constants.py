@@ -41,6 +41,12 @@ TENANTS_PARTITION: Final = "~tenants"
 #: The row of the tenants partition that says when the reaper last swept (never a tenant: it starts with ~).
 SWEEP_ROW: Final = "~sweep"
 KIND_SWEEP: Final = "sweep"
+#: The busy tenants (platform45): a row ``~busy-{tenant}`` of the tenants partition for each tenant that may hold an
+#: active-index row. Written (an upsert) after every write that adds an index row; removed by the reaper, conditional
+#: on the ETag it read before it found the tenant's index empty. An index run reads only the rows from ``~`` on (the
+#: sweep row and these), so its cost follows the tenants with work in flight, not every tenant that ever submitted.
+KIND_BUSY: Final = "busy"
+BUSY_ROW_PREFIX: Final = "~busy-"
 #: Job rows fetched per query by the reaper: ``PartitionKey eq`` and this many ``RowKey eq`` terms OR-ed stay
 #: within the 15 comparisons the Table service allows in one $filter (Azurite and the fake allow more).
 ACTIVE_ROWS_PER_QUERY: Final = 14

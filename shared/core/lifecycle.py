@@ -58,7 +58,7 @@ from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utc
 from shared.core.leased import Ending, Fields, R, RowKind, StoredResult, finish_from_stored, kind_of
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
-from shared.core.ports import Stores
+from shared.core.ports import Stores, TenantMark
 from shared.observability import telemetry
 
 log = logging.getLogger(__name__)
@@ -255,6 +255,32 @@ class Lifecycle:
         ``unsent_for``: the due time whose message is known not to have gone. Raises what the write raised.
         """
         self.stores.jobs.index_job(tenant, job_id, unsent_for)
+
+    def idle_tenant(self, mark: TenantMark) -> Applied[TenantMark]:
+        """Take a tenant off the busy tenants, given its busy row as read before its index was found to name no
+        unfinished job (platform45).
+
+        The removal is a delete conditional on that row's ETag, so it cannot race a write that adds an index row:
+        such a write upserts the busy row after it (``JobStore._marking``), which either changes the ETag first
+        (a 412 here) or writes the row again after it is gone. After a 412, or a delete whose answer was lost, the
+        row is read again: gone is this transition landed (or another reaper's, which is the same); a row written
+        since is planned again, and its index is looked at again (one query) after that read, so the order
+        read, look, delete holds on every round.
+        """
+        first = mark.etag
+
+        def plan(row: TenantMark) -> Fields | None:
+            if row.gone:
+                return None
+            if row.etag != first and self.stores.jobs.has_active(row.tenant):
+                return None  # marked again since: a job has an index row, or had one a moment ago
+            return {"gone": True}
+
+        return conditional.apply(
+            mark, read=lambda: self.stores.jobs.busy_mark(mark.tenant),
+            write=lambda row, _fields: self.stores.jobs.unmark_busy(row), plan=plan,
+            name=f"tenant {mark.tenant} idle", landed=lambda row: row.gone,
+        )
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""

@@ -8,8 +8,8 @@ domain errors of ``shared.core.errors``: ``EtagMismatch`` (412), ``AlreadyExists
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,14 +20,31 @@ from shared.core.webhooks import WebhookMessage
 
 
 @dataclass(frozen=True)
+class TenantMark:
+    """A tenant's row among the busy tenants (``~busy-{tenant}``): the ETag it was read with, or gone."""
+
+    tenant: str
+    etag: str | None
+    op: str | None = None
+    gone: bool = False
+
+
+@dataclass(frozen=True)
 class IndexState:
     """What the reaper reads first on every run (``JobRepo.index_state``)."""
 
+    #: The tenants an index run looks at: the busy ones (``marks``), or, until the busy tenants were first
+    #: recorded (``busy_seeded``), every tenant that ever submitted.
     tenants: tuple[str, ...]
     #: When a full sweep last finished, on any instance; None if never.
     swept_at: datetime | None
     #: When a sweep last found no chunk row of the layout before left to move (``ChunkRepo.move_legacy``).
     chunks_moved_at: datetime | None = None
+    #: The busy tenants' rows as read, by tenant (what the reaper's conditional removal of an idle one is on).
+    marks: Mapping[str, TenantMark] = field(default_factory=dict)
+    #: Whether the busy tenants have been recorded once (``JobRepo.mark_busy_seeded``); until then ``tenants``
+    #: names every tenant and the reaper marks the busy ones.
+    busy_seeded: bool = True
 
 
 class JobRepo(Protocol):
@@ -50,13 +67,36 @@ class JobRepo(Protocol):
         """Jobs of every tenant matching an OData filter; rows that cannot be read are skipped and logged."""
 
     def index_state(self) -> IndexState:
-        """The tenants that ever submitted, and when the reaper last swept: one query of a small partition."""
+        """The busy tenants, and when the reaper last swept: one range query of the tenants partition (two until
+        the busy tenants were first recorded, the second listing every tenant)."""
 
-    def active(self, tenants: Iterable[str], on_error: Callable[[str, Exception], None]) -> Iterator[Job]:
+    def every_tenant(self) -> list[str]:
+        """Every tenant that ever submitted (one query of the tenants partition's tenant rows): the daily move only."""
+
+    def active(
+        self, tenants: Iterable[str], on_error: Callable[[str, Exception], None],
+        on_idle: Callable[[str], None] | None = None,
+    ) -> Iterator[Job]:
         """The unfinished jobs of ``tenants``, through the active-jobs index (no cross-partition scan).
 
         A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
+        ``on_idle`` hears of each tenant whose index, read after this call began, named no unfinished job.
         """
+
+    def has_active(self, tenant: str) -> bool:
+        """Whether the tenant's active-jobs index has any row (one range query, at most one row back)."""
+
+    def mark_busy(self, tenant: str) -> None:
+        """Name the tenant among the busy ones (an upsert, so it also changes the row's ETag)."""
+
+    def busy_mark(self, tenant: str) -> TenantMark:
+        """The tenant's busy row (a point read); ``gone`` if it has none."""
+
+    def unmark_busy(self, mark: TenantMark) -> TenantMark:
+        """Remove the tenant's busy row if it still has ``mark.etag``: EtagMismatch if it changed; gone if it is."""
+
+    def mark_busy_seeded(self, at: datetime) -> None:
+        """Record that the busy tenants are recorded: index runs read only them from then on."""
 
     def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Index a job whose message may not exist (idempotent; a stray is removed later).

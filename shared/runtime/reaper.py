@@ -8,8 +8,10 @@ Each phase and each row is isolated: a row that cannot be read or recovered is
 logged and counted, and the run goes on for every other tenant and phase.
 
 Where the rows come from. Every run reads the **active-jobs index**
-(``JobRepo.active``): the tenants partition, then per tenant its index range and
-its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
+(``JobRepo.active``): the busy tenants (rows of the tenants partition), then per busy
+tenant its index range and its unfinished rows, so an idle run costs 1 query plus one per
+tenant with work in flight (not per tenant that ever submitted: a tenant whose index is
+empty is taken off the busy tenants, ``Lifecycle.idle_tenant``) and never touches a
 finished row or another partition; chunks are read only for the jobs that wait on
 them. A job that was never claimed is indexed only if its send failed, if its message
 was redelivered, or if the sweep left it for later (otherwise its message is its
@@ -73,6 +75,10 @@ class ReapReport:
     #: Chunk rows of the layout before moved to their jobs' partitions (``Reaper._move_chunk_rows``).
     chunk_rows_moved: int = 0
     waiting_settled: list[str] = field(default_factory=list)
+    #: Busy tenants whose index named no unfinished job, taken off (``Lifecycle.idle_tenant``), and tenants with
+    #: unfinished jobs named busy again (platform45).
+    tenants_idled: list[str] = field(default_factory=list)
+    tenants_marked: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: int = 0
     #: Whether this run was the full sweep (daily) rather than an index run.
@@ -169,11 +175,46 @@ class Reaper:
     def _sweep_due(self, state: IndexState) -> bool:
         return state.swept_at is None or (utcnow() - state.swept_at).total_seconds() >= REAPER_SWEEP_SECONDS
 
-    def _active(self, state: IndexState, report: ReapReport) -> list[Job]:
+    def _active(self, state: IndexState, report: ReapReport, also: Iterable[str] = ()) -> list[Job]:
+        """The unfinished jobs of the busy tenants (and of ``also``: the sweep adds the tenants of what its scan
+        found), through the index; then the busy tenants are brought in line with what it named (platform45).
+
+        A busy tenant whose index named no unfinished job is taken off (``Lifecycle.idle_tenant``, conditional on
+        the row read before the index was), so the next index runs do not query it; a tenant with unfinished
+        jobs and no busy row (one whose mark failed, or every tenant before the busy tenants were first recorded)
+        is named busy. The first run that can list every tenant's index records the busy tenants as complete.
+        """
+        errors = report.errors
+        idle: list[str] = []
+
         def failed(tenant: str, err: Exception) -> None:
             report.errors += 1  # that tenant waits for the next run; the others go on
 
-        return list(self.stores.jobs.active(state.tenants, failed))
+        tenants = list(dict.fromkeys([*state.tenants, *also]))
+        jobs = list(self.stores.jobs.active(tenants, failed, idle.append))
+        for tenant in idle:
+            mark = state.marks.get(tenant)
+            if mark is None:
+                continue
+            try:
+                if self.lifecycle.idle_tenant(mark).applied:
+                    report.tenants_idled.append(tenant)
+            except ThematiqError as err:
+                # It stays busy: the next run looks at its index again.
+                log.warning("reaper: could not take tenant %s off the busy tenants (%s)", tenant, type(err).__name__)
+        for tenant in sorted({j.tenant for j in jobs} - set(state.marks)):
+            try:
+                self.stores.jobs.mark_busy(tenant)
+                report.tenants_marked.append(tenant)
+            except ThematiqError as err:
+                report.errors += 1
+                log.warning("reaper: could not name tenant %s busy (%s)", tenant, type(err).__name__)
+        if not state.busy_seeded and report.errors == errors:
+            try:
+                self.stores.jobs.mark_busy_seeded(utcnow())
+            except ThematiqError:
+                log.warning("reaper: could not record the busy tenants; the next run lists every tenant again")
+        return jobs
 
     def _cutoffs(self) -> tuple[datetime, datetime]:
         return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
@@ -231,7 +272,7 @@ class Reaper:
         # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
         # next recovery does not wait for the next sweep. Not a job that never left the queue: its message is
         # its record, and if that is lost this sweep's lost-message pass re-sends it.
-        indexed = {j.id: j for j in self._active(state, report)}
+        indexed = {j.id: j for j in self._active(state, report, also=sorted({j.tenant for j in unfinished}))}
         healed = jobs.reindex(j for j in unfinished if j.id not in indexed and not j.in_queue_only)
         if healed:
             log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
@@ -359,7 +400,7 @@ class Reaper:
         or the next run; a terminal chunk never changes, so a stage seen complete is complete.
         """
         if not waiting:
-            return  # no queue read for nothing: an idle run stays at 1 + tenants queries and the metrics
+            return  # no queue read for nothing: an idle run stays at 1 query and the metrics
         lost = utcnow_minus(self.settings.queued_stale_seconds)
         oldest = self.stores.messages.oldest_visible()
 
@@ -390,7 +431,7 @@ class Reaper:
         """Move chunk rows of the layout before (``ChunkRepo.move_legacy``), one query of each tenant's job rows, until
         a sweep finds none left in any tenant; then it is recorded and no later sweep looks again."""
         done = True
-        for tenant in state.tenants:
+        for tenant in self.stores.jobs.every_tenant():
             try:
                 moved = self.stores.chunks.move_legacy(tenant)
             except ThematiqError as err:
