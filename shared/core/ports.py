@@ -70,7 +70,7 @@ class JobRepo(Protocol):
         """The busy tenants, and when the reaper last swept: one range query of the tenants partition (two until
         the busy tenants were first recorded, the second listing every tenant)."""
 
-    def every_tenant(self) -> list[str]:
+    def every_tenant(self) -> tuple[str, ...]:
         """Every tenant that ever submitted (one query of the tenants partition's tenant rows): the daily move only."""
 
     def active(

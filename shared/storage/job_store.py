@@ -372,13 +372,13 @@ class JobStore:
         tenants = sorted(marks) if seeded else sorted({*self.every_tenant(), *marks})
         return IndexState(tuple(tenants), swept_at, moved_at, marks, seeded)
 
-    def every_tenant(self) -> list[str]:
+    def every_tenant(self) -> tuple[str, ...]:
         """Every tenant that ever submitted: the tenants partition's tenant rows (``RowKey lt '~'``)."""
         with storage_call("list the tenants"):
-            return [str(e["RowKey"]) for e in self.table.query_entities(
+            return tuple(str(e["RowKey"]) for e in self.table.query_entities(
                 "PartitionKey eq @pk and RowKey lt @end", parameters={"pk": TENANTS_PARTITION, "end": JOB_ROWS_END},
                 select=["RowKey", "kind"],
-            ) if e.get("kind") == KIND_TENANT]
+            ) if e.get("kind") == KIND_TENANT)
 
     # -- the busy tenants (platform45) -------------------------------------------------------------------------
     @contextmanager
@@ -474,10 +474,10 @@ class JobStore:
         hand edit leaves one) is removed. A tenant whose index named no unfinished job (and no row that could not
         be read) goes to ``on_idle``."""
         for tenant in tenants:
-            held: list[str] = []
+            held: set[str] = set()
             try:
                 for job in self._active_of(tenant, held):
-                    held.append(job.id)
+                    held.add(job.id)
                     yield job
             except ThematiqError as err:
                 log.warning("could not read the active jobs of tenant %s (%s)", tenant, type(err).__name__)
@@ -486,7 +486,7 @@ class JobStore:
             if not held and on_idle is not None:
                 on_idle(tenant)
 
-    def _active_of(self, tenant: str, held: list[str]) -> Iterator[Job]:
+    def _active_of(self, tenant: str, held: set[str]) -> Iterator[Job]:
         ids: list[str] = []
         unsent: dict[str, datetime] = {}
         with storage_call("read the active-jobs index"):
@@ -502,7 +502,7 @@ class JobStore:
                         unsent[job_id] = e[_UNSENT_FOR]
                 else:
                     log.error("skipping unreadable index row %s/%s", tenant, e.get("RowKey"))
-                    held.append(str(e.get("RowKey")))
+                    held.add(str(e.get("RowKey")))
         for part, entities in self._by_ids(tenant, ids, _PUBLIC_COLUMNS, "read active jobs"):
             seen: set[str] = set()
             for entity in entities:
@@ -512,7 +512,7 @@ class JobStore:
                 except (KeyError, TypeError, ValueError) as err:
                     log.error("skipping unreadable job row %s/%s (%s)", tenant, entity.get("RowKey"),
                               type(err).__name__)
-                    held.append(str(entity.get("RowKey")))
+                    held.add(str(entity.get("RowKey")))
                     continue
                 if job.status.terminal:
                     self._drop_stray(tenant, job.id)

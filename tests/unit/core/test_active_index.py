@@ -404,14 +404,17 @@ def test_an_idle_index_run_costs_the_same_however_many_jobs_finished(backend: Ba
         submit(backend)
     while backend.deliver(worker(backend).handle) is not None:
         pass
+    Reaper(backend.stores, sweep=False).run()  # takes the tenant off the busy tenants: nothing in flight
     METER.reset()
     Reaper(backend.stores, sweep=False).run()
-    indexed = TransactionMeter.billable(METER.snapshot())
+    idle = METER.snapshot()
+    indexed = TransactionMeter.billable(idle)
     METER.reset()
     Reaper(backend.stores, sweep=True).run()
     swept = TransactionMeter.billable(METER.snapshot())
-    # The tenants partition, this tenant's index range, and three queue reads for the metrics.
-    assert indexed == 5, METER.snapshot()
+    # The tenants partition's busy range and the metrics' two queue reads (their peek of the empty queue is not
+    # billable). Platform45: no index range of a tenant with nothing in flight; it was 4 with this tenant's.
+    assert indexed == 3, idle
     assert swept > indexed
 
 
