@@ -61,6 +61,8 @@ REAPER_SWEEP_SECONDS: Final = 24 * 3600
 #: where the API could not tell, or an API that died between the blob and the row). Far longer than any insert
 #: can stay in flight, so a submission still deciding is never robbed of its input.
 ORPHAN_INPUT_AGE_SECONDS: Final = 3600
+#: Jobs one retention journal names (``Reaper._retention``): a blob of about 80 bytes a job.
+RETENTION_JOURNAL_JOBS: Final = 1000
 
 # An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
 # the entity. Inputs whose gzip is larger go to Blob Storage (claim check).

@@ -547,8 +547,8 @@ class Lifecycle:
         still finished before ``cutoff``; a delete whose answer was lost is decided by re-reading (a row gone is
         deleted, whoever deleted it). Until review44p the blobs went first and such a 412 left the row without
         them until the next sweep. A crash between the row and the blobs leaves blobs with no row: the
-        reaper's daily sweep deletes a job folder with no row once its newest blob is past retention
-        (``Reaper._orphaned_inputs``). False when the fresh row is no longer expired (nothing else deleted).
+        reaper's retention names the jobs it is about to expire in a journal blob first, and a later sweep deletes
+        the blobs of a journal's jobs that have no row (``Reaper._orphaned_inputs``). False when the fresh row is no longer expired (nothing else deleted).
         """
         def expired(row: Job) -> bool:
             return row.status.terminal and row.finished_at is not None and row.finished_at < cutoff
@@ -572,7 +572,8 @@ class Lifecycle:
                 return False
         else:
             raise Contended(f"expire {job.id}: the row kept changing under {CONDITIONAL_TRIES} attempts")
-        self.stores.blobs.delete_prefix(prefix)
+        # A dated input (platform45) is outside the job's folder: in the same batch, as the folder's blobs are.
+        self.stores.blobs.delete_prefix(prefix, also=[row.input_blob or "", job.input_blob or ""])
         return True
 
     # == map stages: chunks and fan-in ===========================================================

@@ -45,6 +45,9 @@ class IndexState:
     #: Whether the busy tenants have been recorded once (``JobRepo.mark_busy_seeded``); until then ``tenants``
     #: names every tenant and the reaper marks the busy ones.
     busy_seeded: bool = True
+    #: Whether the one full listing of the container that finds the orphans of the layout before (inputs in their
+    #: job's folder, folders of an expiry cut off before retention kept a journal) has run (platform45).
+    orphans_dated: bool = True
 
 
 class JobRepo(Protocol):
@@ -97,6 +100,9 @@ class JobRepo(Protocol):
 
     def mark_busy_seeded(self, at: datetime) -> None:
         """Record that the busy tenants are recorded: index runs read only them from then on."""
+
+    def mark_orphans_dated(self, at: datetime) -> None:
+        """Record that the full listing for orphans of the layout before has run: sweeps list by day from then on."""
 
     def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Index a job whose message may not exist (idempotent; a stray is removed later).
@@ -162,10 +168,11 @@ class Blobs(Protocol):
     def size(self, name: str) -> int | None:
         """The blob's size, or None if it does not exist."""
 
-    def delete_prefix(self, prefix: str) -> int: ...
+    def delete_prefix(self, prefix: str, also: Iterable[str] = ()) -> int:
+        """Delete every blob under ``prefix`` and the blobs named in ``also`` (gone already is deleted)."""
 
-    def written(self) -> list[tuple[str, datetime]]:
-        """Every blob's name and when it was last written (one listing of the container)."""
+    def written(self, prefix: str | None = None) -> list[tuple[str, datetime]]:
+        """Every blob's name (under ``prefix``) and when it was last written (one listing)."""
 
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""

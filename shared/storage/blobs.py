@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +70,7 @@ class BlobStore:
         except NotFound:
             return None
 
-    def delete_prefix(self, prefix: str) -> int:
+    def delete_prefix(self, prefix: str, also: Iterable[str] = ()) -> int:
         """Delete every blob under ``prefix``; returns how many were listed.
 
         A blob already gone is deleted, as asked: a batch that committed and was answered 5xx comes back from the
@@ -89,11 +90,12 @@ class BlobStore:
                         raise
         return len(names)
 
-    def written(self) -> list[tuple[str, datetime]]:
-        """Every blob's name and last write: one listing of the whole container (a page per 5,000 blobs), for
-        the reaper's daily sweep of orphaned blobs."""
+    def written(self, prefix: str | None = None) -> list[tuple[str, datetime]]:
+        """Every blob's name and last write (under ``prefix``): one listing (a page per 5,000 blobs), for the
+        reaper's daily sweep of orphaned blobs."""
         with storage_call("list blobs"):
-            return [(b.name, b.last_modified) for b in self.container.list_blobs() if b.last_modified is not None]
+            return [(b.name, b.last_modified) for b in self.container.list_blobs(name_starts_with=prefix)
+                    if b.last_modified is not None]
 
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing."""

@@ -355,7 +355,7 @@ class JobStore:
         """
         swept_at: datetime | None = None
         moved_at: datetime | None = None
-        seeded = False
+        seeded = dated = False
         marks: dict[str, TenantMark] = {}
         with storage_call("read the tenants partition"):
             for e in self.table.query_entities(
@@ -369,8 +369,9 @@ class JobStore:
                     swept_at = e["swept_at"] if isinstance(e.get("swept_at"), datetime) else None
                     moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
                     seeded = isinstance(e.get("busy_seeded_at"), datetime)
+                    dated = isinstance(e.get("orphans_dated_at"), datetime)
         tenants = sorted(marks) if seeded else sorted({*self.every_tenant(), *marks})
-        return IndexState(tuple(tenants), swept_at, moved_at, marks, seeded)
+        return IndexState(tuple(tenants), swept_at, moved_at, marks, seeded, dated)
 
     def every_tenant(self) -> tuple[str, ...]:
         """Every tenant that ever submitted: the tenants partition's tenant rows (``RowKey lt '~'``)."""
@@ -439,9 +440,15 @@ class JobStore:
             return bool(list(next(rows, [])))
 
     def mark_busy_seeded(self, at: datetime) -> None:
-        with storage_call("mark the busy tenants recorded"):
+        self._mark_sweep_row("busy_seeded_at", at)
+
+    def mark_orphans_dated(self, at: datetime) -> None:
+        self._mark_sweep_row("orphans_dated_at", at)
+
+    def _mark_sweep_row(self, column: str, at: datetime) -> None:
+        with storage_call(f"record {column} on the sweep row"):
             self.table.upsert_entity(
-                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, "busy_seeded_at": at},
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, column: at},
                 mode=UpdateMode.MERGE,
             )
 
