@@ -506,21 +506,24 @@ class Reaper:
             for tenant, job_id, input_blob in json.loads(self.stores.blobs.get(journal)):
                 by_tenant.setdefault(tenant, {}).setdefault(job_id, []).extend(
                     [job_prefix(tenant, job_id), input_blob])
-        if not state.orphans_dated:
-            self._orphans_of_the_layout_before(since, young, by_tenant)
+        # The layout before: until one full listing finds no input of it too young to judge (one written within the
+        # hour before the deploy, or by an instance of the code before beside it), the next sweep lists again.
+        complete = state.orphans_dated or self._orphans_of_the_layout_before(since, young, by_tenant)
         self._drop_orphans(report, by_tenant)
         if report.errors != errors:
             return
         for journal in journals:
             self.stores.blobs.delete_prefix(journal)
-        if not state.orphans_dated:
+        if not state.orphans_dated and complete:
             self.stores.jobs.mark_orphans_dated(utcnow())
 
     def _orphans_of_the_layout_before(
         self, since: datetime | None, young: datetime, by_tenant: dict[str, dict[str, list[str]]]
-    ) -> None:
-        """The listing before platform45, once: inputs in their job's folder written in the window, and job
-        folders whose newest blob is past retention (an expiry cut off before retention kept a journal)."""
+    ) -> bool:
+        """The listing before platform45, until it has done its work: inputs in their job's folder written in the
+        window, and job folders whose newest blob is past retention (an expiry cut off before retention kept a
+        journal). False when it saw an input of that layout too young to judge: the next sweep looks again."""
+        complete = True
         days = self.settings.retention_days
         expired = utcnow_minus(days * 86400 + ORPHAN_INPUT_AGE_SECONDS) if days > 0 else None
         newest: dict[tuple[str, str], datetime] = {}
@@ -529,18 +532,26 @@ class Reaper:
             if not rest or tenant.startswith("~"):
                 continue  # not in a job's folder (a dated input, a journal)
             newest[tenant, job_id] = max(at, newest.get((tenant, job_id), at))
-            if input_blob_name(tenant, job_id) == name and at < young and (since is None or at >= since):
-                by_tenant.setdefault(tenant, {}).setdefault(job_id, []).append(name)
+            if input_blob_name(tenant, job_id) == name:
+                complete = complete and at < young
+                if at < young and (since is None or at >= since):
+                    by_tenant.setdefault(tenant, {}).setdefault(job_id, []).append(name)
         for (tenant, job_id), at in newest.items():
             if expired is not None and at < expired:
                 by_tenant.setdefault(tenant, {}).setdefault(job_id, []).append(job_prefix(tenant, job_id))
+        return complete
 
     def _drop_orphans(self, report: ReapReport, by_tenant: dict[str, dict[str, list[str]]]) -> None:
         def drop(item: tuple[str, dict[str, list[str]]]) -> None:
             tenant, names = item
             for job_id in sorted(names.keys() - self.stores.jobs.existing(tenant, names)):
-                first, *also = [n for n in dict.fromkeys(names[job_id]) if n]
-                self.stores.blobs.delete_prefix(first, also=also)
+                wanted = [n for n in dict.fromkeys(names[job_id]) if n]
+                # A folder is a prefix; an input is one name, deleted in the folder's batch when there is one.
+                folders, single = [n for n in wanted if n.endswith("/")], [n for n in wanted if not n.endswith("/")]
+                first, *rest = folders or single
+                self.stores.blobs.delete_prefix(first, also=single)
+                for folder in rest:
+                    self.stores.blobs.delete_prefix(folder)
                 report.orphans_deleted.append(job_id)
                 log.warning("reaper: deleted the blobs of %s/%s (%s), which has no job row", tenant, job_id,
                             ", ".join(names[job_id]))

@@ -77,10 +77,12 @@ class BlobStore:
         SDK's own retry with every sub-request 404 (``PartialBatchErrorException``), and a blob another delete took
         between the listing and the batch is the same. Until review44p either failed the call, so a retention
         expiry was an error of the daily sweep, which was then not recorded and ran again (every scan) 5 minutes
-        later. Any other sub-request failure (a leased blob: 412) still raises.
+        later. Any other sub-request failure (a leased blob: 412) still raises. ``also``: blobs outside the prefix,
+        deleted in the same batches (a job's dated input, platform45), whether or not they exist.
         """
         with storage_call("delete blobs"):
             names = [b.name for b in self.container.list_blobs(name_starts_with=prefix)]
+            names += [n for n in dict.fromkeys(also) if n and not n.startswith(prefix)]
             for start in range(0, len(names), 256):
                 # One batch request deletes up to 256 blobs.
                 try:
