@@ -40,7 +40,7 @@ os.environ.setdefault("RETENTION_DAYS", "30")
 from shared.config.constants import REAPER_SWEEP_SECONDS  # noqa: E402
 from shared.config.settings import get_settings  # noqa: E402
 from shared.core import names  # noqa: E402
-from shared.core.jobs import JobError, Status, set_clock, utcnow  # noqa: E402
+from shared.core.jobs import JobError, Status, set_clock  # noqa: E402
 from shared.core.lifecycle import Ending, Lifecycle  # noqa: E402
 from shared.core.ports import Stores  # noqa: E402
 from shared.observability.metering import TransactionMeter  # noqa: E402

@@ -538,7 +538,7 @@ class Lifecycle:
             self.send(JobMessage(job.tenant, job.id, job.attempts, job.traceparent, resume=True))
         return applied
 
-    def expire(self, job: Job, prefix: str, cutoff: datetime) -> bool:
+    def expire(self, job: Job, prefix: str, cutoff: datetime, *, moving: bool = False) -> bool:
         """Retention: a job finished before ``cutoff`` loses its chunks, then its row, then its blobs.
 
         The row goes before the blobs, so no reader finds a job whose input or result is gone (a GET of a job
@@ -572,6 +572,11 @@ class Lifecycle:
                 return False
         else:
             raise Contended(f"expire {job.id}: the row kept changing under {CONDITIONAL_TRIES} attempts")
+        if moving:
+            # The chunk rows of the layout before are still being moved (``ChunkStore.move_legacy``): a second sweep's
+            # move may have copied a row into the job's partition since the look above. It reads the job's row after
+            # its copies and deletes them if the row is gone; a copy made before this delete is deleted here.
+            self.stores.chunks.delete_job_partition(job.tenant, job.id)
         # A dated input (platform45) is outside the job's folder: in the same batch, as the folder's blobs are.
         self.stores.blobs.delete_prefix(prefix, also=[row.input_blob or "", job.input_blob or ""])
         return True

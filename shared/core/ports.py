@@ -140,6 +140,9 @@ class ChunkRepo(Protocol):
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int: ...
 
+    def delete_job_partition(self, tenant: str, job_id: str) -> int:
+        """Delete the chunk rows in the job's own partition only (retention's second look while the move runs)."""
+
     def move_legacy(self, tenant: str) -> MoveReport:
         """Move the tenant's chunk rows of the layout before into their jobs' partitions (``shared.core.chunks``)."""
 

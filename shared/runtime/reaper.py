@@ -156,7 +156,8 @@ class Reaper:
             phases.append(lambda: self._orphaned_inputs(report, state))
             names.append("orphaned inputs")
         if sweeping and self.settings.retention_days > 0:
-            phases.append(lambda: self._retention(report))
+            moving = state.chunks_moved_at is None and self.settings.chunk_rows == "job"
+            phases.append(lambda: self._retention(report, moving=moving))
             names.append("retention")
         if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
             phases.append(lambda: self._move_chunk_rows(report, state))
@@ -427,7 +428,7 @@ class Reaper:
 
         self._each(waiting, "look at a waiting job's stage", report, check)
 
-    def _retention(self, report: ReapReport) -> None:
+    def _retention(self, report: ReapReport, *, moving: bool = False) -> None:
         """Expire the jobs finished before the cutoff, ``RETENTION_JOURNAL_JOBS`` at a time, each lot named first in
         a journal blob (``~retention/…``) that is deleted once all of its jobs are expired. An expiry deletes the
         row before the blobs, so a sweep cut off between the two (a timeout, a crash) or a blob delete that failed
@@ -437,7 +438,7 @@ class Reaper:
         query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
 
         def expire(job: Job) -> None:
-            if self.lifecycle.expire(job, job_prefix(job.tenant, job.id), cutoff):
+            if self.lifecycle.expire(job, job_prefix(job.tenant, job.id), cutoff, moving=moving):
                 report.deleted.append(job.id)
 
         lot: list[Job] = []
