@@ -97,6 +97,7 @@ def index_run_ops(tenants: int) -> tuple[int, int]:
         claimed = life.claim(stores.jobs.get(tenant, j.id, with_input=True), 1).row
         life.finish(claimed, Ending(Status.FAILED, JobError.of("X", "y")))
     Reaper(stores, sweep=True).run()  # a first sweep (records what it records), then a settling index run
+    fake.clock.advance(3600 + 1)  # past BUSY_STALE_SECONDS: an idle tenant's mark is old enough to be taken off
     Reaper(stores, sweep=False).run()
     idle = counted(fake, lambda: Reaper(stores, sweep=False).run())
     j = service.submit("t-00000", _BODY, None).job

@@ -47,6 +47,14 @@ KIND_SWEEP: Final = "sweep"
 #: sweep row and these), so its cost follows the tenants with work in flight, not every tenant that ever submitted.
 KIND_BUSY: Final = "busy"
 BUSY_ROW_PREFIX: Final = "~busy-"
+#: How long a process trusts its own mark of a tenant (per table client, like the tenant row's): a write that adds an
+#: index row within this time of the process's last mark upserts nothing, so a job's claim stays within the six
+#: operations of a no-op job once the process has marked its tenant.
+BUSY_MARK_CACHE_SECONDS: Final = 600
+#: The reaper takes a tenant off only once its mark (``marked_at``, written by the marking process) is older than this:
+#: longer than any process trusts its mark, with room for 15 minutes of clock skew between machines (BUSY_MARK_CACHE_SECONDS
+#: plus three times the skew), so no write a cached mark covered can come after the reaper's look.
+BUSY_STALE_SECONDS: Final = 3600
 #: Job rows fetched per query by the reaper: ``PartitionKey eq`` and this many ``RowKey eq`` terms OR-ed stay
 #: within the 15 comparisons the Table service allows in one $filter (Azurite and the fake allow more).
 ACTIVE_ROWS_PER_QUERY: Final = 14

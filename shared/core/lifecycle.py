@@ -40,7 +40,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from shared.config.constants import CANCEL_CONDITIONAL_TRIES, CONDITIONAL_TRIES, SEND_RETRY_DELAY, SEND_TRIES
+from shared.config.constants import (
+    BUSY_STALE_SECONDS,
+    CANCEL_CONDITIONAL_TRIES,
+    CONDITIONAL_TRIES,
+    SEND_RETRY_DELAY,
+    SEND_TRIES,
+)
 from shared.config.settings import get_settings
 from shared.core import conditional, fairness, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
@@ -258,7 +264,8 @@ class Lifecycle:
 
     def idle_tenant(self, mark: TenantMark) -> Applied[TenantMark]:
         """Take a tenant off the busy tenants, given its busy row as read before its index was found to name no
-        unfinished job (platform45).
+        unfinished job (platform45), once its mark is ``BUSY_STALE_SECONDS`` old (a process skips marking again for
+        ``BUSY_MARK_CACHE_SECONDS`` after its own mark, so a write its mark covers is older than the reaper's look).
 
         The removal is a delete conditional on that row's ETag, so it cannot race a write that adds an index row:
         such a write upserts the busy row after it (``JobStore._marking``), which either changes the ETag first
@@ -270,8 +277,9 @@ class Lifecycle:
         first = mark.etag
 
         def plan(row: TenantMark) -> Fields | None:
-            if row.gone:
-                return None
+            if row.gone or (row.marked_at is not None
+                            and (utcnow() - row.marked_at).total_seconds() < BUSY_STALE_SECONDS):
+                return None  # marked lately: a process may still be writing index rows under that mark
             if row.etag != first and self.stores.jobs.has_active(row.tenant):
                 return None  # marked again since: a job has an index row, or had one a moment ago
             return {"gone": True}

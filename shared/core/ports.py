@@ -27,6 +27,8 @@ class TenantMark:
     etag: str | None
     op: str | None = None
     gone: bool = False
+    #: When the marking process named it busy (its clock); None on a row without it.
+    marked_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,8 @@ class JobRepo(Protocol):
     def has_active(self, tenant: str) -> bool:
         """Whether the tenant's active-jobs index has any row (one range query, at most one row back)."""
 
-    def mark_busy(self, tenant: str) -> None:
-        """Name the tenant among the busy ones (an upsert, so it also changes the row's ETag)."""
+    def mark_busy(self, tenant: str, at: datetime | None = None) -> None:
+        """Name the tenant among the busy ones at ``at`` (now by default): an upsert, so it also changes the row's ETag."""
 
     def busy_mark(self, tenant: str) -> TenantMark:
         """The tenant's busy row (a point read); ``gone`` if it has none."""

@@ -26,6 +26,7 @@ from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 from shared.config.constants import (
     ACTIVE_ROW_PREFIX,
     ACTIVE_ROWS_PER_QUERY,
+    BUSY_MARK_CACHE_SECONDS,
     BUSY_ROW_PREFIX,
     IDEMPOTENCY_ROW_PREFIX,
     JOB_ROWS_END,
@@ -47,7 +48,7 @@ from shared.core.errors import (
     StorageUnavailable,
     ThematiqError,
 )
-from shared.core.jobs import Job, Status, error_fields, progress_fields
+from shared.core.jobs import Job, Status, error_fields, progress_fields, utcnow
 from shared.core.ports import IndexState, TenantMark
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
@@ -109,6 +110,10 @@ def idempotency_row_key(key: str) -> str:
 _NAMED_TENANTS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
+#: When this process last named each tenant busy, per table client (``JobStore._mark_quietly``).
+_MARKED_TENANTS: weakref.WeakKeyDictionary[Any, dict[str, datetime]] = weakref.WeakKeyDictionary()
+
+
 def active_row_key(job_id: str) -> str:
     """The RowKey of a job's entry in the active-jobs index (in the job's own partition)."""
     return ACTIVE_ROW_PREFIX + job_id
@@ -138,6 +143,11 @@ def _index_op(job: Job, status: Status | None) -> tuple[str, dict[str, Any]] | N
 def _etag_of(entity: Any) -> str | None:
     etag = getattr(entity, "metadata", {}).get("etag")
     return str(etag) if etag else None
+
+
+def _mark_of(tenant: str, e: Any) -> TenantMark:
+    at = e.get("marked_at")
+    return TenantMark(tenant, _etag_of(e), e.get("op") or None, marked_at=at if isinstance(at, datetime) else None)
 
 
 def encode_cursor(token: Any) -> str | None:
@@ -364,7 +374,7 @@ class JobStore:
                 key = str(e.get("RowKey"))
                 if e.get("kind") == KIND_BUSY and key.startswith(BUSY_ROW_PREFIX):
                     tenant = key[len(BUSY_ROW_PREFIX):]
-                    marks[tenant] = TenantMark(tenant, _etag_of(e), e.get("op") or None)
+                    marks[tenant] = _mark_of(tenant, e)
                 elif key == SWEEP_ROW:
                     swept_at = e["swept_at"] if isinstance(e.get("swept_at"), datetime) else None
                     moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
@@ -402,15 +412,26 @@ class JobStore:
             self._mark_quietly(tenant)
 
     def _mark_quietly(self, tenant: str) -> None:
+        """Name the tenant busy unless this process did within ``BUSY_MARK_CACHE_SECONDS``: its mark still covers
+        the write, since the reaper removes a mark only once it is ``BUSY_STALE_SECONDS`` old."""
+        table = self.table
+        marked = _MARKED_TENANTS.setdefault(table, {})
+        now = utcnow()
+        last = marked.get(tenant)
+        if last is not None and (now - last).total_seconds() < BUSY_MARK_CACHE_SECONDS:
+            return
         try:
-            self.mark_busy(tenant)
+            self.mark_busy(tenant, now)
         except ThematiqError as err:
             log.error("tenant %s: could not name it busy (%s); the daily sweep does", tenant, type(err).__name__)
+            return
+        marked[tenant] = now
 
-    def mark_busy(self, tenant: str) -> None:
+    def mark_busy(self, tenant: str, at: datetime | None = None) -> None:
         with storage_call("name the tenant busy"):
             self.table.upsert_entity(
-                {"PartitionKey": TENANTS_PARTITION, "RowKey": BUSY_ROW_PREFIX + tenant, "kind": KIND_BUSY},
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": BUSY_ROW_PREFIX + tenant, "kind": KIND_BUSY,
+                 "marked_at": at or utcnow()},
                 mode=UpdateMode.MERGE,
             )
 
@@ -420,7 +441,7 @@ class JobStore:
                 e = self.table.get_entity(TENANTS_PARTITION, BUSY_ROW_PREFIX + tenant)
         except NotFound:
             return TenantMark(tenant, None, gone=True)
-        return TenantMark(tenant, _etag_of(e), e.get("op") or None)
+        return _mark_of(tenant, e)
 
     def unmark_busy(self, mark: TenantMark) -> TenantMark:
         """Delete the busy row on the ETag it was read with (EtagMismatch if it changed). A row already gone is

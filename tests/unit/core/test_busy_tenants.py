@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.config.constants import BUSY_ROW_PREFIX, SWEEP_ROW, TENANTS_PARTITION
+from shared.config.constants import BUSY_ROW_PREFIX, BUSY_STALE_SECONDS, SWEEP_ROW, TENANTS_PARTITION
 from shared.config.settings import get_settings
 from shared.core.jobs import JobError, Status
 from shared.core.lifecycle import Ending, Lifecycle
@@ -63,6 +63,11 @@ def _index_run(b: Backend) -> int:
     return TransactionMeter.billable(_counted(b, lambda: Reaper(b.stores, sweep=False).run()))
 
 
+def _later(b: Backend) -> None:
+    """Past the age at which the reaper takes an idle tenant off (and past every process's trust in its own mark)."""
+    b.clock.advance(BUSY_STALE_SECONDS + 1)
+
+
 def _busy(b: Backend) -> set[str]:
     rows = _jobs(b).table.query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION})
     return {str(r["RowKey"])[len(BUSY_ROW_PREFIX):] for r in rows if str(r["RowKey"]).startswith(BUSY_ROW_PREFIX)}
@@ -71,12 +76,14 @@ def _busy(b: Backend) -> set[str]:
 def test_an_index_run_costs_the_same_for_1_and_100_idle_tenants(backend: Backend) -> None:
     """Before platform45 an index run queried the index of every tenant that ever submitted: 1 + 100 queries here."""
     _ran_one_job(backend, "t-000")
+    _later(backend)
     settle = Reaper(backend.stores, sweep=False).run()
     assert settle.tenants_idled == ["t-000"] and _busy(backend) == set()
     one = _index_run(backend)
     for i in range(1, 100):
         _ran_one_job(backend, f"t-{i:03d}")
     assert len(_busy(backend)) == 99
+    _later(backend)
     assert len(Reaper(backend.stores, sweep=False).run().tenants_idled) == 99  # each taken off once
     hundred = _index_run(backend)
     # The tenants partition's busy range (empty but for the sweep row) and the queue metrics' three reads.
@@ -91,9 +98,13 @@ def test_an_index_run_costs_the_same_for_1_and_100_idle_tenants(backend: Backend
 def test_a_tenant_with_work_in_flight_stays_busy_and_one_without_is_taken_off(backend: Backend) -> None:
     _ran_one_job(backend, "a-idle")
     running = _running(backend)
+    assert Reaper(backend.stores, sweep=False).run().tenants_idled == []  # marked lately: left for now
+    _later(backend)
     report = Reaper(backend.stores, sweep=False).run()
     assert report.tenants_idled == ["a-idle"] and _busy(backend) == {TENANT}
-    assert Lifecycle(backend.stores).finish(job(backend, running), Ending(Status.SUCCEEDED)).applied
+    assert report.requeued_stale == [running]  # an hour on, its worker is gone too: still in flight
+    assert Lifecycle(backend.stores).cancel(job(backend, running)).row.status == Status.CANCELLED
+    _later(backend)
     assert Reaper(backend.stores, sweep=False).run().tenants_idled == [TENANT] and _busy(backend) == set()
     # A new claim names it busy again, and the next index run sees the job.
     again = _running(backend)
@@ -109,6 +120,7 @@ def test_a_claim_between_the_reapers_look_and_its_removal_keeps_the_tenant_busy(
     the removal's ETag no longer matches (412), the re-read row is planned again, and its index is looked at again."""
     _ran_one_job(backend, TENANT)
     queued = submit(backend).job  # not indexed until its claim: its message is its record
+    _later(backend)
     jobs = _jobs(backend)
     real = jobs.unmark_busy
     claimed: list[str] = []
@@ -133,6 +145,7 @@ def test_a_claim_whose_busy_upsert_comes_after_the_removal_names_the_tenant_agai
     the claim's upsert comes last. It writes the row again, so the tenant is busy and the job is found."""
     _ran_one_job(backend, TENANT)
     queued = submit(backend).job
+    _later(backend)
     jobs = _jobs(backend)
     real_unmark, real_mark = jobs.unmark_busy, jobs._mark_quietly
     deferred: list[str] = []
@@ -161,6 +174,7 @@ def test_a_removal_whose_answer_is_lost_is_decided_by_re_reading(backend: Backen
     Lifecycle(backend.stores).finish(
         job(backend, next(iter(_jobs(backend).active([TENANT], _raise))).id), Ending(Status.SUCCEEDED)
     )
+    _later(backend)
     rule = backend.faults.arm("table", mode, method="DELETE", count=1)
     report = Reaper(backend.stores, sweep=False).run()
     backend.faults.disarm()
@@ -208,3 +222,16 @@ def test_a_claim_whose_busy_upsert_fails_is_found_by_the_sweep_which_names_the_t
 
 def _raise(tenant: str, err: Exception) -> None:
     raise AssertionError(f"{tenant}: {err!r}")
+
+
+def test_a_process_names_a_tenant_busy_once_while_it_trusts_its_mark(backend: Backend) -> None:
+    """The six operations of a no-op job hold: a claim whose process marked the tenant lately upserts nothing, and the
+    reaper leaves a mark that young alone, so no write it covers can come after the reaper's look."""
+    _running(backend)
+    marks = backend.stores.jobs.index_state().marks
+    assert set(marks) == {TENANT}
+    counts = _counted(backend, lambda: [_running(backend) for _ in range(3)])
+    # Each job: its insert, its send, the read this test claims from, and the claim's batch; no upsert of the mark
+    # (the tenant row is named once per process too).
+    assert TransactionMeter.billable(counts) == 3 * 4, counts
+    assert backend.stores.jobs.index_state().marks[TENANT].etag == marks[TENANT].etag  # not written again
