@@ -504,7 +504,7 @@ class Reaper:
                     by_tenant.setdefault(owner[0], {})[owner[1]] = [name]
         journals = [name for name, at in self.stores.blobs.written(RETENTION_JOURNALS) if at < young]
         for journal in journals:
-            for tenant, job_id, input_blob in json.loads(self.stores.blobs.get(journal)):
+            for tenant, job_id, input_blob in self._journal(journal):
                 by_tenant.setdefault(tenant, {}).setdefault(job_id, []).extend(
                     [job_prefix(tenant, job_id), input_blob])
         # The layout before: until one full listing finds no input of it too young to judge (one written within the
@@ -517,6 +517,16 @@ class Reaper:
             self.stores.blobs.delete_prefix(journal)
         if not state.orphans_dated and complete:
             self.stores.jobs.mark_orphans_dated(utcnow())
+
+    def _journal(self, name: str) -> list[tuple[str, str, str]]:
+        """A retention journal's entries; none for one another sweep deleted meanwhile, or one that does not read (a
+        hand edit: logged, and deleted with the others, so it cannot keep every later sweep from being recorded)."""
+        data = self.stores.blobs.get_optional(name)
+        try:
+            return [(str(t), str(j), str(i)) for t, j, i in json.loads(data or b"[]")]
+        except (ValueError, TypeError) as err:
+            log.error("reaper: retention journal %s does not read (%s); ignored", name, type(err).__name__)
+            return []
 
     def _orphans_of_the_layout_before(
         self, since: datetime | None, young: datetime, by_tenant: dict[str, dict[str, list[str]]]

@@ -159,3 +159,12 @@ def test_an_input_of_the_layout_before_is_found_by_the_full_listing_until_none_i
     calls = _listed(backend, monkeypatch)
     Reaper(backend.stores, sweep=True).run()
     assert calls and all(prefix is not None for prefix, _ in calls), calls
+
+
+def test_a_retention_journal_that_does_not_read_does_not_keep_the_sweep_from_being_recorded(backend: Backend) -> None:
+    backend.stores.blobs.put("~retention/hand-edited.json", b"not json")
+    backend.clock.advance(ORPHAN_INPUT_AGE_SECONDS + 1)
+    report = Reaper(backend.stores, sweep=True).run()
+    assert report.errors == 0, report.summary()
+    assert backend.stores.blobs.get_optional("~retention/hand-edited.json") is None
+    assert backend.stores.jobs.index_state().swept_at is not None
