@@ -3,7 +3,10 @@
 Layout inside the results container, one folder per job so retention can
 delete a job's blobs with one prefix listing::
 
-    {tenant}/{job_id}/input.json.gz          claim-checked input (large inputs only)
+    ~inputs/{YYYY-MM-DD}/{tenant}/{job_id}/input.json.gz   claim-checked input (large inputs only), by the day
+                                             of its submission (platform45; the job row names it)
+    {tenant}/{job_id}/input.json.gz          the same, as written before platform45
+    ~retention/{time}-{id}.json              the jobs a retention lot is expiring (``Reaper._retention``)
     {tenant}/{job_id}/checkpoints/{name}     a stage's output, for resuming
     {tenant}/{job_id}/result-{attempt}.json  the result of the attempt that produced it
 """
