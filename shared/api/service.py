@@ -39,7 +39,7 @@ from shared.core import conditional, fairness
 from shared.core.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ThematiqError, ValidationFailed
 from shared.core.jobs import Job, Progress, Status, WebhookStatus, new_job_id, utcnow
 from shared.core.lifecycle import Lifecycle, stage_progress
-from shared.core.names import input_blob_name, job_prefix
+from shared.core.names import dated_input_blob_name, job_prefix
 from shared.core.ports import Stores
 from shared.core.registry import Registry, default_registry
 from shared.core.webhooks import MAX_URL_CHARS, SWEEP_AFTER, UnsafeUrl, check_url, normalise_url
@@ -311,7 +311,8 @@ class JobService:
         job_id = new_job_id()
         encoded = encode_input(accepted.data)
         inline = len(encoded) <= INLINE_INPUT_MAX_BYTES
-        blob_name = None if inline else input_blob_name(tenant, job_id)
+        # By the day of the submission, so the daily sweep of orphaned inputs lists only the days since it looked.
+        blob_name = None if inline else dated_input_blob_name(tenant, job_id, now)
         if callback_url:
             # Indexed before the job row exists, so no job with a webhook is ever outside the sweep's reach; an
             # insert that then fails leaves a row the sweep removes (its job is not found).

@@ -41,6 +41,20 @@ TENANTS_PARTITION: Final = "~tenants"
 #: The row of the tenants partition that says when the reaper last swept (never a tenant: it starts with ~).
 SWEEP_ROW: Final = "~sweep"
 KIND_SWEEP: Final = "sweep"
+#: The busy tenants (platform45): a row ``~busy-{tenant}`` of the tenants partition for each tenant that may hold an
+#: active-index row. Written (an upsert) after every write that adds an index row; removed by the reaper, conditional
+#: on the ETag it read before it found the tenant's index empty. An index run reads only the rows from ``~`` on (the
+#: sweep row and these), so its cost follows the tenants with work in flight, not every tenant that ever submitted.
+KIND_BUSY: Final = "busy"
+BUSY_ROW_PREFIX: Final = "~busy-"
+#: How long a process trusts its own mark of a tenant (per table client, like the tenant row's): a write that adds an
+#: index row within this time of the process's last mark upserts nothing, so a job's claim stays within the six
+#: operations of a no-op job once the process has marked its tenant.
+BUSY_MARK_CACHE_SECONDS: Final = 600
+#: The reaper takes a tenant off only once its mark (``marked_at``, written by the marking process) is older than this:
+#: longer than any process trusts its mark, with room for 15 minutes of clock skew between machines (BUSY_MARK_CACHE_SECONDS
+#: plus three times the skew), so no write a cached mark covered can come after the reaper's look.
+BUSY_STALE_SECONDS: Final = 3600
 #: Job rows fetched per query by the reaper: ``PartitionKey eq`` and this many ``RowKey eq`` terms OR-ed stay
 #: within the 15 comparisons the Table service allows in one $filter (Azurite and the fake allow more).
 ACTIVE_ROWS_PER_QUERY: Final = 14
@@ -55,6 +69,8 @@ REAPER_SWEEP_SECONDS: Final = 24 * 3600
 #: where the API could not tell, or an API that died between the blob and the row). Far longer than any insert
 #: can stay in flight, so a submission still deciding is never robbed of its input.
 ORPHAN_INPUT_AGE_SECONDS: Final = 3600
+#: Jobs one retention journal names (``Reaper._retention``): a blob of about 80 bytes a job.
+RETENTION_JOURNAL_JOBS: Final = 1000
 
 # An Edm.Binary property holds at most 64 KiB; keep headroom for the rest of
 # the entity. Inputs whose gzip is larger go to Blob Storage (claim check).

@@ -40,7 +40,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from shared.config.constants import CANCEL_CONDITIONAL_TRIES, CONDITIONAL_TRIES, SEND_RETRY_DELAY, SEND_TRIES
+from shared.config.constants import (
+    BUSY_STALE_SECONDS,
+    CANCEL_CONDITIONAL_TRIES,
+    CONDITIONAL_TRIES,
+    SEND_RETRY_DELAY,
+    SEND_TRIES,
+)
 from shared.config.settings import get_settings
 from shared.core import conditional, fairness, webhooks
 from shared.core.chunks import Chunk, ChunkStatus
@@ -58,7 +64,7 @@ from shared.core.jobs import Job, JobError, Progress, Status, WebhookStatus, utc
 from shared.core.leased import Ending, Fields, R, RowKind, StoredResult, finish_from_stored, kind_of
 from shared.core.messages import SNAPSHOT_MAX_CHARS, ChunkMessage, JobMessage
 from shared.core.names import result_blob_name
-from shared.core.ports import Stores
+from shared.core.ports import Stores, TenantMark
 from shared.observability import telemetry
 
 log = logging.getLogger(__name__)
@@ -255,6 +261,34 @@ class Lifecycle:
         ``unsent_for``: the due time whose message is known not to have gone. Raises what the write raised.
         """
         self.stores.jobs.index_job(tenant, job_id, unsent_for)
+
+    def idle_tenant(self, mark: TenantMark) -> Applied[TenantMark]:
+        """Take a tenant off the busy tenants, given its busy row as read before its index was found to name no
+        unfinished job (platform45), once its mark is ``BUSY_STALE_SECONDS`` old (a process skips marking again for
+        ``BUSY_MARK_CACHE_SECONDS`` after its own mark, so a write its mark covers is older than the reaper's look).
+
+        The removal is a delete conditional on that row's ETag, so it cannot race a write that adds an index row:
+        such a write upserts the busy row after it (``JobStore._marking``), which either changes the ETag first
+        (a 412 here) or writes the row again after it is gone. After a 412, or a delete whose answer was lost, the
+        row is read again: gone is this transition landed (or another reaper's, which is the same); a row written
+        since is planned again, and its index is looked at again (one query) after that read, so the order
+        read, look, delete holds on every round.
+        """
+        first = mark.etag
+
+        def plan(row: TenantMark) -> Fields | None:
+            if row.gone or (row.marked_at is not None
+                            and (utcnow() - row.marked_at).total_seconds() < BUSY_STALE_SECONDS):
+                return None  # marked lately: a process may still be writing index rows under that mark
+            if row.etag != first and self.stores.jobs.has_active(row.tenant):
+                return None  # marked again since: a job has an index row, or had one a moment ago
+            return {"gone": True}
+
+        return conditional.apply(
+            mark, read=lambda: self.stores.jobs.busy_mark(mark.tenant),
+            write=lambda row, _fields: self.stores.jobs.unmark_busy(row), plan=plan,
+            name=f"tenant {mark.tenant} idle", landed=lambda row: row.gone,
+        )
 
     def _find_submission(self, job: Job, key: str | None) -> tuple[Job, bool] | None:
         """What an insert left behind: ``(row, it is ours)``, or None if nothing was committed."""
@@ -512,7 +546,7 @@ class Lifecycle:
             self.send(JobMessage(job.tenant, job.id, job.attempts, job.traceparent, resume=True))
         return applied
 
-    def expire(self, job: Job, prefix: str, cutoff: datetime) -> bool:
+    def expire(self, job: Job, prefix: str, cutoff: datetime, *, moving: bool = False) -> bool:
         """Retention: a job finished before ``cutoff`` loses its chunks, then its row, then its blobs.
 
         The row goes before the blobs, so no reader finds a job whose input or result is gone (a GET of a job
@@ -521,8 +555,8 @@ class Lifecycle:
         still finished before ``cutoff``; a delete whose answer was lost is decided by re-reading (a row gone is
         deleted, whoever deleted it). Until review44p the blobs went first and such a 412 left the row without
         them until the next sweep. A crash between the row and the blobs leaves blobs with no row: the
-        reaper's daily sweep deletes a job folder with no row once its newest blob is past retention
-        (``Reaper._orphaned_inputs``). False when the fresh row is no longer expired (nothing else deleted).
+        reaper's retention names the jobs it is about to expire in a journal blob first, and a later sweep deletes
+        the blobs of a journal's jobs that have no row (``Reaper._orphaned_inputs``). False when the fresh row is no longer expired (nothing else deleted).
         """
         def expired(row: Job) -> bool:
             return row.status.terminal and row.finished_at is not None and row.finished_at < cutoff
@@ -546,7 +580,13 @@ class Lifecycle:
                 return False
         else:
             raise Contended(f"expire {job.id}: the row kept changing under {CONDITIONAL_TRIES} attempts")
-        self.stores.blobs.delete_prefix(prefix)
+        if moving:
+            # The chunk rows of the layout before are still being moved (``ChunkStore.move_legacy``): a second sweep's
+            # move may have copied a row into the job's partition since the look above. It reads the job's row after
+            # its copies and deletes them if the row is gone; a copy made before this delete is deleted here.
+            self.stores.chunks.delete_job_partition(job.tenant, job.id)
+        # A dated input (platform45) is outside the job's folder: in the same batch, as the folder's blobs are.
+        self.stores.blobs.delete_prefix(prefix, also=[row.input_blob or "", job.input_blob or ""])
         return True
 
     # == map stages: chunks and fan-in ===========================================================

@@ -8,8 +8,8 @@ domain errors of ``shared.core.errors``: ``EtagMismatch`` (412), ``AlreadyExists
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,14 +20,36 @@ from shared.core.webhooks import WebhookMessage
 
 
 @dataclass(frozen=True)
+class TenantMark:
+    """A tenant's row among the busy tenants (``~busy-{tenant}``): the ETag it was read with, or gone."""
+
+    tenant: str
+    etag: str | None
+    op: str | None = None
+    gone: bool = False
+    #: When the marking process named it busy (its clock); None on a row without it.
+    marked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class IndexState:
     """What the reaper reads first on every run (``JobRepo.index_state``)."""
 
+    #: The tenants an index run looks at: the busy ones (``marks``), or, until the busy tenants were first
+    #: recorded (``busy_seeded``), every tenant that ever submitted.
     tenants: tuple[str, ...]
     #: When a full sweep last finished, on any instance; None if never.
     swept_at: datetime | None
     #: When a sweep last found no chunk row of the layout before left to move (``ChunkRepo.move_legacy``).
     chunks_moved_at: datetime | None = None
+    #: The busy tenants' rows as read, by tenant (what the reaper's conditional removal of an idle one is on).
+    marks: Mapping[str, TenantMark] = field(default_factory=dict)
+    #: Whether the busy tenants have been recorded once (``JobRepo.mark_busy_seeded``); until then ``tenants``
+    #: names every tenant and the reaper marks the busy ones.
+    busy_seeded: bool = True
+    #: Whether the one full listing of the container that finds the orphans of the layout before (inputs in their
+    #: job's folder, folders of an expiry cut off before retention kept a journal) has run (platform45).
+    orphans_dated: bool = True
 
 
 class JobRepo(Protocol):
@@ -50,13 +72,39 @@ class JobRepo(Protocol):
         """Jobs of every tenant matching an OData filter; rows that cannot be read are skipped and logged."""
 
     def index_state(self) -> IndexState:
-        """The tenants that ever submitted, and when the reaper last swept: one query of a small partition."""
+        """The busy tenants, and when the reaper last swept: one range query of the tenants partition (two until
+        the busy tenants were first recorded, the second listing every tenant)."""
 
-    def active(self, tenants: Iterable[str], on_error: Callable[[str, Exception], None]) -> Iterator[Job]:
+    def every_tenant(self) -> tuple[str, ...]:
+        """Every tenant that ever submitted (one query of the tenants partition's tenant rows): the daily move only."""
+
+    def active(
+        self, tenants: Iterable[str], on_error: Callable[[str, Exception], None],
+        on_idle: Callable[[str], None] | None = None,
+    ) -> Iterator[Job]:
         """The unfinished jobs of ``tenants``, through the active-jobs index (no cross-partition scan).
 
         A tenant whose index cannot be read is reported to ``on_error`` and skipped: it never hides the others.
+        ``on_idle`` hears of each tenant whose index, read after this call began, named no unfinished job.
         """
+
+    def has_active(self, tenant: str) -> bool:
+        """Whether the tenant's active-jobs index has any row (one range query, at most one row back)."""
+
+    def mark_busy(self, tenant: str, at: datetime | None = None) -> None:
+        """Name the tenant among the busy ones at ``at`` (now by default): an upsert, so it also changes the row's ETag."""
+
+    def busy_mark(self, tenant: str) -> TenantMark:
+        """The tenant's busy row (a point read); ``gone`` if it has none."""
+
+    def unmark_busy(self, mark: TenantMark) -> TenantMark:
+        """Remove the tenant's busy row if it still has ``mark.etag``: EtagMismatch if it changed; gone if it is."""
+
+    def mark_busy_seeded(self, at: datetime) -> None:
+        """Record that the busy tenants are recorded: index runs read only them from then on."""
+
+    def mark_orphans_dated(self, at: datetime) -> None:
+        """Record that the full listing for orphans of the layout before has run: sweeps list by day from then on."""
 
     def index_job(self, tenant: str, job_id: str, unsent_for: datetime | None = None) -> None:
         """Index a job whose message may not exist (idempotent; a stray is removed later).
@@ -94,6 +142,9 @@ class ChunkRepo(Protocol):
 
     def delete_job_chunks(self, tenant: str, job_id: str) -> int: ...
 
+    def delete_job_partition(self, tenant: str, job_id: str) -> int:
+        """Delete the chunk rows in the job's own partition only (retention's second look while the move runs)."""
+
     def move_legacy(self, tenant: str) -> MoveReport:
         """Move the tenant's chunk rows of the layout before into their jobs' partitions (``shared.core.chunks``)."""
 
@@ -122,10 +173,11 @@ class Blobs(Protocol):
     def size(self, name: str) -> int | None:
         """The blob's size, or None if it does not exist."""
 
-    def delete_prefix(self, prefix: str) -> int: ...
+    def delete_prefix(self, prefix: str, also: Iterable[str] = ()) -> int:
+        """Delete every blob under ``prefix`` and the blobs named in ``also`` (gone already is deleted)."""
 
-    def written(self) -> list[tuple[str, datetime]]:
-        """Every blob's name and when it was last written (one listing of the container)."""
+    def written(self, prefix: str | None = None) -> list[tuple[str, datetime]]:
+        """Every blob's name (under ``prefix``) and when it was last written (one listing)."""
 
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""

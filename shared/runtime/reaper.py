@@ -8,8 +8,10 @@ Each phase and each row is isolated: a row that cannot be read or recovered is
 logged and counted, and the run goes on for every other tenant and phase.
 
 Where the rows come from. Every run reads the **active-jobs index**
-(``JobRepo.active``): the tenants partition, then per tenant its index range and
-its unfinished rows, so an idle run costs 1 + tenants queries and never touches a
+(``JobRepo.active``): the busy tenants (rows of the tenants partition), then per busy
+tenant its index range and its unfinished rows, so an idle run costs 1 query plus one per
+tenant with work in flight (not per tenant that ever submitted: a tenant whose index is
+empty is taken off the busy tenants, ``Lifecycle.idle_tenant``) and never touches a
 finished row or another partition; chunks are read only for the jobs that wait on
 them. A job that was never claimed is indexed only if its send failed, if its message
 was redelivered, or if the sweep left it for later (otherwise its message is its
@@ -29,7 +31,9 @@ job's due time (its message cannot be behind it), and at most
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -40,6 +44,7 @@ from shared.config.constants import (
     QUEUE_TIME_GRANULARITY,
     REAPER_MAX_REQUEUES_PER_RUN,
     REAPER_SWEEP_SECONDS,
+    RETENTION_JOURNAL_JOBS,
 )
 from shared.config.settings import get_settings
 from shared.core import fairness
@@ -47,7 +52,14 @@ from shared.core.chunks import Chunk, ChunkStatus
 from shared.core.errors import ThematiqError
 from shared.core.jobs import Job, Status, utcnow
 from shared.core.lifecycle import Lifecycle
-from shared.core.names import input_blob_name, job_prefix
+from shared.core.names import (
+    INPUTS_ROOT,
+    RETENTION_JOURNALS,
+    dated_input_owner,
+    input_blob_name,
+    inputs_of_day,
+    job_prefix,
+)
 from shared.core.ports import IndexState, Stores
 from shared.observability import telemetry
 
@@ -73,6 +85,10 @@ class ReapReport:
     #: Chunk rows of the layout before moved to their jobs' partitions (``Reaper._move_chunk_rows``).
     chunk_rows_moved: int = 0
     waiting_settled: list[str] = field(default_factory=list)
+    #: Busy tenants whose index named no unfinished job, taken off (``Lifecycle.idle_tenant``), and tenants with
+    #: unfinished jobs named busy again (platform45).
+    tenants_idled: list[str] = field(default_factory=list)
+    tenants_marked: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: int = 0
     #: Whether this run was the full sweep (daily) rather than an index run.
@@ -137,10 +153,11 @@ class Reaper:
         phases.append(lambda: fairness.repair(self.stores, report.fairness))
         names.append("fairness")
         if sweeping:
-            phases.append(lambda: self._orphaned_inputs(report, state.swept_at))
+            phases.append(lambda: self._orphaned_inputs(report, state))
             names.append("orphaned inputs")
         if sweeping and self.settings.retention_days > 0:
-            phases.append(lambda: self._retention(report))
+            moving = state.chunks_moved_at is None and self.settings.chunk_rows == "job"
+            phases.append(lambda: self._retention(report, moving=moving))
             names.append("retention")
         if sweeping and state.chunks_moved_at is None and self.settings.chunk_rows == "job":
             phases.append(lambda: self._move_chunk_rows(report, state))
@@ -169,11 +186,46 @@ class Reaper:
     def _sweep_due(self, state: IndexState) -> bool:
         return state.swept_at is None or (utcnow() - state.swept_at).total_seconds() >= REAPER_SWEEP_SECONDS
 
-    def _active(self, state: IndexState, report: ReapReport) -> list[Job]:
+    def _active(self, state: IndexState, report: ReapReport, also: Iterable[str] = ()) -> list[Job]:
+        """The unfinished jobs of the busy tenants (and of ``also``: the sweep adds the tenants of what its scan
+        found), through the index; then the busy tenants are brought in line with what it named (platform45).
+
+        A busy tenant whose index named no unfinished job is taken off (``Lifecycle.idle_tenant``, conditional on
+        the row read before the index was), so the next index runs do not query it; a tenant with unfinished
+        jobs and no busy row (one whose mark failed, or every tenant before the busy tenants were first recorded)
+        is named busy. The first run that can list every tenant's index records the busy tenants as complete.
+        """
+        errors = report.errors
+        idle: list[str] = []
+
         def failed(tenant: str, err: Exception) -> None:
             report.errors += 1  # that tenant waits for the next run; the others go on
 
-        return list(self.stores.jobs.active(state.tenants, failed))
+        tenants = list(dict.fromkeys([*state.tenants, *also]))
+        jobs = list(self.stores.jobs.active(tenants, failed, idle.append))
+        for tenant in idle:
+            mark = state.marks.get(tenant)
+            if mark is None:
+                continue
+            try:
+                if self.lifecycle.idle_tenant(mark).applied:
+                    report.tenants_idled.append(tenant)
+            except ThematiqError as err:
+                # It stays busy: the next run looks at its index again.
+                log.warning("reaper: could not take tenant %s off the busy tenants (%s)", tenant, type(err).__name__)
+        for tenant in sorted({j.tenant for j in jobs} - set(state.marks)):
+            try:
+                self.stores.jobs.mark_busy(tenant)
+                report.tenants_marked.append(tenant)
+            except ThematiqError as err:
+                report.errors += 1
+                log.warning("reaper: could not name tenant %s busy (%s)", tenant, type(err).__name__)
+        if not state.busy_seeded and report.errors == errors:
+            try:
+                self.stores.jobs.mark_busy_seeded(utcnow())
+            except ThematiqError:
+                log.warning("reaper: could not record the busy tenants; the next run lists every tenant again")
+        return jobs
 
     def _cutoffs(self) -> tuple[datetime, datetime]:
         return utcnow_minus(self.settings.heartbeat_stale_seconds), utcnow_minus(self.settings.queued_stale_seconds)
@@ -231,7 +283,7 @@ class Reaper:
         # Heal the index: an unfinished job it does not name (written before it existed) gets its row, so its
         # next recovery does not wait for the next sweep. Not a job that never left the queue: its message is
         # its record, and if that is lost this sweep's lost-message pass re-sends it.
-        indexed = {j.id: j for j in self._active(state, report)}
+        indexed = {j.id: j for j in self._active(state, report, also=sorted({j.tenant for j in unfinished}))}
         healed = jobs.reindex(j for j in unfinished if j.id not in indexed and not j.in_queue_only)
         if healed:
             log.warning("reaper: %d unfinished jobs had no active-index row; indexed them", healed)
@@ -359,7 +411,7 @@ class Reaper:
         or the next run; a terminal chunk never changes, so a stage seen complete is complete.
         """
         if not waiting:
-            return  # no queue read for nothing: an idle run stays at 1 + tenants queries and the metrics
+            return  # no queue read for nothing: an idle run stays at 1 query and the metrics
         lost = utcnow_minus(self.settings.queued_stale_seconds)
         oldest = self.stores.messages.oldest_visible()
 
@@ -376,21 +428,43 @@ class Reaper:
 
         self._each(waiting, "look at a waiting job's stage", report, check)
 
-    def _retention(self, report: ReapReport) -> None:
+    def _retention(self, report: ReapReport, *, moving: bool = False) -> None:
+        """Expire the jobs finished before the cutoff, ``RETENTION_JOURNAL_JOBS`` at a time, each lot named first in
+        a journal blob (``~retention/…``) that is deleted once all of its jobs are expired. An expiry deletes the
+        row before the blobs, so a sweep cut off between the two (a timeout, a crash) or a blob delete that failed
+        leaves blobs with no row: the journal names them for the next sweep (``_orphaned_inputs``), which is what
+        lets that sweep list the journals instead of the whole container. 1 write and 2 requests per lot."""
         cutoff = utcnow_minus(self.settings.retention_days * 86400)
         query = "( status eq 'succeeded' or status eq 'failed' or status eq 'cancelled' ) and finished_at lt @cutoff"
 
         def expire(job: Job) -> None:
-            if self.lifecycle.expire(job, job_prefix(job.tenant, job.id), cutoff):
+            if self.lifecycle.expire(job, job_prefix(job.tenant, job.id), cutoff, moving=moving):
                 report.deleted.append(job.id)
 
-        self._each(self.stores.jobs.scan(query, {"cutoff": cutoff}), "delete an expired job", report, expire)
+        lot: list[Job] = []
+        for job in self.stores.jobs.scan(query, {"cutoff": cutoff}):
+            lot.append(job)
+            if len(lot) == RETENTION_JOURNAL_JOBS:
+                self._expire_lot(report, lot, expire)
+                lot = []
+        if lot:
+            self._expire_lot(report, lot, expire)
+
+    def _expire_lot(self, report: ReapReport, lot: list[Job], expire: Callable[[Job], None]) -> None:
+        journal = f"{RETENTION_JOURNALS}{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.json"
+        entries = [[j.tenant, j.id, j.input_blob or ""] for j in lot]
+        # Raises when Storage is away: nothing is expired without its journal.
+        self.stores.blobs.put(journal, json.dumps(entries, separators=(",", ":")).encode(), "application/json")
+        errors = report.errors
+        self._each(lot, "delete an expired job", report, expire)
+        if report.errors == errors:
+            self.stores.blobs.delete_prefix(journal)
 
     def _move_chunk_rows(self, report: ReapReport, state: IndexState) -> None:
         """Move chunk rows of the layout before (``ChunkRepo.move_legacy``), one query of each tenant's job rows, until
         a sweep finds none left in any tenant; then it is recorded and no later sweep looks again."""
         done = True
-        for tenant in state.tenants:
+        for tenant in self.stores.jobs.every_tenant():
             try:
                 moved = self.stores.chunks.move_legacy(tenant)
             except ThematiqError as err:
@@ -403,45 +477,95 @@ class Reaper:
         if done:
             self.stores.jobs.mark_chunks_moved(utcnow())
 
-    def _orphaned_inputs(self, report: ReapReport, swept_at: datetime | None) -> None:
-        """Blobs with no job row: claim-checked inputs old enough that no insert can still be deciding, and job
-        folders a retention expiry left behind.
+    def _orphaned_inputs(self, report: ReapReport, state: IndexState) -> None:
+        """Blobs with no job row: claim-checked inputs old enough that no insert can still be deciding, and the
+        blobs of jobs an expiry cut off between their row and their blobs.
 
         A submission deletes its blob itself when a re-read shows its insert did not commit; this finds what
         it could not (the table away for the re-read too, the API killed between the blob and the row, a delete
-        that failed). Retention deletes a job's row before its blobs (``Lifecycle.expire``), so a crash or a
-        failed delete between the two leaves a folder with no row: one whose newest blob is older than the
-        retention period (and an hour) is deleted whole. Daily, in the sweep: one listing of the container, and
-        one query per 14 of the input blobs written since the last completed sweep could have looked at them,
-        plus one per 14 of the folders past retention (which are only these leftovers, and jobs that finished
-        well after their submission: a day's expiries at most), so the cost follows the submissions of a day,
-        not the jobs retained. A delete that fails, or whose answer is lost, counts as an error, so this sweep
-        is not recorded and the next run sweeps the same window again: no orphan stays for ever.
+        that failed). Daily, in the sweep, and listing only what can be orphaned (platform45): the dated inputs of
+        the days since the last completed sweep (``~inputs/{day}/``, a listing of a day's claim-checked
+        submissions), and retention's journals left by an expiry that did not finish (``~retention/``, none after
+        a sweep that went well). One query per 14 inputs or journal entries checks their rows. Until then it was
+        one listing of the whole container, every blob of every retained job; that listing still runs once, to
+        find the orphans of the layout before (``_orphans_of_the_layout_before``), and is then recorded on the
+        sweep row. A delete that fails, or whose answer is lost, counts as an error, so this sweep is not recorded
+        and the next run sweeps the same window again: no orphan stays for ever.
         """
+        errors = report.errors
+        swept_at = state.swept_at
         since = None if swept_at is None else swept_at - timedelta(seconds=2 * ORPHAN_INPUT_AGE_SECONDS)
         young = utcnow_minus(ORPHAN_INPUT_AGE_SECONDS)
+        by_tenant: dict[str, dict[str, list[str]]] = {}
+        for prefix in _days(since, young):
+            for name, at in self.stores.blobs.written(prefix):
+                owner = dated_input_owner(name)
+                if owner is not None and at < young and (since is None or at >= since):
+                    by_tenant.setdefault(owner[0], {})[owner[1]] = [name]
+        journals = [name for name, at in self.stores.blobs.written(RETENTION_JOURNALS) if at < young]
+        for journal in journals:
+            for tenant, job_id, input_blob in self._journal(journal):
+                by_tenant.setdefault(tenant, {}).setdefault(job_id, []).extend(
+                    [job_prefix(tenant, job_id), input_blob])
+        # The layout before: until one full listing finds no input of it too young to judge (one written within the
+        # hour before the deploy, or by an instance of the code before beside it), the next sweep lists again.
+        complete = state.orphans_dated or self._orphans_of_the_layout_before(since, young, by_tenant)
+        self._drop_orphans(report, by_tenant)
+        if report.errors != errors:
+            return
+        for journal in journals:
+            self.stores.blobs.delete_prefix(journal)
+        if not state.orphans_dated and complete:
+            self.stores.jobs.mark_orphans_dated(utcnow())
+
+    def _journal(self, name: str) -> list[tuple[str, str, str]]:
+        """A retention journal's entries; none for one another sweep deleted meanwhile, or one that does not read (a
+        hand edit: logged, and deleted with the others, so it cannot keep every later sweep from being recorded)."""
+        data = self.stores.blobs.get_optional(name)
+        try:
+            return [(str(t), str(j), str(i)) for t, j, i in json.loads(data or b"[]")]
+        except (ValueError, TypeError) as err:
+            log.error("reaper: retention journal %s does not read (%s); ignored", name, type(err).__name__)
+            return []
+
+    def _orphans_of_the_layout_before(
+        self, since: datetime | None, young: datetime, by_tenant: dict[str, dict[str, list[str]]]
+    ) -> bool:
+        """The listing before platform45, until it has done its work: inputs in their job's folder written in the
+        window, and job folders whose newest blob is past retention (an expiry cut off before retention kept a
+        journal). False when it saw an input of that layout too young to judge: the next sweep looks again."""
+        complete = True
         days = self.settings.retention_days
         expired = utcnow_minus(days * 86400 + ORPHAN_INPUT_AGE_SECONDS) if days > 0 else None
         newest: dict[tuple[str, str], datetime] = {}
-        by_tenant: dict[str, dict[str, str]] = {}
         for name, at in self.stores.blobs.written():
             tenant, job_id, *rest = name.split("/")
-            if not rest:
-                continue  # not in a job's folder
+            if not rest or tenant.startswith("~"):
+                continue  # not in a job's folder (a dated input, a journal)
             newest[tenant, job_id] = max(at, newest.get((tenant, job_id), at))
-            if input_blob_name(tenant, job_id) == name and at < young and (since is None or at >= since):
-                by_tenant.setdefault(tenant, {})[job_id] = name
+            if input_blob_name(tenant, job_id) == name:
+                complete = complete and at < young
+                if at < young and (since is None or at >= since):
+                    by_tenant.setdefault(tenant, {}).setdefault(job_id, []).append(name)
         for (tenant, job_id), at in newest.items():
             if expired is not None and at < expired:
-                by_tenant.setdefault(tenant, {})[job_id] = job_prefix(tenant, job_id)  # the whole folder
+                by_tenant.setdefault(tenant, {}).setdefault(job_id, []).append(job_prefix(tenant, job_id))
+        return complete
 
-        def drop(item: tuple[str, dict[str, str]]) -> None:
+    def _drop_orphans(self, report: ReapReport, by_tenant: dict[str, dict[str, list[str]]]) -> None:
+        def drop(item: tuple[str, dict[str, list[str]]]) -> None:
             tenant, names = item
             for job_id in sorted(names.keys() - self.stores.jobs.existing(tenant, names)):
-                self.stores.blobs.delete_prefix(names[job_id])
+                wanted = [n for n in dict.fromkeys(names[job_id]) if n]
+                # A folder is a prefix; an input is one name, deleted in the folder's batch when there is one.
+                folders, single = [n for n in wanted if n.endswith("/")], [n for n in wanted if not n.endswith("/")]
+                first, *rest = folders or single
+                self.stores.blobs.delete_prefix(first, also=single)
+                for folder in rest:
+                    self.stores.blobs.delete_prefix(folder)
                 report.orphans_deleted.append(job_id)
                 log.warning("reaper: deleted the blobs of %s/%s (%s), which has no job row", tenant, job_id,
-                            names[job_id])
+                            ", ".join(names[job_id]))
 
         self._each(by_tenant.items(), "delete orphaned inputs", report, drop)
 
@@ -473,6 +597,15 @@ def _unsent(job: Job) -> bool:
 def _behind(oldest_visible: datetime | None, sent_by: datetime) -> bool:
     """Whether a message sent by ``sent_by`` may still be waiting: the queue holds a message at least as old."""
     return oldest_visible is not None and oldest_visible <= sent_by + QUEUE_TIME_GRANULARITY
+
+
+def _days(since: datetime | None, until: datetime) -> list[str]:
+    """The dated inputs' prefixes of the UTC days from ``since`` to ``until``; their whole root without a ``since``
+    (never swept: every input still retained)."""
+    if since is None:
+        return [INPUTS_ROOT]
+    first, last = since.date(), until.date()
+    return [inputs_of_day(first + timedelta(days=i)) for i in range((last - first).days + 1)]
 
 
 def utcnow_minus(seconds: float) -> datetime:

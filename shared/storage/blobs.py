@@ -3,7 +3,10 @@
 Layout inside the results container, one folder per job so retention can
 delete a job's blobs with one prefix listing::
 
-    {tenant}/{job_id}/input.json.gz          claim-checked input (large inputs only)
+    ~inputs/{YYYY-MM-DD}/{tenant}/{job_id}/input.json.gz   claim-checked input (large inputs only), by the day
+                                             of its submission (platform45; the job row names it)
+    {tenant}/{job_id}/input.json.gz          the same, as written before platform45
+    ~retention/{time}-{id}.json              the jobs a retention lot is expiring (``Reaper._retention``)
     {tenant}/{job_id}/checkpoints/{name}     a stage's output, for resuming
     {tenant}/{job_id}/result-{attempt}.json  the result of the attempt that produced it
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -69,17 +73,19 @@ class BlobStore:
         except NotFound:
             return None
 
-    def delete_prefix(self, prefix: str) -> int:
+    def delete_prefix(self, prefix: str, also: Iterable[str] = ()) -> int:
         """Delete every blob under ``prefix``; returns how many were listed.
 
         A blob already gone is deleted, as asked: a batch that committed and was answered 5xx comes back from the
         SDK's own retry with every sub-request 404 (``PartialBatchErrorException``), and a blob another delete took
         between the listing and the batch is the same. Until review44p either failed the call, so a retention
         expiry was an error of the daily sweep, which was then not recorded and ran again (every scan) 5 minutes
-        later. Any other sub-request failure (a leased blob: 412) still raises.
+        later. Any other sub-request failure (a leased blob: 412) still raises. ``also``: blobs outside the prefix,
+        deleted in the same batches (a job's dated input, platform45), whether or not they exist.
         """
         with storage_call("delete blobs"):
             names = [b.name for b in self.container.list_blobs(name_starts_with=prefix)]
+            names += [n for n in dict.fromkeys(also) if n and not n.startswith(prefix)]
             for start in range(0, len(names), 256):
                 # One batch request deletes up to 256 blobs.
                 try:
@@ -89,11 +95,12 @@ class BlobStore:
                         raise
         return len(names)
 
-    def written(self) -> list[tuple[str, datetime]]:
-        """Every blob's name and last write: one listing of the whole container (a page per 5,000 blobs), for
-        the reaper's daily sweep of orphaned blobs."""
+    def written(self, prefix: str | None = None) -> list[tuple[str, datetime]]:
+        """Every blob's name and last write (under ``prefix``): one listing (a page per 5,000 blobs), for the
+        reaper's daily sweep of orphaned blobs."""
         with storage_call("list blobs"):
-            return [(b.name, b.last_modified) for b in self.container.list_blobs() if b.last_modified is not None]
+            return [(b.name, b.last_modified) for b in self.container.list_blobs(name_starts_with=prefix)
+                    if b.last_modified is not None]
 
     def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
         """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing."""

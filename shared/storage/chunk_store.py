@@ -385,7 +385,28 @@ class ChunkStore:
             return None
         return latest["e"], done.applied
 
+    def delete_job_partition(self, tenant: str, job_id: str) -> int:
+        """Delete the chunk rows of a job's own partition (one query): retention again after the job's row is gone,
+        while the move still runs (``Lifecycle.expire``)."""
+        return self._delete(chunk_partition(tenant, job_id), "PartitionKey eq @pk", {})
+
     def _move(self, rows: list[Any]) -> int:
+        """Move up to 100 rows of one job (``_move_rows``), then read the job's row: if it is gone, a retention
+        deleted the job while this move held its rows (a second sweep at once), so the copies go too (platform45).
+        Retention deletes the job's partition again after its row while the move runs, so a copy made after
+        retention's first look is deleted by one side or the other: by this read if it comes after the row's
+        delete, by retention's second look if it comes before. Until platform45 such a copy stayed for ever."""
+        moved = self._move_rows(rows)
+        first = Chunk.from_entity(rows[0])
+        try:
+            with storage_call("read the job of moved chunk rows"):
+                self.table.get_entity(first.tenant, first.job_id, select=["RowKey"])
+        except NotFound:
+            log.warning("job %s/%s is gone: deleting the chunk rows just moved for it", first.tenant, first.job_id)
+            self._delete(chunk_partition(first.tenant, first.job_id), "PartitionKey eq @pk", {})
+        return moved
+
+    def _move_rows(self, rows: list[Any]) -> int:
         """Copy up to 100 rows of one job that can no longer change to its partition, then delete the old ones (on
         their ETags): one transaction each, in the two partitions; row by row when a transaction fails. How many
         old rows are gone."""

@@ -16,6 +16,7 @@ import logging
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -25,9 +26,12 @@ from azure.data.tables import TableClient, TableTransactionError, UpdateMode
 from shared.config.constants import (
     ACTIVE_ROW_PREFIX,
     ACTIVE_ROWS_PER_QUERY,
+    BUSY_MARK_CACHE_SECONDS,
+    BUSY_ROW_PREFIX,
     IDEMPOTENCY_ROW_PREFIX,
     JOB_ROWS_END,
     KIND_ACTIVE,
+    KIND_BUSY,
     KIND_IDEMPOTENCY,
     KIND_JOB,
     KIND_SWEEP,
@@ -36,9 +40,16 @@ from shared.config.constants import (
     SWEEP_ROW,
     TENANTS_PARTITION,
 )
-from shared.core.errors import AlreadyExists, BadRequest, NotFound, StorageError, ThematiqError
-from shared.core.jobs import Job, Status, error_fields, progress_fields
-from shared.core.ports import IndexState
+from shared.core.errors import (
+    AlreadyExists,
+    BadRequest,
+    NotFound,
+    StorageError,
+    StorageUnavailable,
+    ThematiqError,
+)
+from shared.core.jobs import Job, Status, error_fields, progress_fields, utcnow
+from shared.core.ports import IndexState, TenantMark
 from shared.storage.connections import get_table_client
 from shared.storage.errors import storage_call
 from shared.storage.keys import prefix_range
@@ -99,6 +110,10 @@ def idempotency_row_key(key: str) -> str:
 _NAMED_TENANTS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
+#: When this process last named each tenant busy, per table client (``JobStore._mark_quietly``).
+_MARKED_TENANTS: weakref.WeakKeyDictionary[Any, dict[str, datetime]] = weakref.WeakKeyDictionary()
+
+
 def active_row_key(job_id: str) -> str:
     """The RowKey of a job's entry in the active-jobs index (in the job's own partition)."""
     return ACTIVE_ROW_PREFIX + job_id
@@ -123,6 +138,16 @@ def _index_op(job: Job, status: Status | None) -> tuple[str, dict[str, Any]] | N
     if not status.terminal and (job.status.terminal or job.in_queue_only):
         return ("upsert", _active_row(job.tenant, job.id))  # the first claim, or a finished job brought back
     return None
+
+
+def _etag_of(entity: Any) -> str | None:
+    etag = getattr(entity, "metadata", {}).get("etag")
+    return str(etag) if etag else None
+
+
+def _mark_of(tenant: str, e: Any) -> TenantMark:
+    at = e.get("marked_at")
+    return TenantMark(tenant, _etag_of(e), e.get("op") or None, marked_at=at if isinstance(at, datetime) else None)
 
 
 def encode_cursor(token: Any) -> str | None:
@@ -215,7 +240,7 @@ class JobStore:
                     "request_hash": job.request_hash,
                 },
             ))
-        with storage_call("create job"):
+        with self._marking(job.tenant, not job.in_queue_only), storage_call("create job"):
             if len(ops) == 1:
                 # One write, not a $batch of one: the submission's only table write (issue 13). Without
                 # "Prefer: return-no-content" the service echoes the whole entity back (the inline input
@@ -330,23 +355,123 @@ class JobStore:
                 yield job
 
     def index_state(self) -> IndexState:
-        """The tenants partition read once: every tenant that ever submitted, and the last full sweep.
+        """The busy tenants and the sweep row: one range query of the tenants partition, from ``~`` on.
 
         The sweep marker lives in the same partition (``~sweep`` cannot be a tenant), so reading it costs
         nothing more: on Flex Consumption an instance rarely lives from one timer run to the next, so
-        process memory could not say when the last sweep was.
+        process memory could not say when the last sweep was. The tenant rows (``RowKey lt '~'``, every tenant
+        that ever submitted) are not read, so the query's cost follows the busy tenants (platform45). Until the
+        busy tenants were first recorded (``busy_seeded_at`` on the sweep row) it lists every tenant too, once.
         """
-        tenants: list[str] = []
         swept_at: datetime | None = None
         moved_at: datetime | None = None
+        seeded = dated = False
+        marks: dict[str, TenantMark] = {}
         with storage_call("read the tenants partition"):
-            for e in self.table.query_entities("PartitionKey eq @pk", parameters={"pk": TENANTS_PARTITION}):
-                if e.get("kind") == KIND_TENANT:
-                    tenants.append(str(e["RowKey"]))
-                elif e.get("RowKey") == SWEEP_ROW:
+            for e in self.table.query_entities(
+                "PartitionKey eq @pk and RowKey ge @lo", parameters={"pk": TENANTS_PARTITION, "lo": JOB_ROWS_END}
+            ):
+                key = str(e.get("RowKey"))
+                if e.get("kind") == KIND_BUSY and key.startswith(BUSY_ROW_PREFIX):
+                    tenant = key[len(BUSY_ROW_PREFIX):]
+                    marks[tenant] = _mark_of(tenant, e)
+                elif key == SWEEP_ROW:
                     swept_at = e["swept_at"] if isinstance(e.get("swept_at"), datetime) else None
                     moved_at = e["chunks_moved_at"] if isinstance(e.get("chunks_moved_at"), datetime) else None
-        return IndexState(tuple(tenants), swept_at, moved_at)
+                    seeded = isinstance(e.get("busy_seeded_at"), datetime)
+                    dated = isinstance(e.get("orphans_dated_at"), datetime)
+        tenants = sorted(marks) if seeded else sorted({*self.every_tenant(), *marks})
+        return IndexState(tuple(tenants), swept_at, moved_at, marks, seeded, dated)
+
+    def every_tenant(self) -> tuple[str, ...]:
+        """Every tenant that ever submitted: the tenants partition's tenant rows (``RowKey lt '~'``)."""
+        with storage_call("list the tenants"):
+            return tuple(str(e["RowKey"]) for e in self.table.query_entities(
+                "PartitionKey eq @pk and RowKey lt @end", parameters={"pk": TENANTS_PARTITION, "end": JOB_ROWS_END},
+                select=["RowKey", "kind"],
+            ) if e.get("kind") == KIND_TENANT)
+
+    # -- the busy tenants (platform45) -------------------------------------------------------------------------
+    @contextmanager
+    def _marking(self, tenant: str, adds_index_row: bool) -> Iterator[None]:
+        """Name ``tenant`` busy after a write that adds an index row: after it, whatever it answered (but a call
+        that never went), so a reaper that found the tenant's index empty before the row existed removes the busy
+        row only on an ETag this upsert has not changed yet, and one that removes it first sees it written again.
+        Best effort: a failure is logged, and the daily sweep, which reads every unfinished job, marks it again."""
+        try:
+            yield
+        except StorageUnavailable as err:
+            if adds_index_row and err.maybe_applied:
+                self._mark_quietly(tenant)
+            raise
+        except Exception:
+            if adds_index_row:
+                self._mark_quietly(tenant)  # a 412 may be the SDK's retry of a write that committed
+            raise
+        if adds_index_row:
+            self._mark_quietly(tenant)
+
+    def _mark_quietly(self, tenant: str) -> None:
+        """Name the tenant busy unless this process did within ``BUSY_MARK_CACHE_SECONDS``: its mark still covers
+        the write, since the reaper removes a mark only once it is ``BUSY_STALE_SECONDS`` old."""
+        table = self.table
+        marked = _MARKED_TENANTS.setdefault(table, {})
+        now = utcnow()
+        last = marked.get(tenant)
+        if last is not None and (now - last).total_seconds() < BUSY_MARK_CACHE_SECONDS:
+            return
+        try:
+            self.mark_busy(tenant, now)
+        except ThematiqError as err:
+            log.error("tenant %s: could not name it busy (%s); the daily sweep does", tenant, type(err).__name__)
+            return
+        marked[tenant] = now
+
+    def mark_busy(self, tenant: str, at: datetime | None = None) -> None:
+        with storage_call("name the tenant busy"):
+            self.table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": BUSY_ROW_PREFIX + tenant, "kind": KIND_BUSY,
+                 "marked_at": at or utcnow()},
+                mode=UpdateMode.MERGE,
+            )
+
+    def busy_mark(self, tenant: str) -> TenantMark:
+        try:
+            with storage_call("read a busy tenant"):
+                e = self.table.get_entity(TENANTS_PARTITION, BUSY_ROW_PREFIX + tenant)
+        except NotFound:
+            return TenantMark(tenant, None, gone=True)
+        return _mark_of(tenant, e)
+
+    def unmark_busy(self, mark: TenantMark) -> TenantMark:
+        """Delete the busy row on the ETag it was read with (EtagMismatch if it changed). A row already gone is
+        what was asked: the SDK takes a 404 as deleted, which is also what its retry of a delete that committed
+        gets."""
+        with storage_call("remove an idle tenant"):
+            self.table.delete_entity(TENANTS_PARTITION, BUSY_ROW_PREFIX + mark.tenant, etag=mark.etag,
+                                     match_condition=MatchConditions.IfNotModified)
+        return TenantMark(mark.tenant, None, gone=True)
+
+    def has_active(self, tenant: str) -> bool:
+        with storage_call("look at the active-jobs index"):
+            rows = self.table.query_entities(
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                parameters={"pk": tenant, **prefix_range(ACTIVE_ROW_PREFIX)}, select=["RowKey"], results_per_page=1,
+            ).by_page()
+            return bool(list(next(rows, [])))
+
+    def mark_busy_seeded(self, at: datetime) -> None:
+        self._mark_sweep_row("busy_seeded_at", at)
+
+    def mark_orphans_dated(self, at: datetime) -> None:
+        self._mark_sweep_row("orphans_dated_at", at)
+
+    def _mark_sweep_row(self, column: str, at: datetime) -> None:
+        with storage_call(f"record {column} on the sweep row"):
+            self.table.upsert_entity(
+                {"PartitionKey": TENANTS_PARTITION, "RowKey": SWEEP_ROW, "kind": KIND_SWEEP, column: at},
+                mode=UpdateMode.MERGE,
+            )
 
     def mark_chunks_moved(self, at: datetime | None) -> None:
         # On the sweep row (MERGE: its swept_at stays), read with the tenants at no extra cost. None clears it (an
@@ -366,20 +491,30 @@ class JobStore:
                 mode=UpdateMode.MERGE,
             )
 
-    def active(self, tenants: Iterable[str], on_error: Callable[[str, Exception], None]) -> Iterator[Job]:
+    def active(
+        self, tenants: Iterable[str], on_error: Callable[[str, Exception], None],
+        on_idle: Callable[[str], None] | None = None,
+    ) -> Iterator[Job]:
         """The unfinished jobs of ``tenants``, through the active-jobs index: per tenant one RowKey-range query
         of its index rows, then its job rows ``ACTIVE_ROWS_PER_QUERY`` at a time. No cross-partition scan,
         and no finished row comes back. A tenant that cannot be read goes to ``on_error`` and the others go on;
         an unreadable row is logged and skipped; an index row whose job finished or is gone (only a bug or a
-        hand edit leaves one) is removed."""
+        hand edit leaves one) is removed. A tenant whose index named no unfinished job (and no row that could not
+        be read) goes to ``on_idle``."""
         for tenant in tenants:
+            held: set[str] = set()
             try:
-                yield from self._active_of(tenant)
+                for job in self._active_of(tenant, held):
+                    held.add(job.id)
+                    yield job
             except ThematiqError as err:
                 log.warning("could not read the active jobs of tenant %s (%s)", tenant, type(err).__name__)
                 on_error(tenant, err)
+                continue
+            if not held and on_idle is not None:
+                on_idle(tenant)
 
-    def _active_of(self, tenant: str) -> Iterator[Job]:
+    def _active_of(self, tenant: str, held: set[str]) -> Iterator[Job]:
         ids: list[str] = []
         unsent: dict[str, datetime] = {}
         with storage_call("read the active-jobs index"):
@@ -395,6 +530,7 @@ class JobStore:
                         unsent[job_id] = e[_UNSENT_FOR]
                 else:
                     log.error("skipping unreadable index row %s/%s", tenant, e.get("RowKey"))
+                    held.add(str(e.get("RowKey")))
         for part, entities in self._by_ids(tenant, ids, _PUBLIC_COLUMNS, "read active jobs"):
             seen: set[str] = set()
             for entity in entities:
@@ -404,6 +540,7 @@ class JobStore:
                 except (KeyError, TypeError, ValueError) as err:
                     log.error("skipping unreadable job row %s/%s (%s)", tenant, entity.get("RowKey"),
                               type(err).__name__)
+                    held.add(str(entity.get("RowKey")))
                     continue
                 if job.status.terminal:
                     self._drop_stray(tenant, job.id)
@@ -452,7 +589,7 @@ class JobStore:
         row = _active_row(tenant, job_id)
         if unsent_for is not None:
             row[_UNSENT_FOR] = unsent_for
-        with storage_call("write an active-index row"):
+        with self._marking(tenant, True), storage_call("write an active-index row"):
             self.table.upsert_entity(row, mode=UpdateMode.MERGE)
 
     def reindex(self, jobs: Iterable[Job]) -> int:
@@ -493,7 +630,7 @@ class JobStore:
             raise ValueError("update needs the ETag the job was read with")
         entity = {"PartitionKey": job.tenant, "RowKey": job.id, **_update_fields(changes)}
         index_op = _index_op(job, changes.get("status"))
-        with storage_call("update job"):
+        with self._marking(job.tenant, index_op is not None and index_op[0] == "upsert"), storage_call("update job"):
             if index_op is None:
                 meta = self._merge(entity, job.etag)
             else:

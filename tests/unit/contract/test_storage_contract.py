@@ -175,6 +175,28 @@ def test_stale_etag_update_and_delete_are_412(backend: Backend) -> None:
     assert _status(exc) == (404, "ResourceNotFound")
 
 
+def test_an_upsert_between_a_read_and_a_conditional_delete_wins_as_the_busy_tenants_need(backend: Backend) -> None:
+    """The busy tenants (shared.core.lifecycle.Lifecycle.idle_tenant): the reaper deletes a mark on the ETag it read;
+    a writer's upsert after that read must make the delete a 412, and one after the delete must write the row again.
+    The index run reads the marks as the range from ``~`` on, which holds no tenant row."""
+    t = backend.table()
+    mark = {"PartitionKey": "~tenants", "RowKey": "~busy-a"}
+    cond = {"match_condition": MatchConditions.IfNotModified}
+    t.upsert_entity({"PartitionKey": "~tenants", "RowKey": "a", "kind": "tenant"})
+    t.upsert_entity(mark | {"kind": "busy"}, mode=UpdateMode.MERGE)
+    read = t.get_entity("~tenants", "~busy-a").metadata["etag"]
+    t.upsert_entity(mark | {"kind": "busy"}, mode=UpdateMode.MERGE)  # the writer's mark, after the reaper's read
+    with pytest.raises(ResourceModifiedError) as exc:
+        t.delete_entity("~tenants", "~busy-a", etag=read, **cond)
+    assert _status(exc) == (412, "UpdateConditionNotSatisfied")
+    fresh = t.get_entity("~tenants", "~busy-a").metadata["etag"]
+    t.delete_entity("~tenants", "~busy-a", etag=fresh, **cond)
+    t.delete_entity("~tenants", "~busy-a", etag=fresh, **cond)  # a retry of a delete that committed: no error
+    t.upsert_entity(mark | {"kind": "busy"}, mode=UpdateMode.MERGE)  # a mark after the delete writes it again
+    rows = t.query_entities("PartitionKey eq @pk and RowKey ge @lo", parameters={"pk": "~tenants", "lo": "~"})
+    assert [e["RowKey"] for e in rows] == ["~busy-a"]
+
+
 def test_etag_changes_on_every_write(backend: Backend) -> None:
     t = backend.table()
     key = {"PartitionKey": "p", "RowKey": "r"}

@@ -465,3 +465,82 @@ def test_chunk_rows_tenant_reads_a_stage_and_a_chunk_where_it_writes_them_first(
     assert not backend.stores.chunks.get(TENANT, split, STAGE, 1).legacy  # moved: found at the new key next
     assert [(c.index, c.legacy) for c in backend.stores.chunks.list_stage(TENANT, split, STAGE)] == [
         (0, False), (1, False), (2, False), (3, True)]
+
+
+def _expired_with_legacy_rows(backend: Backend) -> str:
+    """A finished job whose two chunk rows are of the layout before (finished too, so the move may take them)."""
+    from shared.core.jobs import JobError
+    from shared.core.lifecycle import Ending
+
+    j = submit(backend).job
+    life = Lifecycle(backend.stores)
+    claimed = life.claim(backend.stores.jobs.get(TENANT, j.id, with_input=True), 1).row
+    assert life.finish(claimed, Ending(Status.FAILED, JobError.of("X", "y"))).applied
+    _write_legacy(backend, _chunks(j.id, 2, legacy=True, status=ChunkStatus.SUCCEEDED))
+    return j.id
+
+
+def _expire(backend: Backend, job_id: str) -> bool:
+    from datetime import timedelta
+
+    from shared.core.jobs import utcnow
+    from shared.core.names import job_prefix
+
+    return Lifecycle(backend.stores).expire(job(backend, job_id), job_prefix(TENANT, job_id),
+                                            utcnow() + timedelta(seconds=1), moving=True)
+
+
+def _rows_of(backend: Backend, job_id: str) -> list[str]:
+    table = _store(backend).table
+    return sorted(str(e["RowKey"]) for e in table.query_entities(
+        "PartitionKey eq @pk", parameters={"pk": chunk_partition(TENANT, job_id)}))
+
+
+def test_a_move_whose_job_was_expired_while_it_held_the_rows_deletes_its_copies(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sweeps at once (platform45): one's move has read the rows, the other's retention deletes the job whole,
+    then the move copies. The copies had no job and nothing deleted them; now the move reads the job's row after
+    its copies and deletes them when it is gone."""
+    j = _expired_with_legacy_rows(backend)
+    store = _store(backend)
+    real = store._move
+    expired: list[bool] = []
+
+    def retention_first(rows: list[Any]) -> int:
+        if not expired:
+            expired.append(_expire(backend, j))  # the other sweep, between this move's query and its copy
+        return real(rows)
+
+    monkeypatch.setattr(store, "_move", retention_first)
+    store.move_legacy(TENANT)
+    assert expired == [True]
+    with pytest.raises(NotFound):
+        job(backend, j)
+    assert _rows_of(backend, j) == []
+
+
+def test_a_copy_made_after_retentions_look_and_before_the_jobs_row_went_is_deleted_by_retention(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order: the move read the rows before retention looked, copies after that look, and reads the job's
+    row before retention deletes it. Retention looks at the job's partition again after the row (while the move
+    runs), and the copies go then."""
+    j = _expired_with_legacy_rows(backend)
+    store = _store(backend)
+    held = list(store.table.query_entities(
+        "PartitionKey eq @pk and RowKey lt @end and kind eq @kind",
+        parameters={"pk": TENANT, "end": "~", "kind": "chunk"}))  # the move's query, before retention
+    assert len(held) == 2
+    delete = backend.stores.jobs.delete
+    moved: list[int] = []
+
+    def move_first(row: Any) -> None:
+        if not moved:
+            moved.append(store._move(held))  # copies, old rows already gone (404), the job's row still there
+            assert len(_rows_of(backend, j)) == 2
+        delete(row)
+
+    monkeypatch.setattr(backend.stores.jobs, "delete", move_first)
+    assert _expire(backend, j)
+    assert moved and _rows_of(backend, j) == []
