@@ -179,9 +179,6 @@ class Blobs(Protocol):
     def written(self, prefix: str | None = None) -> list[tuple[str, datetime]]:
         """Every blob's name (under ``prefix``) and when it was last written (one listing)."""
 
-    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
-        """Names ending with ``suffix`` last written in [``since``, ``before``) (one listing of the container)."""
-
 
 @dataclass(frozen=True)
 class Stores:

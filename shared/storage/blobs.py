@@ -102,11 +102,6 @@ class BlobStore:
             return [(b.name, b.last_modified) for b in self.container.list_blobs(name_starts_with=prefix)
                     if b.last_modified is not None]
 
-    def older(self, suffix: str, before: datetime, since: datetime | None = None) -> list[str]:
-        """Blobs named ``…suffix`` last written before ``before`` (and not before ``since``): one listing."""
-        return [name for name, at in self.written()
-                if name.endswith(suffix) and at < before and (since is None or at >= since)]
-
     def size(self, name: str) -> int | None:
         """The blob's size, or None if there is none (one listing call)."""
         with storage_call("stat blob"):
