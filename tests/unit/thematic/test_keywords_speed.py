@@ -133,3 +133,15 @@ def test_scrub_without_an_address_marker_is_the_regex_answer() -> None:
         assert scrub(t) == K._ADDRESS_RE.sub(" , ", plain), t
         skipped += "@" not in plain and "://" not in plain and "www." not in plain.lower()
     assert 100 < skipped < len(texts) - 100  # both paths are exercised
+
+
+def test_current_stopwords_are_stopwords_for_the_job_languages() -> None:
+    # Remembered per languages tuple as set (issue 27): the very list stopwords_for gives, in any context and order.
+    from pipelines.thematic.stopwords import stopwords_for
+
+    assert lang.current_stopwords() is stopwords_for("en")
+    for langs in (("en", "de"), ("de", "en"), ("ja",), ("en", "de")):
+        with lang.keyword_languages(langs):
+            assert lang.current_stopwords() is stopwords_for(*langs)
+            assert lang.current_stopwords() is lang.current_stopwords()
+    assert lang.current_stopwords() is stopwords_for("en")
