@@ -67,10 +67,15 @@ NO_ANSWER_PHRASES: Final = {
 #: other punctuation alone ("?????", "!!!") stays gibberish.
 NO_ANSWER_MARKS: Final = frozenset("-._ \u2010\u2011\u2012\u2013\u2014\u2015")  # ASCII and Unicode dashes
 #: A pasted link is an answer a reader can follow: a scheme or www., or a host under a common top-level domain.
+_TLDS: Final = "com|org|net|edu|gov|io|co|uk|de|fr|eu|app|dev|me|ly|info"
 URL_RE: Final = re.compile(
     r"(?i)\b(?:https?://|www\.)\S+"
-    r"|\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:com|org|net|edu|gov|io|co|uk|de|fr|eu|app|dev|me|ly|info)\b(?:/\S*)?"
+    r"|\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:" + _TLDS + r")\b(?:/\S*)?"
 )
+#: What every match of URL_RE holds besides "://" or "www." (any case): a dot, a top-level domain and a word edge, the
+#: end of its host. A search for this literal-led pattern is ~20x cheaper than URL_RE's, whose host branch starts at
+#: every word (see :func:`has_url`).
+_TLD_RE: Final = re.compile(r"(?i)\.(?:" + _TLDS + r")\b")
 #: Letter rows of the QWERTY, QWERTZ and AZERTY keyboards: three or more neighbouring keys of one row, either way
 #: ("qwe", "asdfgh", "lkjh"), are mashing, not a word.
 KEYBOARD_ROWS: Final = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "qwertzuiop", "yxcvbnm", "azertyuiop", "qsdfghjklm",
@@ -220,6 +225,13 @@ def _marked_letter(text: str) -> bool:
     return any(unicodedata.category(c).startswith("M") and p.isalpha() and not _latin(p) for p, c in pairwise(text))
 
 
+def has_url(text: str) -> bool:
+    """``URL_RE`` finds a link in ``text``; the regex runs only on a text holding "://", "www." or a dot before a
+    top-level domain (:data:`_TLD_RE`), as each of its matches does (issue 27: ~8 µs an answer, most answers have
+    none)."""
+    return ("://" in text or "www." in text.lower() or _TLD_RE.search(text) is not None) and bool(URL_RE.search(text))
+
+
 def is_gibberish(text: str) -> bool:
     """Keyboard mashing and noise: no real words, or mostly unpronounceable ones.
 
@@ -228,7 +240,7 @@ def is_gibberish(text: str) -> bool:
     answer is not gibberish: "TV", "Thx", "SMS", "ok", "App", "I did" and a
     pasted link are answers (:func:`_real_word`, :data:`URL_RE`).
     """
-    if URL_RE.search(text):
+    if has_url(text):
         return False
     # Accents off (as near_key does) so that "stürzt" has its vowel: the tests below count a-e-i-o-u-y only.
     read = [_word(w) for w in WORD_RE.findall(text)]

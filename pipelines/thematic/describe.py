@@ -708,7 +708,11 @@ def _expand_word(
         # Any spelling counts: "fees" is said as "delivery fee" too.
         if (stem in stems[n_t]) if stems is not None else any(" " not in p and _stem(p) == stem for p in ps):
             uses += 1
-            longer.update(p for p in ps if " " in p and p.count(" ") <= 2 and any(_stem(v) == stem for v in p.split()))
+            # ``stem in p`` first: a stem is a prefix of its word (keywords._stem cuts an ending off), so a phrase
+            # holding a word of this stem holds the stem; the substring test drops most keys before the word-by-word
+            # stems (issue 27: the same phrases, in the same order).
+            longer.update(p for p in ps if stem in p and " " in p and p.count(" ") <= 2
+                          and any(_stem(v) == stem for v in p.split()))
     n = max(1, len(texts))
     best = [
         (f * (1 + max((said[v] / n for v in p.split() if _stem(v) != stem), default=0.0)), -len(p), p)

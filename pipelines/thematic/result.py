@@ -97,7 +97,10 @@ class _Model(BaseModel):
     def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         model = handler(data)
         if isinstance(data, dict) and isinstance(model, _Model):
-            model._given = tuple(k for k in data if k in cls.model_fields)
+            # model_fields read once: on the class it is a property (~1.5 µs a read), and this runs for every
+            # part of a result (issue 27: ~6,000 per 2,000 answers).
+            fields = cls.model_fields
+            model._given = tuple(k for k in data if k in fields)
         return model
 
     @model_serializer(mode="wrap")

@@ -161,3 +161,20 @@ def test_clean_equals_the_plain_loop() -> None:
     assert got == want
     statuses = {r.status for r in got}
     assert statuses == {"ok", *C.REASONS}, statuses
+
+
+def test_has_url_is_the_regex_answer() -> None:
+    # has_url searches URL_RE only where "://", "www." or a dot before a top-level domain is: the same answer, also
+    # for the letters the case-insensitive regex folds (the Kelvin sign for "k", dotted and dotless i) and near misses.
+    links = ["www.example.com", "WWW.EXAMPLE", "see HTTPS://x", "ftp://host", "example.COM", "shop.co.UK/basket",
+             "bbc.co.\u212a", "site.\u0130O", "site.\u0131o", "my-site.info/page", "a.b.c.de", "x.dev", "me.ly",
+             "example.company", "e.g. the co", "U.S. economy", "file.txt", "v1.2.3", "no link here", "dot.com.",
+             "-.com", "_x.org", "café.fr", "end.", "www", "http:/x", "user@mail.net", "3.14 io"]
+    rng = random.Random(45)
+    words = ["the", "refund", "arrived", ".", ",", "late", "co", "uk"]
+    texts = links + [" ".join(rng.choice(words + links) for _ in range(rng.randint(1, 10))) for _ in range(400)]
+    found = 0
+    for t in texts:
+        assert C.has_url(t) == bool(C.URL_RE.search(t)), t
+        found += C.has_url(t)
+    assert 50 < found < len(texts) - 50

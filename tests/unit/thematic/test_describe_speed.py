@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+
+import pytest
 
 from pipelines.thematic import describe as D
+from pipelines.thematic import keywords
 from pipelines.thematic.keywords import analyse
 from tests.support.thematic_data import feedback
 
@@ -43,3 +47,43 @@ def test_memoised_terms_equal_the_plain_computation_in_every_language_context() 
     with L.keyword_languages(("en", "zh")):
         zh = K.terms("客服态度很好")
     assert "客服" in zh and K.terms("客服态度很好") != zh  # English outside: the memo does not leak a context
+
+
+def _plain_longer(word: str, texts: list[keywords.Analysed]) -> Counter[str]:
+    # _expand_word's count of longer phrases as it was before issue 27's substring test.
+    stem = D._stem(word)
+    longer: Counter[str] = Counter()
+    for t in texts:
+        if any(" " not in p and D._stem(p) == stem for p in t.keys):
+            longer.update(p for p in t.keys if " " in p and p.count(" ") <= 2 and any(D._stem(v) == stem
+                                                                                       for v in p.split()))
+    return longer
+
+
+def test_expand_word_counts_the_phrases_the_plain_filter_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The substring test before the stems (a stem is a prefix of its lower-case word) keeps every phrase, in order.
+    items, _ = feedback(per_theme=12)
+    extra = ["Die Rückerstattungen kamen nicht an", "ÄRGER mit der Rückerstattung", "İstanbul flights delayed",
+             "delayed flights again", "the fees and the delivery fee", "charged fees twice", "Straße gesperrt"]
+    texts = [analyse(t) for t in [it["text"] for it in items] + extra]
+    seen: list[Counter[str]] = []
+    real = D._fitting
+
+    def fitting(best: Any, ts: Any, fallback: str) -> str:
+        seen.append(Counter({p: f for f, _, p in best}))
+        return real(best, ts, fallback)
+
+    monkeypatch.setattr(D, "_fitting", fitting)
+    words = sorted({p for a in texts for p in a.keys if " " not in p})
+    kept = 0
+    for w in words:
+        seen.clear()
+        D._expand_word(w, texts)
+        plain = _plain_longer(w, texts)
+        uses = sum(D._stem(w) in {D._stem(p) for p in a.keys if " " not in p} for a in texts)
+        want = {p: f for p, f in plain.items()
+                if f >= max(2, D.LABEL_EXPAND_SHARE * uses) and any(D._stem(v) != D._stem(w) and v != "not"
+                                                                    for v in p.split())}
+        assert set(seen[0]) == set(want), w
+        kept += len(want)
+    assert kept > 20

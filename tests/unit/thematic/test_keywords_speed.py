@@ -115,3 +115,33 @@ def test_analyse_and_terms_equal_the_plain_loops_in_every_language_context() -> 
                 assert K._terms.__wrapped__(t, stop, lang.current_languages()) == _plain_terms(t, stop), (langs, t)
     assert multi > 10_000  # spans of several words are exercised
     assert cjk > 100  # and CJK tokens
+
+
+def test_scrub_without_an_address_marker_is_the_regex_answer() -> None:
+    # scrub skips _ADDRESS_RE when the text holds no "@", "://" nor "www." (any case): the same text either way,
+    # also for the spellings the case-insensitive regex matches ("WWW.", "HTTPS://") and for near misses.
+    addresses = ["www.example.com", "WWW.Example.COM/path", "wWw.x.org", "HTTPS://a.b/c?d=e", "http://x", "ftp://y.z",
+                 "me@mail.com", "First.Last+tag@sub.example.co.uk", "a@b", "@handle", "ww.example.com", "www example",
+                 "mail at example dot com", "https:/broken", "\\nthe", "C:\\temp\\new", "ſtraße@ſ.de", "Ｗｗｗ.x.com"]
+    rng = random.Random(45)
+    words = ["refund", "the", "card", "not", "arrived", ",", ".", "café", "客服", "42"]
+    texts = [*_texts(), *addresses]
+    texts += [" ".join(rng.choice(words + addresses) for _ in range(rng.randint(1, 12))) for _ in range(400)]
+    skipped = 0
+    for t in texts:
+        plain = K._ESCAPE_RE.sub(" ", t) if "\\" in t else t
+        assert scrub(t) == K._ADDRESS_RE.sub(" , ", plain), t
+        skipped += "@" not in plain and "://" not in plain and "www." not in plain.lower()
+    assert 100 < skipped < len(texts) - 100  # both paths are exercised
+
+
+def test_current_stopwords_are_stopwords_for_the_job_languages() -> None:
+    # Remembered per languages tuple as set (issue 27): the very list stopwords_for gives, in any context and order.
+    from pipelines.thematic.stopwords import stopwords_for
+
+    assert lang.current_stopwords() is stopwords_for("en")
+    for langs in (("en", "de"), ("de", "en"), ("ja",), ("en", "de")):
+        with lang.keyword_languages(langs):
+            assert lang.current_stopwords() is stopwords_for(*langs)
+            assert lang.current_stopwords() is lang.current_stopwords()
+    assert lang.current_stopwords() is stopwords_for("en")
