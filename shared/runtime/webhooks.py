@@ -43,6 +43,8 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.webhooks import (
+    IN_FLIGHT_AFTER,
+    IN_FLIGHT_DUE,
     SWEEP_AFTER,
     UnresolvedHost,
     UnsafeUrl,
@@ -488,7 +490,13 @@ class WebhookSender:
             indexed = self.index.keys()
             rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
             for job in rows:
-                if job.callback_url and job.status.terminal and index_key(job.tenant, job.id) not in indexed:
+                if not (job.callback_url and job.status.terminal):
+                    continue
+                key = index_key(job.tenant, job.id)
+                due_at = indexed.get(key)
+                # No row, or a row still waiting for the terminal write (its "make due" write failed, or a host
+                # from before review45x finished the job after this sweep set the row in flight).
+                if key not in indexed or (due_at is not None and due_at > now + IN_FLIGHT_AFTER):
                     self.index.put_index_row(IndexRow(job.tenant, job.id, due_at=now))
                     report.healed += 1
             self.index.set_cursor(healed_at=now)
@@ -506,7 +514,18 @@ class WebhookSender:
             report.removed += 1
             return
         if not job.status.terminal:
-            self.index.put_index_row(replace(row, due_at=now + SWEEP_AFTER))
+            # In flight (queued, parked, running): not due again until its terminal write makes it due, so a tenant's
+            # jobs in flight never take its share of the sweep (review45x: every 5 minutes each took one of its 10
+            # looks a run, and a tenant with 10,000 of them had a finished job's lost message wait 3.5 days).
+            # Write, then read (as ``shared.core.fairness`` does): a terminal write that landed after our read of
+            # the job, and made the row due before our write, is seen by this second read.
+            self.index.put_index_row(replace(row, due_at=IN_FLIGHT_DUE))
+            try:
+                again = self.stores.jobs.get(row.tenant, row.job_id)
+            except NotFound:
+                again = None
+            if again is None or again.status.terminal:
+                self.index.put_index_row(replace(row, due_at=now))  # ended meanwhile: the next run looks at it
             return
         attempts = job.callback_attempts
         fresh = row.seen != attempts
