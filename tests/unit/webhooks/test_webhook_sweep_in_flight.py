@@ -138,8 +138,13 @@ def test_the_terminal_write_makes_the_row_due_before_the_message_goes(backend: B
     saved = list(core._MARK_DUE)
     core.register_index(factory)
     send = backend.stores.messages.send
+
+    def sent(message: object, delay: object = None) -> None:
+        order.append("send")
+        send(message, delay)  # type: ignore[arg-type]
+
     try:
-        backend.stores.messages.send = lambda m, d=None: (order.append("send"), send(m, d))[1]  # type: ignore[method-assign]
+        backend.stores.messages.send = sent  # type: ignore[method-assign]
         assert Lifecycle(backend.stores).finish(claimed.with_changes(owner=None), Ending(Status.SUCCEEDED)).applied
     finally:
         core._MARK_DUE[:] = saved
