@@ -57,6 +57,7 @@ from shared.core.webhooks import (
     sign,
 )
 from shared.observability import telemetry
+from shared.runtime.webhook_circuit import NOT_TRIED, ReceiverCircuit
 from shared.storage.sealed import Unsealable
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
@@ -291,6 +292,7 @@ class WebhookSender:
         transport: Transport = post,
         send: Callable[[WebhookMessage, float], None] | None = None,
         clock: Callable[[], float] = time.time,
+        circuit: ReceiverCircuit | None = None,
     ) -> None:
         self.stores = stores
         self.index = WebhookStore.of(self.stores)
@@ -300,6 +302,8 @@ class WebhookSender:
         #: How a delivery is queued (``delay`` seconds invisible): the stores' message port by default.
         self.send = send or self._enqueue
         self.clock = clock
+        #: This instance's view of the tenants' receivers (``shared.runtime.webhook_circuit``), on the platform clock.
+        self.circuit = circuit or ReceiverCircuit()
 
     def _enqueue(self, message: WebhookMessage, delay: float) -> None:
         self.stores.messages.send(message, timedelta(seconds=delay) if delay > 0 else None)
@@ -330,6 +334,23 @@ class WebhookSender:
         if job.callback_attempts >= msg.attempt:
             return "stale-attempt"  # this attempt is recorded already (a re-sent or duplicated message)
         started = msg.first_at or self.clock()
+        # The tenant's circuit (review45x): an attempt to a receiver that failed or was slow recently is let through
+        # only now and then; the rest are recorded as not tried, below, without holding the sender.
+        host = (urllib.parse.urlsplit(job.callback_url).hostname or "").lower()
+        ticket = self.circuit.admit(job.tenant, host)
+        if ticket is None:
+            return self._failed(job, msg, started, DeliveryOutcome(False, NOT_TRIED))
+        verdict: list[bool] = []
+        try:
+            return self._attempt(job, msg, started, verdict)
+        finally:
+            # Also when recording raised: the tenant's probe place is given back, and what the receiver did counts.
+            self.circuit.done(ticket, verdict[0] if verdict else None)
+
+    def _attempt(self, job: Job, msg: WebhookMessage, started: float, verdict: list[bool]) -> str:
+        """One real attempt; appends to ``verdict`` what it says about the receiver (nothing: a refusal, or the
+        signing secrets unavailable)."""
+        assert job.callback_url is not None  # handle() returned before for a job without one
         unsigned: str | None = None
         try:
             try:
@@ -362,6 +383,8 @@ class WebhookSender:
             outcome = DeliveryOutcome(False, failed) if failed else self._post(job, msg, url, addresses, keys)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
             outcome = DeliveryOutcome(False, f"failed: could not send ({type(err).__name__})")
+        if unsigned is None and not outcome.detail.startswith("refused:"):
+            verdict.append(outcome.ok)
         telemetry.event(
             "callback.delivery", job_id=job.id, tenant=job.tenant, attempt=msg.attempt, ok=outcome.ok,
             detail=outcome.detail, ms=round((time.monotonic() - t0) * 1000),
@@ -370,6 +393,10 @@ class WebhookSender:
             return "delivered" if self._settle(job, WebhookStatus.DELIVERED, msg, None) else "stale-attempt"
         if outcome.detail.startswith("refused:"):
             return "refused" if self._settle(job, WebhookStatus.FAILED, msg, outcome.detail) else "stale-attempt"
+        return self._failed(job, msg, started, outcome)
+
+    def _failed(self, job: Job, msg: WebhookMessage, started: float, outcome: DeliveryOutcome) -> str:
+        """A failed attempt (or one not tried): a dead letter once its 24 h are over, else recorded and retried."""
         if self.clock() - started >= DEADLINE_SECONDS:
             gave_up = self._settle(job, WebhookStatus.FAILED, msg, f"gave up after 24 h: {outcome.detail}")
             return "dead-letter" if gave_up else "stale-attempt"
