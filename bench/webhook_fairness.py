@@ -17,6 +17,7 @@ storage operations per delivery attempt and per webhook.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import heapq
 import itertools
 import os
@@ -188,12 +189,67 @@ def simulate(circuit: bool, dead: int, places: int, hours: float, every: float) 
     }
 
 
+def sweep_in_flight(in_flight: int, before: bool) -> dict[str, float]:
+    """One tenant with ``in_flight`` jobs with webhooks still running (their rows looked at once already, as the
+    sweep does), then one of its jobs ends and its first message is lost: how long until the sweep re-sends it,
+    and the sweep's storage operations a run. ``before``: rows of jobs in flight due again every 5 minutes and no
+    "due" write at the terminal write (the sweep before review45x, emulated on today's code)."""
+    from shared.core.lifecycle import Ending, Lifecycle
+    from shared.storage.webhook_store import IndexRow, WebhookStore
+
+    sim = Sim(True, 1)
+    store = WebhookStore.of(sim.stores)
+    now = sim.fake.clock.now()
+    jobs = []
+    for i in range(in_flight):
+        jid = new_job_id(int(now.timestamp() * 1000) - 1000 - i)
+        store.put_index_row(IndexRow("busy", jid, due_at=now))
+        jobs.append(sim.stores.jobs.create(Job(
+            tenant="busy", id=jid, pipeline="echo", status=Status.RUNNING, params={}, created_at=now, available_at=now,
+            max_attempts=3, callback_url="https://ok.example.com/h", callback_status="pending")))
+    sender = WebhookSender(sim.stores, send=lambda m, d: None)
+    saved = list(core._MARK_DUE)
+    if before:
+        put = sender.index.put_index_row
+
+        def put_as_before(row: IndexRow) -> None:
+            if row.due_at == core.IN_FLIGHT_DUE:
+                row = IndexRow(row.tenant, row.job_id, sim.fake.clock.now() + core.SWEEP_AFTER, row.seen,
+                               row.seen_at, row.sweeps)
+            put(row)
+
+        sender.index.put_index_row = put_as_before  # type: ignore[method-assign]
+        core._MARK_DUE.clear()
+    try:
+        for _ in range(-(-in_flight // 10)):  # the first pass over the rows (each looked at once)
+            sim.fake.clock.advance(300.5)
+            sender.sweep()
+        ended = jobs[len(jobs) // 2]
+        claimed = sim.stores.jobs.get(ended.tenant, ended.id, with_input=True)
+        lost = dataclasses.replace(sim.stores, messages=type("Lost", (), {"send": lambda self, m, d=None: None})())
+        Lifecycle(lost).finish(claimed.with_changes(owner=None), Ending(Status.SUCCEEDED))
+        t_end = sim.fake.clock.now()
+        ops_before, n_runs = sim.fake.ops(), 0
+        while True:
+            sim.fake.clock.advance(300.5)
+            n_runs += 1
+            if ended.id in sender.sweep().resent or n_runs > 20_000:
+                break
+        ops = sum((sim.fake.ops() - ops_before).values())
+        return {"hours": (sim.fake.clock.now() - t_end).total_seconds() / 3600, "runs": n_runs,
+                "ops_per_run": ops / n_runs}
+    finally:
+        core._MARK_DUE[:] = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dead", type=int, default=1000, help="jobs of the tenant whose receiver never answers")
     ap.add_argument("--places", type=int, default=5, help="deliveries at once (batchSize + newBatchThreshold)")
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--every", type=float, default=600.0, help="seconds between the other tenant's jobs ending")
+    ap.add_argument("--in-flight", type=int, default=10_000, help="one tenant's jobs in flight, for the sweep part")
+    ap.add_argument("--skip-circuit", action="store_true", help="only the sweep part")
     args = ap.parse_args()
     print(f"CPU: {cpu()}; load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print(f"simulated: {args.dead} dead-receiver jobs at t=0, another tenant's job every {args.every:g} s for "
@@ -201,7 +257,8 @@ def main() -> None:
           f"answer {ANSWER_SECONDS * 1000:g} ms, a storage request {OP_SECONDS * 1000:g} ms "
           f"(circuit: {webhook_circuit.HOST_FAILURES} failures, probes {webhook_circuit.COOLDOWN_BASE:g}.."
           f"{webhook_circuit.COOLDOWN_CAP:g} s, tenant gap {webhook_circuit.PROBE_GAP:g} s)")
-    for label, on in (("before (every attempt tried)", False), ("after (per-tenant circuit)", True)):
+    for label, on in (() if args.skip_circuit else (("before (every attempt tried)", False),
+                                                      ("after (per-tenant circuit)", True))):
         r = simulate(on, args.dead, args.places, args.hours, args.every)
         print(f"{label}:")
         print(f"  other tenant: {r['others_delivered']}/{r['others']} first deliveries; delay first "
@@ -209,6 +266,10 @@ def main() -> None:
         print(f"  dead tenant: {r['dead_attempts']} attempts (tried or not), {r['dead_sender_hours']:.2f} sender-hours, "
               f"{r['dead_ops_per_attempt']:.2f} storage ops per attempt")
         print(f"  other tenant: {r['other_ops_per_delivery']:.2f} storage ops per delivery; sim wall {r['wall_s']:.1f} s")
+    print(f"sweep: one tenant with {args.in_flight} jobs in flight, one of them ends and its first message is lost:")
+    for label, before in (("before (in-flight rows due every 5 min)", True), ("after (in flight: never due)", False)):
+        w = sweep_in_flight(args.in_flight, before)
+        print(f"  {label}: re-sent after {w['hours']:.2f} h ({w['runs']} runs), {w['ops_per_run']:.1f} storage ops a run")
 
 
 if __name__ == "__main__":
