@@ -170,7 +170,7 @@ class Lifecycle:
             telemetry.record_transition(after)
             if after.status.terminal:
                 # Its completion webhook, after the terminal write landed, through the stores' queue port.
-                webhooks.job_ended(after, self.stores.messages.send)
+                webhooks.job_ended(after, self.stores.messages.send, webhooks.mark_due_of(self.stores))
                 # Its tenant's fairness slot, to the tenant's oldest parked job (best effort; the reaper repairs).
                 fairness.job_ended(self.stores, after, self.send)
 

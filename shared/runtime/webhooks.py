@@ -43,6 +43,8 @@ from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.webhooks import (
+    IN_FLIGHT_AFTER,
+    IN_FLIGHT_DUE,
     SWEEP_AFTER,
     UnresolvedHost,
     UnsafeUrl,
@@ -55,6 +57,7 @@ from shared.core.webhooks import (
     sign,
 )
 from shared.observability import telemetry
+from shared.runtime.webhook_circuit import NOT_TRIED, ReceiverCircuit
 from shared.storage.sealed import Unsealable
 from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
 
@@ -289,6 +292,7 @@ class WebhookSender:
         transport: Transport = post,
         send: Callable[[WebhookMessage, float], None] | None = None,
         clock: Callable[[], float] = time.time,
+        circuit: ReceiverCircuit | None = None,
     ) -> None:
         self.stores = stores
         self.index = WebhookStore.of(self.stores)
@@ -298,6 +302,8 @@ class WebhookSender:
         #: How a delivery is queued (``delay`` seconds invisible): the stores' message port by default.
         self.send = send or self._enqueue
         self.clock = clock
+        #: This instance's view of the tenants' receivers (``shared.runtime.webhook_circuit``), on the platform clock.
+        self.circuit = circuit or ReceiverCircuit()
 
     def _enqueue(self, message: WebhookMessage, delay: float) -> None:
         self.stores.messages.send(message, timedelta(seconds=delay) if delay > 0 else None)
@@ -328,6 +334,23 @@ class WebhookSender:
         if job.callback_attempts >= msg.attempt:
             return "stale-attempt"  # this attempt is recorded already (a re-sent or duplicated message)
         started = msg.first_at or self.clock()
+        # The tenant's circuit (review45x): an attempt to a receiver that failed or was slow recently is let through
+        # only now and then; the rest are recorded as not tried, below, without holding the sender.
+        host = (urllib.parse.urlsplit(job.callback_url).hostname or "").lower()
+        ticket = self.circuit.admit(job.tenant, host)
+        if ticket is None:
+            return self._failed(job, msg, started, DeliveryOutcome(False, NOT_TRIED))
+        verdict: list[bool] = []
+        try:
+            return self._attempt(job, msg, started, verdict)
+        finally:
+            # Also when recording raised: the tenant's probe place is given back, and what the receiver did counts.
+            self.circuit.done(ticket, verdict[0] if verdict else None)
+
+    def _attempt(self, job: Job, msg: WebhookMessage, started: float, verdict: list[bool]) -> str:
+        """One real attempt; appends to ``verdict`` what it says about the receiver (nothing: a refusal, or the
+        signing secrets unavailable)."""
+        assert job.callback_url is not None  # handle() returned before for a job without one
         unsigned: str | None = None
         try:
             try:
@@ -360,6 +383,8 @@ class WebhookSender:
             outcome = DeliveryOutcome(False, failed) if failed else self._post(job, msg, url, addresses, keys)
         except Exception as err:  # noqa: BLE001 - a transport that raises is one failed attempt, never a stuck one
             outcome = DeliveryOutcome(False, f"failed: could not send ({type(err).__name__})")
+        if unsigned is None and not outcome.detail.startswith("refused:"):
+            verdict.append(outcome.ok)
         telemetry.event(
             "callback.delivery", job_id=job.id, tenant=job.tenant, attempt=msg.attempt, ok=outcome.ok,
             detail=outcome.detail, ms=round((time.monotonic() - t0) * 1000),
@@ -368,6 +393,10 @@ class WebhookSender:
             return "delivered" if self._settle(job, WebhookStatus.DELIVERED, msg, None) else "stale-attempt"
         if outcome.detail.startswith("refused:"):
             return "refused" if self._settle(job, WebhookStatus.FAILED, msg, outcome.detail) else "stale-attempt"
+        return self._failed(job, msg, started, outcome)
+
+    def _failed(self, job: Job, msg: WebhookMessage, started: float, outcome: DeliveryOutcome) -> str:
+        """A failed attempt (or one not tried): a dead letter once its 24 h are over, else recorded and retried."""
         if self.clock() - started >= DEADLINE_SECONDS:
             gave_up = self._settle(job, WebhookStatus.FAILED, msg, f"gave up after 24 h: {outcome.detail}")
             return "dead-letter" if gave_up else "stale-attempt"
@@ -488,7 +517,13 @@ class WebhookSender:
             indexed = self.index.keys()
             rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
             for job in rows:
-                if job.callback_url and job.status.terminal and index_key(job.tenant, job.id) not in indexed:
+                if not (job.callback_url and job.status.terminal):
+                    continue
+                key = index_key(job.tenant, job.id)
+                due_at = indexed.get(key)
+                # No row, or a row still waiting for the terminal write (its "make due" write failed, or a host
+                # from before review45x finished the job after this sweep set the row in flight).
+                if key not in indexed or (due_at is not None and due_at > now + IN_FLIGHT_AFTER):
                     self.index.put_index_row(IndexRow(job.tenant, job.id, due_at=now))
                     report.healed += 1
             self.index.set_cursor(healed_at=now)
@@ -506,7 +541,18 @@ class WebhookSender:
             report.removed += 1
             return
         if not job.status.terminal:
-            self.index.put_index_row(replace(row, due_at=now + SWEEP_AFTER))
+            # In flight (queued, parked, running): not due again until its terminal write makes it due, so a tenant's
+            # jobs in flight never take its share of the sweep (review45x: every 5 minutes each took one of its 10
+            # looks a run, and a tenant with 10,000 of them had a finished job's lost message wait 3.5 days).
+            # Write, then read (as ``shared.core.fairness`` does): a terminal write that landed after our read of
+            # the job, and made the row due before our write, is seen by this second read.
+            self.index.put_index_row(replace(row, due_at=IN_FLIGHT_DUE))
+            try:
+                again = self.stores.jobs.get(row.tenant, row.job_id)
+            except NotFound:
+                again = None
+            if again is None or again.status.terminal:
+                self.index.put_index_row(replace(row, due_at=now))  # ended meanwhile: the next run looks at it
             return
         attempts = job.callback_attempts
         fresh = row.seen != attempts

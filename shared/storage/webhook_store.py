@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from azure.data.tables import UpdateMode
 
+from shared.core import webhooks
 from shared.core.errors import NotFound
+from shared.core.ports import Stores
 from shared.core.webhooks import Secret, SecretSet
 from shared.storage import sealed
 from shared.storage.errors import storage_call
@@ -166,13 +168,23 @@ class WebhookStore(OnJobsTable):
             elif not token:
                 return  # the last page: nothing due after it
 
-    def keys(self) -> set[str]:
-        """Every row key of the index (the daily heal's view of what is indexed)."""
+    def keys(self) -> dict[str, datetime | None]:
+        """Every row key of the index and its ``due_at`` (the daily heal's view of what is indexed, and of which
+        rows still wait for their job's terminal write)."""
         with storage_call("list the webhook index"):
-            return {str(e["RowKey"]) for e in self.table.query_entities(
-                "PartitionKey eq @pk and RowKey lt @hi", parameters={"pk": WEBHOOK_PARTITION, "hi": CURSOR_ROW},
-                select=["RowKey"],
-            )}
+            return {str(e["RowKey"]): (e.get("due_at") if isinstance(e.get("due_at"), datetime) else None)
+                    for e in self.table.query_entities(
+                        "PartitionKey eq @pk and RowKey lt @hi", parameters={"pk": WEBHOOK_PARTITION, "hi": CURSOR_ROW},
+                        select=["RowKey", "due_at"],
+                    )}
+
+    def mark_due(self, tenant: str, job_id: str, due_at: datetime) -> None:
+        """The job ended: its row is due at ``due_at`` (a MERGE upsert of ``due_at`` alone, keeping what the sweep
+        noted; a row that was removed meanwhile is written again whole, and the sweep removes it if settled)."""
+        entity = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": index_key(tenant, job_id), "kind": KIND_WEBHOOK,
+                  "tenant": tenant, "job_id": job_id, "due_at": due_at}
+        with storage_call("make a webhook-index row due"):
+            self.table.upsert_entity(entity, mode=UpdateMode.MERGE)
 
     def cursor(self) -> SweepCursor:
         """Where the last sweep whose budget ran out stopped, each tenant's resume point, the last heal."""
@@ -281,5 +293,11 @@ def active_secrets(store: WebhookStore, tenant: str) -> SecretSet:
     stored = store.secrets(tenant)
     return with_deployment_secret(stored, deployment_secret(stored), get_settings().default_tenant)
 
+
+def _mark_due(stores: Stores) -> Callable[[str, str, datetime], None]:
+    return WebhookStore.of(stores).mark_due
+
+
+webhooks.register_index(_mark_due)
 
 __all__ = ["IndexRow", "WebhookStore", "active_secrets", "deployment_secret", "index_key"]

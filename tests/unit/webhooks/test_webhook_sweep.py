@@ -147,11 +147,11 @@ def test_a_submission_with_a_webhook_is_indexed_before_its_job_row(
     backend.faults.disarm()
     assert len(store.keys()) == 1
     backend.clock.advance(runtime.window(0).total_seconds() + 1)
-    assert Recorder().sender(backend).sweep().removed == 1 and store.keys() == set()
+    assert Recorder().sender(backend).sweep().removed == 1 and set(store.keys()) == set()
     # Accepted: indexed, and the stored URL is the normalised one.
     job = service.submit("local", body.replace("com/h", "com/café").encode(), None).job
     assert job.callback_url == "https://hooks.example.com/caf%C3%A9"
-    assert store.keys() == {index_key("local", job.id)}
+    assert set(store.keys()) == {index_key("local", job.id)}
 
 
 def test_a_finished_jobs_webhook_goes_through_the_stores_message_port(backend: Backend) -> None:
