@@ -4,7 +4,7 @@ A newcomer follows README.md and docs/*.md to files: a path that was moved or re
 tiers, a module moved to another layer) sends them to nothing, and nothing else fails when it happens. This reads
 every single-backticked word that starts with one of the repository's own top-level folders or files
 (``shared/core/lifecycle.py``, ``tests/unit/``, ``host.json``) or with one of its packages as a dotted name
-(``shared.llm.scope_to_job``), and every relative Markdown link, and checks each exists. Placeholders (``<area>``,
+(``shared.llm.scope_to_job``), and every relative Markdown link with its heading anchor, and checks each exists. Placeholders (``<area>``,
 ``{id}``, ``…``, ``*``) and what bootstrap or a run creates (git-ignored) are not checked.
 """
 
@@ -60,7 +60,7 @@ GENERATED = (
     "tools/swagger-ui/node_modules",
 )
 _TICK = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+_LINK = re.compile(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)")
 _PLACEHOLDER = re.compile(r"[<>{}…*$]|\.\.\.")
 
 
@@ -101,6 +101,23 @@ KNOWN = {
 }
 
 
+def anchors(doc: Path) -> set[str]:
+    """The heading anchors GitHub gives a Markdown file (lower case, punctuation dropped, spaces to hyphens, -1, -2
+    for repeats), headings inside fenced code not counted."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
 def stale_refs(doc: Path) -> list[str]:
     text = doc.read_text(encoding="utf-8")
     stale = []
@@ -113,11 +130,14 @@ def stale_refs(doc: Path) -> list[str]:
             if not resolves(word.rstrip("()")):
                 stale.append(word)
     for m in _LINK.finditer(text):
-        target = m.group(1)
+        target, anchor = m.group(1), m.group(2)
         if re.match(r"[a-z]+:", target) or _PLACEHOLDER.search(target):
             continue
-        if not (doc.parent / target).exists():
+        linked = doc.parent / target if target else doc
+        if not linked.exists():
             stale.append(f"link {target}")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            stale.append(f"link {target}#{anchor}")
     return stale
 
 
@@ -125,13 +145,14 @@ def test_the_check_finds_a_moved_path_and_a_moved_name(tmp_path: Path) -> None:
     doc = tmp_path / "x.md"
     doc.write_text(
         "See `shared/core/lifecycle.py`, `shared/lifecycle.py`, `tests/e2e/conftest.host_env`, `tests/e2e/conftest.nope`, `tests/unit/<area>/`, `shared.sdk.errors.Cancelled`,"
-        " `shared.errors.Cancelled` and [gone](nowhere.md).\n"
+        " `shared.errors.Cancelled`, [gone](nowhere.md), [here](#a-heading), [there](#no-heading).\n## A heading\n"
     )
     assert stale_refs(doc) == [
         "shared/lifecycle.py",
         "tests/e2e/conftest.nope",
         "shared.errors.Cancelled",
         "link nowhere.md",
+        "link #no-heading",
     ]
 
 
