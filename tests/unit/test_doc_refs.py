@@ -4,8 +4,8 @@ A newcomer follows README.md and docs/*.md to files: a path that was moved or re
 tiers, a module moved to another layer) sends them to nothing, and nothing else fails when it happens. This reads
 every single-backticked word that starts with one of the repository's own top-level folders or files
 (``shared/core/lifecycle.py``, ``tests/unit/``, ``host.json``) or with one of its packages as a dotted name
-(``shared.llm.scope_to_job``), and every relative Markdown link with its heading anchor, and checks each exists. Placeholders (``<area>``,
-``{id}``, ``…``, ``*``) and what bootstrap or a run creates (git-ignored) are not checked.
+(``shared.llm.scope_to_job``), and every relative Markdown link with its heading anchor, and checks each exists.
+Placeholders (``<area>``, ``{id}``, ``…``, ``*``) and what bootstrap or a run creates (git-ignored) are not checked.
 """
 
 from __future__ import annotations
