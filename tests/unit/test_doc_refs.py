@@ -5,7 +5,8 @@ tiers, a module moved to another layer) sends them to nothing, and nothing else 
 every single-backticked word that starts with one of the repository's own top-level folders or files
 (``shared/core/lifecycle.py``, ``tests/unit/``, ``host.json``) or with one of its packages as a dotted name
 (``shared.llm.scope_to_job``), every backticked test function name, and every relative Markdown link with its
-heading anchor, and checks each exists. Placeholders (``<area>``, ``{id}``, ``…``, ``*``) and what bootstrap or a run creates (git-ignored) are not checked.
+heading anchor, and checks each exists. Placeholders (``<area>``, ``{id}``, ``…``, ``*``) and what bootstrap or a
+run creates (git-ignored) are not checked.
 """
 
 from __future__ import annotations
