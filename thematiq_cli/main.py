@@ -21,12 +21,14 @@ from . import __version__
 from .client import DEFAULT_URL, ApiError, Client, CliError
 from .inputs import load_responses, parse_params
 from .render import (
+    RESULT_FORMATS,
     breakdown_table,
     comparison_table,
     elapsed_between,
     impact_table,
     job_details,
     job_list,
+    result_formats,
     themes_table,
     write_responses,
 )
@@ -139,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("result", "download a job's result")
     s.add_argument("job_id", metavar="ID")
-    s.add_argument("--format", "-f", choices=["json", "md", "csv", "xlsx", "codebook"], default="json")
+    s.add_argument("--format", "-f", choices=RESULT_FORMATS, default="json")
     s.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     s.set_defaults(func=cmd_result)
 
@@ -250,7 +252,7 @@ def report_outcome(job: dict[str, Any], io: Io) -> int:
     took_text = f" in {took}" if took else ""
     if status == "succeeded":
         io.note(f"job {job_id} succeeded{took_text}.")
-        io.note(f"  result: thematiq result {job_id} --format json|md|csv"
+        io.note(f"  result: thematiq result {job_id} --format {result_formats(job.get('pipeline'))}"
                 + (f"   themes: thematiq themes {job_id}" if job.get("pipeline") == "thematic" else ""))
         return EXIT_OK
     err = job.get("error") or {}

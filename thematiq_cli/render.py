@@ -75,6 +75,16 @@ def job_list(items: Sequence[dict[str, Any]]) -> str:
     return table(["ID", "PIPELINE", "STATUS", "PROGRESS", "CREATED", "ERROR"], rows)
 
 
+#: ``thematiq result --format`` choices: what the thematic pipeline's result downloads as (the service's own list is
+#: ``json`` plus the pipeline's renderers and exports; other pipelines may offer only ``json``).
+RESULT_FORMATS = ("json", "md", "csv", "xlsx", "codebook")
+
+
+def result_formats(pipeline: object) -> str:
+    """The ``--format`` values to suggest for a job of ``pipeline``: all of them for thematic, else ``json``."""
+    return "|".join(RESULT_FORMATS) if pipeline == "thematic" else "json"
+
+
 def job_details(job: dict[str, Any]) -> str:
     """A readable summary of one job (``--json`` gives the raw document instead)."""
     p = job.get("progress") or {}
@@ -101,7 +111,7 @@ def job_details(job: dict[str, Any]) -> str:
         lines.append("usage      " + ", ".join(f"{k}={v}" for k, v in sorted(job["usage"].items())))
     result = (job.get("links") or {}).get("result")
     if result:
-        lines.append(f"result     {result}  (thematiq result {job.get('id')} [--format json|md|csv])")
+        lines.append(f"result     {result}  (thematiq result {job.get('id')} [--format {result_formats(job.get('pipeline'))}])")
     return visible("\n".join(lines))
 
 
