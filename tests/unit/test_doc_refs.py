@@ -96,14 +96,7 @@ def _path_exists(word: str) -> bool:
 
 #: Stale references in docs that other work owns, each with why it stays for now; remove an entry when its doc is
 #: fixed (the test then holds the fix).
-KNOWN = {
-    # a bench script of branch speed40, named as where the number came from; it was never merged
-    ("docs/embedding-speed.md", "bench/curve_threads.py"),
-    # shared.llm imports the client lazily; the class is shared.llm.client.LLMClient
-    ("docs/thematic.md", "shared.llm.LLMClient"),
-    # the test of the generic-partner rule, reverted with the rule (1d47f23); the study that names it stays
-    ("docs/labels.md", "test test_a_lone_generic_word_is_never_joined_to_a_partner_of_generic_words"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def anchors(doc: Path) -> set[str]:
