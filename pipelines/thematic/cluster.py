@@ -1313,7 +1313,7 @@ def broad_level(x: F32, labels: I64, k: int, *, seed: int) -> tuple[list[int], l
     return [ren.setdefault(v, len(ren)) for v in groups], rows
 
 
-def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple[I64, list[int]]:
+def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int, threads: int = 1) -> tuple[I64, list[int]]:
     """Sub-themes inside each theme, for k <= ``BROAD_MAX``: (sub-theme index per point, parent theme per sub-theme).
 
     A theme with >= 2 x ``min_size`` members is split into the 2..``SUB_MAX``
@@ -1322,11 +1322,17 @@ def sub_level(x: F32, labels: I64, k: int, *, min_size: int, seed: int) -> tuple
     ``min_size`` are folded into the nearest sibling. Smaller themes and
     themes without internal structure stay one sub-theme. Points with label
     < 0 get -1.
+
+    ``threads``: the themes' splits are independent units (:mod:`.parallel`; each seeds its own generator from
+    ``seed`` and the theme), so the result is the same at any count (speed45: ~0.15 s of k-means in 384
+    dimensions per 2,000 answers, which ran on the calling thread while the second core idled).
     """
     sub = -np.ones(len(x), dtype=np.int64)
     parent_of: list[int] = []
     members = [np.flatnonzero(labels == t) for t in range(k)]
-    splits = [_sub_split(x, m, t, min_size, seed) for t, m in enumerate(members)]
+    with Units(threads, name="thematiq-sublevel") as units:
+        pending = [units.submit(_sub_split, x, m, t, min_size, seed) for t, m in enumerate(members)]
+        splits = [u.result() for u in pending]
     for t, (m, best_lab) in enumerate(zip(members, splits, strict=True)):
         if len(m) == 0:
             continue

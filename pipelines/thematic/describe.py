@@ -1210,8 +1210,10 @@ def build_levels(
     min_size: int,
     seed: int,
     embed: Embed | None,
+    threads: int = 1,
 ) -> Levels:
-    """Both levels, always: group many themes into 3-12 broad ones, or split few themes into sub-themes."""
+    """Both levels, always: group many themes into 3-12 broad ones, or split few themes into sub-themes
+    (``threads``: the sub-theme splits' units, :func:`.cluster.sub_level`; the same result at any count)."""
     from . import cluster as K
 
     k = len(themes)
@@ -1234,7 +1236,7 @@ def build_levels(
         if embed is not None:
             name_parents(parents, children, {th.id: th for th in themes}, texts, used)
         return Levels("parents", "themes", parents=parents, children=children, scores=scores)
-    sub, parent_of = K.sub_level(emb, labels, k, min_size=min_size, seed=seed)
+    sub, parent_of = K.sub_level(emb, labels, k, min_size=min_size, seed=seed, threads=threads)
     subthemes: list[ThemeInfo] = []
     sub_of = [-1] * len(labels)
     theme_by_index = {i: th for th in themes for i in [index_of.get(th.id, -1)] if i >= 0}

@@ -276,7 +276,7 @@ def _describe(ctx: PipelineContext, s: RunState) -> _Described:
             themes, labels, centroids = _llm_merge(s.client, themes, labels, s.emb, s.texts, usage)
             merges += [{"into": th.id, "merged": th.merged_from, "by": "llm"} for th in themes if th.merged_from]
     levels = describing.build_levels(themes, labels, s.emb, s.texts, min_size=p.min_theme_size, seed=p.seed,
-                                     embed=phrase_embed)
+                                     embed=phrase_embed, threads=stage_threads())
     return themes, labels, usage, levels, merges, centroids
 
 

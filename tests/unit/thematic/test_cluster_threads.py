@@ -29,7 +29,7 @@ def blobs(n: int, k: int, d: int, seed: int, spread: float = 0.5) -> np.ndarray:
 
 
 def unit_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(("thematiq-cluster", "test-units"))]
+    return [t for t in threading.enumerate() if t.name.startswith(("thematiq-cluster", "thematiq-sublevel", "test-units"))]
 
 
 def same_clustering(a: K.Clustering, b: K.Clustering) -> None:
@@ -193,3 +193,18 @@ def test_a_neighbour_block_holds_only_its_own_rows() -> None:
     x = blobs(3000, 5, 16, 0)
     got = K._neighbour_block(x, 5, 0, 64)
     assert got.shape == (64, 5) and (got.base is None or got.base.nbytes <= got.nbytes)
+
+
+def test_sub_themes_on_two_threads_are_bit_identical() -> None:
+    # speed45: each theme's split is a unit, so some run on the worker thread.
+    x = blobs(1200, 24, 32, 7, spread=0.3)
+    labels = np.arange(1200, dtype=np.int64) % 6  # 6 themes, each a mixture of the 24 blobs
+    labels[:5] = -1  # outliers keep -1
+    one = K.sub_level(x, labels, 6, min_size=10, seed=2, threads=1)
+    two = K.sub_level(x, labels, 6, min_size=10, seed=2, threads=2)
+    three = K.sub_level(x, labels, 6, min_size=10, seed=2, threads=3)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[0], three[0])
+    assert one[1] == two[1] == three[1]
+    assert len(one[1]) > 6 and (one[0][:5] == -1).all()  # some theme was split; outliers untouched
+    assert not unit_threads()
