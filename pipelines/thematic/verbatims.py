@@ -22,7 +22,7 @@ from shared.sdk import (
 )
 
 from . import derive
-from .insight import GROUP_LABEL_CHARS, OTHER_VALUES, meta_text
+from .insight import GROUP_LABEL_CHARS, OTHER_VALUES, meta_text, synthetic_of
 from .validate import responses_of
 
 #: ``missing=KEY`` and ``other_values=KEY`` (schema 1.6): the responses of a breakdown's synthetic groups, which no
@@ -161,8 +161,24 @@ def _synthetic_groups(doc: Mapping[str, Any], rows: list[Joined], f: Mapping[str
                            f"{', '.join(x[:40] for x in fields) or 'none'})")
         meta = {str(r.item.get("id")): r.item.get("metadata") for r in rows}
         pooled = {rid for rid, g in derive.group_of(doc, meta, key).items() if g is OTHER_VALUES}
+        # The filter regroups with today's rules; a document made by older ones (before schema 1.6 an undeclared
+        # 0-10 field was NPS groups, a real "(missing)" merged with the synthetic group) can pool another set than
+        # the one its table shows. Listing that set under the table's "other values" n would mislead, so say so.
+        stored = _stored_other_n(doc, key)
+        if stored != len(pooled):
+            raise _unknown("other_values", f"this result's 'other values' group of {key[:40]!r} has n {stored}, but "
+                           f"today's grouping pools {len(pooled)} responses (the breakdown was made by older rules); "
+                           "a codebook edit or a rerun recomputes the breakdowns")
         tests.append(lambda r: str(r.item.get("id")) in pooled)
     return tests
+
+
+def _stored_other_n(doc: Mapping[str, Any], key: str) -> int:
+    """The n of the stored breakdown by ``key``'s "other values" group (0 when it has none)."""
+    for b in doc.get("breakdowns") or []:
+        if str(b.get("field")) == key:
+            return sum(int(g.get("n") or 0) for g in b.get("groups") or [] if synthetic_of(g) == "other")
+    return 0
 
 
 def to_row(r: Joined, labels: Labels) -> ResponseRow:

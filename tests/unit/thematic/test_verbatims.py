@@ -412,3 +412,23 @@ def test_csv_gives_each_rows_broad_theme_so_it_alone_gives_a_broad_themes_count(
         assert {r["broad_label"] for r in rows if r["broad_id"] == p["id"]} == {p["label"]}
     _, plain = synthetic_job(30, seed=2)
     assert "broad_id" not in render_csv(plain, items)[1].decode().splitlines()[0]
+
+
+def test_other_values_of_a_breakdown_made_by_older_rules_is_refused_not_listed_under_its_n() -> None:
+    # review45p: the filter regroups with today's rules. A stored "other values" group whose n is not what they
+    # pool (a document made by older grouping rules) would list a set the table does not count: a 422 naming it.
+    from pipelines.thematic import derive
+
+    items, doc = synthetic_job(300, seed=4)
+    rare = [f"rare {k}" for k in range(10)]
+    for n, it in enumerate(items):
+        it["metadata"]["plan"] = rare[(n // 5) % 10] if n % 5 == 0 else it["metadata"]["plan"]
+    doc["run"]["params"] = {"breakdown_by": ["plan"], "min_group_size": 20}
+    meta = {str(it["id"]): it["metadata"] for it in items}
+    doc["breakdowns"] = derive.derived(doc, meta, breakdown_by=["plan"]).breakdowns
+    other = next(g for g in doc["breakdowns"][0]["groups"] if g["synthetic"] == "other")
+    assert page(doc, items, _q(other_values="plan")).usable == other["n"] > 0  # today's document: listed
+    other["n"] -= 3  # as older rules would have counted it
+    with pytest.raises(ValidationFailed) as err:
+        page(doc, items, _q(other_values="plan"))
+    assert err.value.errors[0]["field"] == "other_values" and "older rules" in err.value.errors[0]["message"]
