@@ -156,10 +156,12 @@ def webhook_secrets() -> WebhookSecrets:
 @bp.route(route="webhooks/secrets", methods=["POST"], auth_level=AUTH_LEVEL)
 @api_handler
 def create_webhook_secret(req: func.HttpRequest) -> func.HttpResponse:
-    secret = webhook_secrets().create(tenant_of(req))
-    # The value is shown once, here; listing never shows it.
+    tenant = tenant_of(req)
+    created = webhook_secrets().create_once(tenant, _idempotency_key(req), req.get_body() or b"")
+    secret = created.row
+    # The value is shown here (and to a replay of the same Idempotency-Key: 200); listing never shows it.
     body = {"id": secret.id, "secret": secret.value, "created_at": secret.created_at.isoformat()}
-    return json_response(201, body, {"Cache-Control": "no-store"})
+    return json_response(201 if created.applied else 200, body, {"Cache-Control": "no-store"})
 
 
 @bp.function_name("list_webhook_secrets")

@@ -409,9 +409,21 @@ def _create_webhook_secret() -> dict[str, Any]:
     return {
         "operationId": "create_webhook_secret",
         "summary": "A new webhook signing secret for the caller's tenant (a rotation starts; its value is shown once)",
-        "parameters": [_TENANT],
+        "parameters": [
+            _TENANT,
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": "The same key and body, within 24 h of the creation and while that secret is active, "
+                "return the same secret, value included (200); another body is 409. Without it each call creates one.",
+                "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_RE.pattern},
+            },
+        ],
         "responses": {
             "201": {"description": "The new secret; deliveries are signed with it and the old one until revoked.",
+                    "content": {"application/json": {"schema": _SECRET_CREATED}}},
+            "200": {"description": "Idempotent replay: the secret created earlier with this Idempotency-Key.",
                     "content": {"application/json": {"schema": _SECRET_CREATED}}},
             **_problems(400, 409, *_COMMON),
         },

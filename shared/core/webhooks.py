@@ -51,6 +51,9 @@ SWEEP_AFTER = timedelta(minutes=5)
 #: share (review45x: each was looked at every 5 minutes). A row past ``now + IN_FLIGHT_AFTER`` is such a row.
 IN_FLIGHT_DUE = datetime(3000, 1, 1, tzinfo=UTC)
 IN_FLIGHT_AFTER = timedelta(days=365)
+#: How long a ``POST /webhooks/secrets`` Idempotency-Key is remembered: on the secret it created, for this long after
+#: its creation (and never after the secret is revoked). Past it the same key creates a new secret.
+SECRET_IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
 
 class UnsafeUrl(ValueError):
@@ -118,6 +121,21 @@ class Secret:
     id: str
     value: str
     created_at: datetime
+    #: sha256 (hex) of the Idempotency-Key that created it, never the key itself; None without one.
+    key_hash: str | None = None
+    #: sha256 (hex) of the body sent with that key: a replay must send the same.
+    request_hash: str | None = None
+
+
+def idempotency_hash(key: str) -> str:
+    """What a secret stores of its Idempotency-Key (inside the sealed row): a hash, so the key itself is kept nowhere."""
+    return hashlib.sha256(b"thematiq/webhook-secret-key\0" + key.encode()).hexdigest()
+
+
+def created_with_key(current: SecretSet, key_hash: str, now: datetime) -> Secret | None:
+    """The active secret an Idempotency-Key created within :data:`SECRET_IDEMPOTENCY_WINDOW` of ``now``, or None."""
+    return next((s for s in current.secrets
+                 if s.key_hash == key_hash and now - s.created_at < SECRET_IDEMPOTENCY_WINDOW), None)
 
 
 @dataclass(frozen=True)
@@ -137,8 +155,9 @@ class SecretSet:
         return next((s for s in self.secrets if s.id == secret_id), None)
 
 
-def new_secret(now: datetime) -> Secret:
-    return Secret(id="whs_" + _secrets.token_hex(6), value="whsec_" + _secrets.token_urlsafe(32), created_at=now)
+def new_secret(now: datetime, key_hash: str | None = None, request_hash: str | None = None) -> Secret:
+    return Secret(id="whs_" + _secrets.token_hex(6), value="whsec_" + _secrets.token_urlsafe(32), created_at=now,
+                  key_hash=key_hash, request_hash=request_hash)
 
 
 def plan_rotation(current: SecretSet, secret: Secret) -> dict[str, Any] | None:
@@ -146,9 +165,19 @@ def plan_rotation(current: SecretSet, secret: Secret) -> dict[str, Any] | None:
 
     Refuses a third active secret: a rotation ends by revoking the old one, so a caller can
     never silently drop the secret its receivers still check.
+
+    With an Idempotency-Key (``secret.key_hash``): None too when the row already holds the secret that key created
+    (an earlier call's, whose answer was lost, or a concurrent one's), which the caller then answers again; 409
+    naming the header when that call sent another body. Checked before the limit, so a replay is never refused.
     """
     if current.find(secret.id) is not None:
         return None
+    if secret.key_hash is not None:
+        earlier = created_with_key(current, secret.key_hash, secret.created_at)
+        if earlier is not None:
+            if earlier.request_hash != secret.request_hash:
+                raise Conflict("this Idempotency-Key was used with a different request body", field="Idempotency-Key")
+            return None
     if len(current.secrets) >= MAX_ACTIVE_SECRETS:
         raise Conflict(
             f"{MAX_ACTIVE_SECRETS} secrets are active: revoke one (DELETE /api/webhooks/secrets/{{id}}) first",

@@ -235,14 +235,15 @@ class WebhookStore(OnJobsTable):
         else:
             # Written before secrets were sealed: read as stored; the next rotation or revocation seals the row.
             items = json.loads(str(e.get("secrets") or "[]"))
-        stored = tuple(Secret(str(i["id"]), str(i["value"]), _utc(str(i["created_at"]))) for i in items)
+        stored = tuple(Secret(str(i["id"]), str(i["value"]), _utc(str(i["created_at"])),
+                              _optional(i.get("ik")), _optional(i.get("rh"))) for i in items)
         return SecretSet(tenant, stored, e.metadata.get("etag"), str(e.get("op") or "") or None)
 
     def write_secrets(self, current: SecretSet, fields: dict[str, Any]) -> SecretSet:
         """Insert (no row yet) or MERGE on ``current.etag``; EtagMismatch when someone else wrote first."""
         secrets: tuple[Secret, ...] = fields["secrets"]
         plain = json.dumps(
-            [{"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()} for s in secrets],
+            [_item(s) for s in secrets],
             separators=(",", ":"),
         ).encode()
         # Sealed (envelope-encrypted with WEBHOOK_SECRETS_KEY, bound to this tenant's row): a reader of the table
@@ -255,6 +256,19 @@ class WebhookStore(OnJobsTable):
             meta = self.insert_or_replace(entity, current.etag, "webhook secrets")
         return SecretSet(current.tenant, secrets, meta.get("etag"), fields.get("op"))
 
+
+
+def _item(s: Secret) -> dict[str, str]:
+    """One secret as stored (inside the sealed value): its Idempotency-Key's hash and body hash only when it had one."""
+    item = {"id": s.id, "value": s.value, "created_at": s.created_at.isoformat()}
+    if s.key_hash is not None:
+        item["ik"] = s.key_hash
+        item["rh"] = s.request_hash or ""
+    return item
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _utc(text: str) -> datetime:

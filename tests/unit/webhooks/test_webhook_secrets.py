@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from shared.api.webhook_secrets import WebhookSecrets
-from shared.core.errors import Conflict, NotFound
-from shared.core.webhooks import DEPLOYMENT_SECRET_ID, WebhookMessage, delivery_id
+from shared.core.errors import Conflict, NotFound, StorageUnavailable
+from shared.core.webhooks import DEPLOYMENT_SECRET_ID, Secret, WebhookMessage, delivery_id
 from shared.storage.webhook_store import WebhookStore
 from tests.support.backends import Backend
 from tests.support.webhooks import Recorder, finished_job, public_dns
@@ -179,3 +179,58 @@ def test_a_revocation_whose_answer_is_lost_is_applied_once(backend: Backend, mod
     assert [s.id for s in secrets.list("tenant-a")] == [new.id]
     with pytest.raises(NotFound):
         secrets.revoke("tenant-a", old.id)
+
+
+# -- Idempotency-Key on POST /webhooks/secrets (secrets45) -----------------------------------------------------------
+@pytest.mark.parametrize("mode", ["drop", "commit-5xx", "commit-5xx-unreachable"])
+def test_a_create_whose_answer_is_lost_is_answered_again_for_its_key(backend: Backend, mode: str) -> None:
+    """The client lost the answer (or got a 503 for a write that happened) and retries with the same key: one
+    secret, the same id and value, even with two secrets now active (before secrets45 a second secret, or a 409)."""
+    secrets = WebhookSecrets(backend.stores)
+    old = secrets.create("tenant-a")
+    rule = backend.faults.arm("table", mode, contains="webhook-secrets", count=1)
+    try:
+        first: Secret | None = secrets.create_once("tenant-a", "key-1").row
+    except StorageUnavailable:
+        first = None  # the call could not decide: the client sees a 503 and retries
+    assert rule.hits == 1
+    retry = secrets.create_once("tenant-a", "key-1")
+    assert not retry.applied
+    assert [s.id for s in secrets.list("tenant-a")] == [old.id, retry.row.id]
+    stored = WebhookStore.of(backend.stores).secrets("tenant-a").secrets[1]
+    assert (retry.row.id, retry.row.value) == (stored.id, stored.value)
+    if first is not None:
+        assert (first.id, first.value) == (stored.id, stored.value)
+
+
+def test_a_key_reused_with_another_body_is_a_409_naming_the_header(backend: Backend) -> None:
+    secrets = WebhookSecrets(backend.stores)
+    made = secrets.create_once("tenant-a", "key-1", b"")
+    assert made.applied
+    with pytest.raises(Conflict) as err:
+        secrets.create_once("tenant-a", "key-1", b'{"x":1}')
+    assert err.value.extra["field"] == "Idempotency-Key"
+    assert [s.id for s in secrets.list("tenant-a")] == [made.row.id]
+    # Another tenant's same key is its own: keys are remembered per tenant.
+    assert secrets.create_once("tenant-b", "key-1", b'{"x":1}').applied
+
+
+def test_a_key_is_remembered_for_its_window_and_only_as_a_hash(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    import shared.api.webhook_secrets as module
+    from shared.core.jobs import utcnow
+    from shared.core.webhooks import SECRET_IDEMPOTENCY_WINDOW
+
+    secrets = WebhookSecrets(backend.stores)
+    key = "key-remembered-as-a-hash"
+    made = secrets.create_once("tenant-a", key).row
+    entity = WebhookStore.of(backend.stores).table.get_entity("tenant-a", "~webhook-secrets")
+    assert key not in str(dict(entity)) and made.value not in str(dict(entity))
+    later = utcnow() + SECRET_IDEMPOTENCY_WINDOW + timedelta(seconds=1)
+    monkeypatch.setattr(module, "utcnow", lambda: later)
+    again = secrets.create_once("tenant-a", key)
+    assert again.applied and again.row.id != made.id, "past the window the key creates a new secret"
+    assert len(secrets.list("tenant-a")) == 2
