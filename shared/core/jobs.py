@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -81,10 +82,22 @@ def set_clock(clock: Callable[[], datetime] | None) -> None:
     _clock = clock or (lambda: datetime.now(UTC))
 
 
+_last_id_ms = 0
+_id_lock = threading.Lock()
+
+
 def new_job_id(now_ms: int | None = None) -> str:
-    """28 hex digits; ids sort newest first within a partition (inverted time prefix)."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    return f"{(0xFFFFFFFFFFFF - ms) & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(8)}"
+    """28 hex digits; ids sort newest first within a partition (inverted time prefix).
+
+    Without ``now_ms``, a process's ids are strictly ordered by the call: a second id in the same millisecond takes
+    the next one (at most a few ms ahead of the clock in a burst). The fair-share wait list orders a tenant's parked
+    jobs by this prefix (``fairness.wait_order``), and two submissions in one millisecond were ordered by the
+    random suffix, so the later could run first."""
+    global _last_id_ms
+    if now_ms is None:
+        with _id_lock:
+            now_ms = _last_id_ms = max(int(time.time() * 1000), _last_id_ms + 1)
+    return f"{(0xFFFFFFFFFFFF - now_ms) & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(8)}"
 
 
 @dataclass(frozen=True)
