@@ -1,5 +1,5 @@
 """One tenant's dead receiver and everyone else's webhooks: the other tenants' delivery delay and the operations per
-delivery, without and with the per-tenant receiver circuit (review45x), as a simulation on an injected clock.
+delivery, without and with the per-tenant receiver circuit (webhooks45), as a simulation on an injected clock.
 
     .venv/bin/python bench/webhook_fairness.py [--dead 1000] [--places 5] [--hours 24] [--every 600]
 
@@ -193,7 +193,7 @@ def sweep_in_flight(in_flight: int, before: bool) -> dict[str, float]:
     """One tenant with ``in_flight`` jobs with webhooks still running (their rows looked at once already, as the
     sweep does), then one of its jobs ends and its first message is lost: how long until the sweep re-sends it,
     and the sweep's storage operations a run. ``before``: rows of jobs in flight due again every 5 minutes and no
-    "due" write at the terminal write (the sweep before review45x, emulated on today's code)."""
+    "due" write at the terminal write (the sweep before webhooks45, emulated on today's code)."""
     from shared.core.lifecycle import Ending, Lifecycle
     from shared.storage.webhook_store import IndexRow, WebhookStore
 

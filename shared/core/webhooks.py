@@ -48,7 +48,7 @@ DEPLOYMENT_SECRET_ID = "deployment"  # noqa: S105 - an id, not a secret
 SWEEP_AFTER = timedelta(minutes=5)
 #: The ``due_at`` of the webhook-index row of a job still in flight (queued, parked, running): never due. The
 #: job's terminal write makes it due (:func:`job_ended`), so a tenant's jobs in flight take none of the sweep's
-#: share (review45x: each was looked at every 5 minutes). A row past ``now + IN_FLIGHT_AFTER`` is such a row.
+#: share (webhooks45: each was looked at every 5 minutes). A row past ``now + IN_FLIGHT_AFTER`` is such a row.
 IN_FLIGHT_DUE = datetime(3000, 1, 1, tzinfo=UTC)
 IN_FLIGHT_AFTER = timedelta(days=365)
 #: How long a ``POST /webhooks/secrets`` Idempotency-Key is remembered: on the secret it created, for this long after

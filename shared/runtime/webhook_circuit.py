@@ -4,7 +4,7 @@ places at a time, and only now and then (docs/webhooks.md "Delivery").
 Why: the callbacks queue is one FIFO and an instance runs ``batchSize + newBatchThreshold`` (5) deliveries at once.
 A receiver that never answers holds one of them 15 s per attempt (``EXCHANGE_DEADLINE_SECONDS``), about 30
 attempts per job in its 24 h: a tenant with a thousand such jobs put about 125 sender-hours a day ahead of
-everyone else's messages, and another tenant's first delivery waited behind them (review45x).
+everyone else's messages, and another tenant's first delivery waited behind them (webhooks45).
 
 How: each instance remembers, per tenant and receiver host, how its last real attempts went (in memory: no storage
 operation, nothing to migrate; a new instance learns again within one attempt per host). A host is
@@ -45,7 +45,8 @@ from shared.core.jobs import utcnow
 HOST_FAILURES = 3
 #: A 2xx that took this long or longer counts against its host like a failure (a slow receiver holds the sender).
 SLOW_SECONDS = 5.0
-#: A failing host's probes: one per ``COOLDOWN_BASE * 2**(failures in a row - 1)`` seconds, at most ``COOLDOWN_CAP``.
+#: A failing host's probes: one per ``COOLDOWN_BASE * 2**(failures in a row - HOST_FAILURES)`` seconds, at most
+#: ``COOLDOWN_CAP`` (:func:`cooldown`).
 COOLDOWN_BASE = 30.0
 COOLDOWN_CAP = 900.0
 #: A tenant starts at most one probe per this many seconds (and has at most one in flight) per instance.

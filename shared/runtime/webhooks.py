@@ -334,7 +334,7 @@ class WebhookSender:
         if job.callback_attempts >= msg.attempt:
             return "stale-attempt"  # this attempt is recorded already (a re-sent or duplicated message)
         started = msg.first_at or self.clock()
-        # The tenant's circuit (review45x): an attempt to a receiver that failed or was slow recently is let through
+        # The tenant's circuit (webhooks45): an attempt to a receiver that failed or was slow recently is let through
         # only now and then; the rest are recorded as not tried, below, without holding the sender.
         host = (urllib.parse.urlsplit(job.callback_url).hostname or "").lower()
         ticket = self.circuit.admit(job.tenant, host)
@@ -522,7 +522,7 @@ class WebhookSender:
                 key = index_key(job.tenant, job.id)
                 due_at = indexed.get(key)
                 # No row, or a row still waiting for the terminal write (its "make due" write failed, or a host
-                # from before review45x finished the job after this sweep set the row in flight).
+                # from before webhooks45 finished the job after this sweep set the row in flight).
                 if key not in indexed or (due_at is not None and due_at > now + IN_FLIGHT_AFTER):
                     self.index.put_index_row(IndexRow(job.tenant, job.id, due_at=now))
                     report.healed += 1
@@ -542,7 +542,7 @@ class WebhookSender:
             return
         if not job.status.terminal:
             # In flight (queued, parked, running): not due again until its terminal write makes it due, so a tenant's
-            # jobs in flight never take its share of the sweep (review45x: every 5 minutes each took one of its 10
+            # jobs in flight never take its share of the sweep (webhooks45: every 5 minutes each took one of its 10
             # looks a run, and a tenant with 10,000 of them had a finished job's lost message wait 3.5 days).
             # Write, then read (as ``shared.core.fairness`` does): a terminal write that landed after our read of
             # the job, and made the row due before our write, is seen by this second read.

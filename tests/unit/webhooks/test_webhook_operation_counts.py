@@ -1,4 +1,4 @@
-"""Storage and queue operations per webhook delivery (Azure's bill), before and after review45x.
+"""Storage and queue operations per webhook delivery (Azure's bill), before and after webhooks45.
 
 * A delivery's attempts cost what they cost before: the circuit is in memory (no operation), and an attempt it
   does not let through costs less than a tried one (no secrets read).
@@ -70,7 +70,7 @@ def test_a_job_in_flight_costs_the_sweep_three_operations_not_24_an_hour(backend
         backend.clock.advance(300.5)
         n, _ = _count(backend, sender.sweep)
         on_the_job.append(n - idle)
-    # Before review45x: [2] * 12 (a job read and the row's write every run), 24 an hour.
+    # Before webhooks45: [2] * 12 (a job read and the row's write every run), 24 an hour.
     assert on_the_job == [3] + [0] * 11, on_the_job
     claimed = backend.stores.jobs.get(job.tenant, job.id, with_input=True)
     life = Lifecycle(backend.stores)

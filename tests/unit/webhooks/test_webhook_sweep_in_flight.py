@@ -1,4 +1,4 @@
-"""Jobs in flight take none of the webhook sweep's share (review45x, docs/webhooks.md "Known limits").
+"""Jobs in flight take none of the webhook sweep's share (webhooks45, docs/webhooks.md "Known limits").
 
 Each queued, parked or running job with a webhook used to be looked at every 5 minutes, each look one of its
 tenant's 10 a run: a tenant with many jobs in flight had a finished job's lost message wait until the sweep had
@@ -59,7 +59,7 @@ def test_a_tenants_jobs_in_flight_do_not_delay_its_finished_jobs_lost_message(ba
     jobs = _in_flight(backend, "busy", IN_FLIGHT)
     rec = Recorder()
     sender = rec.sender(backend)
-    # Every row of a job in flight is looked at once (as rows from before review45x are: due every 5 minutes).
+    # Every row of a job in flight is looked at once (as rows from before webhooks45 are: due every 5 minutes).
     looked = sum(r.looked for r in _sweep_every_5_minutes(backend, sender, IN_FLIGHT // runtime.SWEEP_PER_TENANT))
     assert looked == IN_FLIGHT
     # From then on they are never due: the runs look at nothing (before: 10 of them a run, again and again).
@@ -107,7 +107,7 @@ def test_a_job_that_ends_between_the_sweeps_read_and_its_write_is_still_due(back
 
 
 def test_the_daily_heal_makes_due_a_finished_jobs_row_left_in_flight(backend: Backend) -> None:
-    """A terminal write whose "due" write was lost (or made by a host from before review45x after the sweep set
+    """A terminal write whose "due" write was lost (or made by a host from before webhooks45 after the sweep set
     the row in flight) leaves a finished job's row never due: the daily heal finds it."""
     job = finished_job(backend, "t", index=False)
     store = WebhookStore.of(backend.stores)

@@ -1,4 +1,4 @@
-"""One tenant's dead receiver cannot hold up another tenant's first delivery (review45x, docs/webhooks.md "Delivery").
+"""One tenant's dead receiver cannot hold up another tenant's first delivery (webhooks45, docs/webhooks.md "Delivery").
 
 The callbacks queue is one FIFO: a receiver that never answers held the sender 15 s per attempt, so another
 tenant's first delivery queued behind a dead tenant's messages waited 15 s for each of them. The sender's
@@ -110,7 +110,7 @@ def test_another_tenants_first_delivery_goes_out_within_the_bound(
 def test_without_the_circuit_the_other_tenant_waited_for_every_dead_attempt(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same scenario with every attempt tried (the sender before review45x): 15 s per dead message ahead."""
+    """The same scenario with every attempt tried (the sender before webhooks45): 15 s per dead message ahead."""
     _, _, _, delay = _scenario(backend, monkeypatch, circuit=False)
     assert delay >= DEAD_JOBS * DEADLINE > BOUND_SECONDS
 
