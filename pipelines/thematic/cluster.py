@@ -778,8 +778,7 @@ def _new_cuts(x: F32, v: F32, out: I64, eligible: I64, cuts: dict[int, _Cut | No
     ``units``, when given)."""
     new = [(g, np.flatnonzero(out == g), int(rng.integers(1 << 31))) for g in map(int, eligible) if g not in cuts]
     if units is None or units.threads == 1 or len(new) < CUT_UNIT_MIN:
-        for g, m, cut_seed in new:
-            cuts[g] = _cut(x, v, m, cut_seed, restarts)
+        cuts.update(_cuts(x, v, new, restarts))
         return
     # A bisection is small (groups of ~30 at large k): one unit per share of them, not per bisection, so a step
     # synchronises once per thread, not ~k times (every hand-over costs a wake-up, long on a loaded machine).
@@ -790,17 +789,140 @@ def _new_cuts(x: F32, v: F32, out: I64, eligible: I64, cuts: dict[int, _Cut | No
 
 
 def _cuts(x: F32, v: F32, new: list[tuple[int, I64, int]], restarts: int) -> dict[int, _Cut | None]:
-    """:func:`_cut` of each (group, members, seed) of ``new``, by group."""
-    return {g: _cut(x, v, m, cut_seed, restarts) for g, m, cut_seed in new}
+    """:func:`_cut` of each (group, members, seed) of ``new``, by group: the 2-means runs of all of them in lock step
+    (:func:`bisect_many`, bit for bit each one's :func:`spherical_kmeans`)."""
+    subs = bisect_many([x[m] for _, m, _ in new], [cut_seed for _, _, cut_seed in new], restarts, SEARCH_ITER)
+    return {g: _cut(x, v, m, cut_seed, restarts, sub) for (g, m, cut_seed), sub in zip(new, subs, strict=True)}
 
 
-def _cut(x: F32, v: F32, m: I64, seed: int, restarts: int) -> _Cut | None:
+def _cut(x: F32, v: F32, m: I64, seed: int, restarts: int, sub: I64 | None = None) -> _Cut | None:
     """:func:`_bisect_to`'s bisection of the group of members ``m`` (2-means in ``x``, seeded ``seed``) and its
-    distance sums in ``v``, or None when it only peels off fewer than ``SPLIT_MIN // 2`` points."""
-    sub, _ = spherical_kmeans(x[m], 2, seed=seed, n_init=restarts, max_iter=SEARCH_ITER)
+    distance sums in ``v``, or None when it only peels off fewer than ``SPLIT_MIN // 2`` points. ``sub``: the
+    2-means labels when the caller has them (:func:`bisect_many`)."""
+    if sub is None:
+        sub, _ = spherical_kmeans(x[m], 2, seed=seed, n_init=restarts, max_iter=SEARCH_ITER)
     ok = min(int((sub == 0).sum()), int((sub == 1).sum())) >= SPLIT_MIN // 2
     h0, h1 = m[sub == 0], m[sub == 1]  # kept with the cut: every step scores it until it is made
     return (m, sub, (float(len(h1)) - v @ v[h1].sum(axis=0)).astype(np.float32), h0, h1) if ok else None
+
+
+def _pp2(x: F32, rng: np.random.Generator) -> F32:
+    """``kmeans_pp_init(x, 2, rng)``: the same draws and the same operations, without the distance update after the
+    last centre (a prefix would need it, a one-off draw of two centres does not)."""
+    n = x.shape[0]
+    centers = np.empty((2, x.shape[1]), dtype=np.float32)
+    centers[0] = x[int(rng.integers(n))]
+    d = np.maximum(1.0 - x @ centers[0], 0.0)
+    total = float(d.sum())
+    centers[1] = x[int(rng.integers(n)) if total <= 0 else weighted_draw(rng, d / total)]
+    return centers
+
+
+#: The one-hot rows of a 2-means round by label (:func:`bisect_many`): row 0 for label 0, row 1 for label 1.
+_ONEHOT2 = np.eye(2, dtype=np.float32)
+
+
+def bisect_many(xs: list[F32], seeds: list[int], restarts: int, max_iter: int = SEARCH_ITER, tol: float = 1e-5
+                ) -> list[I64]:
+    """The labels of ``spherical_kmeans(x, 2, seed=s, n_init=restarts, max_iter=max_iter, tol=tol)`` for every
+    (x, s) of ``xs`` and ``seeds``, bit for bit, with every run of every problem in lock step (issue 27).
+
+    The split path bisects hundreds of small groups (~30 points in 64 dimensions at large k), and a round of
+    :func:`_kmeans_run` on one is ~20 numpy calls on arrays of a few dozen rows: their overhead is the cost. Here
+    each run keeps its own two matrix products per round, called exactly as :func:`_kmeans_run` calls them (the
+    same operands, shapes and strides, so BLAS computes the same floats), and its own score sum (a slice of the
+    contiguous fits, reduced as :func:`_kmeans_run` reduces its fits); everything else (labels, fits, counts, the
+    no-point-moved test, the one-hot rows, the centres' normalisation) is computed once per round for all runs,
+    elementwise or per row, which gives each run the values it gets alone. Runs stop when they would alone; the
+    best restart of each problem is taken in run order (the first of equal scores), as :func:`spherical_kmeans`.
+    ``tests/unit/thematic/test_cluster_speed.py`` compares it with :func:`spherical_kmeans`."""
+    out: list[I64 | None] = [None] * len(xs)
+    run_x: list[F32] = []
+    run_c: list[F32] = []
+    owner: list[int] = []
+    for p, (xm, seed) in enumerate(zip(xs, seeds, strict=True)):
+        if xm.shape[0] < 2 or xm.shape[0] > GROUP_BLOCK or max_iter < 1:
+            out[p] = spherical_kmeans(xm, 2, seed=seed, n_init=restarts, max_iter=max_iter, tol=tol)[0]
+            continue
+        rng = np.random.default_rng(seed)
+        for _ in range(restarts):
+            run_x.append(xm)
+            run_c.append(_pp2(xm, rng))
+            owner.append(p)
+    if run_x:
+        _lockstep_2means(run_x, run_c, owner, out, max_iter, tol)
+    assert all(o is not None for o in out)
+    return out  # type: ignore[return-value]  # every entry set above
+
+
+def _lockstep_2means(run_x: list[F32], run_c: list[F32], owner: list[int], out: list[I64 | None], max_iter: int,
+                     tol: float) -> None:
+    """:func:`bisect_many`'s runs (points ``run_x[r]``, first centres ``run_c[r]``, problem ``owner[r]``), the best
+    run's labels written to ``out[problem]``."""
+    n_runs = len(run_x)
+    sizes = [int(xm.shape[0]) for xm in run_x]
+    ends = np.cumsum(sizes)
+    starts = ends - np.asarray(sizes)
+    seg = [slice(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+    total = int(ends[-1])
+    sims = np.empty((total, 2), dtype=np.float32)
+    cent = np.concatenate(run_c)
+    sums = np.empty_like(cent)
+    prev = [-np.inf] * n_runs
+    done: list[tuple[float, I64] | None] = [None] * n_runs
+    active = list(range(n_runs))
+    labels = last = np.zeros(total, dtype=bool)
+    scores = [0.0] * n_runs
+    for it in range(max_iter):
+        for r in active:
+            np.matmul(run_x[r], cent[2 * r : 2 * r + 2].T, out=sims[seg[r]])
+        s0, s1 = sims[:, 0], sims[:, 1]
+        labels = s1 > s0  # argmax of two: the first of equal values
+        fit = np.where(labels, s1, s0)
+        ones = np.add.reduceat(labels, starts, dtype=np.intp)
+        moved = np.add.reduceat(labels != last, starts, dtype=np.intp) if it else None
+        going = []
+        for r in active:
+            scores[r] = float(np.add.reduce(fit[seg[r]]))  # fit.sum() of the run's own fits, without its wrapper
+            full = 0 < ones[r] < sizes[r]
+            if moved is not None and full and not moved[r]:
+                done[r] = (scores[r], labels[seg[r]].astype(np.int64))  # as _kmeans_run's no-point-moved stop
+            else:
+                going.append(r)
+        if not going:
+            active = []
+            break
+        onehot = _ONEHOT2[labels.view(np.uint8)]
+        for r in going:
+            np.matmul(onehot[seg[r]].T, run_x[r], out=sums[2 * r : 2 * r + 2])
+        sums += 0.0  # _group_sums adds the product to zeros: the same floats (-0.0 becomes 0.0)
+        for r in going:
+            if not 0 < ones[r] < sizes[r]:
+                # Re-seed the empty group with the worst-fitting point, as _kmeans_run.
+                empty = 1 if ones[r] == 0 else 0
+                sums[2 * r + empty] = run_x[r][int(np.argsort(fit[seg[r]].copy())[0])]
+        cent = normalise(sums)
+        active = []
+        for r in going:
+            if scores[r] - prev[r] <= tol * sizes[r]:
+                done[r] = (scores[r], labels[seg[r]].astype(np.int64))
+            else:
+                prev[r] = scores[r]
+                active.append(r)
+        last = labels
+        if not active:
+            break
+    for r in active:  # max_iter reached
+        done[r] = (scores[r], labels[seg[r]].astype(np.int64))
+    best: dict[int, tuple[float, I64]] = {}
+    for r in range(n_runs):
+        got = done[r]
+        assert got is not None
+        p = owner[r]
+        if p not in best or got[0] > best[p][0]:
+            best[p] = got
+    for p, (_, lab) in best.items():
+        out[p] = lab
 
 
 def _cut_totals(cand: list[int], cuts: dict[int, _Cut | None], tot: F32,

@@ -444,3 +444,55 @@ def test_silhouette_without_unique_and_with_the_self_distances_given_is_the_plai
             assert sims is None or (want_sims is not None and sims.tobytes() == want_sims.tobytes())
         fast += int(labels.min() >= 0 and np.count_nonzero(np.bincount(labels)) == labels.max() + 1)
     assert fast >= 3  # the path without np.unique was taken
+
+
+def test_bisections_in_lock_step_are_each_ones_two_means_bit_for_bit() -> None:
+    # Issue 27 (speed46): the split path's 2-means runs of a step run in lock step (cluster.bisect_many): each run's
+    # matrix products as _kmeans_run calls them, the rest batched over all runs. Every problem's labels must be
+    # spherical_kmeans' (and the plain loop's) exactly: small groups, groups of two, copies of one or two points (an
+    # empty half re-seeded, ties between the centres), restarts 1-3, runs stopped by max_iter, and problems mixed with
+    # the sizes the batched arrays must keep apart.
+    rng = np.random.default_rng(46)
+    fired = {"empty": 0, "moved": 0}
+    for trial in range(120):
+        d = int(rng.choice([2, 8, 64]))
+        xs, seeds = [], []
+        for _ in range(int(rng.integers(1, 10))):
+            n = int(rng.choice([2, 3, 5, 10, 31, 200]))
+            if rng.random() < 0.25:
+                few = K.normalise(rng.normal(size=(int(rng.integers(1, 3)), d)))
+                x = few[rng.integers(0, len(few), n)]
+            else:
+                x, _ = blobs(n, 2, d, int(rng.integers(1 << 30)), spread=float(rng.choice([0.3, 1.5])))
+            xs.append(np.ascontiguousarray(x[np.arange(n)]))  # a gather, as the split path's x[members]
+            seeds.append(int(rng.integers(1 << 31)))
+        restarts, max_iter = int(rng.choice([1, 2, 3])), int(rng.choice([1, 2, K.SEARCH_ITER]))
+        got = K.bisect_many(xs, seeds, restarts, max_iter)
+        assert len(got) == len(xs)
+        for x, seed, labels in zip(xs, seeds, got, strict=True):
+            want, _ = K.spherical_kmeans(x, 2, seed=seed, n_init=restarts, max_iter=max_iter)
+            assert labels.dtype == want.dtype
+            np.testing.assert_array_equal(labels, want)
+            plain, _, _ = plain_kmeans(x, 2, seed=seed, n_init=restarts, max_iter=max_iter)
+            np.testing.assert_array_equal(labels, plain)
+            fired["empty"] += int(len(np.unique(x, axis=0)) == 1)
+            fired["moved"] += int(max_iter == K.SEARCH_ITER and len(np.unique(labels)) == 2)
+    assert fired["empty"] > 5 and fired["moved"] > 50  # the re-seeding and the no-point-moved stop were exercised
+
+
+def test_the_split_path_from_lock_step_bisections_is_the_one_cut_by_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The split path with each bisection its own spherical_kmeans (as before bisect_many) gives the same partition,
+    # at and above SPLIT_BATCH_K.
+    x, _ = blobs(900, 40, 24, 11, spread=0.9)
+    prev = K.spherical_kmeans(x, 8, seed=0, n_init=1)[0]
+
+    def one_by_one(x: np.ndarray, v: np.ndarray, new: list, restarts: int) -> dict:
+        return {g: K._cut(x, v, m, s, restarts) for g, m, s in new}
+
+    for k in (20, 70):
+        fast = K._bisect_to(x, prev, k, np.random.default_rng(5))
+        with monkeypatch.context() as mp:
+            mp.setattr(K, "_cuts", one_by_one)
+            slow = K._bisect_to(x, prev, k, np.random.default_rng(5))
+        np.testing.assert_array_equal(fast, slow)
+        assert int(fast.max()) + 1 == k
