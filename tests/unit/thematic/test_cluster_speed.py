@@ -454,7 +454,7 @@ def test_bisections_in_lock_step_are_each_ones_two_means_bit_for_bit() -> None:
     # the sizes the batched arrays must keep apart.
     rng = np.random.default_rng(46)
     fired = {"empty": 0, "moved": 0}
-    for trial in range(120):
+    for _trial in range(120):
         d = int(rng.choice([2, 8, 64]))
         xs, seeds = [], []
         for _ in range(int(rng.integers(1, 10))):

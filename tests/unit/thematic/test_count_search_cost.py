@@ -30,12 +30,13 @@ def test_candidate_counts_above_20_grow_by_a_quarter() -> None:
 
 
 class _Recorder:
-    """Wraps _cut_totals and spherical_kmeans of the cluster module: the cut scores of each round, the restarts."""
+    """Wraps _cut_totals, spherical_kmeans and bisect_many of the cluster module: the cut scores of each round, the
+    restarts of each bisection (the split path's bisections run in lock step in bisect_many since speed46)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rounds: list[list[tuple[int, float]]] = []
         self.n_init: list[int] = []
-        cut_totals, kmeans = K._cut_totals, K.spherical_kmeans
+        cut_totals, kmeans, many = K._cut_totals, K.spherical_kmeans, K.bisect_many
 
         def totals(cand: list[int], *a: Any) -> list[float]:
             got = cut_totals(cand, *a)
@@ -47,8 +48,13 @@ class _Recorder:
                 self.n_init.append(kw["n_init"])
             return kmeans(x, k, **kw)
 
+        def bisect(xs: list[Any], seeds: list[int], restarts: int, *a: Any) -> Any:
+            self.n_init += [restarts] * len(xs)
+            return many(xs, seeds, restarts, *a)
+
         monkeypatch.setattr(K, "_cut_totals", totals)
         monkeypatch.setattr(K, "spherical_kmeans", km)
+        monkeypatch.setattr(K, "bisect_many", bisect)
 
 
 def test_above_split_batch_k_the_path_makes_its_cuts_from_one_scoring_round(monkeypatch: pytest.MonkeyPatch) -> None:
