@@ -806,12 +806,17 @@ def _good(path: Path, sha: str) -> bool:
     return path.is_file() and (not sha or _sha256(path) == sha)
 
 
-def resolve(spec: ModelSpec, graph: GraphSpec | None = None, *, build: bool = True) -> Path:
-    """The verified built int8 file of ``graph`` (default: the first): packaged, cached, or built now into the cache."""
+def resolve(spec: ModelSpec, graph: GraphSpec | None = None, *, build: bool = True, hashed: bool = True) -> Path:
+    """The verified built int8 file of ``graph`` (default: the first): packaged, cached, or built now into the cache.
+
+    ``hashed=False``: the first of those files that exists, not hashed here: for a caller that reads the file and
+    checks the sha256 of the bytes it loads (``embed.LocalEmbedder``: one read and one hash of 58 MB instead of three
+    reads and two hashes), and calls this again with ``hashed=True`` when they do not match. A file built now is
+    verified either way."""
     g = graph or spec.graphs[0]
     for d in (packaged_dir(), cache_dir()):
         p = d / g.file_name
-        if _good(p, g.sha256):
+        if (p.is_file() if not hashed else _good(p, g.sha256)):
             return p
     if not build:
         raise ModelBuildError(f"{g.file_name} is not built; run: python -m pipelines.thematic.build_models")
