@@ -404,7 +404,9 @@ class OnnxEncoder:
         if not texts:
             return out
         batch_texts = [self._prefix + t for t in texts] if self._prefix else list(texts)
-        encodings = [e.ids for e in self._tokenizer.encode_batch(batch_texts)]
+        # encode_batch_fast: encode_batch without the character offsets, which nothing here reads (the same ids;
+        # ~20 % of the tokenising, speed46).
+        encodings = [e.ids for e in self._tokenizer.encode_batch_fast(batch_texts)]
         if self._tail:
             head = self._max - self._tail - 1
             encodings = [e if len(e) <= self._max else e[:head] + e[-self._tail - 1 :] for e in encodings]
@@ -444,7 +446,7 @@ class OnnxEncoder:
         return out
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
-        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+        return [len(e.ids) for e in self._tokenizer.encode_batch_fast(list(texts))]
 
 
 class LocalEmbedder(OnnxEncoder):

@@ -255,3 +255,17 @@ def test_quality_mode_not_installed_is_a_422_through_the_api(storage_env: dict[s
     problem = json.loads(resp.get_body())
     assert [e["field"] for e in problem["errors"]] == ["params.embedding"]
     assert "install it with" in problem["errors"][0]["message"]
+
+
+def test_ids_without_offsets_are_the_ids_with_them() -> None:
+    # speed46: the encoder tokenises with encode_batch_fast (no character offsets): the same ids as encode_batch on
+    # short, long (truncated at MAX_TOKENS), accented, CJK, emoji and empty texts.
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(E.tokenizer_path()))
+    tok.enable_truncation(E.MAX_TOKENS)
+    tok.no_padding()
+    texts = ["Delivery was slow", "", "  ", "café crème brûlée naïve", "配送が遅い 很慢", "great 👍🏽 app!!",
+             " ".join(f"word{i} and more" for i in range(400)), "It's the customer-service team's fault; #1 issue."]
+    assert [e.ids for e in tok.encode_batch_fast(texts)] == [e.ids for e in tok.encode_batch(texts)]
+    assert max(len(e.ids) for e in tok.encode_batch_fast(texts)) == E.MAX_TOKENS

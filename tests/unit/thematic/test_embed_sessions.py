@@ -36,6 +36,8 @@ class FakeTokenizer:
         return [SimpleNamespace(ids=([101] + [sum(map(ord, w)) % 997 + 1 for w in t.split()] + [102])[: self.max])
                 for t in texts]
 
+    encode_batch_fast = encode_batch  # the encoder asks for the ids without offsets
+
 
 @dataclass
 class Sessions:
