@@ -34,6 +34,8 @@ from .models import (
     ResponseList,
     ResponseRow,
     Status,
+    WebhookSecret,
+    WebhookSecretInfo,
 )
 
 __all__ = [
@@ -59,6 +61,8 @@ __all__ = [
     "ThematiqError",
     "TransportError",
     "WaitTimeout",
+    "WebhookSecret",
+    "WebhookSecretInfo",
     "metadata_text",
     "parse_retry_after",
 ]

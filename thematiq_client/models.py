@@ -173,3 +173,22 @@ Job = JobView
 Progress = ProgressView
 JobErrorInfo = ErrorView
 Page = JobList
+
+
+class WebhookSecretInfo(_Model):
+    """One of a tenant's active webhook signing secrets, as ``GET /webhooks/secrets`` lists it (never its value)."""
+
+    id: str
+    created_at: datetime
+
+
+class WebhookSecret(_Model):
+    """A new webhook signing secret, as ``POST /webhooks/secrets`` answers it: the value is shown only here."""
+
+    id: str
+    secret: str
+    created_at: datetime
+
+
+class WebhookSecretList(_Model):
+    items: list[WebhookSecretInfo]
