@@ -195,6 +195,32 @@ def content_words(label: str) -> int:
     return sum(w.lower() not in EN and not w.isdigit() for w in re.findall(r"[^\W_]+(?:['-][^\W_]+)*", label))
 
 
+def _content_set(text: str) -> set[str]:
+    """The stems of ``text``'s words that are no English stopword (the pipeline's list, as :func:`content_words`)."""
+    from pipelines.thematic.keywords import _stem
+    from pipelines.thematic.stopwords import EN
+
+    return {_stem(w) for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) >= 2 and w not in EN}
+
+
+def content_hits(truth: list[str], pred: list[str], labels: dict[str, str]) -> float | None:
+    """:func:`bench/thematic.py label_hits` on content words: a label hits when it shares a word (stem, or the first
+    5 letters) that is no stopword with the name of the theme's majority true label. BERTopic's CountVectorizer keeps
+    stopwords, so its top words "you", "what", "is" hit CLINC150's `are_you_a_bot`, `what_is_your_name`; that says
+    nothing about the theme. A name of stopwords only (`yes`, `no`, `maybe`) is matched on all its words, on both
+    sides (2026-12-08, labels46: a diagnostic beside the issue's measure, which it does not replace)."""
+    hits = total = 0
+    for tid, label in labels.items():
+        members = [t for t, p in zip(truth, pred, strict=True) if p == tid]
+        if not members:
+            continue
+        major = max(sorted(set(members)), key=members.count)
+        name = _content_set(major)
+        total += 1
+        hits += T._match(_content_set(label), name) if name else T._match(T._words(label), T._words(major))
+    return hits / total if total else None
+
+
 def at_length(hits: dict[int, float | None], mean_words: float) -> float:
     """The hit rate of n-word labels at our mean label length: interpolated between the two whole lengths around it.
 
@@ -316,6 +342,9 @@ def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, An
     per_n: dict[int, float | None] = {n: float(np.mean([content_words(" ".join(w[:n])) for w in words.values()])) if words else 0.0
              for n in (1, 2, 3, 4)}
     out["ctfidf_content"] = at_length(per_n, mean_words)
+    out["content_hit"] = content_hits(truth, pred, named)
+    cc = {n: content_hits(truth, pred, {tid: " ".join(w[:n]) for tid, w in words.items()}) for n in (1, 2, 3, 4)}
+    out["ctfidf_content_hit"] = at_length(cc, mean_words)
     out["phrases_hit"] = T.label_hits(truth, pred, {th.id: " ".join(th.key_phrases) for th in themes})
     # Per theme: does BERTopic's c-TF-IDF cut to THIS label's length hit (the per-theme comparison of --misses).
     def major(th: Any) -> str:  # as label_hits: ties by name
@@ -457,7 +486,9 @@ def main() -> None:
                            ct_content=round(100 * r["ctfidf_content"] * len(r["named"])),
                            breaks=sum(len(r[kind][key]) for kind in ("themes", "second")
                                       for key in ("generic", "numbered", "shared")),
-                           cut=len(r["cut"]), cut_second=len(r["cut_second"]))
+                           cut=len(r["cut"]), cut_second=len(r["cut_second"]),
+                           c_hits=round((r["content_hit"] or 0.0) * len(r["named"])),
+                           ct_c_hits=round(100 * r["ctfidf_content_hit"] * len(r["named"])))
         if args.seeds > 1:
             name = f"{name} s{seed}"
         pool[split].update(ct_theme_hits=r["ctfidf_theme_hits"])
@@ -497,6 +528,9 @@ def main() -> None:
                   f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
                   f"{c['ct_content'] / 100 / c['themes']:.2f}); cut-off labels {c['cut']} + {c['cut_second']} "
                   f"(themes + second level)")
+            print(f"# {split}, content-word hits (a shared stopword is no hit): ours {c['c_hits']} of {c['themes']} "
+                  f"({c['c_hits'] / c['themes']:.1%}), BERTopic's c-TF-IDF words on them at our length "
+                  f"{c['ct_c_hits'] / 100 / c['themes']:.1%}")
             print(f"# {split}, per theme (BERTopic's c-TF-IDF words cut to each label's own length): "
                   f"{c['ct_theme_hits']} of {c['themes']}")
     for split, ms in missed.items():
