@@ -446,6 +446,39 @@ def generic_words(names: list[str]) -> None:
     print("in >= 2 sets:", " ".join(sorted(w for w, n in count.items() if n >= 2)))
 
 
+def name_style(groups: dict[str, list[str]]) -> tuple[int, float, float]:
+    """How a set names its true themes (2026-12-08): (themes with a name of words, share of them whose most-covered
+    word hits the name, share whose top c-TF-IDF word does), on the true groups only, no label of ours.
+
+    A word is a text's content word (no English stopword, stemmed); covered = the share of the theme's texts using it;
+    c-TF-IDF as BERTopic scores a term, a use being a text that says the word (its share of the theme's uses x
+    log(1 + average uses per theme / its uses in all themes)). Our label is the phrase a theme's texts share (coverage); BERTopic's the words that set it apart.
+    A set whose names are the covered word (Banking77: `card_arrival`) favours the first, a set whose names are the
+    distinctive word (`pin_change`, `magento`) the second, so the TUNE pool's shape says which way a rule fitted on it
+    leans."""
+    from pipelines.thematic.keywords import _stem
+    from pipelines.thematic.stopwords import EN
+
+    def words(text: str) -> set[str]:
+        return {_stem(w) for w in re.findall(r"[a-z][a-z0-9']+", text.lower()) if w not in EN}
+
+    used = {y: Counter(w for t in texts for w in words(t)) for y, texts in groups.items()}
+    total: Counter[str] = Counter()
+    for c in used.values():
+        total.update(c)
+    avg = sum(sum(c.values()) for c in used.values()) / max(1, len(used))
+    n = covered = distinct = 0
+    for y, c in used.items():
+        name = T._words(y)
+        if not name or not c or re.fullmatch(r"a\d+", y):
+            continue
+        n += 1
+        size = sum(c.values())
+        covered += T._match({max(sorted(c), key=lambda w: c[w])}, name)
+        distinct += T._match({max(sorted(c), key=lambda w: c[w] / size * math.log(1 + avg / total[w]))}, name)
+    return n, covered / max(1, n), distinct / max(1, n)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default="banking,feedback,clinc,stackoverflow")
@@ -455,6 +488,8 @@ def main() -> None:
     ap.add_argument("--refresh", action="store_true", help="recompute the cached partitions and BERTopic topics")
     ap.add_argument("--show", type=int, default=0, help="print this many labels per set (and parents, sub-themes)")
     ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")
+    ap.add_argument("--name-style", action="store_true",
+                    help="per set, whether its true names are the most-covered or the most distinctive word (name_style)")
     ap.add_argument("--misses", action="store_true",
                     help="classify the missed labels (MISS_KINDS) per split; with --show, print that many per kind")
     ap.add_argument("--seeds", type=int, default=1,
@@ -463,6 +498,17 @@ def main() -> None:
     names = [s for s in args.sets.split(",") if s]
     if args.generic:
         generic_words(names)
+        return
+    if args.name_style:
+        for name in names:
+            texts, truth = T.suite_set(name)
+            groups: dict[str, list[str]] = {}
+            for t, y in zip(texts, truth, strict=True):
+                if y != "unusable":
+                    groups.setdefault(y.split("|")[0], []).append(t)
+            n, covered, distinct = name_style(groups)
+            print(f"{name}: {n} themes; the most-covered word hits the name {covered:.0%}, the top c-TF-IDF word "
+                  f"{distinct:.0%}")
         return
     cpu = Path("/proc/cpuinfo").read_text()
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("model name")), "?")

@@ -63,3 +63,21 @@ def test_a_stopword_shared_with_the_name_is_no_content_word_hit() -> None:
     assert labels.content_hits(truth, pred, stop) == 0.5
     assert labels.content_hits(truth, pred, {"t1": "Talking to a bot", "t2": "No thanks"}) == 1.0
     assert labels.content_hits(truth, pred, {"t1": "Robots", "t2": "Yes"}) == 0.0
+
+
+def test_name_style_tells_a_covered_name_from_a_distinctive_one() -> None:
+    # Banking77-like names are the word every text of a theme says, also said in the other themes ("card" in
+    # card_arrival); CLINC150-like names the word that sets the theme apart, said by fewer of its texts ("pin").
+    labels = load_bench("labels")
+    covered = {
+        "card_arrival": ["card post", "card post", "card", "card"],
+        "card_fee": ["card bill", "card bill", "card", "card"],
+        "card_limit": ["card cap", "card cap", "card", "card"],
+    }
+    assert labels.name_style(covered) == (3, 1.0, 0.0)
+    distinct = {
+        "pin_change": ["account pin", "account pin", "account", "account"],
+        "freeze_request": ["account freeze", "account freeze", "account", "account"],
+        "balance_query": ["account balance", "account balance", "account", "account"],
+    }
+    assert labels.name_style(distinct) == (3, 0.0, 1.0)
