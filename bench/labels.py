@@ -26,13 +26,16 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
 * content words per label, ours and BERTopic's top words at our length (:func:`content_words`: the words that
   are no stopword or number; 2026-12-03): at the same word budget the side with more content words has more
   chances to hit;
-* the describe stage's seconds (levels included).
+* the describe stage's seconds (levels included);
+* pooled, content-word hits (:func:`content_hits`, 2026-12-08): the same hit rate, ours and BERTopic's words on our
+  themes, counting only a shared word that is no stopword (BERTopic's vectorizer keeps "you", "what", "to").
 
 TUNE sets (the weights in describe.py were chosen on these) and CHECK sets (never looked at while tuning) are
 reported apart. ``--seeds N`` labels the k-means partitions of seeds 0..N-1 of each set and prints the pooled hits
 of the TUNE and the CHECK sets apart (the label TUNE pool: the six TUNE sets, ``--seeds 3``, 735 themes).
 ``--generic`` prints, per set, the words common in its true themes (what the fixed list of before 2026-12-02 was
-made of; the pipeline now finds each job's own).
+made of; the pipeline now finds each job's own). ``--name-style`` prints, per set, whether its true names are the
+word most of a theme's texts say or the word that sets it apart (:func:`name_style`; true groups only).
 
 Usage::
 
