@@ -210,8 +210,9 @@ class SeedCode(_Model):
 class Sentiment(_Model):
     label: Literal["positive", "neutral", "negative"]
     score: float = Field(
-        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model, VADER's compound "
-        "score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
+        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model for a positive or "
+        "negative label and 0 for a neutral one (since 2026-12-08; a neutral kept its lean before), VADER's "
+        "compound score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
     )
 
 

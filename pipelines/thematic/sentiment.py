@@ -2,7 +2,8 @@
 
 The classifier (``sentiment="model"``, the default; ``sentiment_model.py``) reads the sentiment off the MiniLM
 sentence embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
-P(positive) - P(negative). It beats the lexicon on every out-of-domain set measured (docs/sentiment.md).
+P(positive) - P(negative) for a positive or negative label and 0 for a neutral one (label and score on one scale,
+as a rating's). It beats the lexicon on every out-of-domain set measured (docs/sentiment.md).
 "Support never answered my email" is +0.40 to the lexicon, because "support" is a positive word.
 It applies only to the ``fast`` encoder's vectors from a graph it was fitted on; a job embedded otherwise
 (another language's encoder, ``quality``, an embeddings deployment) is scored by the lexicon and
@@ -205,14 +206,30 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
 
 
 def by_model(emb: Any) -> list[Scored]:
-    """The classifier's label and score (P(positive) - P(negative)) per row of ``emb`` (fast-encoder vectors)."""
+    """The classifier's label (the likeliest class) and score per row of ``emb`` (fast-encoder vectors).
+
+    The score is on the label's scale, as a rating's is: P(positive) - P(negative) for a positive or negative
+    label (its sign is the label's: the likelier polar class won), and exactly 0 for a neutral one. Until
+    2026-12-08 a neutral kept P(positive) - P(negative), so "Need more halal restaurants" was neutral at -0.22
+    and a theme of such answers read "0 positive, 5 neutral, 0 negative, mean -0.22". The label is the
+    measured one (docs/sentiment.md: its 3-way agreement is what the benches score), so the score follows it;
+    the lean of a neutral is :func:`model_polarity`'s.
+    """
     from .sentiment_model import CLASSES, probabilities
 
     out = []
     for p in probabilities(emb):
         label: Label = CLASSES[int(p.argmax())]
-        out.append(Scored(label, float(p[2] - p[0])))
+        out.append(Scored(label, 0.0 if label == "neutral" else float(p[2] - p[0])))
     return out
+
+
+def model_polarity(emb: Any) -> list[float]:
+    """P(positive) - P(negative) per row of ``emb``: which of its two polar classes the classifier finds likelier,
+    also for an answer it labels neutral (bench/sentiment.py's 2-way reading forces each answer to a polarity)."""
+    from .sentiment_model import probabilities
+
+    return [float(p[2] - p[0]) for p in probabilities(emb)]
 
 
 def model_applies(embedder: Any) -> bool:
