@@ -657,7 +657,7 @@ function sentimentSource(s) {
   if (!s || !s.source) return null;
   // The scale in words: "score10" was the code's name for it.
   const named = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative",
-    likert7: "1–7", rating10: "1–10" }[s.scale] || s.scale;
+    likert7: "1–7", rating10: "1–10", rating0to5: "0–5" }[s.scale] || s.scale;
   // Schema 1.4: whether the scale was declared (params.sentiment_from.scale) or guessed from the values.
   const how = s.scale_from === "declared" ? "declared" : s.scale_from === "inferred" ? "inferred from the values" : "";
   const scale = named && how ? `${named}, ${how}` : named;
@@ -768,9 +768,12 @@ function farNote(cmp) {
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
 // Welch's t 95 % interval as a whisker; themes in the result's order (most negative first).
+const SCORE_RANGES = ["0-5", "1-5", "1-7", "1-10"];
 function driverChart(imp) {
   const nps = imp.scale === "nps";
-  const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT" : "mean score";
+  // Schema 1.7: a declared rating range ("0-5", "1-5", "1-7", "1-10") is the rating's mean.
+  const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT"
+    : SCORE_RANGES.includes(imp.scale) ? `mean rating (${imp.scale.replace("-", "–")})` : "mean score";
   const num = (x, sign = true) => (x === null || x === undefined ? "—" : `${sign && x > 0 ? "+" : ""}${Number(x).toFixed(nps ? 1 : 2)}`);
   const rows = imp.themes.filter((t) => t.impact !== null && t.impact !== undefined);
   const reach = Math.max(1e-9, ...rows.flatMap((t) => [Math.abs(t.impact), Math.abs(t.ci_low ?? 0), Math.abs(t.ci_high ?? 0)]));
@@ -1121,13 +1124,18 @@ function newView() {
   const metaBox = h("fieldset", { class: "checks", id: "metadata-columns" }, h("legend", {}, "Metadata columns (sent with each response)"));
   const breakdownBox = h("fieldset", { class: "checks", id: "breakdown-by" }, h("legend", {}, "Break themes down by (at most 5)"));
   const scoreCol = h("select", { id: "score-column" });
+  // params.score.scale: NPS groups, CSAT, a rating on a declared range (its mean; a value outside it is a 422
+  // naming params.score.scale, schema 1.7), or any number.
   const scoreScale = h("select", { id: "score-scale" }, h("option", { value: "nps" }, "NPS (0–10)"),
-    h("option", { value: "csat" }, "CSAT (1–5)"), h("option", { value: "numeric" }, "numeric (the mean)"));
+    h("option", { value: "csat" }, "CSAT (1–5)"),
+    h("option", { value: "0-5" }, "rating 0–5 (the mean)"), h("option", { value: "1-5" }, "rating 1–5, e.g. stars (the mean)"),
+    h("option", { value: "1-7" }, "rating 1–7 (the mean)"), h("option", { value: "1-10" }, "rating 1–10 (the mean)"),
+    h("option", { value: "numeric" }, "numeric (the mean)"));
   const sentimentSrc = h("select", { id: "sentiment-source" });
   // The rating column's scale (params.sentiment_from.scale): guessed by the server from the values unless
   // declared; a 0-10 survey answered only 1-5 is otherwise read as 1-5 stars.
   const sentimentScale = h("select", { id: "sentiment-scale", disabled: true },
-    h("option", { value: "" }, "guess from the values"), h("option", { value: "1-5" }, "1–5"),
+    h("option", { value: "" }, "guess from the values"), h("option", { value: "0-5" }, "0–5"), h("option", { value: "1-5" }, "1–5"),
     h("option", { value: "1-7" }, "1–7"), h("option", { value: "1-10" }, "1–10"),
     h("option", { value: "0-10" }, "0–10 (NPS groups)"));
   const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
@@ -1215,8 +1223,11 @@ function newView() {
     if (!c || !numericColumn(c)) return;
     const xs = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "").map(Number);
     const ints = xs.every((x) => Number.isInteger(x));
+    // Integers 0-5 with a 0 are a 0-5 rating (as NPS every answer would be a detractor); the guess is shown, and
+    // the researcher can change it.
     scoreScale.value = ints && Math.min(...xs) >= 0 && Math.max(...xs) <= 10 && Math.max(...xs) > 5 ? "nps"
-      : Math.min(...xs) >= 1 && Math.max(...xs) <= 5 ? "csat" : "numeric";
+      : Math.min(...xs) >= 1 && Math.max(...xs) <= 5 ? "csat"
+      : ints && Math.min(...xs) === 0 && Math.max(...xs) <= 5 ? "0-5" : "numeric";
   }
   function insightFields() {
     const cols = candidates();

@@ -64,7 +64,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]  # one theme per response (schema 1.5)
     assert doc["impact"]["key"] == "nps" and doc["impact"]["interval"] == "welch"
     assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
-    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.6"
+    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.7"
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
     assert doc["sentiment"]["source"] == "model"  # the default on the fast encoder's vectors
     assert all(t["sentiment"] is not None for t in doc["themes"])
