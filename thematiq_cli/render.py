@@ -336,7 +336,7 @@ def broad_themes(r: dict[str, Any]) -> list[dict[str, Any]]:
     (the row's ``broad``) first, then the others' (``themes[].broad``, multi_label). A service before 2026-12-08
     sends no ``themes[].broad``: then the row's ``broad`` alone."""
     seen: dict[str, dict[str, Any]] = {}
-    for link in [r.get("broad"), *((t.get("broad") for t in r.get("themes") or []))]:
+    for link in [r.get("broad"), *(t.get("broad") for t in r.get("themes") or [])]:
         if isinstance(link, dict) and link.get("id") is not None:
             seen.setdefault(str(link["id"]), link)
     return list(seen.values())
