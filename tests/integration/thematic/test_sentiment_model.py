@@ -28,13 +28,13 @@ from tests.support.thematic_fakes import FakeContext
 # reviews: complaints in polite or positive words, and reviews that list problems but say it worked.
 HARD_NEGATIVE = [
     pytest.param("Thanks for nothing.", marks=pytest.mark.xfail(
-        strict=False, reason="weights 2 (films + drugs + products) call it neutral, score -0.26 / -0.23 by graph; "
+        strict=False, reason="weights 2 (films + drugs + products) call it neutral, leaning -0.26 / -0.23 by graph; "
                              "weights 1 said negative")),
     "I waited an hour on the support chat and nobody ever picked up.",
     "Customer support takes forever to reply.",
     "Contacting support feels designed to make you give up.",
     pytest.param("Great, another update and the app crashes again.", marks=pytest.mark.xfail(
-        strict=False, reason="sarcasm: the classifier says neutral (score ~ +0.02), a known miss")),
+        strict=False, reason="sarcasm: the classifier says neutral (leaning ~ +0.02), a known miss")),
 ]
 HARD_POSITIVE = [
     "I had nausea and headaches for the first week, but it completely cleared my acne. So glad I tried it.",
@@ -270,7 +270,7 @@ def test_a_neutral_answer_scores_0_though_it_leans() -> None:
     assert S.model_polarity(emb)[0] < -0.1
 
 
-@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (score ~ -0.25): a known miss")
+@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (leaning ~ -0.25; a neutral scores 0): a known miss")
 def test_support_never_answered_is_negative() -> None:
     assert S.by_model(_embed(["Support never answered my email."]))[0].label == "negative"
 
