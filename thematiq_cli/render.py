@@ -288,8 +288,12 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
     return visible("\n".join([note, "", *lines]))
 
 
+#: One row per response. ``theme_ids`` / ``theme_labels``: every theme (primary first); ``broad_ids`` /
+#: ``broad_labels``: every broad theme the response is in, in its themes' order, each once (multi_label: a response
+#: counts in the broad theme of each of its themes, as the service's CSV has a ``broad_id`` per theme row and
+#: ``theme=p1`` lists it). Until 2026-12-08 one column ``broad`` held the primary theme's broad theme only.
 RESPONSE_CSV_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_ids", "theme_labels", "confidence",
-                        "broad", "fine", "sentiment", "sentiment_score")
+                        "broad_ids", "broad_labels", "fine", "sentiment", "sentiment_score")
 
 
 def metadata_columns(keys: Sequence[str], fixed: tuple[str, ...]) -> list[str]:
@@ -327,15 +331,29 @@ def _meta_cell(value: Any) -> str:
     return _safe(metadata_text(value))
 
 
+def broad_themes(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every broad theme of a ``/responses`` row ({id, label}), in its themes' order, each once: the primary theme's
+    (the row's ``broad``) first, then the others' (``themes[].broad``, multi_label). A service before 2026-12-08
+    sends no ``themes[].broad``: then the row's ``broad`` alone."""
+    seen: dict[str, dict[str, Any]] = {}
+    for link in [r.get("broad"), *(t.get("broad") for t in r.get("themes") or [])]:
+        if isinstance(link, dict) and link.get("id") is not None:
+            seen.setdefault(str(link["id"]), link)
+    return list(seen.values())
+
+
 def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:
     themes = r.get("themes") or []
     sentiment = r.get("sentiment") or {}
     score = sentiment.get("score")
+    broad = broad_themes(r)
     return [
         _safe(str(r["id"])), _safe(r.get("text")), r.get("bucket") or "", r.get("reason") or "",
-        ";".join(t["theme_id"] for t in themes), _safe(";".join(t["label"] for t in themes)),
+        _safe(";".join(t["theme_id"] for t in themes)), _safe(";".join(t["label"] for t in themes)),
         f"{themes[0]['confidence']:.3f}" if themes else "",
-        (r.get("broad") or {}).get("id", ""), (r.get("fine") or {}).get("id", ""), sentiment.get("label", ""),
+        # Ids are the service's (t3, p1) and labels user text at times (a renamed theme): both through the guard.
+        _safe(";".join(str(b["id"]) for b in broad)), _safe(";".join(str(b.get("label", "")) for b in broad)),
+        _safe((r.get("fine") or {}).get("id", "")), sentiment.get("label", ""),
         # A number the service computed: a leading "-" is a sign, not a formula.
         f"{score:.4f}" if isinstance(score, int | float) else "",
         *(_meta_cell((r.get("metadata") or {}).get(k)) for k in keys),

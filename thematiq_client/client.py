@@ -29,7 +29,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ValidationError
 
@@ -134,6 +134,28 @@ class ResponseFilters(TypedDict, total=False):
     #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`metadata_text`.
     metadata: Mapping[str, MetadataValue]
     limit: int
+
+
+#: ``params.score.scale`` of a thematic job: NPS groups of 0-10 integers, CSAT 1-5, a rating on a declared range (its
+#: mean, every value in the range; a 0-5 or 1-5 star rating says so), or any number (the mean).
+ScoreScale = Literal["nps", "csat", "numeric", "0-5", "1-5", "1-7", "1-10"]
+#: ``params.sentiment_from.scale``: a rating read linearly ("0-5": 0-1 negative, 2-3 neutral, 4-5 positive; "1-5":
+#: 1-2 / 3 / 4-5; "1-7", "1-10") or "0-10" read as NPS groups.
+RatingRange = Literal["0-5", "1-5", "1-7", "1-10", "0-10"]
+
+
+class ScoreParam(TypedDict):
+    """``params.score``: ``client.submit("thematic", items, {"score": ScoreParam(key="sat", scale="0-5")})``."""
+
+    key: str
+    scale: ScoreScale
+
+
+class SentimentFromParam(TypedDict):
+    """``params.sentiment_from`` with a declared scale (a plain key is the other form: the scale is inferred)."""
+
+    key: str
+    scale: RatingRange
 
 
 #: A metadata value, as a response's metadata holds it (JSON).

@@ -134,6 +134,11 @@ class SeedTheme(BaseModel):
     count: int | None = None
 
 
+#: A rating's range as ``params.score.scale`` declares it (researcher46): the mean of the rating, every value in
+#: the range. The linear ranges of ``RatingRange``; "0-10" is not one, since there it means NPS groups ("nps").
+ScoreRange = Literal["0-5", "1-5", "1-7", "1-10"]
+
+
 class ScoreParam(BaseModel):
     """``params.score``: the metadata key holding a score, and how to read it (impact.py)."""
 
@@ -141,13 +146,14 @@ class ScoreParam(BaseModel):
 
     key: MetadataKey
     #: "nps": integers 0-10, the NPS (promoters 9-10 minus detractors 0-6, in points); "csat": 1-5, the mean;
-    #: "numeric": any number, the mean.
-    scale: Literal["nps", "csat", "numeric"] = "numeric"
+    #: "numeric": any number, the mean; a ``ScoreRange`` ("0-5", "1-5", "1-7", "1-10"): a rating on that range,
+    #: the mean (a value outside it is a 422 naming params.score.scale).
+    scale: Literal["nps", "csat", "numeric", "0-5", "1-5", "1-7", "1-10"] = "numeric"
 
 
-#: A declared rating scale of ``params.sentiment_from``: its range. "1-5", "1-7" and "1-10" are ratings read
-#: linearly (the middle is neutral); "0-10" is a likelihood-to-recommend score read as NPS groups.
-RatingRange = Literal["1-5", "1-7", "1-10", "0-10"]
+#: A declared rating scale of ``params.sentiment_from``: its range. "0-5", "1-5", "1-7" and "1-10" are ratings
+#: read linearly (the middle is neutral); "0-10" is a likelihood-to-recommend score read as NPS groups.
+RatingRange = Literal["0-5", "1-5", "1-7", "1-10", "0-10"]
 _METADATA_KEY: Final = TypeAdapter(MetadataKey)
 
 

@@ -284,7 +284,7 @@ def far_note(comparison: dict[str, Any]) -> str | None:
 
 #: How a rating field's scale reads, in words (sentiment.scale).
 _SCALE_WORDS = {"stars": "1–5 stars", "score10": "0–10, as NPS groups", "words": "positive / neutral / negative",
-                "likert7": "1–7", "rating10": "1–10"}
+                "likert7": "1–7", "rating10": "1–10", "rating0to5": "0–5"}
 
 
 def _scale_md(src: dict[str, Any]) -> str:
@@ -311,12 +311,19 @@ def _themes_word(imp: dict[str, Any]) -> str:
     return f"{k} theme{'' if k == 1 else 's'}"
 
 
+def score_word(scale: Any) -> str:
+    """What a non-NPS score's mean is of: "CSAT", "rating (0–5)" for a declared range (1.7), else "score"."""
+    if scale == "csat":
+        return "CSAT"
+    return f"rating ({str(scale).replace('-', '–')})" if scale in impact.RANGES else "score"
+
+
 def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     """Each theme's impact on the score: overall minus the score without the theme, with its 95 % interval."""
     if not imp:
         return []
     nps = imp.get("scale") == "nps"
-    what = "NPS" if nps else "mean " + ("CSAT" if imp.get("scale") == "csat" else "score")
+    what = "NPS" if nps else "mean " + score_word(imp.get("scale"))
     overall = imp.get("overall")
     lines = ["", f"## Impact on {_md(str(imp['key']))}", "",
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
