@@ -144,12 +144,14 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                 else f"{choice['confidence_label']} ({float(choice.get('confidence') or 0):.2f})"
             )
             out.append(f"Count confidence: {sure}" + (f"; other readings: {', '.join(map(str, alt))} themes" if alt else ""))
-            levels = result.get("levels") or {}
-            if levels:
-                out.append(
-                    f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
-                    f"{levels.get('fine_count')} fine ({levels.get('fine')})"
-                )
+        levels = result.get("levels") or {}
+        if levels and (choice.get("confidence_label") or choice.get("criterion") in ("fixed", "single")):
+            # A count the data did not choose has no confidence (num_themes given, too few responses), but its
+            # levels are the analysis's all the same (review46).
+            out.append(
+                f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+                f"{levels.get('fine_count')} fine ({levels.get('fine')})"
+            )
         if choice.get("explanation"):
             after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
