@@ -6,6 +6,7 @@ import csv
 import json
 import shutil
 import textwrap
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
@@ -319,7 +320,19 @@ FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 def _safe(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "'" + s if s[:1] in FORMULA_START else s
+    return "'" + s if formula_like(s) else s
+
+
+def formula_like(s: str) -> bool:
+    """Whether ``s`` starts with one of FORMULA_START, also behind spaces, control and invisible format characters
+    (a NUL, a line feed, a zero-width space, a BOM), which a spreadsheet may drop or skip: the service's rule
+    (pipelines/thematic/render.formula_like), copied (review46)."""
+    for ch in s:
+        if ch in FORMULA_START:
+            return True
+        if not (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs")):
+            return False
+    return False
 
 
 def _meta_cell(value: Any) -> str:

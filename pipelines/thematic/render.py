@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from typing import Any, Final
 
 from pipelines.thematic import impact, insight, mdsafe, verbatims
@@ -24,10 +25,23 @@ BROAD_CSV_COLUMNS = ("broad_id", "broad_label")
 FORMULA_START: Final = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 
 
+def formula_like(s: str) -> bool:
+    """Whether ``s`` starts with one of FORMULA_START, also behind what a spreadsheet may drop or skip on the way in:
+    spaces of any kind, control characters (a NUL, a line feed: the xlsx writer drops the illegal ones, and the CSV
+    kept "\\x00=1+1" bare) and invisible format characters (a zero-width space, a byte-order mark, a direction
+    mark). Such a text gets the quote too (review46); nothing else changes. (thematiq_cli.render has a copy.)"""
+    for ch in s:
+        if ch in FORMULA_START:
+            return True
+        if not (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs")):
+            return False
+    return False
+
+
 def _cell(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else str(value)
-    return "'" + s if s[:1] in FORMULA_START else s
+    return "'" + s if formula_like(s) else s
 
 
 def _meta_cell(value: Any) -> str:
