@@ -386,7 +386,9 @@ def write_responses(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> in
 
 
 def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
-    w = csv.writer(out, lineterminator="\r\n")
+    # Every field quoted, as the service's CSV (pipelines/thematic/render.render_csv; review46): a reader that also
+    # splits on ";" takes a quoted field whole, so no formula starts behind a ";" in a text.
+    w = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
     it = iter(rows)
     first: list[dict[str, Any]] = []
     for r in it:

@@ -88,7 +88,9 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     level = verbatims.Labels(doc)
     broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\r\n")
+    # Every field quoted (review46): a reader that also splits on ";" (LibreOffice with both separators ticked) took
+    # "x;=WEBSERVICE(CHAR(104));y" unquoted as two cells, the second a live formula. Quoted, a field stays whole.
+    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
     # Last, after the metadata: a reader that addresses text and the metadata by position keeps its columns.
     w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
                 *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text", *broad))), *broad])

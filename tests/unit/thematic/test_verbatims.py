@@ -448,3 +448,44 @@ def test_the_cli_and_the_service_read_the_same_texts_as_formulas() -> None:
     assert [service(t) for t in texts] == [cli(t) for t in texts]
     assert all(service(t) for t in FORMULA_TEXTS)
     assert not any(service(t) for t in ("", " ", "\x00", "plain", " plain", "\u200b", "'=1+1", '"=1+1', "1-2", "a=b"))
+
+
+
+#: Texts that end a field for a reader splitting on ";" as well as "," (LibreOffice Calc's import with both
+#: separators ticked), with a formula after it: unquoted, "x;=WEBSERVICE(CHAR(104));y" was the live formula
+#: =WEBSERVICE(CHAR(104)) there (LibreOffice 7.4, Evaluate formulas on; review46).
+SEMICOLON_TEXTS = ("x;=1+1;y", "x;=WEBSERVICE(CHAR(104));y", "a; +1+1", "ok;@SUM(1)")
+
+
+def _pieces(line: str) -> list[str]:
+    """A CSV line's fields as a reader taking both "," and ";" as separators splits it (quotes honoured)."""
+    pieces, inside, cur = [], False, ""
+    for ch in line:
+        if ch == '"':
+            inside = not inside
+        if ch in ",;" and not inside:
+            pieces.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*pieces, cur]
+
+
+def test_every_csv_export_quotes_its_fields_so_no_formula_starts_behind_a_semicolon() -> None:
+    import csv
+
+    from pipelines.thematic.render import formula_like, render_csv
+    from thematiq_cli.render import write_responses
+
+    items, doc = synthetic_job(len(SEMICOLON_TEXTS), seed=3)
+    for it, v in zip(items, SEMICOLON_TEXTS, strict=True):
+        it["text"], it["metadata"] = v, {"note": v}
+    service = render_csv(doc, items)[1].decode()
+    out = io.StringIO()
+    write_responses(iter([{"id": str(i), "text": v, "bucket": "theme", "themes": [], "metadata": {"note": v}}
+                          for i, v in enumerate(SEMICOLON_TEXTS)]), "csv", out)
+    for text in (service, out.getvalue()):
+        cells = [c for r in csv.reader(io.StringIO(text)) for c in r]
+        assert all(v in cells for v in SEMICOLON_TEXTS)  # a comma reader reads the texts as they were
+        for line in text.splitlines():
+            assert not any(formula_like(p) for p in _pieces(line)), line
