@@ -56,6 +56,27 @@ def _score(value: Any) -> str:
     return f"{float(value):.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
 
 
+class CsvWriter:
+    """``csv.writer``'s RFC 4180 rows (QUOTE_MINIMAL, CRLF), and a field that holds a ";" is quoted too (review46): a
+    reader that also splits on ";" (LibreOffice Calc with both separators ticked) took "x;=WEBSERVICE(CHAR(104));y",
+    unquoted, as two cells, the second the live formula =WEBSERVICE(CHAR(104)). Quoted, the field stays whole; the
+    header, ids and numbers stay as they were. (thematiq_cli.render has a copy.)"""
+
+    def __init__(self, out: io.StringIO) -> None:
+        self._out, self._csv = out, csv.writer(out, lineterminator="\r\n")
+
+    def writerow(self, row: Any) -> None:
+        if any(";" in v for v in row if isinstance(v, str)):
+            self._out.write(",".join(_csv_field(v) for v in row) + "\r\n")
+        else:
+            self._csv.writerow(row)  # the common row, at the C writer's speed
+
+
+def _csv_field(value: Any) -> str:
+    s = "" if value is None else str(value)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',";\r\n') else s
+
+
 def metadata_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
     """A metadata key is its own column header, unless it is already a fixed column's name: then ``metadata.`` is
     prefixed until the name is no column's and no other key's (keys ``text`` and ``metadata.text`` are the columns
@@ -88,9 +109,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     level = verbatims.Labels(doc)
     broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
-    # Every field quoted (review46): a reader that also splits on ";" (LibreOffice with both separators ticked) took
-    # "x;=WEBSERVICE(CHAR(104));y" unquoted as two cells, the second a live formula. Quoted, a field stays whole.
-    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
+    w = CsvWriter(buf)
     # Last, after the metadata: a reader that addresses text and the metadata by position keeps its columns.
     w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
                 *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text", *broad))), *broad])
