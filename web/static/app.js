@@ -852,7 +852,10 @@ function countNote(tc, levels) {
   const unchosen = ["fixed", "single"].includes(tc?.criterion);
   if (!tc?.confidence_label && !(unchosen && levels)) return null;
   const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
-  const sure = !tc.confidence_label ? "Theme count set, not chosen by the data"
+  const sure = !tc.confidence_label
+    ? (tc.criterion === "fixed" || /num_themes=/.test(tc.explanation || "")  // num_themes=1 is "single" too
+      ? "Theme count requested (num_themes), not chosen by the data"
+      : "One theme: too few responses to choose a count")
     : tc.criterion === "prior" ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
   const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";

@@ -183,6 +183,6 @@ def test_a_requested_count_states_no_confidence(page: Any, host: HostProcess, ap
     assert tc["criterion"] == "fixed" and tc["confidence"] is None and tc["confidence_label"] is None, tc
     open_ui(page, host, api, f"#/jobs/{job['id']}")
     note = page.locator(".count-confidence")
-    expect(note).to_contain_text("Theme count set, not chosen by the data", timeout=30000)
+    expect(note).to_contain_text("Theme count requested (num_themes), not chosen by the data", timeout=30000)
     expect(note).not_to_contain_text("Count confidence")
     expect(note).to_contain_text(f"{doc['levels']['broad_count']} broad themes")
