@@ -6,6 +6,7 @@ import csv
 import json
 import shutil
 import textwrap
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
@@ -144,12 +145,14 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                 else f"{choice['confidence_label']} ({float(choice.get('confidence') or 0):.2f})"
             )
             out.append(f"Count confidence: {sure}" + (f"; other readings: {', '.join(map(str, alt))} themes" if alt else ""))
-            levels = result.get("levels") or {}
-            if levels:
-                out.append(
-                    f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
-                    f"{levels.get('fine_count')} fine ({levels.get('fine')})"
-                )
+        levels = result.get("levels") or {}
+        if levels and (choice.get("confidence_label") or choice.get("criterion") in ("fixed", "single")):
+            # A count the data did not choose has no confidence (num_themes given, too few responses), but its
+            # levels are the analysis's all the same (review46).
+            out.append(
+                f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+                f"{levels.get('fine_count')} fine ({levels.get('fine')})"
+            )
         if choice.get("explanation"):
             after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
@@ -321,7 +324,19 @@ FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 def _safe(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "'" + s if s[:1] in FORMULA_START else s
+    return "'" + s if formula_like(s) else s
+
+
+def formula_like(s: str) -> bool:
+    """Whether ``s`` starts with one of FORMULA_START, also behind spaces, control and invisible format characters
+    (a NUL, a line feed, a zero-width space, a BOM), which a spreadsheet may drop or skip: the service's rule
+    (pipelines/thematic/render.formula_like), copied (review46)."""
+    for ch in s:
+        if ch in FORMULA_START:
+            return True
+        if not (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs")):
+            return False
+    return False
 
 
 def _meta_cell(value: Any) -> str:
@@ -388,8 +403,27 @@ def write_responses(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> in
     return len(table_rows)
 
 
+class _CsvWriter:
+    """``csv.writer``'s rows, and a field that holds a ";" quoted too, so a reader that also splits on ";" keeps it
+    whole and no formula starts behind the ";" (review46): the service's ``pipelines/thematic/render.CsvWriter``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out, self._csv = out, csv.writer(out, lineterminator="\r\n")
+
+    def writerow(self, row: Sequence[Any]) -> None:
+        if any(";" in v for v in row if isinstance(v, str)):
+            self._out.write(",".join(_csv_field(v) for v in row) + "\r\n")
+        else:
+            self._csv.writerow(row)  # the common row, at the C writer's speed
+
+
+def _csv_field(value: Any) -> str:
+    s = "" if value is None else str(value)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',";\r\n') else s
+
+
 def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
-    w = csv.writer(out, lineterminator="\r\n")
+    w = _CsvWriter(out)
     it = iter(rows)
     first: list[dict[str, Any]] = []
     for r in it:

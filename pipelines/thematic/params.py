@@ -105,6 +105,12 @@ def visible_text(value: str) -> str:
     return value
 
 
+def shown_text(value: str) -> str:
+    """``value`` as a description ``visible_text`` takes: the characters it refuses as spaces (a served codebook's
+    description quotes answers, which may hold them, and must go back as ``seed_themes`` as it is)."""
+    return _INVISIBLE_IN_TEXT.sub(" ", value)
+
+
 #: The limits of a codebook entry; a served codebook (``codebook.codebook``) keeps within them.
 SEED_NAME_MAX: Final = 120
 SEED_DESCRIPTION_MAX: Final = 1000
@@ -121,7 +127,9 @@ class SeedTheme(BaseModel):
 
     #: Shown as a theme's label: visible text on one line, as a codebook edit's label (``codebook.Label``).
     name: Annotated[str, Field(min_length=1, max_length=SEED_NAME_MAX), AfterValidator(visible_name)]
-    description: str = Field(default="", max_length=SEED_DESCRIPTION_MAX)
+    #: As a codebook edit's description (``codebook.Rename``): line breaks and tabs, but no NUL, other control
+    #: character or direction override (review46: taken here, refused by the edit, and shown reordered).
+    description: Annotated[str, Field(max_length=SEED_DESCRIPTION_MAX), AfterValidator(visible_text)] = ""
     #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
     #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.
     keywords: list[Annotated[str, StringConstraints(max_length=SEED_KEYWORD_MAX)]] = Field(

@@ -895,11 +895,17 @@ function codebookEditor(job, doc, edit) {
 
 // Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes). The other readings
 // only without a summary (schema 1.2), which names them: the page said them twice.
+// A count the data did not choose (num_themes given, too few responses: criterion fixed or single) has no
+// confidence (review46: it read "high (1.00)"); its levels are shown all the same.
 function countNote(tc, levels) {
-  if (!tc?.confidence_label) return null;
+  const unchosen = ["fixed", "single"].includes(tc?.criterion);
+  if (!tc?.confidence_label && !(unchosen && levels)) return null;
   const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
-  const sure = tc.criterion === "prior"
-    ? "Structure is weak: the count is a judgement"
+  const sure = !tc.confidence_label
+    ? (tc.criterion === "fixed" || /num_themes=/.test(tc.explanation || "")  // num_themes=1 is "single" too
+      ? "Theme count requested (num_themes), not chosen by the data"
+      : "One theme: too few responses to choose a count")
+    : tc.criterion === "prior" ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
   const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
