@@ -26,13 +26,16 @@ automatic count (``bench/thematic.py``'s ``ours``, seed 0; minutes per set). Per
 * content words per label, ours and BERTopic's top words at our length (:func:`content_words`: the words that
   are no stopword or number; 2026-12-03): at the same word budget the side with more content words has more
   chances to hit;
-* the describe stage's seconds (levels included).
+* the describe stage's seconds (levels included);
+* pooled, content-word hits (:func:`content_hits`, 2026-12-08): the same hit rate, ours and BERTopic's words on our
+  themes, counting only a shared word that is no stopword (BERTopic's vectorizer keeps "you", "what", "to").
 
 TUNE sets (the weights in describe.py were chosen on these) and CHECK sets (never looked at while tuning) are
 reported apart. ``--seeds N`` labels the k-means partitions of seeds 0..N-1 of each set and prints the pooled hits
 of the TUNE and the CHECK sets apart (the label TUNE pool: the six TUNE sets, ``--seeds 3``, 735 themes).
 ``--generic`` prints, per set, the words common in its true themes (what the fixed list of before 2026-12-02 was
-made of; the pipeline now finds each job's own).
+made of; the pipeline now finds each job's own). ``--name-style`` prints, per set, whether its true names are the
+word most of a theme's texts say or the word that sets it apart (:func:`name_style`; true groups only).
 
 Usage::
 
@@ -195,6 +198,32 @@ def content_words(label: str) -> int:
     return sum(w.lower() not in EN and not w.isdigit() for w in re.findall(r"[^\W_]+(?:['-][^\W_]+)*", label))
 
 
+def _content_set(text: str) -> set[str]:
+    """The stems of ``text``'s words that are no English stopword (the pipeline's list, as :func:`content_words`)."""
+    from pipelines.thematic.keywords import _stem
+    from pipelines.thematic.stopwords import EN
+
+    return {_stem(w) for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) >= 2 and w not in EN}
+
+
+def content_hits(truth: list[str], pred: list[str], labels: dict[str, str]) -> float | None:
+    """:func:`bench/thematic.py label_hits` on content words: a label hits when it shares a word (stem, or the first
+    5 letters) that is no stopword with the name of the theme's majority true label. BERTopic's CountVectorizer keeps
+    stopwords, so its top words "you", "what", "is" hit CLINC150's `are_you_a_bot`, `what_is_your_name`; that says
+    nothing about the theme. A name of stopwords only (`yes`, `no`, `maybe`) is matched on all its words, on both
+    sides (2026-12-08, labels46: a diagnostic beside the issue's measure, which it does not replace)."""
+    hits = total = 0
+    for tid, label in labels.items():
+        members = [t for t, p in zip(truth, pred, strict=True) if p == tid]
+        if not members:
+            continue
+        major = max(sorted(set(members)), key=members.count)
+        name = _content_set(major)
+        total += 1
+        hits += T._match(_content_set(label), name) if name else T._match(T._words(label), T._words(major))
+    return hits / total if total else None
+
+
 def at_length(hits: dict[int, float | None], mean_words: float) -> float:
     """The hit rate of n-word labels at our mean label length: interpolated between the two whole lengths around it.
 
@@ -316,6 +345,9 @@ def evaluate(name: str, args: argparse.Namespace, seed: int = 0) -> dict[str, An
     per_n: dict[int, float | None] = {n: float(np.mean([content_words(" ".join(w[:n])) for w in words.values()])) if words else 0.0
              for n in (1, 2, 3, 4)}
     out["ctfidf_content"] = at_length(per_n, mean_words)
+    out["content_hit"] = content_hits(truth, pred, named)
+    cc = {n: content_hits(truth, pred, {tid: " ".join(w[:n]) for tid, w in words.items()}) for n in (1, 2, 3, 4)}
+    out["ctfidf_content_hit"] = at_length(cc, mean_words)
     out["phrases_hit"] = T.label_hits(truth, pred, {th.id: " ".join(th.key_phrases) for th in themes})
     # Per theme: does BERTopic's c-TF-IDF cut to THIS label's length hit (the per-theme comparison of --misses).
     def major(th: Any) -> str:  # as label_hits: ties by name
@@ -417,6 +449,39 @@ def generic_words(names: list[str]) -> None:
     print("in >= 2 sets:", " ".join(sorted(w for w, n in count.items() if n >= 2)))
 
 
+def name_style(groups: dict[str, list[str]]) -> tuple[int, float, float]:
+    """How a set names its true themes (2026-12-08): (themes with a name of words, share of them whose most-covered
+    word hits the name, share whose top c-TF-IDF word does), on the true groups only, no label of ours.
+
+    A word is a text's content word (no English stopword, stemmed); covered = the share of the theme's texts using it;
+    c-TF-IDF as BERTopic scores a term, a use being a text that says the word (its share of the theme's uses x
+    log(1 + average uses per theme / its uses in all themes)). Our label is the phrase a theme's texts share (coverage); BERTopic's the words that set it apart.
+    A set whose names are the covered word (Banking77: `card_arrival`) favours the first, a set whose names are the
+    distinctive word (`pin_change`, `magento`) the second, so the TUNE pool's shape says which way a rule fitted on it
+    leans."""
+    from pipelines.thematic.keywords import _stem
+    from pipelines.thematic.stopwords import EN
+
+    def words(text: str) -> set[str]:
+        return {_stem(w) for w in re.findall(r"[a-z][a-z0-9']+", text.lower()) if w not in EN}
+
+    used = {y: Counter(w for t in texts for w in words(t)) for y, texts in groups.items()}
+    total: Counter[str] = Counter()
+    for c in used.values():
+        total.update(c)
+    avg = sum(sum(c.values()) for c in used.values()) / max(1, len(used))
+    n = covered = distinct = 0
+    for y, c in used.items():
+        name = T._words(y)
+        if not name or not c or re.fullmatch(r"a\d+", y):
+            continue
+        n += 1
+        size = sum(c.values())
+        covered += T._match({max(sorted(c), key=lambda w: c[w])}, name)
+        distinct += T._match({max(sorted(c), key=lambda w: c[w] / size * math.log(1 + avg / total[w]))}, name)
+    return n, covered / max(1, n), distinct / max(1, n)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default="banking,feedback,clinc,stackoverflow")
@@ -426,6 +491,8 @@ def main() -> None:
     ap.add_argument("--refresh", action="store_true", help="recompute the cached partitions and BERTopic topics")
     ap.add_argument("--show", type=int, default=0, help="print this many labels per set (and parents, sub-themes)")
     ap.add_argument("--generic", action="store_true", help="the data behind stopwords.GENERIC")
+    ap.add_argument("--name-style", action="store_true",
+                    help="per set, whether its true names are the most-covered or the most distinctive word (name_style)")
     ap.add_argument("--misses", action="store_true",
                     help="classify the missed labels (MISS_KINDS) per split; with --show, print that many per kind")
     ap.add_argument("--seeds", type=int, default=1,
@@ -434,6 +501,17 @@ def main() -> None:
     names = [s for s in args.sets.split(",") if s]
     if args.generic:
         generic_words(names)
+        return
+    if args.name_style:
+        for name in names:
+            texts, truth = T.suite_set(name)
+            groups: dict[str, list[str]] = {}
+            for t, y in zip(texts, truth, strict=True):
+                if y != "unusable":
+                    groups.setdefault(y.split("|")[0], []).append(t)
+            n, covered, distinct = name_style(groups)
+            print(f"{name}: {n} themes; the most-covered word hits the name {covered:.0%}, the top c-TF-IDF word "
+                  f"{distinct:.0%}")
         return
     cpu = Path("/proc/cpuinfo").read_text()
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("model name")), "?")
@@ -457,7 +535,9 @@ def main() -> None:
                            ct_content=round(100 * r["ctfidf_content"] * len(r["named"])),
                            breaks=sum(len(r[kind][key]) for kind in ("themes", "second")
                                       for key in ("generic", "numbered", "shared")),
-                           cut=len(r["cut"]), cut_second=len(r["cut_second"]))
+                           cut=len(r["cut"]), cut_second=len(r["cut_second"]),
+                           c_hits=round((r["content_hit"] or 0.0) * len(r["named"])),
+                           ct_c_hits=round(100 * r["ctfidf_content_hit"] * len(r["named"])))
         if args.seeds > 1:
             name = f"{name} s{seed}"
         pool[split].update(ct_theme_hits=r["ctfidf_theme_hits"])
@@ -497,6 +577,9 @@ def main() -> None:
                   f"content words per label {c['content'] / 100 / c['themes']:.2f} (BERTopic's at our length "
                   f"{c['ct_content'] / 100 / c['themes']:.2f}); cut-off labels {c['cut']} + {c['cut_second']} "
                   f"(themes + second level)")
+            print(f"# {split}, content-word hits (a shared stopword is no hit): ours {c['c_hits']} of {c['themes']} "
+                  f"({c['c_hits'] / c['themes']:.1%}), BERTopic's c-TF-IDF words on them at our length "
+                  f"{c['ct_c_hits'] / 100 / c['themes']:.1%}")
             print(f"# {split}, per theme (BERTopic's c-TF-IDF words cut to each label's own length): "
                   f"{c['ct_theme_hits']} of {c['themes']}")
     for split, ms in missed.items():

@@ -16,7 +16,9 @@ every built graph of the encoder. It is scored here on:
   check of the direction, not a human sentiment label.
 
 Scores: 3-way accuracy, macro-F1 and Cohen's kappa; 2-way (the positive/negative items, each method forced to
-a polarity by the sign of its score); the majority-class baseline beside them.
+a polarity: the lexicon by the sign of its score, the model by the likelier of its two polar classes,
+P(positive) - P(negative), which is its score except for an answer it labels neutral, scored 0 since
+2026-12-08); the majority-class baseline beside them.
 
 Usage::
 
@@ -51,7 +53,7 @@ import numpy as np  # noqa: E402  (after the path fix: numpy imports the standar
 
 from pipelines.thematic.embed import fast_graph, get_embedder  # noqa: E402
 from pipelines.thematic.params import ThematicParams  # noqa: E402
-from pipelines.thematic.sentiment import LABELS, MODEL_NAME, Scored, by_model, lexicon  # noqa: E402
+from pipelines.thematic.sentiment import LABELS, MODEL_NAME, Scored, by_model, lexicon, model_polarity  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Themes of the sample whose answers are complaints (samples/README.md).
@@ -124,11 +126,15 @@ def scores(gold: list[str], pred: list[str]) -> dict[str, Any]:
             "predicted": dict(p_counts)}
 
 
-def compare(gold: list[str], methods: dict[str, list[Scored]]) -> dict[str, Any]:
+def compare(gold: list[str], methods: dict[str, list[Scored]],
+            polarity: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """``polarity[name]``: the method's lean per item for the 2-way reading, where its score is not it (the model
+    scores a neutral 0, so its lean is P(positive) - P(negative)); else the sign of its score."""
     polar = [i for i, g in enumerate(gold) if g != "neutral"]
     out: dict[str, Any] = {}
     for name, scored in methods.items():
-        two = ["positive" if scored[i].score > 0 else "negative" for i in polar]
+        lean = (polarity or {}).get(name) or [s.score for s in scored]
+        two = ["positive" if lean[i] > 0 else "negative" for i in polar]
         out[name] = {"3-way": scores(gold, [s.label for s in scored]),
                      "2-way": scores([gold[i] for i in polar], two)}
     return out
@@ -164,7 +170,7 @@ def main() -> None:
         t0 = time.perf_counter()
         model = by_model(emb)
         t_model = time.perf_counter() - t0
-        out["sets"][name] = {**compare(gold, {"model": model, "lexicon": lex}),
+        out["sets"][name] = {**compare(gold, {"model": model, "lexicon": lex}, {"model": model_polarity(emb)}),
                              "seconds": {"lexicon": round(t_lex, 3), "model_over_embeddings": round(t_model, 3)}}
     print(json.dumps(out, indent=2))
 

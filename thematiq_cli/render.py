@@ -6,6 +6,7 @@ import csv
 import json
 import shutil
 import textwrap
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
@@ -144,12 +145,14 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
                 else f"{choice['confidence_label']} ({float(choice.get('confidence') or 0):.2f})"
             )
             out.append(f"Count confidence: {sure}" + (f"; other readings: {', '.join(map(str, alt))} themes" if alt else ""))
-            levels = result.get("levels") or {}
-            if levels:
-                out.append(
-                    f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
-                    f"{levels.get('fine_count')} fine ({levels.get('fine')})"
-                )
+        levels = result.get("levels") or {}
+        if levels and (choice.get("confidence_label") or choice.get("criterion") in ("fixed", "single")):
+            # A count the data did not choose has no confidence (num_themes given, too few responses), but its
+            # levels are the analysis's all the same (review46).
+            out.append(
+                f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+                f"{levels.get('fine_count')} fine ({levels.get('fine')})"
+            )
         if choice.get("explanation"):
             after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
@@ -288,8 +291,12 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
     return visible("\n".join([note, "", *lines]))
 
 
+#: One row per response. ``theme_ids`` / ``theme_labels``: every theme (primary first); ``broad_ids`` /
+#: ``broad_labels``: every broad theme the response is in, in its themes' order, each once (multi_label: a response
+#: counts in the broad theme of each of its themes, as the service's CSV has a ``broad_id`` per theme row and
+#: ``theme=p1`` lists it). Until 2026-12-08 one column ``broad`` held the primary theme's broad theme only.
 RESPONSE_CSV_COLUMNS = ("response_id", "text", "bucket", "reason", "theme_ids", "theme_labels", "confidence",
-                        "broad", "fine", "sentiment", "sentiment_score")
+                        "broad_ids", "broad_labels", "fine", "sentiment", "sentiment_score")
 
 
 def metadata_columns(keys: Sequence[str], fixed: tuple[str, ...]) -> list[str]:
@@ -317,7 +324,19 @@ FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 def _safe(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "'" + s if s[:1] in FORMULA_START else s
+    return "'" + s if formula_like(s) else s
+
+
+def formula_like(s: str) -> bool:
+    """Whether ``s`` starts with one of FORMULA_START, also behind spaces, control and invisible format characters
+    (a NUL, a line feed, a zero-width space, a BOM), which a spreadsheet may drop or skip: the service's rule
+    (pipelines/thematic/render.formula_like), copied (review46)."""
+    for ch in s:
+        if ch in FORMULA_START:
+            return True
+        if not (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs")):
+            return False
+    return False
 
 
 def _meta_cell(value: Any) -> str:
@@ -327,15 +346,29 @@ def _meta_cell(value: Any) -> str:
     return _safe(metadata_text(value))
 
 
+def broad_themes(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every broad theme of a ``/responses`` row ({id, label}), in its themes' order, each once: the primary theme's
+    (the row's ``broad``) first, then the others' (``themes[].broad``, multi_label). A service before 2026-12-08
+    sends no ``themes[].broad``: then the row's ``broad`` alone."""
+    seen: dict[str, dict[str, Any]] = {}
+    for link in [r.get("broad"), *(t.get("broad") for t in r.get("themes") or [])]:
+        if isinstance(link, dict) and link.get("id") is not None:
+            seen.setdefault(str(link["id"]), link)
+    return list(seen.values())
+
+
 def _csv_row(r: dict[str, Any], keys: Sequence[str]) -> list[str]:
     themes = r.get("themes") or []
     sentiment = r.get("sentiment") or {}
     score = sentiment.get("score")
+    broad = broad_themes(r)
     return [
         _safe(str(r["id"])), _safe(r.get("text")), r.get("bucket") or "", r.get("reason") or "",
-        ";".join(t["theme_id"] for t in themes), _safe(";".join(t["label"] for t in themes)),
+        _safe(";".join(t["theme_id"] for t in themes)), _safe(";".join(t["label"] for t in themes)),
         f"{themes[0]['confidence']:.3f}" if themes else "",
-        (r.get("broad") or {}).get("id", ""), (r.get("fine") or {}).get("id", ""), sentiment.get("label", ""),
+        # Ids are the service's (t3, p1) and labels user text at times (a renamed theme): both through the guard.
+        _safe(";".join(str(b["id"]) for b in broad)), _safe(";".join(str(b.get("label", "")) for b in broad)),
+        _safe((r.get("fine") or {}).get("id", "")), sentiment.get("label", ""),
         # A number the service computed: a leading "-" is a sign, not a formula.
         f"{score:.4f}" if isinstance(score, int | float) else "",
         *(_meta_cell((r.get("metadata") or {}).get(k)) for k in keys),
@@ -370,8 +403,27 @@ def write_responses(rows: Iterable[dict[str, Any]], fmt: str, out: TextIO) -> in
     return len(table_rows)
 
 
+class _CsvWriter:
+    """``csv.writer``'s rows, and a field that holds a ";" quoted too, so a reader that also splits on ";" keeps it
+    whole and no formula starts behind the ";" (review46): the service's ``pipelines/thematic/render.CsvWriter``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out, self._csv = out, csv.writer(out, lineterminator="\r\n")
+
+    def writerow(self, row: Sequence[Any]) -> None:
+        if any(";" in v for v in row if isinstance(v, str)):
+            self._out.write(",".join(_csv_field(v) for v in row) + "\r\n")
+        else:
+            self._csv.writerow(row)  # the common row, at the C writer's speed
+
+
+def _csv_field(value: Any) -> str:
+    s = "" if value is None else str(value)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',";\r\n') else s
+
+
 def _write_csv(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
-    w = csv.writer(out, lineterminator="\r\n")
+    w = _CsvWriter(out)
     it = iter(rows)
     first: list[dict[str, Any]] = []
     for r in it:

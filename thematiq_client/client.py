@@ -7,8 +7,8 @@
   the gateway sets it from the subscription and strips a client's value).
 * 429 and 503 (and, for requests that are safe to repeat, 502/504 and connection errors) are retried,
   waiting what ``Retry-After`` says (seconds or an HTTP date), otherwise exponential backoff with jitter.
-  ``submit`` always sends an ``Idempotency-Key`` (a fresh one unless given), so a retried submission never
-  creates a second job.
+  ``submit`` and ``create_webhook_secret`` always send an ``Idempotency-Key`` (a fresh one per call unless given,
+  re-sent unchanged on each retry), so a retry after a lost answer never creates a second job or secret.
 * ``get`` remembers each job's ``ETag`` and sends ``If-None-Match``: an unchanged job costs a 304 with no body.
   ``wait`` polls at the pace the service's ``Retry-After`` suggests.
 * Redirects are not followed, so a key is never sent to another host.
@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import builtins
 import email.utils
 import json
 import numbers
@@ -28,13 +29,24 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import __version__
 from .errors import ApiError, ThematiqError, TransportError, WaitTimeout
-from .models import Health, Job, JobList, Problem, ResponseList, ResponseRow, Status
+from .models import (
+    Health,
+    Job,
+    JobList,
+    Problem,
+    ResponseList,
+    ResponseRow,
+    Status,
+    WebhookSecret,
+    WebhookSecretInfo,
+    WebhookSecretList,
+)
 
 KEY_HEADER = "x-functions-key"
 SUBSCRIPTION_HEADER = "Ocp-Apim-Subscription-Key"
@@ -45,9 +57,12 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRY_ALWAYS = frozenset({429, 503})
 #: Retried too when repeating the request is safe (GET, or a POST the service dedupes).
 _RETRY_SAFE = frozenset({408, 502, 504})
+#: Answers after which the request may have been applied all the same (a write that committed, answered 5xx).
+_MAYBE_APPLIED = frozenset({502, 503, 504})
 _ETAGS_KEPT = 512
 
 JobRef = Job | str
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,28 @@ class ResponseFilters(TypedDict, total=False):
     #: key -> value as submitted (``{"vip": True}``, ``{"nps": 7}``, ``{"tags": ["a"]}``); see :func:`metadata_text`.
     metadata: Mapping[str, MetadataValue]
     limit: int
+
+
+#: ``params.score.scale`` of a thematic job: NPS groups of 0-10 integers, CSAT 1-5, a rating on a declared range (its
+#: mean, every value in the range; a 0-5 or 1-5 star rating says so), or any number (the mean).
+ScoreScale = Literal["nps", "csat", "numeric", "0-5", "1-5", "1-7", "1-10"]
+#: ``params.sentiment_from.scale``: a rating read linearly ("0-5": 0-1 negative, 2-3 neutral, 4-5 positive; "1-5":
+#: 1-2 / 3 / 4-5; "1-7", "1-10") or "0-10" read as NPS groups.
+RatingRange = Literal["0-5", "1-5", "1-7", "1-10", "0-10"]
+
+
+class ScoreParam(TypedDict):
+    """``params.score``: ``client.submit("thematic", items, {"score": ScoreParam(key="sat", scale="0-5")})``."""
+
+    key: str
+    scale: ScoreScale
+
+
+class SentimentFromParam(TypedDict):
+    """``params.sentiment_from`` with a declared scale (a plain key is the other form: the scale is inferred)."""
+
+    key: str
+    scale: RatingRange
 
 
 #: A metadata value, as a response's metadata holds it (JSON).
@@ -210,11 +247,14 @@ class Client:
         headers: dict[str, str] | None = None,
         *,
         safe: bool | None = None,
+        landed: frozenset[int] = frozenset(),
     ) -> Response:
         """One API call to ``base_url + path``, with retries; raises :class:`ApiError` for a status >= 400.
 
         ``safe`` (default: GET/HEAD) says the request may be repeated after a connection error or a
-        502/504 without doing anything twice.
+        502/504 without doing anything twice. ``landed`` are the statuses that, answered to a repeat of an attempt
+        whose outcome is unknown (a connection error, a 502/503/504), mean that attempt took effect: that answer
+        is returned, not raised (a repeated ``DELETE`` finding nothing left to delete).
         """
         url = self.base_url + path
         q = {k: str(v) for k, v in (query or {}).items() if v is not None}
@@ -234,6 +274,7 @@ class Client:
         h.update(headers or {})
         repeatable = method in ("GET", "HEAD") if safe is None else safe
         attempt = 0
+        unknown = False  # an earlier attempt may have taken effect (its answer was lost or a 5xx)
         while True:
             attempt += 1
             try:
@@ -241,10 +282,12 @@ class Client:
             except TransportError:
                 if not repeatable or attempt > self.max_retries:
                     raise
+                unknown = True
                 self._sleep(self._backoff(attempt))
                 continue
-            if response.status < 400 or response.status == 304:
+            if response.status < 400 or response.status == 304 or (unknown and response.status in landed):
                 return response
+            unknown = unknown or response.status in _MAYBE_APPLIED
             err = _api_error(response)
             retryable = response.status in _RETRY_ALWAYS or (repeatable and response.status in _RETRY_SAFE)
             if not retryable or attempt > self.max_retries:
@@ -429,6 +472,41 @@ class Client:
         )
         body = resp.json()
         return Codebook(list(body["themes"]), list(body.get("edits", [])), resp.headers.get("etag", ""))
+
+    # -- webhook signing secrets (docs/webhooks.md) ------------------------------------------------------
+    def create_webhook_secret(self, idempotency_key: str | None = None) -> WebhookSecret:
+        """A new signing secret for the tenant (``POST /webhooks/secrets``): a rotation starts. Its value is shown
+        only in this answer: store it in the receiver's secret store.
+
+        Sends an ``Idempotency-Key`` (a fresh one per call unless given, the same on every retry of the call), so a
+        call whose answer was lost (a dropped connection, a 503 for a write that happened) is retried into the same
+        secret (the service answers the replay 200 with the same id and value), never a second one. Give your own
+        key to carry that across processes (the service remembers it 24 h, while the secret is active). A third
+        active secret is an :class:`ApiError` 409: revoke one first.
+        """
+        key = idempotency_key or f"tq-{uuid.uuid4().hex}"
+        resp = self.request("POST", "/webhooks/secrets", headers={IDEMPOTENCY_HEADER: key}, safe=True)
+        return self._model(WebhookSecret, resp)
+
+    def webhook_secrets(self) -> builtins.list[WebhookSecretInfo]:
+        """The tenant's active signing secrets (``GET /webhooks/secrets``): ids and dates, never values."""
+        return self._model(WebhookSecretList, self.request("GET", "/webhooks/secrets")).items
+
+    def revoke_webhook_secret(self, secret_id: str) -> None:
+        """Stop signing with ``secret_id`` (``DELETE /webhooks/secrets/{id}``): a rotation ends.
+
+        An unknown id is an :class:`ApiError` 404, the tenant's last secret a 409. Retried after a lost answer: a
+        404 to the retry means the first attempt revoked it (or the id was never active); either way it is not.
+        """
+        self.request("DELETE", f"/webhooks/secrets/{_seg(secret_id)}", safe=True, landed=frozenset({404}))
+
+    def _model(self, model: type[_M], resp: Response) -> _M:
+        try:
+            return model.model_validate(resp.json())
+        except (ValueError, UnicodeDecodeError):
+            raise ThematiqError(f"the service sent a response that is not JSON (HTTP {resp.status})") from None
+        except ValidationError as err:
+            raise ThematiqError(f"the service sent a {model.__name__} this client cannot read: {err}") from None
 
     def health(self) -> Health:
         return Health.model_validate(self._json("GET", "/health"))

@@ -98,15 +98,18 @@ class JobList(_Model):
     next_cursor: str | None
 
 
+class LevelLink(_Model):
+    id: str
+    label: str
+
+
 class ThemeLink(_Model):
     theme_id: str
     label: str
     confidence: float
-
-
-class LevelLink(_Model):
-    id: str
-    label: str
+    #: The broad theme this theme is in (its parent, or itself when the themes are the broad level); with
+    #: multi_label, every broad theme a response counts in. None from a service before 2026-12-08.
+    broad: LevelLink | None = None
 
 
 class RowSentiment(_Model):
@@ -173,3 +176,22 @@ Job = JobView
 Progress = ProgressView
 JobErrorInfo = ErrorView
 Page = JobList
+
+
+class WebhookSecretInfo(_Model):
+    """One of a tenant's active webhook signing secrets, as ``GET /webhooks/secrets`` lists it (never its value)."""
+
+    id: str
+    created_at: datetime
+
+
+class WebhookSecret(_Model):
+    """A new webhook signing secret, as ``POST /webhooks/secrets`` answers it: the value is shown only here."""
+
+    id: str
+    secret: str
+    created_at: datetime
+
+
+class WebhookSecretList(_Model):
+    items: list[WebhookSecretInfo]

@@ -1501,11 +1501,15 @@ def count_json(count: CountChoice | None, k_final: int) -> dict[str, Any]:
     """The new (schema 1.1) fields of ``run.theme_count``."""
     if count is None:
         return {}
+    # A count the data did not choose (num_themes given, or too few responses for two themes) has no confidence:
+    # CountChoice's defaults (1.0, "high") printed "Theme count confidence: high (1.00)" above "num_themes=6 was
+    # requested" (review46). None, as a compared job's inherited count (baseline.py).
+    chosen = count.criterion not in ("fixed", "single")
     return {
         "k": k_final,
         "k_chosen": count.k,
-        "confidence": count.confidence,
-        "confidence_label": count.confidence_label,
+        "confidence": count.confidence if chosen else None,
+        "confidence_label": count.confidence_label if chosen else None,
         "structure": count.structure,
         "alternatives": count.alternatives,
         "k_range": count.k_range,

@@ -25,6 +25,7 @@ from .params import (
     SEED_KEYWORDS_MAX,
     SEED_NAME_MAX,
     shown_name,
+    shown_text,
     visible_name,
     visible_text,
 )
@@ -88,7 +89,7 @@ def codebook(doc: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "id": t["id"],
             "name": shown_name(str(t["label"]), str(t["id"]))[:SEED_NAME_MAX],
-            "description": str(t.get("description", ""))[:SEED_DESCRIPTION_MAX],
+            "description": shown_text(str(t.get("description", "")))[:SEED_DESCRIPTION_MAX],
             "keywords": [k for k in t.get("keywords", []) if len(k) <= SEED_KEYWORD_MAX][:SEED_KEYWORDS_MAX],
             "examples": [str(q["text"])[:SEED_EXAMPLE_MAX] for q in t.get("quotes", [])[:3]],
             "count": t.get("count", 0),

@@ -38,6 +38,9 @@ def declared_scales(doc: Mapping[str, Any], score: Mapping[str, Any] | None = No
     out: dict[str, str] = {}
     if score is not None and score.get("scale") == "nps":
         out[str(score["key"])] = "0-10"
+    elif score is not None and score.get("scale") in impact.RANGES:
+        # A declared rating range (1.7): a group per value, as a declared sentiment_from scale groups it.
+        out[str(score["key"])] = str(score["scale"])
     src = doc.get("sentiment") or {}
     if src.get("source") == "metadata" and src.get("rating_range") and (
             src.get("scale_from") == "declared" or src.get("scale") == "score10"):

@@ -105,6 +105,12 @@ def visible_text(value: str) -> str:
     return value
 
 
+def shown_text(value: str) -> str:
+    """``value`` as a description ``visible_text`` takes: the characters it refuses as spaces (a served codebook's
+    description quotes answers, which may hold them, and must go back as ``seed_themes`` as it is)."""
+    return _INVISIBLE_IN_TEXT.sub(" ", value)
+
+
 #: The limits of a codebook entry; a served codebook (``codebook.codebook``) keeps within them.
 SEED_NAME_MAX: Final = 120
 SEED_DESCRIPTION_MAX: Final = 1000
@@ -121,7 +127,9 @@ class SeedTheme(BaseModel):
 
     #: Shown as a theme's label: visible text on one line, as a codebook edit's label (``codebook.Label``).
     name: Annotated[str, Field(min_length=1, max_length=SEED_NAME_MAX), AfterValidator(visible_name)]
-    description: str = Field(default="", max_length=SEED_DESCRIPTION_MAX)
+    #: As a codebook edit's description (``codebook.Rename``): line breaks and tabs, but no NUL, other control
+    #: character or direction override (review46: taken here, refused by the edit, and shown reordered).
+    description: Annotated[str, Field(max_length=SEED_DESCRIPTION_MAX), AfterValidator(visible_text)] = ""
     #: The rest of a served codebook entry (``?format=codebook``), so a codebook can be sent back as it is:
     #: keywords sharpen the code's embedding; id, examples and count are accepted and not used.
     keywords: list[Annotated[str, StringConstraints(max_length=SEED_KEYWORD_MAX)]] = Field(
@@ -134,6 +142,11 @@ class SeedTheme(BaseModel):
     count: int | None = None
 
 
+#: A rating's range as ``params.score.scale`` declares it (researcher46): the mean of the rating, every value in
+#: the range. The linear ranges of ``RatingRange``; "0-10" is not one, since there it means NPS groups ("nps").
+ScoreRange = Literal["0-5", "1-5", "1-7", "1-10"]
+
+
 class ScoreParam(BaseModel):
     """``params.score``: the metadata key holding a score, and how to read it (impact.py)."""
 
@@ -141,13 +154,14 @@ class ScoreParam(BaseModel):
 
     key: MetadataKey
     #: "nps": integers 0-10, the NPS (promoters 9-10 minus detractors 0-6, in points); "csat": 1-5, the mean;
-    #: "numeric": any number, the mean.
-    scale: Literal["nps", "csat", "numeric"] = "numeric"
+    #: "numeric": any number, the mean; a ``ScoreRange`` ("0-5", "1-5", "1-7", "1-10"): a rating on that range,
+    #: the mean (a value outside it is a 422 naming params.score.scale).
+    scale: Literal["nps", "csat", "numeric", "0-5", "1-5", "1-7", "1-10"] = "numeric"
 
 
-#: A declared rating scale of ``params.sentiment_from``: its range. "1-5", "1-7" and "1-10" are ratings read
-#: linearly (the middle is neutral); "0-10" is a likelihood-to-recommend score read as NPS groups.
-RatingRange = Literal["1-5", "1-7", "1-10", "0-10"]
+#: A declared rating scale of ``params.sentiment_from``: its range. "0-5", "1-5", "1-7" and "1-10" are ratings
+#: read linearly (the middle is neutral); "0-10" is a likelihood-to-recommend score read as NPS groups.
+RatingRange = Literal["0-5", "1-5", "1-7", "1-10", "0-10"]
 _METADATA_KEY: Final = TypeAdapter(MetadataKey)
 
 

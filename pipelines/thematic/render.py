@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from typing import Any, Final
 
 from pipelines.thematic import impact, insight, mdsafe, verbatims
@@ -24,10 +25,23 @@ BROAD_CSV_COLUMNS = ("broad_id", "broad_label")
 FORMULA_START: Final = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 
 
+def formula_like(s: str) -> bool:
+    """Whether ``s`` starts with one of FORMULA_START, also behind what a spreadsheet may drop or skip on the way in:
+    spaces of any kind, control characters (a NUL, a line feed: the xlsx writer drops the illegal ones, and the CSV
+    kept "\\x00=1+1" bare) and invisible format characters (a zero-width space, a byte-order mark, a direction
+    mark). Such a text gets the quote too (review46); nothing else changes. (thematiq_cli.render has a copy.)"""
+    for ch in s:
+        if ch in FORMULA_START:
+            return True
+        if not (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs")):
+            return False
+    return False
+
+
 def _cell(value: Any) -> str:
     # Spreadsheet formula injection: a cell starting with one of FORMULA_START is executed by Excel.
     s = "" if value is None else str(value)
-    return "'" + s if s[:1] in FORMULA_START else s
+    return "'" + s if formula_like(s) else s
 
 
 def _meta_cell(value: Any) -> str:
@@ -40,6 +54,27 @@ def _meta_cell(value: Any) -> str:
 
 def _score(value: Any) -> str:
     return f"{float(value):.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+
+
+class CsvWriter:
+    """``csv.writer``'s RFC 4180 rows (QUOTE_MINIMAL, CRLF), and a field that holds a ";" is quoted too (review46): a
+    reader that also splits on ";" (LibreOffice Calc with both separators ticked) took "x;=WEBSERVICE(CHAR(104));y",
+    unquoted, as two cells, the second the live formula =WEBSERVICE(CHAR(104)). Quoted, the field stays whole; the
+    header, ids and numbers stay as they were. (thematiq_cli.render has a copy.)"""
+
+    def __init__(self, out: io.StringIO) -> None:
+        self._out, self._csv = out, csv.writer(out, lineterminator="\r\n")
+
+    def writerow(self, row: Any) -> None:
+        if any(";" in v for v in row if isinstance(v, str)):
+            self._out.write(",".join(_csv_field(v) for v in row) + "\r\n")
+        else:
+            self._csv.writerow(row)  # the common row, at the C writer's speed
+
+
+def _csv_field(value: Any) -> str:
+    s = "" if value is None else str(value)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',";\r\n') else s
 
 
 def metadata_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
@@ -74,7 +109,7 @@ def render_csv(doc: dict[str, Any], data: Any = None) -> tuple[str, bytes]:
     level = verbatims.Labels(doc)
     broad = BROAD_CSV_COLUMNS if (doc.get("levels") or {}).get("broad") == "parents" else ()
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\r\n")
+    w = CsvWriter(buf)
     # Last, after the metadata: a reader that addresses text and the metadata by position keeps its columns.
     w.writerow([*CSV_COLUMNS, *([] if data is None else ["text"]),
                 *(_cell(c) for c in metadata_columns(keys, (*CSV_COLUMNS, "text", *broad))), *broad])
@@ -284,7 +319,7 @@ def far_note(comparison: dict[str, Any]) -> str | None:
 
 #: How a rating field's scale reads, in words (sentiment.scale).
 _SCALE_WORDS = {"stars": "1–5 stars", "score10": "0–10, as NPS groups", "words": "positive / neutral / negative",
-                "likert7": "1–7", "rating10": "1–10"}
+                "likert7": "1–7", "rating10": "1–10", "rating0to5": "0–5"}
 
 
 def _scale_md(src: dict[str, Any]) -> str:
@@ -311,12 +346,19 @@ def _themes_word(imp: dict[str, Any]) -> str:
     return f"{k} theme{'' if k == 1 else 's'}"
 
 
+def score_word(scale: Any) -> str:
+    """What a non-NPS score's mean is of: "CSAT", "rating (0–5)" for a declared range (1.7), else "score"."""
+    if scale == "csat":
+        return "CSAT"
+    return f"rating ({str(scale).replace('-', '–')})" if scale in impact.RANGES else "score"
+
+
 def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     """Each theme's impact on the score: overall minus the score without the theme, with its 95 % interval."""
     if not imp:
         return []
     nps = imp.get("scale") == "nps"
-    what = "NPS" if nps else "mean " + ("CSAT" if imp.get("scale") == "csat" else "score")
+    what = "NPS" if nps else "mean " + score_word(imp.get("scale"))
     overall = imp.get("overall")
     lines = ["", f"## Impact on {_md(str(imp['key']))}", "",
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "

@@ -23,8 +23,13 @@ from pydantic import (
 
 from .clean import Reason
 
-SCHEMA_VERSION = "1.6"
-"""1.6 (additive, researcher45): ``breakdowns[].groups[].synthetic``: "missing" (responses without a value) or
+SCHEMA_VERSION = "1.7"
+"""1.7 (additive, researcher46): a 0-5 rating can be declared. ``params.sentiment_from.scale`` may be ``0-5``
+(``sentiment.rating_range`` "0-5", ``sentiment.scale`` ``rating0to5``: 0-1 negative, 2-3 neutral, 4-5 positive,
+scored linearly, 0 inside the band), and ``params.score.scale`` (so ``impact.scale``) a rating range, ``0-5``,
+``1-5``, ``1-7`` or ``1-10``, scored as its mean with every value in the range. A model-scored neutral's
+``sentiment.score`` is 0 (it was P(positive) - P(negative)); no field changed for it. A 1.6 document is still valid.
+1.6 (additive, researcher45): ``breakdowns[].groups[].synthetic``: "missing" (responses without a value) or
 "other" (the pooled small groups) for a group Thematiq made, null for a submitted value. A real value that reads
 "(missing)" or "other values" is now its own group (it merged with the synthetic one before). A 1.5 document is
 still valid.
@@ -210,8 +215,9 @@ class SeedCode(_Model):
 class Sentiment(_Model):
     label: Literal["positive", "neutral", "negative"]
     score: float = Field(
-        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model, VADER's compound "
-        "score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
+        description="-1 (negative) .. 1 (positive): P(positive) - P(negative) of the model for a positive or "
+        "negative label and 0 for a neutral one (since 2026-12-08; a neutral kept its lean before), VADER's "
+        "compound score, the LLM's score, stars rescaled, or a 0-10 rating's NPS contribution (-1 / 0 / +1)"
     )
 
 
@@ -312,11 +318,13 @@ class SentimentInfo(_Model):
     )
     field: str | None = Field(default=None, description="the metadata rating used (source metadata)")
     model: str | None = None
-    scale: Literal["stars", "score10", "words", "likert7", "rating10"] | None = Field(default=None, description=(
-        "how the rating reads (source metadata): stars 1-5, score10 0-10 as NPS groups, words positive/neutral/"
-        "negative; new in 1.4: likert7 1-7 and rating10 1-10 (declared only)"))
-    rating_range: Literal["1-5", "1-7", "1-10", "0-10"] | None = Field(default=None, description=(
-        "new in 1.4: the rating's range (source metadata; null for words)"))
+    scale: Literal["stars", "score10", "words", "likert7", "rating10", "rating0to5"] | None = Field(
+        default=None, description=(
+            "how the rating reads (source metadata): stars 1-5, score10 0-10 as NPS groups, words positive/neutral/"
+            "negative; new in 1.4: likert7 1-7 and rating10 1-10 (declared only); new in 1.7: rating0to5 0-5 "
+            "(declared only: 0-1 negative, 2-3 neutral, 4-5 positive)"))
+    rating_range: Literal["0-5", "1-5", "1-7", "1-10", "0-10"] | None = Field(default=None, description=(
+        "new in 1.4: the rating's range (source metadata; null for words); 0-5 new in 1.7"))
     scale_from: Literal["declared", "inferred"] | None = Field(default=None, description=(
         "new in 1.4: whether the scale was declared (params.sentiment_from.scale) or inferred from the values "
         "(absent in an older result: inferred)"))
@@ -492,7 +500,8 @@ class ImpactTheme(_Model):
 
 class Impact(_Model):
     key: str
-    scale: Literal["nps", "csat", "numeric"]
+    scale: Literal["nps", "csat", "numeric", "0-5", "1-5", "1-7", "1-10"] = Field(description=(
+        "params.score.scale; new in 1.7: a declared rating range (0-5, 1-5, 1-7, 1-10), scored as its mean"))
     overall: float | None
     n: int = Field(description="usable responses with a score")
     min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
@@ -507,7 +516,7 @@ class Impact(_Model):
 
 
 class ThematicResult(_Model):
-    schema_version: Literal["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    schema_version: Literal["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
     themes: list[Theme]
     parents: list[ParentTheme] = Field(default_factory=list)
     subthemes: list[SubTheme] = Field(default_factory=list)

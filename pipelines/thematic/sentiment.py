@@ -2,7 +2,8 @@
 
 The classifier (``sentiment="model"``, the default; ``sentiment_model.py``) reads the sentiment off the MiniLM
 sentence embeddings the job already computed: a 3-way logistic regression, label = the likeliest class, score =
-P(positive) - P(negative). It beats the lexicon on every out-of-domain set measured (docs/sentiment.md).
+P(positive) - P(negative) for a positive or negative label and 0 for a neutral one (label and score on one scale,
+as a rating's). It beats the lexicon on every out-of-domain set measured (docs/sentiment.md).
 "Support never answered my email" is +0.40 to the lexicon, because "support" is a positive word.
 It applies only to the ``fast`` encoder's vectors from a graph it was fitted on; a job embedded otherwise
 (another language's encoder, ``quality``, an embeddings deployment) is scored by the lexicon and
@@ -27,8 +28,9 @@ NPS contribution (+1 promoter, 0 passive, -1 detractor), so a theme's mean is it
 The scale is inferred from the values (``rating_scale``: all within 1-5 is stars, else within 0-10 is NPS)
 unless it is declared (``{"key", "scale"}``, ``declared_scale``): a 0-10 survey whose answers happen to lie in
 1-5 was read as stars, its 5s as "positive" where NPS calls them detractors. Declared scales are also 1-7
-(1-3 negative, 4 neutral, 5-7 positive) and 1-10 (1-4 negative, 5-6 neutral, 7-10 positive), both scored
-linearly like stars.
+(1-3 negative, 4 neutral, 5-7 positive), 1-10 (1-4 negative, 5-6 neutral, 7-10 positive) and 0-5 (0-1
+negative, 2-3 neutral, 4-5 positive; researcher46: inferred, 0-5 integers are a 422, since a 0-10 question
+answered only 0-5 looks the same), all scored linearly like stars.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Scored:
         return {"label": self.label, "score": round(self.score, 4)}
 
 
-Kind = Literal["stars", "score10", "words", "likert7", "rating10"]
+Kind = Literal["stars", "score10", "words", "likert7", "rating10", "rating0to5"]
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,18 @@ class RatingScale:
 #: The declared scales (``params.RatingRange``): the kind, and the label boundaries of a linear one (a rating
 #: at or below the first is negative, at or above the second positive, between them neutral).
 DECLARED: Final[dict[str, RatingScale]] = {
+    "0-5": RatingScale("rating0to5", 0.0, 5.0, "0-5", True),
     "1-5": RatingScale("stars", 1.0, 5.0, "1-5", True),
     "1-7": RatingScale("likert7", 1.0, 7.0, "1-7", True),
     "1-10": RatingScale("rating10", 1.0, 10.0, "1-10", True),
     "0-10": RatingScale("score10", 0.0, 10.0, "0-10", True),
 }
-_NEUTRAL_BAND: Final[dict[str, tuple[float, float]]] = {"stars": (2, 4), "likert7": (3, 5), "rating10": (4, 7)}
+#: Open intervals: a rating strictly inside is neutral, at or beyond an edge negative / positive. Each is symmetric
+#: about its scale's midpoint, its edges the last negative and the first positive point: stars 1-2 / 3 / 4-5,
+#: 1-7 1-3 / 4 / 5-7, 1-10 1-4 / 5-6 / 7-10 (its middle two points), and 0-5 (researcher46) 0-1 / 2-3 / 4-5, the
+#: middle two of its six points as 1-10's. A convention, as the others are: no labelled 0-5 set ships to fit one.
+_NEUTRAL_BAND: Final[dict[str, tuple[float, float]]] = {"stars": (2, 4), "likert7": (3, 5), "rating10": (4, 7),
+                                                        "rating0to5": (1, 4)}
 
 
 def label_of(score: float, threshold: float = VADER_THRESHOLD) -> Label:
@@ -134,9 +142,9 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         if all(n.is_integer() for n in distinct) and len(distinct) > 2:
             if hi <= 5:
                 # 0-5 stars read as NPS made every answer a detractor, the best (5) too: all negative, NPS -100.
-                return ("only the values 0 to 5: as a 0-10 (NPS) score every answer is a detractor, and a 0-5 rating "
-                        "is none of the scales read (1-5, 1-7, 1-10, 0-10); if it is a 0-10 question, declare its "
-                        "scale ({\"key\", \"scale\": \"0-10\"})")
+                return ("only the values 0 to 5: a 0-5 rating or a 0-10 (NPS) question whose answers stop at 5 (as "
+                        "NPS every answer is a detractor); declare its scale: {\"key\", \"scale\": \"0-5\"} reads "
+                        "0-1 negative, 2-3 neutral, 4-5 positive, {\"key\", \"scale\": \"0-10\"} NPS groups")
             return RatingScale("score10", 0.0, 10.0, "0-10")
         if len(distinct) <= 2 and all(n.is_integer() for n in distinct):
             # A yes/no field as 0/1 read as NPS made every response a detractor (the breakdowns need more than
@@ -205,14 +213,30 @@ def from_rating(value: Any, scale: RatingScale) -> Scored | None:
 
 
 def by_model(emb: Any) -> list[Scored]:
-    """The classifier's label and score (P(positive) - P(negative)) per row of ``emb`` (fast-encoder vectors)."""
+    """The classifier's label (the likeliest class) and score per row of ``emb`` (fast-encoder vectors).
+
+    The score is on the label's scale, as a rating's is: P(positive) - P(negative) for a positive or negative
+    label (its sign is the label's: the likelier polar class won), and exactly 0 for a neutral one. Until
+    2026-12-08 a neutral kept P(positive) - P(negative), so "Need more halal restaurants" was neutral at -0.22
+    and a theme of such answers read "0 positive, 5 neutral, 0 negative, mean -0.22". The label is the
+    measured one (docs/sentiment.md: its 3-way agreement is what the benches score), so the score follows it;
+    the lean of a neutral is :func:`model_polarity`'s.
+    """
     from .sentiment_model import CLASSES, probabilities
 
     out = []
     for p in probabilities(emb):
         label: Label = CLASSES[int(p.argmax())]
-        out.append(Scored(label, float(p[2] - p[0])))
+        out.append(Scored(label, 0.0 if label == "neutral" else float(p[2] - p[0])))
     return out
+
+
+def model_polarity(emb: Any) -> list[float]:
+    """P(positive) - P(negative) per row of ``emb``: which of its two polar classes the classifier finds likelier,
+    also for an answer it labels neutral (bench/sentiment.py's 2-way reading forces each answer to a polarity)."""
+    from .sentiment_model import probabilities
+
+    return [float(p[2] - p[0]) for p in probabilities(emb)]
 
 
 def model_applies(embedder: Any) -> bool:

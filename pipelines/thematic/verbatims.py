@@ -65,6 +65,14 @@ class Labels:
         self.parent_of = {t["id"]: t["parent"] for t in doc.get("themes", []) if t.get("parent")}
         levels = doc.get("levels") or {}
         self.fine_is_themes = levels.get("fine") == "themes"
+        self.broad_level = levels.get("broad")
+
+    def broad_of(self, tid: str) -> str | None:
+        """The broad theme ``tid`` is in: its parent (broad level parents), itself (broad level themes), or None
+        (no parent, or a document without levels)."""
+        if self.broad_level == "parents":
+            return self.parent_of.get(tid)
+        return tid if self.broad_level == "themes" else None
 
     def label(self, tid: str | None) -> str:
         if not tid:
@@ -190,8 +198,12 @@ def to_row(r: Joined, labels: Labels) -> ResponseRow:
         metadata=dict(r.item.get("metadata") or {}),
         bucket=a.get("bucket") or "unusable",
         reason=a.get("reason") or (None if r.assignment is not None else "not in the result"),
+        # Each theme's broad theme (multi_label: every broad theme the response counts in); the primary's is the
+        # stored one, as the row's broad is.
         themes=[ThemeLink(theme_id=ref["theme_id"], label=labels.label(ref["theme_id"]),
-                          confidence=float(ref["confidence"])) for ref in a.get("themes") or []],
+                          confidence=float(ref["confidence"]),
+                          broad=labels.link(a.get("broad") if k == 0 else labels.broad_of(ref["theme_id"])))
+                for k, ref in enumerate(a.get("themes") or [])],
         broad=labels.link(a.get("broad")),
         fine=labels.link(a.get("fine")),
         sentiment=RowSentiment(label=sentiment["label"], score=float(sentiment["score"])) if sentiment else None,

@@ -21,7 +21,7 @@ from typing import Any
 from . import insight
 from . import verbatims as V
 from .impact import starred
-from .render import FAMILIES_NOTE, FORMULA_START, family_names, metadata_columns
+from .render import FAMILIES_NOTE, family_names, formula_like, metadata_columns
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 EXCEL_CELL_MAX = 32_767
@@ -75,7 +75,7 @@ class _Cells:
         # write it: OverflowError, a 500) is kept as the text of its digits, like an id.
         s = str(v) if isinstance(v, int) else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
         s = self._illegal.sub("", s)[:EXCEL_CELL_MAX]
-        if s[:1] not in FORMULA_START:
+        if not formula_like(s):
             return s
         cell = self._cell(ws, value=s)
         cell.data_type = "s"  # openpyxl would make "=..." a formula

@@ -169,7 +169,12 @@ def _submit_job() -> dict[str, Any]:
         f"and every id as a cell: a key is 1 to {MAX_METADATA_KEY_CHARS} characters with a visible one and no "
         "control character, line break or direction override (the rule of theme labels), a string id follows "
         f"the same rule, and the responses have at most {MAX_METADATA_KEYS:,} distinct keys; anything else is a "
-        "422 naming `input[i].metadata` (and the key) or `input[i].id`, and nothing is stored.",
+        "422 naming `input[i].metadata` (and the key) or `input[i].id`, and nothing is stored. "
+        "Thematic `params` (docs/thematic.md) include a rating's scale, declared: `score: {key, scale}` with "
+        "`scale` one of `nps`, `csat`, `numeric` or a rating range `0-5`, `1-5`, `1-7`, `1-10` (its mean), and "
+        "`sentiment_from: {key, scale}` with `scale` one of `0-5`, `1-5`, `1-7`, `1-10` (read linearly) or "
+        "`0-10` (NPS groups); a value outside the declared scale is a 422 naming `params.score.scale` or "
+        "`params.sentiment_from.scale`.",
         "parameters": [
             _TENANT,
             {

@@ -145,7 +145,7 @@ class Lifecycle:
         result = conditional.apply(
             row,
             read=lambda: kind.read(self.stores, row, with_input=with_input),
-            write=lambda current, fields: kind.write(self.stores, current, fields),
+            write=lambda current, fields: self._write(kind, current, fields),
             plan=plan,
             landed=landed,
             name=f"{kind.label(row)}: {name}",
@@ -157,6 +157,13 @@ class Lifecycle:
             telemetry.TRANSITIONS.add(1, {"transition": "finish:succeeded" if stored else name, "kind": kind.name})
             self._record(row, result.row, name)
         return result
+
+    def _write(self, kind: RowKind[R], current: R, fields: Fields) -> R:
+        """One conditional write of a plan; a job's terminal write makes its webhook-index row due first
+        (``webhooks.job_ending``: before, so a crash after the write leaves nothing for a daily scan to heal)."""
+        if isinstance(current, Job) and isinstance(fields.get("status"), Status):
+            webhooks.job_ending(current, fields["status"], fields.get("finished_at"), webhooks.mark_due_of(self.stores))
+        return kind.write(self.stores, current, fields)
 
     def _record(self, before: Job | Chunk, after: Job | Chunk, name: str) -> None:
         if isinstance(after, Chunk):
@@ -170,7 +177,7 @@ class Lifecycle:
             telemetry.record_transition(after)
             if after.status.terminal:
                 # Its completion webhook, after the terminal write landed, through the stores' queue port.
-                webhooks.job_ended(after, self.stores.messages.send, webhooks.mark_due_of(self.stores))
+                webhooks.job_ended(after, self.stores.messages.send)
                 # Its tenant's fairness slot, to the tenant's oldest parked job (best effort; the reaper repairs).
                 fairness.job_ended(self.stores, after, self.send)
 

@@ -1,8 +1,8 @@
 """Completion webhooks, the domain part: the delivery message, the URL policy (SSRF), secrets and signatures.
 
 The delivery itself (HTTP, backoff, dead letter, the sweep) is ``shared.runtime.webhooks``;
-the lifecycle calls :func:`job_ended` once, after the write that made a job terminal
-landed, handing it the stores' message port (``Stores.messages``, which puts a
+the lifecycle calls :func:`job_ending` just before a write that makes a job terminal (its webhook-index row made due)
+and :func:`job_ended` once, after that write landed, handing it the stores' message port (``Stores.messages``, which puts a
 :class:`WebhookMessage` on ``CALLBACKS_QUEUE``), so this layer never touches a queue client itself. Where secrets and
 the webhook index are stored is ``shared.storage.webhook_store``; what a rotation or a
 revocation changes is planned here (:func:`plan_rotation`, :func:`plan_revocation`) and
@@ -47,10 +47,15 @@ DEPLOYMENT_SECRET_ID = "deployment"  # noqa: S105 - an id, not a secret
 #: A webhook with no attempt recorded this long after it was due is looked at again by the sweep.
 SWEEP_AFTER = timedelta(minutes=5)
 #: The ``due_at`` of the webhook-index row of a job still in flight (queued, parked, running): never due. The
-#: job's terminal write makes it due (:func:`job_ended`), so a tenant's jobs in flight take none of the sweep's
+#: job's terminal write makes it due (:func:`job_ending`), so a tenant's jobs in flight take none of the sweep's
 #: share (webhooks45: each was looked at every 5 minutes). A row past ``now + IN_FLIGHT_AFTER`` is such a row.
 IN_FLIGHT_DUE = datetime(3000, 1, 1, tzinfo=UTC)
 IN_FLIGHT_AFTER = timedelta(days=365)
+#: A job whose terminal write was announced (the row's ``ending_at``, written just before that write) but which the
+#: sweep still finds in flight is looked at again this often, not set never due, for :data:`ENDING_GRACE` after the
+#: announcement: a terminal write that lands late (a writer stalled past the row's 5 minutes) is still seen.
+ENDING_RECHECK = timedelta(hours=1)
+ENDING_GRACE = timedelta(hours=24)
 #: How long a ``POST /webhooks/secrets`` Idempotency-Key is remembered: on the secret it created, for this long after
 #: its creation (and never after the secret is revoked). Past it the same key creates a new secret.
 SECRET_IDEMPOTENCY_WINDOW = timedelta(hours=24)
@@ -427,24 +432,33 @@ def mark_due_of(stores: Any) -> MarkDue | None:
     return _MARK_DUE[0](stores) if _MARK_DUE else None
 
 
-def job_ended(job: Job, send: Sender, mark_due: MarkDue | None = None) -> None:
-    """Called by the lifecycle after a write made ``job`` terminal: make its webhook-index row due (``mark_due``),
-    then enqueue its webhook, if it has one, with ``send`` (the stores' message port, as for the jobs and chunks
-    queues).
+def job_ending(before: Job, status: Status, finished_at: datetime | None, mark_due: MarkDue | None) -> None:
+    """Called by the lifecycle just *before* a write that makes ``before`` terminal (platform46): make its
+    webhook-index row due (``mark_due``: a MERGE upsert of ``due_at`` and ``ending_at``, recreating a row the sweep
+    removed meanwhile).
 
-    The row first: the first delivery may settle (and remove the row) at once, and a row written after that would
-    be a stray the sweep has to read and remove. Never raises: a delivery that cannot be enqueued now is found by
-    the webhook sweep (the job's row is due from here on); a row that could not be made due is made due by the
-    sweep's daily heal (it looks for terminal jobs whose row is still :data:`IN_FLIGHT_DUE`), so the transition is
-    never undone.
+    Before, not after: a process that dies right after the terminal write (or whose "due" write then fails) has
+    already made the row due, so the 5-minute sweep finds a lost first message without the daily scan of the table
+    that used to heal such a row (webhooks45 made the row due after the write). A terminal write that then does not
+    land leaves a row due for a job still in flight: the sweep's next look parks it again (3 operations, once). The
+    sweep's "in flight" write is conditional on the row it read, so it can never overwrite this mark with "never
+    due" (``shared.runtime.webhooks``). Raises what the write raised: the terminal write is not made without it (the
+    lifecycle's conditional write retries or answers as Storage away, as for the terminal write itself).
+    """
+    if not before.callback_url or before.status.terminal or not status.terminal or mark_due is None:
+        return
+    mark_due(before.tenant, before.id, (finished_at or utcnow()) + SWEEP_AFTER)
+
+
+def job_ended(job: Job, send: Sender) -> None:
+    """Called by the lifecycle after a write made ``job`` terminal: enqueue its webhook, if it has one, with ``send``
+    (the stores' message port, as for the jobs and chunks queues). Its index row was made due before the write
+    (:func:`job_ending`).
+
+    Never raises: a delivery that cannot be enqueued now is found by the webhook sweep (the job's row is due).
     """
     if not job.callback_url or not job.status.terminal:
         return
-    if mark_due is not None:
-        try:
-            mark_due(job.tenant, job.id, (job.finished_at or utcnow()) + SWEEP_AFTER)
-        except Exception:
-            log.warning("job %s: webhook-index row not made due; the daily heal will", job.id, exc_info=True)
     try:
         # first_at starts the 24 h in which the deliveries are retried.
         send(WebhookMessage(job.tenant, job.id, delivery_id(job), first_at=time.time()))

@@ -29,6 +29,15 @@ with a probe; the other C - 1 never wait for its receivers. Its other messages t
 conditional write, a send: tens of milliseconds). So another tenant's first delivery waits, because of that
 tenant, at most the fast path of the tenant's messages ahead of it (over C - 1 places), plus once per host that
 goes bad its first failures (``HOST_FAILURES`` plus the attempts in flight with the last: up to C at once, 15 s).
+
+What it remembers is bounded (platform46): hosts not failing, at most :data:`MAX_HOSTS` (least recently used
+forgotten first: a forgotten one is unknown again, which for a host that failed once or twice means it starts its 3
+again); failing hosts (the open circuits) in a map of their own, at most :data:`MAX_OPEN_HOSTS`, so a tenant with
+many healthy receivers never pushes another tenant's open circuits out; and a tenant only while it has something
+to remember (a failing host, a probe in flight, or one started less than :data:`PROBE_GAP` ago). A tenant with
+nothing of these behaves exactly as one never seen, so it is dropped as it becomes so, and any left behind are swept
+whenever the map has doubled since the last sweep. Until platform46 every tenant that ever had an attempt kept an
+entry for the life of the instance.
 """
 
 from __future__ import annotations
@@ -53,8 +62,12 @@ COOLDOWN_CAP = 900.0
 PROBE_GAP = 30.0
 #: With this many failing hosts, a tenant's attempts to hosts not yet known good are probes too.
 TROUBLED_HOSTS = 3
-#: Hosts remembered per instance (least recently used forgotten first; a forgotten host is unknown again).
+#: Hosts not failing remembered per instance (least recently used forgotten first; a forgotten host is unknown again).
 MAX_HOSTS = 10_000
+#: Failing hosts remembered per instance, apart from the others (least recently used forgotten first).
+MAX_OPEN_HOSTS = 10_000
+#: The tenants map is swept of idle entries when it reaches twice its size after the last sweep, and at least this.
+TENANTS_SWEEP_MIN = 64
 
 NOT_TRIED = "failed: not tried: this receiver failed or was slow recently, its attempts are spaced out"
 
@@ -76,6 +89,10 @@ class _Tenant:
     in_flight: int = 0
     last_probe: float = float("-inf")
 
+    def idle(self, now: float) -> bool:
+        """Nothing to remember: the circuit treats it as a tenant never seen (``_Tenant()``)."""
+        return self.failing == 0 and self.in_flight == 0 and now >= self.last_probe + PROBE_GAP
+
 
 @dataclass(frozen=True)
 class Ticket:
@@ -93,16 +110,21 @@ class ReceiverCircuit:
 
     def __init__(self, clock: Callable[[], float] = lambda: utcnow().timestamp()) -> None:
         self.clock = clock
-        self._hosts: OrderedDict[tuple[str, str], _Host] = OrderedDict()
+        self._closed: OrderedDict[tuple[str, str], _Host] = OrderedDict()  # failures < HOST_FAILURES; 0: good
+        self._open: OrderedDict[tuple[str, str], _Host] = OrderedDict()  # failing
         self._tenants: dict[str, _Tenant] = {}
+        self._swept_at = 0  # len(_tenants) after the last sweep
         self._lock = threading.Lock()
+
+    def _host(self, key: tuple[str, str]) -> _Host | None:
+        return self._open.get(key) or self._closed.get(key)
 
     def admit(self, tenant: str, host: str) -> Ticket | None:
         """A ticket if an attempt to ``host`` may go now, None if it is to be recorded as not tried."""
         now = self.clock()
         with self._lock:
-            h = self._hosts.get((tenant, host))
-            t = self._tenants.setdefault(tenant, _Tenant())
+            h = self._host((tenant, host))
+            t = self._tenants.get(tenant) or _Tenant()
             if h is not None and h.failures == 0:
                 return Ticket(tenant, host, False, now)  # good
             failing = h is not None and h.failures >= HOST_FAILURES
@@ -114,6 +136,7 @@ class ReceiverCircuit:
                 return None
             t.in_flight += 1
             t.last_probe = now
+            self._keep(tenant, t, now)
             if h is not None and failing:
                 h.next_probe = now + cooldown(h.failures)  # one probe per cooldown, whatever it comes to
             return Ticket(tenant, host, True, now)
@@ -124,29 +147,51 @@ class ReceiverCircuit:
         now = self.clock()
         key = (ticket.tenant, ticket.host)
         with self._lock:
-            t = self._tenants.setdefault(ticket.tenant, _Tenant())
+            t = self._tenants.get(ticket.tenant) or _Tenant()
             if ticket.probe:
                 t.in_flight = max(0, t.in_flight - 1)
-            if ok is None:
-                return
-            h = self._hosts.get(key)
-            if ok and now - ticket.started < SLOW_SECONDS:
-                if h is not None and h.failures >= HOST_FAILURES:
-                    t.failing -= 1
-                self._hosts[key] = _Host()
-            else:
-                if h is None:
-                    h = self._hosts[key] = _Host()
-                h.failures += 1
-                if h.failures == HOST_FAILURES:
-                    t.failing += 1
-                if h.failures >= HOST_FAILURES:
-                    h.next_probe = max(h.next_probe, now + cooldown(h.failures))
-            self._hosts.move_to_end(key)
-            while len(self._hosts) > MAX_HOSTS:
-                (tenant, _), old = self._hosts.popitem(last=False)
-                if old.failures >= HOST_FAILURES:
-                    self._tenants[tenant].failing -= 1
+            if ok is not None:
+                self._record(key, t, ok and now - ticket.started < SLOW_SECONDS, now)
+            self._keep(ticket.tenant, t, now)
+
+    def _record(self, key: tuple[str, str], t: _Tenant, good: bool, now: float) -> None:
+        h = self._host(key)
+        if good:
+            if self._open.pop(key, None) is not None:
+                t.failing -= 1
+            self._closed[key] = _Host()
+        else:
+            if h is None:
+                h = self._closed[key] = _Host()
+            h.failures += 1
+            if h.failures == HOST_FAILURES:  # it opens: into the map of failing hosts
+                del self._closed[key]
+                self._open[key] = h
+                t.failing += 1
+            if h.failures >= HOST_FAILURES:
+                h.next_probe = max(h.next_probe, now + cooldown(h.failures))
+        place = self._open if key in self._open else self._closed
+        place.move_to_end(key)
+        while len(self._closed) > MAX_HOSTS:
+            self._closed.popitem(last=False)
+        while len(self._open) > MAX_OPEN_HOSTS:
+            (tenant, _), _old = self._open.popitem(last=False)
+            other = t if tenant == key[0] else self._tenants.get(tenant)
+            if other is not None:
+                other.failing -= 1
+                if other is not t:
+                    self._keep(tenant, other, now)
+
+    def _keep(self, tenant: str, t: _Tenant, now: float) -> None:
+        """Remember ``t`` while it has something to remember; sweep the idle entries once the map has doubled."""
+        if t.idle(now):
+            self._tenants.pop(tenant, None)
+            return
+        self._tenants[tenant] = t
+        if len(self._tenants) >= max(TENANTS_SWEEP_MIN, 2 * self._swept_at):
+            for name in [n for n, v in self._tenants.items() if v.idle(now)]:
+                del self._tenants[name]
+            self._swept_at = len(self._tenants)
 
 
 __all__ = ["NOT_TRIED", "ReceiverCircuit", "Ticket", "cooldown"]

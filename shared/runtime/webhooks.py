@@ -37,12 +37,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.config.settings import UnresolvedSecret, get_settings
+from shared.core import conditional
 from shared.core.errors import NotFound, ThematiqError
 from shared.core.jobs import Job, WebhookStatus, utcnow
 from shared.core.lifecycle import Lifecycle
 from shared.core.messages import BadMessage
 from shared.core.ports import Stores
 from shared.core.webhooks import (
+    ENDING_GRACE,
+    ENDING_RECHECK,
     IN_FLIGHT_AFTER,
     IN_FLIGHT_DUE,
     SWEEP_AFTER,
@@ -59,7 +62,7 @@ from shared.core.webhooks import (
 from shared.observability import telemetry
 from shared.runtime.webhook_circuit import NOT_TRIED, ReceiverCircuit
 from shared.storage.sealed import Unsealable
-from shared.storage.webhook_store import IndexRow, WebhookStore, active_secrets, index_key
+from shared.storage.webhook_store import IndexRow, SweepCursor, WebhookStore, active_secrets, index_key
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +85,10 @@ MAX_SWEEPS = 6
 #: The sweep's re-sends of one lost message space out: the window, doubled after each re-send, at most this long
 #: (never less than the window itself). Under 30 re-sends in 24 hours for a first delivery that stays lost.
 RESEND_CAP = timedelta(hours=1)
-#: How often the sweep looks for unsettled webhooks without an index row (rows from before the index).
+#: How often the sweep looks for unsettled webhooks without an index row (rows from before the index), until
+#: :data:`HEAL_CLEAN_RUNS` heals in a row found nothing: then it is recorded done and never runs again (platform46).
 HEAL_EVERY = timedelta(hours=24)
+HEAL_CLEAN_RUNS = 2
 
 
 def backoff(attempt: int) -> float:
@@ -469,8 +474,8 @@ class WebhookSender:
         report = SweepReport()
         now = utcnow()
         saved = self.index.cursor()
-        if saved.healed_at is None or now - saved.healed_at >= HEAL_EVERY:
-            self._heal(now, report)
+        if saved.heal_done_at is None and (saved.healed_at is None or now - saved.healed_at >= HEAL_EVERY):
+            self._heal(now, saved, report)
         start, last = saved.after, saved.after
         stopped: dict[str, str] = {}
         after_budget: str | None = None
@@ -506,16 +511,23 @@ class WebhookSender:
                 report.errors += 1  # the next run starts from the old position: later, never lost
         return report
 
-    def _heal(self, now: datetime, report: SweepReport) -> None:
-        """Once a day: index every finished job whose webhook is unsettled but has no index row.
+    def _heal(self, now: datetime, saved: SweepCursor, report: SweepReport) -> None:
+        """Index every finished job whose webhook is unsettled but has no index row (or a row still never due), once a
+        day, until :data:`HEAL_CLEAN_RUNS` heals in a row found none: then it is recorded (``heal_done_at``) and the
+        sweep never scans the table again.
 
-        Only rows written before the index existed (or by a host whose index write was lost, which
-        submission answers as a 503) can be missing; one cross-partition query a day finds them, so the
-        5-minute sweep never has to scan.
+        What it finds: jobs submitted before the index existed, and rows a host of the code before left: it made the
+        row due *after* the terminal write, so a crash (or a failed write) in between left a finished job's row never
+        due. The code since platform46 makes the row due before the terminal write (``webhooks.job_ending``) and the
+        sweep's "in flight" write is conditional on the row it read, so it leaves neither; a row the sweep removed
+        while its job row was not written yet is written again by that job's terminal write. The scan is one
+        cross-partition query, which Azure pages per 1,000 rows scanned: it grows with the table, so it only runs
+        until the rows of the code before are gone (2 days after the deploy, when nothing else needs it).
         """
         try:
             indexed = self.index.keys()
             rows = self.stores.jobs.scan("callback_status eq 'pending' or callback_status eq 'retrying'", {})
+            found = 0
             for job in rows:
                 if not (job.callback_url and job.status.terminal):
                     continue
@@ -525,11 +537,36 @@ class WebhookSender:
                 # from before webhooks45 finished the job after this sweep set the row in flight).
                 if key not in indexed or (due_at is not None and due_at > now + IN_FLIGHT_AFTER):
                     self.index.put_index_row(IndexRow(job.tenant, job.id, due_at=now))
-                    report.healed += 1
-            self.index.set_cursor(healed_at=now)
+                    found += 1
+            report.healed += found
+            clean = saved.heals_clean + 1 if found == 0 else 0
+            self.index.set_cursor(healed_at=now, heals_clean=clean,
+                                  heal_done_at=now if clean >= HEAL_CLEAN_RUNS else None)
         except ThematiqError as err:
             report.errors += 1
             log.warning("webhook sweep: could not heal the index (%s); the next run tries again", type(err).__name__)
+
+    def _park(self, row: IndexRow, now: datetime) -> None:
+        """The job is in flight: its row is not due again until its terminal write makes it due.
+
+        Conditional on the row as this run read it (through ``conditional.apply``): a terminal write announced since
+        (``job_ending`` made the row due, which changed its ETag) wins, and the row stays due. A row whose job
+        announced its end less than :data:`ENDING_GRACE` ago but is still in flight (a writer stalled past the row's
+        5 minutes, or a terminal write that did not land) is looked at again in :data:`ENDING_RECHECK`, not never.
+        A write whose answer was lost is decided by re-reading the row (its ``op``).
+        """
+
+        def plan(current: IndexRow | None) -> dict[str, Any] | None:
+            if current is None or current.due_at > now:
+                return None  # gone (settled), or made due later since this run read it: its job is ending
+            ending = current.ending_at is not None and now - current.ending_at < ENDING_GRACE
+            return {"due_at": now + ENDING_RECHECK if ending else IN_FLIGHT_DUE}
+
+        read: IndexRow | None = row
+        conditional.apply(
+            read, read=lambda: self.index.index_row(row.tenant, row.job_id), write=self.index.write_index_row,
+            plan=plan, name=f"webhook-index row {row.key}: in flight",
+        )
 
     def _look(self, row: IndexRow, now: datetime, report: SweepReport) -> None:
         try:
@@ -546,7 +583,7 @@ class WebhookSender:
             # looks a run, and a tenant with 10,000 of them had a finished job's lost message wait 3.5 days).
             # Write, then read (as ``shared.core.fairness`` does): a terminal write that landed after our read of
             # the job, and made the row due before our write, is seen by this second read.
-            self.index.put_index_row(replace(row, due_at=IN_FLIGHT_DUE))
+            self._park(row, now)
             try:
                 again = self.stores.jobs.get(row.tenant, row.job_id)
             except NotFound:

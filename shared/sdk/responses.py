@@ -15,6 +15,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class LevelLink(BaseModel):
+    """The response's theme at one level of the hierarchy (broad: a parent or a theme; fine: a theme or sub-theme)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    label: str
+
+
 class ThemeLink(BaseModel):
     """One theme a response was coded with."""
 
@@ -23,15 +32,11 @@ class ThemeLink(BaseModel):
     theme_id: str
     label: str
     confidence: float = Field(description="Cosine similarity to the theme (0..1); the first theme is the primary one.")
-
-
-class LevelLink(BaseModel):
-    """The response's theme at one level of the hierarchy (broad: a parent or a theme; fine: a theme or sub-theme)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    label: str
+    broad: LevelLink | None = Field(default=None, description=(
+        "The broad theme this theme is in: its parent when the broad level is the parents (more than 12 themes), "
+        "the theme itself when the themes are the broad level; null when it has none. The primary theme's is the "
+        "row's `broad`; with multi_label each other theme's names the broad themes the response also counts in "
+        "(as `theme=p1` lists it). New 2026-12-08."))
 
 
 class RowSentiment(BaseModel):

@@ -22,14 +22,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from azure.core import MatchConditions
 from azure.data.tables import UpdateMode
 
 from shared.core import webhooks
-from shared.core.errors import NotFound
+from shared.core.errors import EtagMismatch, NotFound
+from shared.core.jobs import utcnow
 from shared.core.ports import Stores
 from shared.core.webhooks import Secret, SecretSet
 from shared.storage import sealed
@@ -60,6 +62,9 @@ class SweepCursor:
     healed_at: datetime | None = None
     #: Per tenant whose share ran out: the last row taken, where its next turn continues.
     tenants: dict[str, str] = field(default_factory=dict)
+    #: Heals in a row that found nothing to index, and when the heal was recorded done (it never runs again).
+    heals_clean: int = 0
+    heal_done_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,11 @@ class IndexRow:
     seen_at: datetime | None = None
     #: How often the sweep re-sent it without seeing an attempt recorded.
     sweeps: int = 0
+    #: When a terminal write of its job was announced (``shared.core.webhooks.job_ending``, just before the write).
+    ending_at: datetime | None = None
+    #: As read (the sweep's "in flight" write is conditional on it), and the token of the last conditional write.
+    etag: str | None = field(default=None, compare=False)
+    op: str | None = None
 
     @property
     def key(self) -> str:
@@ -86,9 +96,12 @@ def index_key(tenant: str, job_id: str) -> str:
 
 def _row(e: Any) -> IndexRow | None:
     try:
-        seen_at = e.get("seen_at")
+        seen_at, ending_at = e.get("seen_at"), e.get("ending_at")
+        metadata = getattr(e, "metadata", None) or {}
         return IndexRow(str(e["tenant"]), str(e["job_id"]), e["due_at"], int(e.get("seen", -1)),
-                        seen_at if isinstance(seen_at, datetime) else None, int(e.get("sweeps", 0)))
+                        seen_at if isinstance(seen_at, datetime) else None, int(e.get("sweeps", 0)),
+                        ending_at if isinstance(ending_at, datetime) else None, metadata.get("etag"),
+                        str(e.get("op") or "") or None)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -103,8 +116,35 @@ class WebhookStore(OnJobsTable):
         }
         if row.seen_at is not None:
             entity["seen_at"] = row.seen_at
+        if row.ending_at is not None:
+            entity["ending_at"] = row.ending_at
         with storage_call("write a webhook-index row"):
             self.table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+
+    def index_row(self, tenant: str, job_id: str) -> IndexRow | None:
+        """The row as stored, with its ETag; None if there is none (or it cannot be read)."""
+        try:
+            with storage_call("read a webhook-index row"):
+                e = self.table.get_entity(WEBHOOK_PARTITION, index_key(tenant, job_id))
+        except NotFound:
+            return None
+        return _row(e)
+
+    def write_index_row(self, current: IndexRow | None, fields: dict[str, Any]) -> IndexRow:
+        """MERGE ``fields`` (``due_at``, ``op``) into the row on ``current.etag``: EtagMismatch when it changed since,
+        or is gone (the conditional primitive then re-reads and plans again)."""
+        if current is None or current.etag is None:
+            raise EtagMismatch("webhook-index row: gone")
+        entity = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": current.key, **fields}
+        try:
+            with storage_call("write a webhook-index row"):
+                meta = self.table.update_entity(
+                    entity, mode=UpdateMode.MERGE, etag=current.etag, match_condition=MatchConditions.IfNotModified
+                )
+        except NotFound as err:
+            raise EtagMismatch("webhook-index row: gone") from err
+        return replace(current, due_at=fields.get("due_at", current.due_at), op=fields.get("op"),
+                       etag=dict(meta).get("etag"))
 
     def remove_index_row(self, tenant: str, job_id: str) -> None:
         """Remove the row (a delete of a row already gone is a success)."""
@@ -179,10 +219,12 @@ class WebhookStore(OnJobsTable):
                     )}
 
     def mark_due(self, tenant: str, job_id: str, due_at: datetime) -> None:
-        """The job ended: its row is due at ``due_at`` (a MERGE upsert of ``due_at`` alone, keeping what the sweep
-        noted; a row that was removed meanwhile is written again whole, and the sweep removes it if settled)."""
+        """The job is about to end (``shared.core.webhooks.job_ending``): its row is due at ``due_at``, and says when
+        the end was announced (``ending_at``). A MERGE upsert of those two alone, keeping what the sweep noted; a row
+        that was removed meanwhile is written again whole, and the sweep removes it if settled. It changes the
+        row's ETag, so a sweep's "in flight" write based on an earlier read of the row fails and is planned again."""
         entity = {"PartitionKey": WEBHOOK_PARTITION, "RowKey": index_key(tenant, job_id), "kind": KIND_WEBHOOK,
-                  "tenant": tenant, "job_id": job_id, "due_at": due_at}
+                  "tenant": tenant, "job_id": job_id, "due_at": due_at, "ending_at": utcnow()}
         with storage_call("make a webhook-index row due"):
             self.table.upsert_entity(entity, mode=UpdateMode.MERGE)
 
@@ -200,13 +242,16 @@ class WebhookStore(OnJobsTable):
             tenants = {}
         if not isinstance(tenants, dict):
             tenants = {}
+        done = e.get("heal_done_at")
         return SweepCursor(
             str(e.get("after", "")), healed if isinstance(healed, datetime) else None,
-            {str(k): str(v) for k, v in tenants.items()},
+            {str(k): str(v) for k, v in tenants.items()}, int(e.get("heals_clean") or 0),
+            done if isinstance(done, datetime) else None,
         )
 
     def set_cursor(
         self, after: str | None = None, healed_at: datetime | None = None, tenants: Mapping[str, str] | None = None,
+        heals_clean: int | None = None, heal_done_at: datetime | None = None,
     ) -> None:
         """Record the sweep's position, the tenants' resume points and/or the last heal (a MERGE upsert: the
         fields not given are kept; sent again after a lost answer it writes the same values)."""
@@ -215,6 +260,10 @@ class WebhookStore(OnJobsTable):
             entity["after"] = after
         if healed_at is not None:
             entity["healed_at"] = healed_at
+        if heals_clean is not None:
+            entity["heals_clean"] = heals_clean
+        if heal_done_at is not None:
+            entity["heal_done_at"] = heal_done_at
         if tenants is not None:
             # At most MAX_RESUME_TENANTS points (a string property holds 64 KiB); a tenant left out starts
             # from its first row, as before: later, never lost.

@@ -486,6 +486,17 @@ function groupHeading(g) {
   return Object.values(SYNTHETIC_GROUPS).includes(v.replace(/^"+|"+$/g, "")) ? `"${v}"` : v;
 }
 
+// The /responses filter that lists a breakdown group's responses, as the breakdown counts them: a synthetic group by
+// missing=KEY / other_values=KEY (schema 1.6; no metadata value names it), a categorical value by metadata[KEY]=VALUE
+// (its label is the value, or a long value's cut, which the filter reads as a prefix). Null for an NPS group or a
+// quartile range, which no filter names (their values are numbers).
+function groupQuery(b, g) {
+  const syn = groupSynthetic(g);
+  if (syn === "missing") return { missing: b.field };
+  if (syn === "other") return { other_values: b.field };
+  return b.kind === "categorical" ? { [`metadata[${b.field}]`]: String(g.value) } : null;
+}
+
 // ---------------------------------------------------------------- the themes of a thematic result
 function themesView(job, doc, edit = null) {
   const counts = doc.run?.counts || {};
@@ -507,6 +518,15 @@ function themesView(job, doc, edit = null) {
     if (b.kind !== "categorical") continue;
     // A synthetic group is no metadata value (a real "(missing)" answer is, and is offered).
     for (const g of b.groups) if (!groupSynthetic(g)) segmentHints.push(`${b.field}=${g.value}`);
+  }
+  // Every group a filter can name, synthetic ones too (a key=value cannot: "plan=(missing)" is the answer
+  // "(missing)"): the theme view's Group picker, and the heat map's header links.
+  const groupChoices = [];
+  for (const b of doc.breakdowns || []) {
+    for (const g of b.groups) {
+      const query = groupQuery(b, g);
+      if (query) groupChoices.push({ label: `${b.field}: ${groupHeading(g)}`, query, synthetic: groupSynthetic(g) ?? "" });
+    }
   }
   const responseItem = (r) => h("li", { dataset: { responseId: r.id } },
     h("span", { class: "rid" }, `#${r.id}`),
@@ -557,6 +577,9 @@ function themesView(job, doc, edit = null) {
       const segment = h("input", { id: `segment-filter-${n}`, name: "segment", list: `segment-hints-${n}`,
         placeholder: "key=value", "aria-describedby": `segment-hint-${n}`, autocomplete: "off" });
       const hints = h("datalist", { id: `segment-hints-${n}` }, segmentHints.map((v) => h("option", { value: v })));
+      const group = groupChoices.length ? h("select", { id: `group-filter-${n}`, name: "group" },
+        h("option", { value: "" }, "any"),
+        groupChoices.map((c, i) => h("option", { value: String(i), dataset: { synthetic: c.synthetic } }, c.label))) : null;
       const formError = h("div");
       controls = h("form", { class: "response-filters", role: "search", "aria-label": `Filter: ${label}`,
         onsubmit: (e) => {
@@ -569,12 +592,14 @@ function themesView(job, doc, edit = null) {
             if (at < 1) { formError.replaceChildren(errorBox(new Error("Write the segment as key=value, e.g. plan=pro."), "Not a segment")); return; }
             next[`metadata[${seg.slice(0, at).trim()}]`] = seg.slice(at + 1).trim();
           }
+          if (group?.value) Object.assign(next, groupChoices[Number(group.value)].query);
           if (sentiment.value) next.sentiment = sentiment.value;
           extra = next;
           load(true);
         } },
         h("label", { for: `segment-filter-${n}` }, "Segment"), segment, hints,
         h("span", { class: "hint", id: `segment-hint-${n}` }, "metadata key=value"),
+        group ? h("label", { for: `group-filter-${n}` }, "Group") : null, group,
         h("label", { for: `sentiment-filter-${n}` }, "Sentiment"), sentiment,
         h("button", { type: "submit" }, "Filter"), formError);
     }
@@ -646,7 +671,7 @@ function themesView(job, doc, edit = null) {
     broadLevel(doc, usable),
     h("p", { class: "hint" }, "Bars show each theme's share of the usable responses. Select a theme for its quotes and every response in it, filtered by segment or sentiment if you like."),
     h("ul", { class: "themes" }, rows),
-    insightView(doc),
+    insightView(doc, responseList),
     edit ? codebookEditor(job, doc, edit) : null);
 }
 
@@ -657,7 +682,7 @@ function sentimentSource(s) {
   if (!s || !s.source) return null;
   // The scale in words: "score10" was the code's name for it.
   const named = { score10: "0–10, as NPS groups", stars: "1–5 stars", words: "positive / neutral / negative",
-    likert7: "1–7", rating10: "1–10" }[s.scale] || s.scale;
+    likert7: "1–7", rating10: "1–10", rating0to5: "0–5" }[s.scale] || s.scale;
   // Schema 1.4: whether the scale was declared (params.sentiment_from.scale) or guessed from the values.
   const how = s.scale_from === "declared" ? "declared" : s.scale_from === "inferred" ? "inferred from the values" : "";
   const scale = named && how ? `${named}, ${how}` : named;
@@ -694,14 +719,35 @@ function liftColour(lift) {
   return x >= 0 ? `rgba(230, 120, 20, ${(0.12 + 0.6 * x).toFixed(2)})` : `rgba(40, 110, 210, ${(0.12 + 0.6 * -x).toFixed(2)})`;
 }
 
-function insightView(doc) {
+function insightView(doc, responseList = null) {
   const labels = new Map(doc.themes.map((t) => [t.id, t.label]));
   const parts = [];
   for (const b of doc.breakdowns || []) {
+    // A group's header links to its responses (every group a filter can name, the synthetic "(missing)" and
+    // "other values" too), listed under the table; the same link again closes the list.
+    const groupPanel = h("div", { class: "group-responses", dataset: { field: b.field } });
+    let openLink = null;
+    const groupHead = (g) => {
+      const text = `${groupHeading(g)} (n=${g.n}${g.small_n ? ", small n" : ""})`;
+      const query = responseList ? groupQuery(b, g) : null;
+      if (!query) return text;
+      const link = h("button", { type: "button", class: "group-link", "aria-expanded": "false",
+        title: `Every response in ${b.field}: ${groupHeading(g)}` }, text);
+      link.addEventListener("click", () => {
+        const closing = openLink === link;
+        if (openLink) openLink.setAttribute("aria-expanded", "false");
+        groupPanel.replaceChildren();
+        openLink = closing ? null : link;
+        if (closing) return;
+        link.setAttribute("aria-expanded", "true");
+        groupPanel.append(responseList(query, `Responses in ${b.field}: ${groupHeading(g)}`));
+      });
+      return link;
+    };
     const table = h("table", { class: "heatmap", dataset: { field: b.field } },
       // Schema 1.4: a cell whose expected count is below testing.exact_below (5) is tested by Fisher's exact test (†).
       h("caption", {}, `Themes by ${b.field} (${b.kind}): share of each group; colour is the lift against the rest; * significant (Benjamini–Hochberg q < 0.05)${b.testing ? `; † Fisher's exact test, an expected count below ${b.testing.exact_below}` : ""}${b.groups.some((g) => g.small_n) ? `; small n: fewer than ${b.testing?.min_n ?? 10} responses in the group or its rest, not tested` : ""}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col", dataset: { synthetic: groupSynthetic(g) ?? "" } }, `${groupHeading(g)} (n=${g.n}${g.small_n ? ", small n" : ""})`)))),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Theme"), b.groups.map((g) => h("th", { scope: "col", dataset: { synthetic: groupSynthetic(g) ?? "" } }, groupHead(g))))),
       h("tbody", {}, doc.themes.map((t) => h("tr", { dataset: { themeId: t.id } }, h("th", { scope: "row" }, t.label),
         b.groups.map((g) => {
           const c = g.themes.find((x) => x.theme_id === t.id);
@@ -713,7 +759,7 @@ function insightView(doc) {
           td.style.backgroundColor = liftColour(c.lift);
           return td;
         })))));
-    parts.push(h("div", { class: "table-scroll" }, table));
+    parts.push(h("div", { class: "table-scroll" }, table), groupPanel);
   }
   const cmp = doc.comparison;
   if (cmp) {
@@ -768,9 +814,12 @@ function farNote(cmp) {
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
 // Welch's t 95 % interval as a whisker; themes in the result's order (most negative first).
+const SCORE_RANGES = ["0-5", "1-5", "1-7", "1-10"];
 function driverChart(imp) {
   const nps = imp.scale === "nps";
-  const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT" : "mean score";
+  // Schema 1.7: a declared rating range ("0-5", "1-5", "1-7", "1-10") is the rating's mean.
+  const what = nps ? "NPS" : imp.scale === "csat" ? "mean CSAT"
+    : SCORE_RANGES.includes(imp.scale) ? `mean rating (${imp.scale.replace("-", "–")})` : "mean score";
   const num = (x, sign = true) => (x === null || x === undefined ? "—" : `${sign && x > 0 ? "+" : ""}${Number(x).toFixed(nps ? 1 : 2)}`);
   const rows = imp.themes.filter((t) => t.impact !== null && t.impact !== undefined);
   const reach = Math.max(1e-9, ...rows.flatMap((t) => [Math.abs(t.impact), Math.abs(t.ci_low ?? 0), Math.abs(t.ci_high ?? 0)]));
@@ -846,11 +895,17 @@ function codebookEditor(job, doc, edit) {
 
 // Schema 1.1: how sure the theme count is, and the two levels (broad themes / sub-themes). The other readings
 // only without a summary (schema 1.2), which names them: the page said them twice.
+// A count the data did not choose (num_themes given, too few responses: criterion fixed or single) has no
+// confidence (review46: it read "high (1.00)"); its levels are shown all the same.
 function countNote(tc, levels) {
-  if (!tc?.confidence_label) return null;
+  const unchosen = ["fixed", "single"].includes(tc?.criterion);
+  if (!tc?.confidence_label && !(unchosen && levels)) return null;
   const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
-  const sure = tc.criterion === "prior"
-    ? "Structure is weak: the count is a judgement"
+  const sure = !tc.confidence_label
+    ? (tc.criterion === "fixed" || /num_themes=/.test(tc.explanation || "")  // num_themes=1 is "single" too
+      ? "Theme count requested (num_themes), not chosen by the data"
+      : "One theme: too few responses to choose a count")
+    : tc.criterion === "prior" ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
   const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
@@ -1121,13 +1176,18 @@ function newView() {
   const metaBox = h("fieldset", { class: "checks", id: "metadata-columns" }, h("legend", {}, "Metadata columns (sent with each response)"));
   const breakdownBox = h("fieldset", { class: "checks", id: "breakdown-by" }, h("legend", {}, "Break themes down by (at most 5)"));
   const scoreCol = h("select", { id: "score-column" });
+  // params.score.scale: NPS groups, CSAT, a rating on a declared range (its mean; a value outside it is a 422
+  // naming params.score.scale, schema 1.7), or any number.
   const scoreScale = h("select", { id: "score-scale" }, h("option", { value: "nps" }, "NPS (0–10)"),
-    h("option", { value: "csat" }, "CSAT (1–5)"), h("option", { value: "numeric" }, "numeric (the mean)"));
+    h("option", { value: "csat" }, "CSAT (1–5)"),
+    h("option", { value: "0-5" }, "rating 0–5 (the mean)"), h("option", { value: "1-5" }, "rating 1–5, e.g. stars (the mean)"),
+    h("option", { value: "1-7" }, "rating 1–7 (the mean)"), h("option", { value: "1-10" }, "rating 1–10 (the mean)"),
+    h("option", { value: "numeric" }, "numeric (the mean)"));
   const sentimentSrc = h("select", { id: "sentiment-source" });
   // The rating column's scale (params.sentiment_from.scale): guessed by the server from the values unless
   // declared; a 0-10 survey answered only 1-5 is otherwise read as 1-5 stars.
   const sentimentScale = h("select", { id: "sentiment-scale", disabled: true },
-    h("option", { value: "" }, "guess from the values"), h("option", { value: "1-5" }, "1–5"),
+    h("option", { value: "" }, "guess from the values"), h("option", { value: "0-5" }, "0–5"), h("option", { value: "1-5" }, "1–5"),
     h("option", { value: "1-7" }, "1–7"), h("option", { value: "1-10" }, "1–10"),
     h("option", { value: "0-10" }, "0–10 (NPS groups)"));
   const compareTo = h("select", { id: "compare-to" }, h("option", { value: "" }, "(none)"));
@@ -1215,8 +1275,11 @@ function newView() {
     if (!c || !numericColumn(c)) return;
     const xs = file.records.map((r) => r[c]).filter((v) => v !== undefined && v !== null && String(v).trim() !== "").map(Number);
     const ints = xs.every((x) => Number.isInteger(x));
+    // Integers 0-5 with a 0 are a 0-5 rating (as NPS every answer would be a detractor); the guess is shown, and
+    // the researcher can change it.
     scoreScale.value = ints && Math.min(...xs) >= 0 && Math.max(...xs) <= 10 && Math.max(...xs) > 5 ? "nps"
-      : Math.min(...xs) >= 1 && Math.max(...xs) <= 5 ? "csat" : "numeric";
+      : Math.min(...xs) >= 1 && Math.max(...xs) <= 5 ? "csat"
+      : ints && Math.min(...xs) === 0 && Math.max(...xs) <= 5 ? "0-5" : "numeric";
   }
   function insightFields() {
     const cols = candidates();

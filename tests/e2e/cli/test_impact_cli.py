@@ -44,3 +44,34 @@ def test_impact_prints_the_themes_in_rank_with_the_planted_one_first_and_starred
     code, out, err = cli("submit", str(f), "--param", "llm=off", "--param", "num_themes=4", "--wait", "--timeout", "240")
     code, _, err = cli("impact", out.strip())
     assert code == 1 and "has no impact" in err and "score=" in err
+
+
+def test_a_0_to_5_rating_is_declared_from_the_cli_and_a_range_it_does_not_fit_is_refused(cli: Cli,
+                                                                                        tmp_path: Path) -> None:
+    # researcher46 (schema 1.7): a 0-5 satisfaction score had no scale to declare (numeric took any number).
+    from thematiq_cli.main import EXIT_API
+
+    items, truth = feedback(per_theme=20, seed=7)
+    rng = random.Random(7)
+    f = tmp_path / "survey.jsonl"
+    sats = []
+    with f.open("w", encoding="utf-8") as out:
+        for it, t in zip(items, truth, strict=True):
+            sat = max(0, min(5, rng.choice([3, 4, 5]) - (3 if t == "app" else 0)))
+            sats.append(sat)
+            out.write(json.dumps({"id": it["id"], "text": it["text"], "sat": sat}) + "\n")
+    code, out, err = cli("submit", str(f), "--param", "llm=off", "--param", 'score={"key": "sat", "scale": "1-5"}')
+    assert code == EXIT_API and out == "" and any(line.startswith("  - params.score.scale: ") for line in err.splitlines())
+    code, out, err = cli("submit", str(f), "--param", "llm=off", "--param", "num_themes=4",
+                         "--param", 'score={"key": "sat", "scale": "0-5"}',
+                         "--param", 'sentiment_from={"key": "sat", "scale": "0-5"}', "--wait", "--timeout", "240")
+    assert code == EXIT_OK, err
+    job_id = out.strip()
+    code, out, err = cli("impact", job_id)
+    assert code == EXIT_OK, err
+    _, res, _ = cli("result", job_id)
+    doc = json.loads(res)
+    assert doc["impact"]["scale"] == "0-5" and doc["sentiment"]["rating_range"] == "0-5"
+    head = next(line for line in out.splitlines() if line.startswith("Impact on sat"))
+    assert head.startswith(f"Impact on sat (0-5): overall mean {doc['impact']['overall']:.2f}")
+    assert doc["impact"]["themes"][0]["impact"] < 0  # the planted theme costs points

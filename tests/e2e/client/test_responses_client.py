@@ -93,3 +93,27 @@ def test_bad_filter_and_another_tenant(finished: Any, client_host: Any) -> None:
     with pytest.raises(ApiError) as err:
         next(other.responses(job))
     assert err.value.status == 404
+
+
+def test_each_theme_of_a_row_names_its_broad_theme_multi_label_too(client_host: Any) -> None:
+    # 2026-12-08: a row named only its primary theme's broad theme (`broad`); each theme now names its own, so a
+    # multi-label response's every broad theme is on the row (the CLI's CSV writes them all, as the service's does).
+    client = Client(client_host.url + "/api", key=client_host.env["DEVHOST_FUNCTION_KEY"])
+    items = _items()
+    # Answers that say two things (one answer of each of two themes, joined), so some get a second theme.
+    items += [{"id": f"m{k}", "text": f"{items[k]['text']} Also, {items[-1 - k]['text'].lower()}"} for k in range(12)]
+    job = client.wait(client.submit("thematic", items, {"llm": "off", "min_theme_size": 3, "multi_label": True}),
+                      timeout=300)
+    assert job.status == "succeeded", job
+    doc = client.result(job)
+    parent = {t["id"]: t.get("parent") for t in doc["themes"]}
+    broad_is_parents = doc["levels"]["broad"] == "parents"
+    labels = {t["id"]: t["label"] for t in doc["themes"]} | {p["id"]: p["label"] for p in doc.get("parents") or []}
+    rows = list(client.responses(job))
+    assert any(len(r.themes) > 1 for r in rows)
+    for r in rows:
+        if r.themes:
+            assert r.themes[0].broad == r.broad
+        for t in r.themes:
+            want = parent[t.theme_id] if broad_is_parents else t.theme_id
+            assert t.broad is not None and (t.broad.id, t.broad.label) == (want, labels[want]), (r.id, t)

@@ -64,7 +64,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]  # one theme per response (schema 1.5)
     assert doc["impact"]["key"] == "nps" and doc["impact"]["interval"] == "welch"
     assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
-    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.6"
+    assert doc["instrument"]["codes"] and doc["schema_version"] == "1.7"
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"
     assert doc["sentiment"]["source"] == "model"  # the default on the fast encoder's vectors
     assert all(t["sentiment"] is not None for t in doc["themes"])
@@ -160,4 +160,14 @@ def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(a
     _problem(api, {**base, "params": {"score": {"key": "plan", "scale": "numeric"}}}, 422, "params.score.key")
     _problem(api, {**base, "params": {"score": {"key": "nps", "scale": "stars"}}}, 422, "params.score.scale")
     _problem(api, {**base, "params": {"score": {"key": "nps"}, "compare_mode": "both"}}, 422, "params.compare_mode")
+    # A declared rating range (schema 1.7, researcher46): the 0-10 answers do not fit 0-5, for the score or the
+    # sentiment; "0-10" is no score range (the score's 0-10 reading is "nps"); an inferred 0-5 is still refused.
+    _problem(api, {**base, "params": {"score": {"key": "nps", "scale": "0-5"}}}, 422, "params.score.scale")
+    _problem(api, {**base, "params": {"score": {"key": "nps", "scale": "0-10"}}}, 422, "params.score.scale")
+    _problem(api, {**base, "params": {"sentiment_from": {"key": "nps", "scale": "0-5"}}}, 422,
+             "params.sentiment_from.scale")
+    five = [{**it, "metadata": {**it["metadata"], "sat": n % 6}} for n, it in enumerate(items)]
+    _problem(api, {**base, "input": five, "params": {"sentiment_from": "sat"}}, 422, "params.sentiment_from")
+    _problem(api, {**base, "input": five, "params": {"score": {"key": "sat", "scale": "1-5"}}}, 422,
+             "params.score.scale")
     assert _jobs(api) == before

@@ -170,3 +170,19 @@ def test_the_count_names_its_other_readings_once(page: Any, host: HostProcess, a
     expect(page.locator("#count-summary")).to_have_text(f"Theme count: {summary}", timeout=30000)
     expect(page.locator(".count-confidence")).to_contain_text("Count confidence: medium (0.59)")
     expect(page.locator(".count-confidence")).not_to_contain_text("17")
+
+
+def test_a_requested_count_states_no_confidence(page: Any, host: HostProcess, api: Api) -> None:
+    # review46: num_themes=2 read "Count confidence: high (1.00)" (CountChoice's defaults), as if the data had chosen
+    # the two themes; the count was the client's. The levels stay on the line.
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2}, load_responses(SAMPLE)[:60])["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    tc = doc["run"]["theme_count"]
+    assert tc["criterion"] == "fixed" and tc["confidence"] is None and tc["confidence_label"] is None, tc
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    note = page.locator(".count-confidence")
+    expect(note).to_contain_text("Theme count requested (num_themes), not chosen by the data", timeout=30000)
+    expect(note).not_to_contain_text("Count confidence")
+    expect(note).to_contain_text(f"{doc['levels']['broad_count']} broad themes")

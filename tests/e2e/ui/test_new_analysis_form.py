@@ -204,3 +204,55 @@ def test_the_compare_to_picker_asks_for_thematic_jobs_and_pages(page: Any, host:
     expect(page.locator("#compare-to-more")).to_be_hidden()
     assert [q.get("pipeline") for q in asked] == [["thematic"], ["thematic"]]
     assert asked[0]["status"] == ["succeeded"] and asked[1]["cursor"] == ["page-2"]
+
+
+def test_a_0_to_5_rating_is_declared_for_the_score_and_the_sentiment_on_one_scale(
+        page: Any, host: HostProcess, api: Api, tmp_path: Path) -> None:
+    # researcher46 (schema 1.7): a 0-5 rating had no scale to declare (an inferred 0-5 field is a 422, and a score
+    # was nps / csat / numeric). Each answer's 0-5 satisfaction; app crashes cost 2 points.
+    rng = random.Random(5)
+    rows = [{**r, "sat": max(0, min(5, rng.choice([3, 4, 4, 5]) - (2 if "crash" in r["comment"].lower() else 0)))}
+            for r in _survey(5, 0)]
+    rows[0]["sat"] = 0
+    f = _csv(tmp_path / "survey.csv", rows)
+    before = _jobs(api)
+    posted = _open_form_with(page, host, api, f)
+    page.select_option("#id-column", "respondent")
+    page.select_option("#score-column", "sat")
+    assert page.locator("#score-scale").input_value() == "0-5"  # guessed: integers 0-5 with a 0
+    # A 1-5 declared on it does not fit its 0s: a 422 naming params.score.scale, shown; nothing is stored.
+    page.select_option("#score-scale", "1-5")
+    page.click("#submit-job")
+    expect(page.locator("[role=alert]")).to_contain_text("params.score.scale", timeout=60_000)
+    assert posted[-1]["params"]["score"] == {"key": "sat", "scale": "1-5"}
+    assert "#/new" in page.url and _jobs(api) == before
+    page.errors[:] = [e for e in page.errors if "status of 422" not in e]
+    page.select_option("#score-scale", "0-5")
+    page.select_option("#sentiment-source", "from:sat")
+    page.select_option("#sentiment-scale", "0-5")
+    page.click("#submit-job")
+    page.wait_for_url("**#/jobs/*", timeout=60_000)
+    params = posted[-1]["params"]
+    assert (params["score"], params["sentiment_from"]) == ({"key": "sat", "scale": "0-5"}, {"key": "sat", "scale": "0-5"})
+    job = api.wait(page.url.rsplit("/", 1)[-1], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    assert doc["schema_version"] == "1.7"
+    assert (doc["sentiment"]["scale"], doc["sentiment"]["rating_range"], doc["sentiment"]["scale_from"]) == (
+        "rating0to5", "0-5", "declared")
+    # Label and score on one scale, per answer: 0-1 negative, 2-3 neutral (score 0), 4-5 positive, (r - 2.5) / 2.5.
+    sat = {r["respondent"]: r["sat"] for r in rows}
+    for a in doc["assignments"]:
+        if a.get("sentiment") is None:
+            continue
+        r = sat[str(a["response_id"])]
+        want = ("negative", (r - 2.5) / 2.5) if r <= 1 else ("neutral", 0.0) if r < 4 else ("positive", (r - 2.5) / 2.5)
+        assert (a["sentiment"]["label"], round(a["sentiment"]["score"], 4)) == (want[0], round(want[1], 4)), a
+    assert doc["impact"]["scale"] == "0-5"
+    overall = sum(sat[str(a["response_id"])] for a in doc["assignments"] if a["bucket"] != "unusable") / sum(
+        1 for a in doc["assignments"] if a["bucket"] != "unusable")
+    assert abs(doc["impact"]["overall"] - overall) < 1e-4
+    expect(page.locator("#sentiment-source-note")).to_have_text(
+        "sentiment: the rating field “sat” (0–5, declared)", timeout=60_000)
+    expect(page.locator("figure.drivers figcaption")).to_contain_text(
+        f"overall mean rating (0–5) {doc['impact']['overall']:.2f} over {doc['impact']['n']} scored responses")

@@ -400,7 +400,7 @@ def test_csv_strings_rate_sentiment_orders_are_numbers_and_a_tiny_missing_group_
                                                             for c in missing["themes"])
     assert by_field["plan"]["testing"]["min_n"] == 10
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]
-    assert doc["schema_version"] == "1.6"
+    assert doc["schema_version"] == "1.7"
 
 
 def test_multi_label_broad_theme_counts_are_what_the_theme_filter_finds() -> None:

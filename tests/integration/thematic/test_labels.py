@@ -103,7 +103,7 @@ def test_run_reports_count_confidence_and_both_levels() -> None:
     items, _ = feedback(per_theme=15)
     doc = PIPELINE.run(FakeContext(), ThematicParams(llm="off", min_theme_size=3), PIPELINE.validate_input(items))
     ThematicResult.model_validate(doc)
-    assert doc["schema_version"] == "1.6"
+    assert doc["schema_version"] == "1.7"
     tc = doc["run"]["theme_count"]
     assert tc["confidence_label"] in ("high", "medium", "low") and 0.0 <= tc["confidence"] <= 1.0
     assert tc["cap"] >= 2 and tc["k"] == len(doc["themes"])

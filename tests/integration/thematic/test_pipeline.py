@@ -63,7 +63,7 @@ def test_run_finds_themes_and_validates() -> None:
     ctx = FakeContext()
     doc = PIPELINE.run(ctx, ThematicParams(llm="off", min_theme_size=3), PIPELINE.validate_input(items))
     ThematicResult.model_validate(doc)
-    assert doc["schema_version"] == "1.6"
+    assert doc["schema_version"] == "1.7"
     themes = doc["themes"]
     # The synthetic set has 4 themes written from 5 templates each; splitting
     # by template is legitimate, mixing themes is not.

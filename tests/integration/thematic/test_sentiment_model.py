@@ -28,13 +28,13 @@ from tests.support.thematic_fakes import FakeContext
 # reviews: complaints in polite or positive words, and reviews that list problems but say it worked.
 HARD_NEGATIVE = [
     pytest.param("Thanks for nothing.", marks=pytest.mark.xfail(
-        strict=False, reason="weights 2 (films + drugs + products) call it neutral, score -0.26 / -0.23 by graph; "
+        strict=False, reason="weights 2 (films + drugs + products) call it neutral, leaning -0.26 / -0.23 by graph; "
                              "weights 1 said negative")),
     "I waited an hour on the support chat and nobody ever picked up.",
     "Customer support takes forever to reply.",
     "Contacting support feels designed to make you give up.",
     pytest.param("Great, another update and the app crashes again.", marks=pytest.mark.xfail(
-        strict=False, reason="sarcasm: the classifier says neutral (score ~ +0.02), a known miss")),
+        strict=False, reason="sarcasm: the classifier says neutral (leaning ~ +0.02), a known miss")),
 ]
 HARD_POSITIVE = [
     "I had nausea and headaches for the first week, but it completely cleared my acne. So glad I tried it.",
@@ -152,7 +152,7 @@ def test_the_default_is_the_classifier_on_either_graphs_vectors(graph: str) -> N
 def test_under_the_default_a_complaint_in_positive_words_is_not_positive(text: str, graph: str) -> None:
     assert S.lexicon([text])[0].label == "positive"  # what the old default said
     (scored,) = _default_sentiment([text], graph)[1]
-    assert scored.label != "positive" and scored.score < 0, scored
+    assert scored.label != "positive" and _leans_negative(scored, text, graph), scored
 
 
 @pytest.mark.parametrize("graph", GRAPHS)
@@ -181,7 +181,16 @@ def test_under_the_default_praise_that_mentions_a_problem_is_not_negative(text: 
 @pytest.mark.parametrize("text", DEFAULT_FLAT_COMPLAINTS)
 def test_under_the_default_a_complaint_without_negative_words_is_not_positive(text: str, graph: str) -> None:
     (scored,) = _default_sentiment([text], graph)[1]
-    assert scored.label != "positive" and scored.score < 0, scored
+    assert scored.label != "positive" and _leans_negative(scored, text, graph), scored
+
+
+def _leans_negative(scored: S.Scored, text: str, graph: str) -> bool:
+    """A negative scores below 0; a neutral scores 0 (label and score on one scale, 2026-12-08), so its lean is
+    read from the classifier: P(positive) - P(negative) < 0."""
+    if scored.label == "negative":
+        return scored.score < 0
+    emb = np.asarray(LazyLocalEmbedder("fast", graph).embed([text]), dtype=np.float32)
+    return scored.score == 0 and S.model_polarity(emb)[0] < 0
 
 
 def test_the_lexicon_stays_the_explicit_option_and_the_fallback_for_other_encoders() -> None:
@@ -244,13 +253,24 @@ def test_a_review_that_lists_problems_but_says_it_worked_is_positive(text: str) 
 def test_support_never_answered_leans_negative_where_the_lexicon_says_positive() -> None:
     text = "Support never answered my email."
     assert S.lexicon([text])[0].label == "positive"  # "support" is a positive word to VADER: +0.40
-    (scored,) = S.by_model(_embed([text]))
+    emb = _embed([text])
+    (scored,) = S.by_model(emb)
     # Honest about the limit: the classifier leans negative but is not sure enough to say so (it says
-    # neutral, score about -0.25 with weights 2, -0.13 with weights 1); see docs/sentiment.md ("Sentiment agreement").
-    assert scored.label != "positive" and scored.score < 0, scored
+    # neutral, P(positive) - P(negative) about -0.25 with weights 2, -0.13 with weights 1); see docs/sentiment.md
+    # ("Sentiment agreement"). A neutral scores 0 (label and score on one scale, 2026-12-08); the lean is kept apart.
+    assert scored.label != "positive" and scored.score <= 0 and S.model_polarity(emb)[0] < 0, scored
 
 
-@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (score ~ -0.25): a known miss")
+def test_a_neutral_answer_scores_0_though_it_leans() -> None:
+    # Found by researcher45: "Need more halal restaurants" was neutral at -0.22, so its theme's mean disagreed with
+    # its counts. Its score is now 0; the lean stays readable (model_polarity, the bench's 2-way reading).
+    emb = _embed(["Need more halal restaurants"])
+    (scored,) = S.by_model(emb)
+    assert scored == S.Scored("neutral", 0.0), scored
+    assert S.model_polarity(emb)[0] < -0.1
+
+
+@pytest.mark.xfail(strict=False, reason="the MiniLM classifier calls it neutral (leaning ~ -0.25; a neutral scores 0): a known miss")
 def test_support_never_answered_is_negative() -> None:
     assert S.by_model(_embed(["Support never answered my email."]))[0].label == "negative"
 
@@ -262,6 +282,7 @@ def test_labels_do_not_depend_on_the_last_bits_of_the_int8_encoder() -> None:
              "Great food, fast delivery, friendly driver.", "The refund took three weeks and nobody replied."]
     emb = _embed(texts)
     base = S.by_model(emb)
+    base_lean = S.model_polarity(emb)
     rng = np.random.default_rng(0)
     agree, total, moved = 0, 0, 0.0
     for _ in range(20):
@@ -270,7 +291,10 @@ def test_labels_do_not_depend_on_the_last_bits_of_the_int8_encoder() -> None:
         assert float(np.min(np.sum(noisy * emb, axis=1))) > 0.99
         got = S.by_model(noisy)
         agree += sum(a.label == b.label for a, b in zip(base, got, strict=True))
-        moved = max(moved, max(abs(a.score - b.score) for a, b in zip(base, got, strict=True)))
+        # The lean moves little; the score too where the label holds (a flip to or from neutral moves it to or
+        # from 0, as a rating's score jumps at its band's edge).
+        moved = max(moved, *(abs(a - b) for a, b in zip(base_lean, S.model_polarity(noisy), strict=True)),
+                    *(abs(a.score - b.score) for a, b in zip(base, got, strict=True) if a.label == b.label))
         total += len(texts)
     # Scores move little; a label flips only for answers that sit on a class boundary (score near 0, like
     # "The app is fine."): measured 0.905 of labels kept at this noise, which is above the int8 spread.
@@ -285,12 +309,16 @@ def test_the_weights_are_fitted_on_every_graph_and_read_both_alike() -> None:
              "I order every Friday.", "Fees are too high.", "Great food, fast delivery, friendly driver.",
              "The refund took three weeks and nobody replied.", "The app keeps logging me out.",
              "Best pizza in town, always hot.", "The driver was rude and the soup was cold."]
-    by_graph = [S.by_model(np.asarray(get_embedder("fast", g).embed(texts), dtype=np.float32)) for g in GRAPHS]
-    for other in by_graph[1:]:
+    embs = [np.asarray(get_embedder("fast", g).embed(texts), dtype=np.float32) for g in GRAPHS]
+    by_graph = [S.by_model(e) for e in embs]
+    leans = [S.model_polarity(e) for e in embs]
+    for other, lean in zip(by_graph[1:], leans[1:], strict=True):
         pairs = list(zip(by_graph[0], other, strict=True))
-        # Measured: scores within 0.04 of each other; one label flips at a class boundary ("rude ... cold":
-        # negative -0.37 on int8, neutral -0.33 on int8-vnni), none changes sign.
-        assert max(abs(a.score - b.score) for a, b in pairs) < 0.1, pairs
+        # Measured: leans (P(positive) - P(negative)) within 0.04 of each other; one label flips at a class boundary
+        # ("rude ... cold": negative -0.37 on int8, neutral on int8-vnni, which scores 0 since 2026-12-08), none
+        # changes sign.
+        assert max(abs(a - b) for a, b in zip(leans[0], lean, strict=True)) < 0.1, pairs
+        assert all(abs(a.score - b.score) < 0.1 for a, b in pairs if a.label == b.label), pairs
         assert all((a.score > 0) == (b.score > 0) for a, b in pairs), pairs
         assert sum(a.label == b.label for a, b in pairs) >= len(pairs) - 1, pairs
 

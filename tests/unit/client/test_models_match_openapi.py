@@ -61,3 +61,18 @@ def test_public_names(name: str) -> None:
     assert hasattr(thematiq_client, name)
     obj = getattr(thematiq_client, name)
     assert obj is not None and (not isinstance(obj, type) or not issubclass(obj, BaseModel) or obj.model_fields)
+
+
+def test_webhook_secret_models_match_the_secrets_routes() -> None:
+    """The secrets routes' bodies are inline schemas, not components: the client's models match them too."""
+    paths = document()["paths"]
+    created = paths["/webhooks/secrets"]["post"]["responses"]
+    listed = paths["/webhooks/secrets"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    for status in ("201", "200"):
+        server = created[status]["content"]["application/json"]["schema"]
+        assert _norm(models.WebhookSecret.model_json_schema()) == _norm(server)
+    schema = models.WebhookSecretList.model_json_schema(ref_template=REF)
+    info = schema.pop("$defs")["WebhookSecretInfo"]
+    assert _norm(info) == _norm(listed["properties"]["items"]["items"])
+    schema["properties"]["items"]["items"] = listed["properties"]["items"]["items"]
+    assert _norm(schema) == _norm(listed)

@@ -400,3 +400,18 @@ def test_apim_openapi_covers_the_apps_api() -> None:
     # Status values a client may filter on must be the app's.
     statuses = json.dumps(placeholder)
     assert all(f'"{s.value}"' in statuses for s in Status), "infra/apim/openapi.json lacks a job status"
+
+
+def test_apim_openapi_declares_the_apps_idempotency_keys() -> None:
+    """Every operation that takes an ``Idempotency-Key`` in the app's document declares it in the placeholder APIM
+    imports too, with the same rule (platform46: ``POST /webhooks/secrets`` had it only in the app's document)."""
+    from shared.api.openapi import document
+
+    def keys(doc: dict[str, Any]) -> dict[tuple[str, str], str | None]:
+        return {(path, method): p["schema"].get("pattern") for path, item in doc["paths"].items()
+                for method, op in item.items() if isinstance(op, dict)
+                for p in op.get("parameters", []) if p.get("in") == "header" and p["name"] == "Idempotency-Key"}
+
+    app = keys(document())
+    assert ("/webhooks/secrets", "post") in app and ("/jobs", "post") in app
+    assert keys(json.loads((INFRA / "apim" / "openapi.json").read_text())) == app

@@ -84,6 +84,6 @@ def test_schema_1_4_breakdown_cells_name_their_test_and_a_1_3_breakdown_is_still
     assert Breakdown.model_validate(now).document() == now
     with pytest.raises(ValidationError, match="test"):
         Breakdown.model_validate({**now, "groups": [{"value": "pro", "n": 5, "themes": [{**cell, "test": "t"}]}]})
-    assert SCHEMA_VERSION == "1.6"
+    assert SCHEMA_VERSION == "1.7"
     # A stored 1.3 result (an earlier wave, compare_to) is still read.
-    assert {"1.3", "1.4", "1.5", "1.6"} <= set(get_args(ThematicResult.model_fields["schema_version"].annotation))
+    assert {"1.3", "1.4", "1.5", "1.6", "1.7"} <= set(get_args(ThematicResult.model_fields["schema_version"].annotation))

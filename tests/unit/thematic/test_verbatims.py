@@ -208,7 +208,12 @@ def test_xlsx_themes_sheet_gives_a_themes_nps_for_a_zero_to_ten_rating() -> None
 #: Text that a spreadsheet may run as a formula, with the full-width forms East Asian input methods type
 #: (U+FF1D U+FF0B U+FF0D U+FF20: Excel under a Japanese or Chinese locale takes them as = + - @).
 FORMULA_TEXTS = ("=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "\uff1d1+1", "\uff0b1+1", "\uff0d1+1",
-                 "\uff20SUM(A1)")
+                 "\uff20SUM(A1)",
+                 # Behind what a spreadsheet may drop or skip on the way in (review46): spaces, a NUL or a line feed
+                 # (the xlsx writer drops the illegal controls and then checked; the CSV kept "\x00=1+1" bare), a
+                 # no-break or zero-width space, a byte-order mark, a direction mark.
+                 " =1+1", "  -1+1", "\x00=1+1", "\n=1+1", "\u00a0=1+1", "\u200b@SUM(A1)", "\ufeff=1+1",
+                 "\u200e+1+1")
 
 
 def test_every_export_keeps_a_formula_in_user_text_inert_full_width_forms_too() -> None:
@@ -247,8 +252,8 @@ def test_xlsx_marks_every_formula_like_string_as_quoted_text() -> None:
     col = [c.value for c in ws[1]].index("text") + 1
     cells = {ws.cell(row=r, column=col).value: ws.cell(row=r, column=col) for r in range(2, ws.max_row + 1)}
     for v in FORMULA_TEXTS:
-        # (openpyxl reads a leading CR back as LF: the XML normalises line ends.)
-        cell = cells[v.replace("\r", "\n")]
+        # (openpyxl reads a leading CR back as LF: the XML normalises line ends; a NUL is dropped on the way in.)
+        cell = cells[v.replace("\r", "\n").replace("\x00", "")]
         assert cell.data_type == "s" and cell.quotePrefix, v
 
 
@@ -432,3 +437,86 @@ def test_other_values_of_a_breakdown_made_by_older_rules_is_refused_not_listed_u
     with pytest.raises(ValidationFailed) as err:
         page(doc, items, _q(other_values="plan"))
     assert err.value.errors[0]["field"] == "other_values" and "older rules" in err.value.errors[0]["message"]
+
+
+def test_the_cli_and_the_service_read_the_same_texts_as_formulas() -> None:
+    # thematiq_cli may not import the pipeline: its copy of the rule is held equal here (review46).
+    from pipelines.thematic.render import formula_like as service
+    from thematiq_cli.render import formula_like as cli
+
+    texts = [*FORMULA_TEXTS, "", " ", "\x00", "plain", " plain", "\u200b", "'=1+1", '"=1+1', "1-2", "a=b", "\u3000=1"]
+    assert [service(t) for t in texts] == [cli(t) for t in texts]
+    assert all(service(t) for t in FORMULA_TEXTS)
+    assert not any(service(t) for t in ("", " ", "\x00", "plain", " plain", "\u200b", "'=1+1", '"=1+1', "1-2", "a=b"))
+
+
+
+#: Texts that end a field for a reader splitting on ";" as well as "," (LibreOffice Calc's import with both
+#: separators ticked), with a formula after it: unquoted, "x;=WEBSERVICE(CHAR(104));y" was the live formula
+#: =WEBSERVICE(CHAR(104)) there (LibreOffice 7.4, Evaluate formulas on; review46).
+SEMICOLON_TEXTS = ("x;=1+1;y", "x;=WEBSERVICE(CHAR(104));y", "a; +1+1", "ok;@SUM(1)")
+
+
+def _pieces(line: str) -> list[str]:
+    """A CSV line's fields as a reader taking both "," and ";" as separators splits it (quotes honoured)."""
+    pieces, inside, cur = [], False, ""
+    for ch in line:
+        if ch == '"':
+            inside = not inside
+        if ch in ",;" and not inside:
+            pieces.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*pieces, cur]
+
+
+def _number(text: str) -> bool:
+    # A computed number ("-0.5778", a sentiment score) is no formula: a spreadsheet reads it as the number.
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_every_csv_export_quotes_a_field_with_a_semicolon_so_no_formula_starts_behind_it() -> None:
+    import csv
+
+    from pipelines.thematic.render import formula_like, render_csv
+    from thematiq_cli.render import write_responses
+
+    items, doc = synthetic_job(len(SEMICOLON_TEXTS), seed=3)
+    for it, v in zip(items, SEMICOLON_TEXTS, strict=True):
+        it["text"], it["metadata"] = v, {"note": v}
+    service = render_csv(doc, items)[1].decode()
+    out = io.StringIO()
+    write_responses(iter([{"id": str(i), "text": v, "bucket": "theme", "themes": [], "metadata": {"note": v}}
+                          for i, v in enumerate(SEMICOLON_TEXTS)]), "csv", out)
+    for text in (service, out.getvalue()):
+        cells = [c for r in csv.reader(io.StringIO(text)) for c in r]
+        assert all(v in cells for v in SEMICOLON_TEXTS)  # a comma reader reads the texts as they were
+        for line in text.splitlines():
+            assert not any(formula_like(p) and not _number(p) for p in _pieces(line)), line
+
+
+def test_the_csv_writers_write_what_csv_writer_does_but_quote_a_semicolon() -> None:
+    # Only a field with a ";" differs from csv.writer's QUOTE_MINIMAL: the header, ids and numbers keep their bytes.
+    import csv
+
+    from pipelines.thematic.render import CsvWriter
+    from thematiq_cli.render import _CsvWriter
+
+    rows = [["response_id", "theme_id", "confidence"], ["r1", "t1", "0.912"], ["a,b", 'say "hi"', "x\r\ny"],
+            ["", None, "-0.5"], [*FORMULA_TEXTS], ["ü ✓ 日本", "\u200b", " lead"]]
+    want = io.StringIO()
+    csv.writer(want, lineterminator="\r\n").writerows(rows)
+    for writer in (CsvWriter, _CsvWriter):
+        got = io.StringIO()
+        w = writer(got)
+        for r in rows:
+            w.writerow(r)
+        assert got.getvalue() == want.getvalue()
+        semi = io.StringIO()
+        writer(semi).writerow(["r1", "x;=1+1;y", "ok"])
+        assert semi.getvalue() == 'r1,"x;=1+1;y",ok\r\n'

@@ -87,16 +87,16 @@ def test_a_job_that_ends_between_the_sweeps_read_and_its_write_is_still_due(back
     the sweep's second read (write, then read) sees the job ended and makes the row due again."""
     [job] = _in_flight(backend, "t", 1)
     sender = Recorder().sender(backend)
-    put = sender.index.put_index_row
+    write = sender.index.write_index_row
     raced: list[bool] = []
 
-    def put_after_the_job_ended(row: IndexRow) -> None:
-        if row.due_at == IN_FLIGHT_DUE and not raced:
+    def write_after_the_job_ended(row: IndexRow | None, fields: dict[str, object]) -> IndexRow:
+        if fields.get("due_at") == IN_FLIGHT_DUE and not raced:
             raced.append(True)
             _finish_with_the_send_lost(backend, job)  # lands between the sweep's read and this write
-        put(row)
+        return write(row, fields)
 
-    sender.index.put_index_row = put_after_the_job_ended  # type: ignore[method-assign]
+    sender.index.write_index_row = write_after_the_job_ended  # type: ignore[method-assign]
     backend.clock.advance(1)
     sender.sweep()
     assert raced

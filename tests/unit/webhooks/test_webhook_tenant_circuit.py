@@ -208,11 +208,62 @@ def test_a_slow_2xx_counts_against_its_host() -> None:
 
 
 def test_the_circuit_remembers_a_bounded_number_of_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(circuit_mod, "MAX_HOSTS", 4)
+    monkeypatch.setattr(circuit_mod, "MAX_OPEN_HOSTS", 4)
     c = ReceiverCircuit(Clock())
     for i in range(10):
         for _ in range(HOST_FAILURES):
             c.done(circuit_mod.Ticket("t", f"h{i}", False, 0.0), False)
-    assert len(c._hosts) == 4 and c._tenants["t"].failing == 4
+    assert len(c._open) == 4 and c._tenants["t"].failing == 4
 
 
+
+
+def test_tenants_with_nothing_to_remember_are_not_kept() -> None:
+    # platform46: every tenant that ever had an attempt kept an entry for the life of the instance (10,000 here).
+    clock = Clock()
+    c = ReceiverCircuit(clock)
+    for i in range(10_000):
+        ok = c.admit(f"good{i}", "h")
+        assert ok is not None
+        c.done(ok, i % 2 == 0)  # a 2xx, or one failure (not yet failing)
+    assert len(c._tenants) == 0
+    # A tenant with an open circuit is kept, and so is one with a probe in flight or started within PROBE_GAP.
+    for _ in range(HOST_FAILURES):
+        c.done(c.admit("dead", "h"), False)  # type: ignore[arg-type]
+    assert set(c._tenants) == {"dead"}
+    clock.t += circuit_mod.cooldown(HOST_FAILURES)
+    probe = c.admit("dead", "h")
+    assert probe is not None and probe.probe
+    c.done(probe, True)  # it answers again: the circuit closes, but the probe was started just now
+    assert set(c._tenants) == {"dead"} and c.admit("dead", "h") is not None
+    clock.t += circuit_mod.PROBE_GAP
+    c.done(c.admit("dead", "h"), True)  # type: ignore[arg-type]
+    assert c._tenants == {}
+
+
+def test_idle_tenants_left_behind_are_swept_and_the_map_stays_bounded() -> None:
+    clock = Clock()
+    c = ReceiverCircuit(clock)
+    for i in range(1_000):  # each opens a circuit, probes once, the host answers: idle PROBE_GAP later, never seen again
+        tenant = f"t{i}"
+        for _ in range(HOST_FAILURES):
+            c.done(c.admit(tenant, "h"), False)  # type: ignore[arg-type]
+        clock.t += circuit_mod.cooldown(HOST_FAILURES)
+        probe = c.admit(tenant, "h")
+        assert probe is not None and probe.probe
+        c.done(probe, True)
+        assert tenant in c._tenants  # its probe was just now
+    assert len(c._tenants) <= circuit_mod.TENANTS_SWEEP_MIN, len(c._tenants)
+
+
+def test_healthy_hosts_never_push_out_an_open_circuit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(circuit_mod, "MAX_HOSTS", 8)
+    clock = Clock()
+    c = ReceiverCircuit(clock)
+    for _ in range(HOST_FAILURES):
+        c.done(c.admit("dead", "h"), False)  # type: ignore[arg-type]
+    for i in range(100):  # another tenant's many healthy receivers
+        c.done(c.admit("busy", f"r{i}"), True)  # type: ignore[arg-type]
+    assert len(c._closed) == 8
+    assert c.admit("dead", "h") is None, "the failing host is still spaced out, not unknown again"
+    assert c._tenants["dead"].failing == 1
