@@ -163,15 +163,25 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
 
     ``scale`` is a declared rating range (``params.sentiment_from.scale`` of this field, or "0-10" for the
     ``params.score`` key of scale nps), which wins over the values: "0-10" is NPS groups even when the answers
-    happen to lie in 1-5 (inferred, they were a group per value, as stars), a 1-5, 1-7 or 1-10 rating a group
-    per value (a 1-10 rating's values are not NPS groups). Undeclared, integers in 0-10 with more than two values
+    happen to lie in 1-5 (inferred, they were a group per value, as stars), a 0-5, 1-5, 1-7 or 1-10 rating a group
+    per value (a 1-10 rating's values are not NPS groups) when its values are the rating's points (integers); averages
+    on such a range are grouped as other numbers are (quartile ranges; review46m: a group each was one "other
+    values" group). Undeclared, integers in 0-10 with more than two values
     are NPS groups only when the field's ``key`` names NPS (``names_nps``); before 2026-12-07 any such field was
     (orders last year: 0-6 orders "detractors"), now it is quartile ranges like any other number."""
     if scale == "0-10":
         return Bucketing("nps", [_nps_group(v) for v in values])
-    if scale is not None:
-        return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
     present = [v for v in values if v is not None and v != ""]
+    if scale is not None:
+        nums_read = [number(v) for v in present]
+        if all(n is not None and n.is_integer() for n in nums_read):
+            return Bucketing("categorical", [MISSING if v is None or v == "" else meta_text(v) for v in values])
+        # A declared range's points are a group per value; averages on it (7.3 on 1-10, which a declared score or
+        # sentiment_from scale takes, "7.3" too, read as the job reads them) are grouped as any numbers below: a
+        # group each was 300 groups of one, all pooled as "other values" (review46m).
+        if all(n is not None for n in nums_read):
+            values = [v if v is None or v == "" else number(v) for v in values]
+            present = [v for v in values if v is not None and v != ""]
     if present and all(_is_number(v) for v in present):
         nums = [float(v) for v in present]
         whole = all(n.is_integer() for n in nums)

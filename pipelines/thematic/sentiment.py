@@ -151,8 +151,17 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
             # two values to read 0-10 integers as NPS groups, for the same reason).
             return (f"only the values {' and '.join(_fmt_value(n) for n in sorted(distinct))}: a yes/no field is no "
                     "0-10 rating; declare its scale ({\"key\", \"scale\": \"0-10\"}) if it is one")
-        return ("values in 0-10 that are not all integers are no 0-10 (NPS) rating: declare its scale "
-                "({\"key\", \"scale\": \"1-10\"} reads 1-10 linearly)")
+        # The scale named is one the values fit (review46m: "1-10" was named whatever the values, so 0.5-4.5
+        # followed the advice into a second 422, 0.5 being outside 1-10).
+        lead = "values in 0-10 that are not all integers are no 0-10 (NPS) rating"
+        if lo >= 1:
+            return f"{lead}: declare its scale ({{\"key\", \"scale\": \"1-10\"}} reads 1-10 linearly)"
+        if 1 < hi <= 5:
+            return f"{lead}: declare its scale ({{\"key\", \"scale\": \"0-5\"}} reads 0-5 linearly)"
+        # Values within 0-1 fit 0-5, but a fraction or a probability declared 0-5 reads every answer negative.
+        return (f"{lead}, and no declared scale reads values from {_fmt_value(lo)} to {_fmt_value(hi)} (0-5, 1-5, "
+                "1-7 and 1-10 are ratings read linearly, 0-10 takes integers): rescale the field, or send it as a "
+                "score (params.score, scale numeric)")
     return "a rating must lie in 1-5 or 0-10 (or declare its scale: {\"key\", \"scale\"})"
 
 

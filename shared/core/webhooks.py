@@ -440,7 +440,8 @@ def job_ending(before: Job, status: Status, finished_at: datetime | None, mark_d
     Before, not after: a process that dies right after the terminal write (or whose "due" write then fails) has
     already made the row due, so the 5-minute sweep finds a lost first message without the daily scan of the table
     that used to heal such a row (webhooks45 made the row due after the write). A terminal write that then does not
-    land leaves a row due for a job still in flight: the sweep's next look parks it again (3 operations, once). The
+    land leaves a row due for a job still in flight: the sweep looks at it again hourly while the announcement is under
+    ``ENDING_GRACE`` old (about 24 looks of 3-4 operations), then parks it never due. The
     sweep's "in flight" write is conditional on the row it read, so it can never overwrite this mark with "never
     due" (``shared.runtime.webhooks``). Raises what the write raised: the terminal write is not made without it (the
     lifecycle's conditional write retries or answers as Storage away, as for the terminal write itself).
