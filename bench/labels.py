@@ -425,6 +425,16 @@ def miss_kinds(themes: list[Any], texts: list[str], emb: np.ndarray, cent: np.nd
     return out
 
 
+def true_groups(name: str) -> dict[str, list[str]]:
+    """A suite set's texts by their first true label, the unusable ones left out."""
+    texts, truth = T.suite_set(name)
+    groups: dict[str, list[str]] = {}
+    for t, y in zip(texts, truth, strict=True):
+        if y != "unusable":
+            groups.setdefault(y.split("|")[0], []).append(t)
+    return groups
+
+
 def generic_words(names: list[str]) -> None:
     """The data behind ``stopwords.GENERIC``: words used by >= 5 % of the responses of >= 25 % of a set's
     true themes, per set, and the words that are so in >= 2 sets (TUNE sets and BBC only: never CHECK)."""
@@ -432,11 +442,7 @@ def generic_words(names: list[str]) -> None:
 
     per_set: dict[str, set[str]] = {}
     for name in names:
-        texts, truth = T.suite_set(name)
-        groups: dict[str, list[str]] = {}
-        for t, y in zip(texts, truth, strict=True):
-            if y != "unusable":
-                groups.setdefault(y.split("|")[0], []).append(t)
+        groups = true_groups(name)
         spread: Counter[str] = Counter()
         for members in groups.values():
             c: Counter[str] = Counter()
@@ -504,12 +510,7 @@ def main() -> None:
         return
     if args.name_style:
         for name in names:
-            texts, truth = T.suite_set(name)
-            groups: dict[str, list[str]] = {}
-            for t, y in zip(texts, truth, strict=True):
-                if y != "unusable":
-                    groups.setdefault(y.split("|")[0], []).append(t)
-            n, covered, distinct = name_style(groups)
+            n, covered, distinct = name_style(true_groups(name))
             print(f"{name}: {n} themes; the most-covered word hits the name {covered:.0%}, the top c-TF-IDF word "
                   f"{distinct:.0%}")
         return
