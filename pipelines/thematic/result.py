@@ -505,8 +505,10 @@ class Impact(_Model):
     overall: float | None
     n: int = Field(description="usable responses with a score")
     min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
-    interval: Literal["welch"] | None = Field(default=None, description=(
+    interval: Literal["welch", "permutation"] | None = Field(default=None, description=(
         "new in 1.4: how ci_low / ci_high were made: Welch's t interval given the theme's responses (\"welch\"); "
+        "since stats46 \"permutation\": Welch's interval with critical values from 999 permutations of the scores "
+        "(it excludes 0 exactly when a permutation test of Welch's statistic rejects at 5 %); "
         "absent in older results, whose intervals were a percentile bootstrap"))
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
     single_label: bool | None = Field(default=None, description=(
