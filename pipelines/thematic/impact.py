@@ -17,9 +17,9 @@ with ``f`` the theme's share of the scored responses (the overall mean is ``f * 
 mean_without``), so its standard error is ``f * sqrt(s_with² / n_with + s_without² / n_without)``. Welch's t
 interval (``welch_interval``, 2026-12-04 to stats46) replaced a percentile bootstrap, which on NPS data with no
 effect excluded 0 in 9.8 % of 10-response themes (bench/small_n.py); but with t quantiles, skewed scores (CSAT,
-most answers 5) still starred 7-12 % of unrelated 20-50-response themes, as permutations do 4-6 %
-(bench/impact_null.py; DOCS.md). The permutations come from a fixed seed: the same input gives the same result on
-every run.
+most answers 5) still starred 8.7-13 % of unrelated 20-50-response themes, permutations 1.6-3.6 %, and at most
+5 % within Monte-Carlo error on every shape and size tried (bench/impact_null.py, CHECK seeds; DOCS.md). The
+permutations come from a fixed seed: the same input gives the same result on every run.
 
 Caveat (docs/thematic.md): with one theme per response, a theme that is merely average is not exactly 0 when
 another theme drags the score down, because its responses are then above the rest. That is the definition,
@@ -284,9 +284,10 @@ def permutation_interval(
     theme is unrelated to the score (its answers and the rest's exchangeable), and asymptotically so when only the
     means are equal (Janssen 1997: a studentised statistic makes the permutation test robust to unequal spreads).
     Welch's interval is that with t quantiles, which on skewed scores (most answers 5) put the 2.5 % tails in the
-    wrong places: 7-12 % of unrelated 20-50-response themes were starred (bench/impact_null.py). NaN where a side
-    has fewer than 2 responses. ``tails="symmetric"``: ``c_hi = -c_lo`` the upper order statistic of ``|(a - b) /
-    se|`` (a symmetric interval; bench/impact_null.py compares the two)."""
+    wrong places: 8.7-13 % of unrelated 20-50-response themes were starred (bench/impact_null.py, CHECK seeds).
+    NaN where a side has fewer than 2 responses. ``tails="symmetric"``: ``c_hi = -c_lo`` the upper order statistic
+    of ``|(a - b) / se|`` (a symmetric interval; bench/impact_null.py compares the two: power holes on skewed
+    scores)."""
     n, k = m.shape
     low, high = np.full(k, np.nan), np.full(k, np.nan)
     if n < 2 or k == 0:
