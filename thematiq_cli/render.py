@@ -231,14 +231,16 @@ def elapsed_between(job: dict[str, Any]) -> str | None:
     return fmt_elapsed((end - start).total_seconds())
 
 
-def _breakdown_cell(cell: dict[str, Any] | None) -> str:
+def _breakdown_cell(cell: dict[str, Any] | None, small_n: bool = False) -> str:
     if cell is None:
         return ""
     lift = cell.get("lift")
     text = f"{float(cell['share']):.0%}" + (f" x{float(lift):.1f}" if isinstance(lift, int | float) else "")
     # A star marks a significant cell (Benjamini-Hochberg q < 0.05), as the Markdown report's bold does; a dagger
-    # a cell tested by Fisher's exact test (schema 1.4), as the report marks it.
-    return text + ("*" if cell.get("significant") else " ") + ("†" if cell.get("test") == "fisher" else " ")
+    # a cell tested by Fisher's exact test (schema 1.4), as the report marks it; never in a small n group, which is not
+    # tested (the legend says so; review46).
+    exact = cell.get("test") == "fisher" and not small_n
+    return text + ("*" if cell.get("significant") else " ") + ("†" if exact else " ")
 
 
 #: The names of a breakdown's synthetic groups (the service's pipelines.thematic.insight.Synthetic).
@@ -271,7 +273,8 @@ def breakdown_table(result: dict[str, Any], field: str) -> str:
                           for g in groups)]
     rows = []
     for theme in result.get("themes") or []:
-        cells = [_breakdown_cell(next((c for c in g["themes"] if c["theme_id"] == theme["id"]), None)) for g in groups]
+        cells = [_breakdown_cell(next((c for c in g["themes"] if c["theme_id"] == theme["id"]), None),
+                                 bool(g.get("small_n"))) for g in groups]
         rows.append([clip(str(theme.get("label", theme["id"])), 40), *cells])
     # The theme column is last in ``table``'s sense (clipped to the line): put it first by hand instead.
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
@@ -558,9 +561,12 @@ def impact_table(imp: dict[str, Any]) -> str:
         label = str(t.get("label", t.get("theme_id"))) + (f" (against {', '.join(against)} only)" if against else "")
         rows.append([num(t.get("impact")) + ("*" if sure else " "), f"{num(lo)} .. {num(hi)}", n,
                      num(t.get("score"), sign=False), label])
+    # stats46: critical values from permutations of the scores ("permutation"); older results Welch's t.
+    interval = ("Welch's, critical values from 999 permutations of the scores" if imp.get("interval") == "permutation"
+                else "Welch's t")
     note = (f"Impact on {imp.get('key')} ({imp.get('scale')}): overall {what} {num(imp.get('overall'), sign=False)} "
             f"over {imp.get('n')} scored responses; impact = overall minus the {what} without the theme, "
-            f"95% interval (Welch's t), * the interval excludes 0 (per theme, not corrected for the {k} "
+            f"95% interval ({interval}), * the interval excludes 0 (per theme, not corrected for the {k} "
             f"theme{'' if k == 1 else 's'}: with no effect at all about 1 theme in 20 would still get a *); "
             f"(small n): fewer than {imp.get('min_n') or 10} scored responses, never a *.")
     if imp.get("note"):

@@ -9,14 +9,17 @@ Scores per response: ``nps`` takes integers 0–10 and scores a promoter (9–10
 detractor (0–6) −100, so the mean is the NPS; ``csat`` takes 1–5, a declared range (``0-5``, ``1-5``, ``1-7``,
 ``1-10``; researcher46) the numbers in it, and ``numeric`` any finite number, all scored as they are (the mean).
 
-The 95 % interval is Welch's t interval, given which responses have the theme. Impact is exactly
-``f * (mean_with - mean_without)`` with ``f`` the theme's share of the scored responses (the overall mean is
-``f * mean_with + (1 - f) * mean_without``), so its standard error is ``f * sqrt(s_with² / n_with +
-s_without² / n_without)`` with Welch-Satterthwaite degrees of freedom. It replaced a percentile bootstrap
-(2026-12-04): on NPS data with no effect the bootstrap's interval excluded 0 in 9.8 % of 10-response themes,
-7.5 % at 20 and 6.5 % at 50 (nominal 5 %), Welch's in 5.8 / 5.0 / 5.0 %, at the same power against a planted
-3-point drop (bench/small_n.py; docs/thematic.md, "Impact on a score"). It needs no resampling, so it is also
-exact and the same on every run.
+The 95 % interval (``permutation_interval``, stats46) is Welch's, centred on the impact with Welch's standard
+error, but its critical values come from 999 permutations of the scores instead of Student's t; the theme's
+interval excludes 0 exactly when a permutation test of Welch's statistic rejects at 5 %, which has that size on
+any score shape when the theme is unrelated to the score. Impact is exactly ``f * (mean_with - mean_without)``
+with ``f`` the theme's share of the scored responses (the overall mean is ``f * mean_with + (1 - f) *
+mean_without``), so its standard error is ``f * sqrt(s_with² / n_with + s_without² / n_without)``. Welch's t
+interval (``welch_interval``, 2026-12-04 to stats46) replaced a percentile bootstrap, which on NPS data with no
+effect excluded 0 in 9.8 % of 10-response themes (bench/small_n.py); but with t quantiles, skewed scores (CSAT,
+most answers 5) still starred 8.7-13 % of unrelated 20-50-response themes, permutations 1.6-3.6 %, and at most
+5 % within Monte-Carlo error on every shape and size tried (bench/impact_null.py, CHECK seeds; DOCS.md). The
+permutations come from a fixed seed: the same input gives the same result on every run.
 
 Caveat (docs/thematic.md): with one theme per response, a theme that is merely average is not exactly 0 when
 another theme drags the score down, because its responses are then above the rest. That is the definition,
@@ -102,7 +105,7 @@ def impact(
     c = v - shift
     n_t = m.sum(axis=0)
     s_t = c @ m
-    low, high = welch_interval(c, m)
+    low, high = permutation_interval(c, m)
     rows = []
     for j, theme in enumerate(themes):
         nt, rest = int(n_t[j]), n - int(n_t[j])
@@ -124,7 +127,7 @@ def impact(
     single = n > 0 and bool(m.sum(axis=1).max() <= 1) and int((n_t > 0).sum()) >= 2
     if single:
         _mark_reflections(c, m, rows, pos)
-    return {"key": key, "scale": scale, "overall": _round(overall), "n": n, "min_n": MIN_N, "interval": "welch",
+    return {"key": key, "scale": scale, "overall": _round(overall), "n": n, "min_n": MIN_N, "interval": "permutation",
             "themes": rows, "single_label": single, "note": SINGLE_LABEL_NOTE if single else None}
 
 
@@ -149,7 +152,7 @@ def _mark_reflections(c: np.ndarray[Any, np.dtype[np.float64]], m: np.ndarray[An
         if against:
             keep = m[:, [pos[k["theme_id"]] for k in against]].sum(axis=1) == 0
             j = pos[row["theme_id"]]
-            lo, hi = welch_interval(c[keep], m[keep][:, [j]])
+            lo, hi = permutation_interval(c[keep], m[keep][:, [j]])
             # NaN: fewer than 2 responses outside the theme are left, nothing to compare it with.
             still = bool(not (np.isfinite(lo[0]) and np.isfinite(hi[0])) or (lo[0] > 0 if sign else hi[0] < 0))
             if not still:
@@ -230,6 +233,119 @@ def welch_interval(
         df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1)) if va + vb > 0 else na + nb - 2
         half = t_quantile(0.5 + level / 2, df) * f * se
         low[j], high[j] = f * (ma - mb) - half, f * (ma - mb) + half
+    return low, high
+
+
+#: Permutations behind ``permutation_interval``: the critical values are the 25th smallest and 25th largest of
+#: 999 permuted statistics, so a test "the interval excludes 0" has size (25 + 25) / (999 + 1) = 5 % exactly under
+#: exchangeability (Monte Carlo test: the observed statistic is one of 1,000 equally likely).
+PERMUTATIONS: Final = 999
+#: The permutations' seed: the same scores and themes give the same interval on every run.
+SEED: Final = 23
+#: Scores with at most this many distinct values are permuted as counts per value (multivariate hypergeometric).
+DISCRETE: Final = 64
+
+
+def _studentised(
+    s_a: np.ndarray[Any, Any], q_a: np.ndarray[Any, Any], n_a: np.ndarray[Any, Any], s: float, q: float, n: int,
+    whole: float,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Welch's statistic and the standard error of the difference in means, elementwise, from the sums ``s_a`` and
+    sums of squares ``q_a`` of the scores with the theme (``n_a`` of them; the totals ``s``, ``q`` over ``n``). A
+    side whose scores are all equal is given the variance of all the scores ``whole`` (review46). NaN where a side
+    has fewer than 2 responses or a sum is not finite."""
+    n_b = n - n_a
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ma, mb = s_a / n_a, (s - s_a) / n_b
+        ra = (q_a - n_a * ma * ma) / (n_a - 1)
+        rb = ((q - q_a) - n_b * mb * mb) / (n_b - 1)
+        ra = np.where(ra <= whole * 1e-9, whole, ra)
+        rb = np.where(rb <= whole * 1e-9, whole, rb)
+        se = np.sqrt(np.maximum(ra, 0.0) / n_a + np.maximum(rb, 0.0) / n_b)
+        diff = ma - mb
+        t = np.where(se > 0, diff / np.where(se > 0, se, 1.0), 0.0)
+    bad = (n_a < 2) | (n_b < 2) | ~np.isfinite(se) | ~np.isfinite(diff)
+    return np.where(bad, np.nan, t), np.where(bad, np.nan, se)
+
+
+def permutation_interval(
+    v: np.ndarray[Any, np.dtype[np.float64]], m: np.ndarray[Any, np.dtype[np.float64]], level: float = LEVEL,
+    permutations: int = PERMUTATIONS, seed: int = SEED, tails: Literal["equal", "symmetric"] = "equal",
+) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]]]:
+    """Per theme (column of the 0/1 matrix ``m``) a ``level`` interval of its impact on the scores ``v`` whose
+    critical values come from permuting the scores, not from Student's t (stats46):
+    ``f (a - b) - c_hi · f · se`` to ``f (a - b) - c_lo · f · se``, with ``se`` Welch's standard error of the
+    difference ``a - b`` of the means with and without the theme, and ``c_lo`` / ``c_hi`` the ``(1 - level) / 2``
+    lower and upper order statistics of Welch's statistic ``(a - b) / se`` over ``permutations`` random
+    reassignments of the scores to the responses (one set for every theme, from ``seed``).
+
+    The interval excludes 0 exactly when the observed statistic is beyond ``c_lo`` or ``c_hi``: a two-sided
+    permutation test of the studentised difference, whose size is ``1 - level`` whatever the scores' shape when a
+    theme is unrelated to the score (its answers and the rest's exchangeable), and asymptotically so when only the
+    means are equal (Janssen 1997: a studentised statistic makes the permutation test robust to unequal spreads).
+    Welch's interval is that with t quantiles, which on skewed scores (most answers 5) put the 2.5 % tails in the
+    wrong places: 8.7-13 % of unrelated 20-50-response themes were starred (bench/impact_null.py, CHECK seeds).
+    NaN where a side has fewer than 2 responses. ``tails="symmetric"``: ``c_hi = -c_lo`` the upper order statistic
+    of ``|(a - b) / se|`` (a symmetric interval; bench/impact_null.py compares the two: power holes on skewed
+    scores)."""
+    n, k = m.shape
+    low, high = np.full(k, np.nan), np.full(k, np.nan)
+    if n < 2 or k == 0:
+        return low, high
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(v.mean())
+        if math.isfinite(mean):
+            v = v - mean
+        sq = v * v
+        s, q = float(v.sum()), float(sq.sum())
+        whole = max(0.0, (q - s * s / n) / (n - 1))
+    if not (math.isfinite(s) and math.isfinite(q)):
+        return low, high
+    n_a = m.sum(axis=0)
+    t_obs, se = _studentised(v @ m, sq @ m, n_a, s, q, n, whole)
+    r = math.floor((1 - level) / 2 * (permutations + 1) + 1e-9)  # 25 of 999: the tails' order statistic
+    if r < 1:
+        return low, high
+    rng = np.random.default_rng(seed)
+    # Only the themes with an interval to give; the permuted statistics in chunks (memory ~ chunk * n floats).
+    cols = np.flatnonzero(np.isfinite(t_obs))
+    if cols.size == 0:
+        return low, high
+    sizes = n_a[cols].astype(np.int64)
+    stats = np.empty((permutations, cols.size))
+    values, counts = np.unique(v, return_counts=True)
+    if values.size <= DISCRETE:
+        # Few distinct scores (NPS, CSAT, a rating): a permutation puts in the theme a multivariate hypergeometric
+        # draw of the values' counts, the same law, at the cost of one count per value (not one per response).
+        for z in np.unique(sizes):
+            draws = rng.multivariate_hypergeometric(counts, int(z), size=permutations, method="marginals")
+            at = sizes == z
+            s_p, q_p = draws @ values, draws @ (values * values)
+            t, _ = _studentised(s_p, q_p, np.full(permutations, float(z)), s, q, n, whole)
+            stats[:, at] = t[:, None]
+    else:
+        # A permutation puts a random n_a of the scores in the theme: the first n_a of a random ordered sample of
+        # the largest theme's size (Generator.choice without replacement: CPU ~ that size, not n), so one running
+        # sum per permutation serves every theme (themes of one size share their permuted statistics; each theme's
+        # own null distribution is all its test needs). CPU ~ permutations * the largest theme.
+        top = int(sizes.max())
+        chunk = max(1, min(permutations, 2_000_000 // top))
+        for start in range(0, permutations, chunk):
+            rows = min(chunk, permutations - start)
+            vp = np.stack([v[rng.choice(n, size=top, replace=False)] for _ in range(rows)])
+            s_p, q_p = np.cumsum(vp, axis=1)[:, sizes - 1], np.cumsum(vp * vp, axis=1)[:, sizes - 1]
+            stats[start:start + rows], _ = _studentised(s_p, q_p, n_a[cols], s, q, n, whole)
+    if tails == "symmetric":
+        a = np.sort(np.abs(stats), axis=0)
+        c_hi = a[permutations - 2 * r]
+        c_lo = -c_hi
+    else:
+        stats.sort(axis=0)
+        c_lo, c_hi = stats[r - 1], stats[permutations - r]
+    f = n_a[cols] / n
+    est = f * t_obs[cols] * se[cols]
+    low[cols] = est - c_hi * f * se[cols]
+    high[cols] = est - c_lo * f * se[cols]
     return low, high
 
 

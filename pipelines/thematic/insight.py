@@ -202,11 +202,10 @@ def bucket(values: Sequence[Any], scale: str | None = None, key: str | None = No
             if v is None or v == "":
                 return MISSING
             n = float(v)
-            for lo, hi in edges:
-                if n <= hi:
-                    return f"{fmt(lo)}–{fmt(hi)}"
-            lo, hi = edges[-1]
-            return f"{fmt(lo)}–{fmt(hi)}"
+            lo, hi = next((e for e in edges if n <= e[1]), edges[-1])
+            # A range of one value (7 distinct ages 30-36: a quartile holds only 36) reads "36", not "36–36"
+            # (review46). Two edges never print alike (_edge_format), so equal text is one value.
+            return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
         return Bucketing("numeric", [rng(v) for v in values])
     # Labelled as the responses route's metadata[KEY]= filter writes a value (true, a list as its JSON), so a

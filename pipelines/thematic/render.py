@@ -162,11 +162,13 @@ def _count_confidence(choice: dict[str, Any]) -> str:
     return head + readings
 
 
-def _cell_md(cell: dict[str, Any]) -> str:
+def _cell_md(cell: dict[str, Any], small_n: bool = False) -> str:
     lift = cell.get("lift")
     text = f"{cell['share']:.0%}" + (f" ×{lift:.1f}" if isinstance(lift, int | float) else "")
-    # † marks a cell tested exactly (schema 1.4): a short mark, since a small segment has one in most cells.
-    return (f"**{text}**" if cell.get("significant") else text) + (" †" if cell.get("test") == "fisher" else "")
+    # † marks a cell tested exactly (schema 1.4): a short mark, since a small segment has one in most cells. A small
+    # n group is not tested (the legend says so; its cells' Fisher p stays in the JSON): no † there (review46).
+    tested = cell.get("test") == "fisher" and not small_n
+    return (f"**{text}**" if cell.get("significant") else text) + (" †" if tested else "")
 
 
 def _small_groups_md(b: dict[str, Any]) -> str:
@@ -225,7 +227,7 @@ def _insight_md(doc: dict[str, Any], labels: dict[str, str]) -> list[str]:
             cells = []
             for g in groups:
                 cell = next((c for c in g["themes"] if c["theme_id"] == tid), None)
-                cells.append(_cell_md(cell) if cell else "")
+                cells.append(_cell_md(cell, bool(g.get("small_n"))) if cell else "")
             lines.append(f"| {_md(labels.get(tid, tid))} | " + " | ".join(cells) + " |")
     comparison = doc.get("comparison")
     if comparison:
@@ -346,6 +348,12 @@ def _themes_word(imp: dict[str, Any]) -> str:
     return f"{k} theme{'' if k == 1 else 's'}"
 
 
+def interval_word(imp: dict[str, Any]) -> str:
+    """How ``impact.interval`` made the intervals, in the legend's words (stats46: "permutation")."""
+    return ("Welch's, critical values from 999 permutations of the scores" if imp.get("interval") == "permutation"
+            else "Welch's t")
+
+
 def score_word(scale: Any) -> str:
     """What a non-NPS score's mean is of: "CSAT", "rating (0–5)" for a declared range (1.7), else "score"."""
     if scale == "csat":
@@ -363,7 +371,7 @@ def _impact_md(imp: dict[str, Any] | None) -> list[str]:
     lines = ["", f"## Impact on {_md(str(imp['key']))}", "",
              f"Overall {what} {'—' if overall is None else (f'{overall:.1f}' if nps else f'{overall:.2f}')} "
              f"over {imp['n']} scored responses. Impact: the overall {what} minus the {what} of the responses "
-             "without the theme (negative: the theme costs points), with its 95 % interval (Welch's t); **bold**: "
+             f"without the theme (negative: the theme costs points), with its 95 % interval ({interval_word(imp)}); **bold**: "
              # Unlike the breakdowns and the waves (Benjamini-Hochberg), the intervals are not corrected for the
              # number of themes: with scores independent of themes (20 themes, 400 responses, 100 runs) 77 % of
              # runs had at least one theme bold. The reader is told so.

@@ -29,6 +29,8 @@ SCHEMA_VERSION = "1.7"
 scored linearly, 0 inside the band), and ``params.score.scale`` (so ``impact.scale``) a rating range, ``0-5``,
 ``1-5``, ``1-7`` or ``1-10``, scored as its mean with every value in the range. A model-scored neutral's
 ``sentiment.score`` is 0 (it was P(positive) - P(negative)); no field changed for it. A 1.6 document is still valid.
+Also additive within 1.7 (stats46, no version bump): ``impact.interval`` may be ``permutation`` (Welch's interval
+with critical values from 999 permutations of the scores; its star is a permutation test); no field added.
 1.6 (additive, researcher45): ``breakdowns[].groups[].synthetic``: "missing" (responses without a value) or
 "other" (the pooled small groups) for a group Thematiq made, null for a submitted value. A real value that reads
 "(missing)" or "other values" is now its own group (it merged with the synthetic one before). A 1.5 document is
@@ -505,8 +507,10 @@ class Impact(_Model):
     overall: float | None
     n: int = Field(description="usable responses with a score")
     min_n: int | None = Field(default=None, description="new in 1.3: a theme with fewer scored responses is small_n")
-    interval: Literal["welch"] | None = Field(default=None, description=(
+    interval: Literal["welch", "permutation"] | None = Field(default=None, description=(
         "new in 1.4: how ci_low / ci_high were made: Welch's t interval given the theme's responses (\"welch\"); "
+        "since stats46 \"permutation\": Welch's interval with critical values from 999 permutations of the scores "
+        "(it excludes 0 exactly when a permutation test of Welch's statistic rejects at 5 %); "
         "absent in older results, whose intervals were a percentile bootstrap"))
     themes: list[ImpactTheme] = Field(description="ranked by impact, most negative first")
     single_label: bool | None = Field(default=None, description=(

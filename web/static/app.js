@@ -753,7 +753,7 @@ function insightView(doc, responseList = null) {
           const c = g.themes.find((x) => x.theme_id === t.id);
           if (!c) return h("td", {});
           const lift = c.lift === null ? "—" : `×${Number(c.lift).toFixed(1)}`;
-          const exact = c.test === "fisher";
+          const exact = c.test === "fisher" && !g.small_n; // a small n group is not tested: no † (review46)
           const td = h("td", { class: c.significant ? "sig" : "", dataset: { group: g.value, lift: c.lift ?? "", significant: String(c.significant), test: c.test || "z" },
             title: `${c.count} of ${g.n} · lift ${lift} · ${g.small_n ? `not tested (small n: fewer than ${b.testing?.min_n ?? 10} in the group or its rest)` : `q ${c.q}`}${exact ? " · Fisher's exact test" : ""}` }, `${pct(shareFrom(c.count, g.n, c.share))} ${lift}${exact ? " †" : ""}${c.significant ? " *" : ""}`);
           td.style.backgroundColor = liftColour(c.lift);
@@ -813,7 +813,7 @@ function farNote(cmp) {
 }
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
-// Welch's t 95 % interval as a whisker; themes in the result's order (most negative first).
+// 95 % interval as a whisker (Welch's, with permutation critical values since stats46: impact.interval); themes in the result's order (most negative first).
 const SCORE_RANGES = ["0-5", "1-5", "1-7", "1-10"];
 function driverChart(imp) {
   const nps = imp.scale === "nps";
@@ -852,7 +852,7 @@ function driverChart(imp) {
   });
   return h("figure", { class: "drivers", dataset: { key: imp.key } },
     h("figcaption", {}, (imp.note ? `${imp.note} ` : "") + `Impact on ${imp.key}: overall ${what} ${num(imp.overall, false)} over ${imp.n} scored responses. ` +
-      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its 95% interval (Welch's t); * the interval excludes 0 ` +
+      `Each bar is the overall ${what} minus the ${what} without the theme (left: the theme costs points); the whisker is its 95% interval (${imp.interval === "permutation" ? "Welch's, critical values from 999 permutations of the scores" : "Welch's t"}); * the interval excludes 0 ` +
       // Not corrected for the number of themes (the breakdowns and waves are, by Benjamini-Hochberg): said here.
       `(per theme, not corrected for the ${imp.themes.length} theme${imp.themes.length === 1 ? "" : "s"}: with no effect at all about 1 theme in 20 would still get a *); ` +
       `(small n): fewer than ${imp.min_n ?? 10} scored responses, never a *.`),

@@ -62,7 +62,7 @@ def test_breakdowns_sentiment_codebook_edit_and_a_compared_second_wave(api: Api)
     # Issue 23: each theme's impact on the NPS, in the stored result and the report; every job has an instrument.
     assert set(doc["impact"]) == {"key", "scale", "overall", "n", "min_n", "interval", "themes", "single_label", "note"}
     assert doc["impact"]["single_label"] is True and doc["impact"]["note"]  # one theme per response (schema 1.5)
-    assert doc["impact"]["key"] == "nps" and doc["impact"]["interval"] == "welch"
+    assert doc["impact"]["key"] == "nps" and doc["impact"]["interval"] == "permutation"
     assert {t["theme_id"] for t in doc["impact"]["themes"]} == {t["id"] for t in doc["themes"]}
     assert doc["instrument"]["codes"] and doc["schema_version"] == "1.7"
     assert [b["field"] for b in doc["breakdowns"]] == ["plan", "nps"] and doc["breakdowns"][1]["kind"] == "nps"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from pipelines.thematic import impact
@@ -23,15 +24,20 @@ def test_a_theme_whose_scores_are_all_equal_is_not_starred_on_a_rare_score_it_me
     scores = [0.0] * 20 + [10.0] * 12 + [0.0] * 368
     a = _theme_a(scores, 20)
     assert a["score"] == 0.0 and a["impact"] == pytest.approx(20 / 400 * (0 - 120 / 380), abs=1e-4)
-    assert a["ci_low"] < 0 < a["ci_high"], a
+    # stats46, permutation critical values: a theme of 20 with no 10 is the lowest statistic a permutation can give,
+    # and half the permutations give it (C(388, 20) / C(400, 20) = 0.53 > 2.5 %): the lower critical value is the
+    # observed statistic, so the interval ends at 0 exactly (it covers 0) and is not starred.
+    assert a["ci_low"] < 0 == a["ci_high"], a
     assert not impact.starred(a)
-    # The theme's side gets the variance of all 400 scores: f * t * sqrt(s^2 / 20 + s_b^2 / 380).
+    # Welch's interval (impact.welch_interval): the theme's side gets the variance of all 400 scores,
+    # f * t * sqrt(s^2 / 20 + s_b^2 / 380).
     whole = (12 * 100 - 120 ** 2 / 400) / 399
     rest = (12 * 100 - 120 ** 2 / 380) / 379
     va, vb = whole / 20, rest / 380
     df = (va + vb) ** 2 / (va * va / 19 + vb * vb / 379)
     half = 20 / 400 * impact.t_quantile(0.975, df) * math.sqrt(va + vb)
-    assert a["ci_high"] - a["ci_low"] == pytest.approx(2 * half, abs=2e-4)
+    lo, hi = impact.welch_interval(np.array(scores), np.array([[1.0]] * 20 + [[0.0]] * 380))
+    assert lo[0] < 0 < hi[0] and hi[0] - lo[0] == pytest.approx(2 * half, abs=2e-4)
 
 
 def test_a_real_effect_on_a_constant_side_is_still_starred() -> None:

@@ -132,16 +132,16 @@ def test_quartile_ranges_of_close_decimals_keep_distinct_labels() -> None:
     assert b.kind == "numeric" and sorted(set(b.labels)) == [
         "1000.01–1001.44", "1001.45–1002.7", "1002.74–1003.79", "1003.92–1004.98"]
     assert sorted(set(insight.bucket([48.85661, 48.85702, 48.8581, 48.8592] * 30).labels)) == [
-        "48.8566–48.857", "48.8581–48.8581", "48.8592–48.8592"]
+        "48.8566–48.857", "48.8581", "48.8592"]  # a range of one value reads as the value (review46)
     assert set(insight.bucket([1234.56, 2345.67, 99999.5, 150000.25] * 30).labels) == {
-        "1234.6–2345.7", "99999.5–99999.5", "150000.2–150000.2"}
+        "1234.6–2345.7", "99999.5", "150000.2"}
     # Spread-out values keep 3 digits; huge and tiny ones their exponent form.
     assert max(len(label) for label in insight.bucket([rng.random() * 1000 for _ in range(400)]).labels) <= 13
-    assert set(insight.bucket([1e20, 3e20, 5e25, 7e30] * 10).labels) == {"1e+20–3e+20", "5e+25–5e+25", "7e+30–7e+30"}
+    assert set(insight.bucket([1e20, 3e20, 5e25, 7e30] * 10).labels) == {"1e+20–3e+20", "5e+25", "7e+30"}
     # The columns still follow the scale (by their lower edge), exponent forms included.
     groups = insight.bucket([1e-07, 2e-07, 3.5e-07, 4e-07] * 30).labels
     order = [g["value"] for g in insight.breakdown("f", groups, ["t1"] * len(groups), ["t1"], kind="numeric")["groups"]]
-    assert order == ["1e-07–2e-07", "3.5e-07–3.5e-07", "4e-07–4e-07"]
+    assert order == ["1e-07–2e-07", "3.5e-07", "4e-07"]
 
 
 def test_missing_values_keep_their_group_beyond_the_twelve_largest() -> None:
@@ -187,3 +187,20 @@ def test_a_real_value_named_like_a_synthetic_group_is_its_own_group() -> None:
     # A document before 1.6 (no synthetic): its groups of these names were the synthetic ones.
     assert insight.synthetic_of({"value": "(missing)"}) == "missing"
     assert insight.heading({"value": '"(missing)"', "synthetic": None}) == '""(missing)""'
+
+
+def test_a_quartile_range_of_one_value_reads_as_that_value() -> None:
+    # review46: a numeric field with few distinct values (7 ages 30-36) read "36–36" for a quartile holding one value.
+    # insight._quartile_edges cuts at sorted positions int(n * q), q = .25 .5 .75, and the last value.
+    # 16 ages: positions 4, 8, 12 -> 32, 34, 36; ranges 30–32, 33–34, 35–36 (no range of one value).
+    ages = [30, 31, 32, 32, 32, 33, 33, 33, 34, 35, 36, 36, 36, 36, 36, 36]
+    got = insight.bucket(ages)
+    assert got.kind == "numeric" and sorted(set(got.labels)) == ["30–32", "33–34", "35–36"]
+    # Without the 35 (15 ages): positions 3, 7, 11 -> 32, 33, 36; ranges 30–32, then 33 alone, then 34–36.
+    ages = [30, 31, 32, 32, 32, 33, 33, 33, 34, 36, 36, 36, 36, 36, 36]
+    got = insight.bucket(ages)
+    assert sorted(set(got.labels)) == ["30–32", "33", "34–36"]  # was "33–33"
+    assert [lab for a, lab in zip(ages, got.labels, strict=True) if a == 33] == ["33"] * 3
+    # Non-integer edges the same: 8 values, positions 2, 4, 6 -> 2.5, 3.5, 5.5, and the last 6.5.
+    got = insight.bucket([1.5, 2.5, 2.5, 2.5, 3.5, 4.5, 5.5, 6.5])
+    assert got.labels == ["1.5–2.5"] * 4 + ["3.5", "4.5–5.5", "4.5–5.5", "6.5"]

@@ -92,7 +92,7 @@ def test_impact_matches_the_hand_computed_values() -> None:
                         key="nps", scale="nps")
     rows = {r["theme_id"]: r for r in doc["themes"]}
     assert set(doc) == {"key", "scale", "overall", "n", "min_n", "interval", "themes", "single_label", "note"}
-    assert doc["interval"] == "welch" and doc["single_label"] is False and doc["note"] is None  # r2 has two themes
+    assert doc["interval"] == "permutation" and doc["single_label"] is False and doc["note"] is None  # r2 has two themes
     assert set(rows["t1"]) == {"theme_id", "label", "n", "score", "impact", "ci_low", "ci_high", "small_n"}
     assert rows["t1"]["n"] == 2 and rows["t1"]["score"] == 100.0
     assert rows["t1"]["impact"] == pytest.approx(100 / 6 + 25, abs=1e-3)
@@ -125,7 +125,10 @@ def test_the_interval_is_welchs_t_interval_computed_by_hand() -> None:
     doc = impact.impact(v.tolist(), [["a"] if x else ["b"] for x in m[:, 0]], [{"id": "a"}, {"id": "b"}],
                         key="s", scale="numeric")
     a = next(t for t in doc["themes"] if t["theme_id"] == "a")
-    assert a["impact"] == pytest.approx(-4 / 3, abs=1e-4) and a["ci_low"] == pytest.approx(lo[0], abs=1e-4)
+    # The result's interval takes its critical values from permutations (stats46, test_impact_permutation.py).
+    plo, phi = impact.permutation_interval(v - v.mean(), m)
+    assert a["impact"] == pytest.approx(-4 / 3, abs=1e-4) and a["ci_low"] == pytest.approx(plo[0], abs=1e-4)
+    assert a["ci_high"] == pytest.approx(phi[0], abs=1e-4)
     # Every score equal: the interval is the point 0. One response on a side: no variance, no interval.
     lo, hi = impact.welch_interval(np.full(9, 3.0), m)
     assert lo[0] == pytest.approx(0.0) and hi[0] == pytest.approx(0.0)
@@ -275,13 +278,19 @@ def test_the_renderers_mark_an_exactly_tested_breakdown_cell() -> None:
     labels = {"a": "Rare", "b": "Common"}
     md = "\n".join(_insight_md(doc, labels))
     assert "†: Fisher's exact test, since an expected count is below 5" in md
+    # tiny (5 answers) is small n, not tested as the legend says: its cells carry no †, though their test is
+    # "fisher" in the JSON (review46: the legend said "not tested" beside a †).
+    tiny = next(g for g in b["groups"] if g["value"] == "tiny")
+    assert [g["value"] for g in b["groups"] if g["small_n"]] == ["tiny"]
+    assert all(c["test"] == "fisher" for c in tiny["themes"])
     rare = next(line for line in md.splitlines() if line.startswith("| Rare |"))
-    assert rare.count("†") == 3  # a: every group's cell is small (2 answers of a in all)
+    assert rare.count("†") == 2  # a: every group's cell is small (2 answers of a in all); tiny's is not tested
     common = next(line for line in md.splitlines() if line.startswith("| Common |"))
-    assert common.count("†") == 1  # b: only tiny's cell (expected 5 * 82 / 205 = 2)
+    assert common.count("†") == 0  # b: only tiny's cell is small (expected 5 * 82 / 205 = 2), and not tested
     cli = breakdown_table(doc, "seg")
     assert "†: Fisher's exact test, an expected count is below 5." in cli
-    assert next(line for line in cli.splitlines() if line.startswith("Common")).count("†") == 1
+    assert next(line for line in cli.splitlines() if line.startswith("Common")).count("†") == 0
+    assert next(line for line in cli.splitlines() if line.startswith("Rare")).count("†") == 2
     del b["testing"]  # a 1.3 result: no testing, no cell test; rendered as before, without the note
     for g in b["groups"]:
         for c in g["themes"]:
