@@ -490,7 +490,9 @@ class ImpactTheme(_Model):
     n: int = Field(description="scored responses with this theme")
     score: float | None = Field(description="their score: NPS (points) for nps, else the mean")
     impact: float | None = Field(description="overall score minus the score of the responses without this theme")
-    ci_low: float | None = Field(description="Welch's t 95% interval of impact (until 1.3: a percentile bootstrap)")
+    ci_low: float | None = Field(description=(
+        "95% interval of impact, as `impact.interval` says: Welch's standard error with permutation critical values "
+        "(since 1.7), Welch's t (1.4 to 1.7), a percentile bootstrap (until 1.3)"))
     ci_high: float | None
     small_n: bool = Field(default=False, description=(
         "new in 1.3: fewer than `impact.min_n` scored responses have the theme; its interval is not to be trusted "
