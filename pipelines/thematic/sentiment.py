@@ -11,12 +11,14 @@ It applies only to the ``fast`` encoder's vectors from a graph it was fitted on;
 
 VADER (``sentiment="lexicon"``; Hutto & Gilbert, 2014; the ``vaderSentiment`` package, MIT) is a lexicon plus
 rules for negation, intensifiers, "but" and punctuation: no model download, ~20k texts/s, English only. Its own thresholds
-decide the label: compound >= 0.05 positive, <= -0.05 negative, else neutral. Agreement with human labels
+decide the label: compound >= 0.05 positive, <= -0.05 negative, else neutral; the score is the compound, 0 for a
+neutral (consist46: label and score on one scale; the compound is ``lexicon_polarity``). Agreement with human labels
 is measured in docs/sentiment.md by ``bench/sentiment.py``.
 
 With ``sentiment="llm"`` a configured LLM labels the responses instead, in batches of 25 (texts redacted
 as for every LLM call); responses it did not label (budget spent, bad output) fall back to the lexicon and
-the result says so. At most ``LLM_MAX_RESPONSES`` responses (checked at submission): beyond that the calls
+the result says so. Its label counts and its score follows it (``llm_scored``: a neutral 0, a score on the
+other side of 0 from its label the label's default +-0.5), and the note quotes what it said where they differed. At most ``LLM_MAX_RESPONSES`` responses (checked at submission): beyond that the calls
 cost more time than a job has.
 
 A rating field (``params.sentiment_from``) wins over the text when a client has one: a 1-5 star score
