@@ -16,8 +16,8 @@ every built graph of the encoder. It is scored here on:
   check of the direction, not a human sentiment label.
 
 Scores: 3-way accuracy, macro-F1 and Cohen's kappa; 2-way (the positive/negative items, each method forced to
-a polarity: the lexicon by the sign of its score, the model by the likelier of its two polar classes,
-P(positive) - P(negative), which is its score except for an answer it labels neutral, scored 0 since
+a polarity: the lexicon by the sign of its compound score, the model by the likelier of its two polar classes,
+P(positive) - P(negative); each is its score except for an answer it labels neutral, scored 0 since
 2026-12-08); the majority-class baseline beside them.
 
 Usage::
@@ -53,7 +53,15 @@ import numpy as np  # noqa: E402  (after the path fix: numpy imports the standar
 
 from pipelines.thematic.embed import fast_graph, get_embedder  # noqa: E402
 from pipelines.thematic.params import ThematicParams  # noqa: E402
-from pipelines.thematic.sentiment import LABELS, MODEL_NAME, Scored, by_model, lexicon, model_polarity  # noqa: E402
+from pipelines.thematic.sentiment import (  # noqa: E402
+    LABELS,
+    MODEL_NAME,
+    Scored,
+    by_model,
+    lexicon,
+    lexicon_polarity,
+    model_polarity,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Themes of the sample whose answers are complaints (samples/README.md).
@@ -128,8 +136,8 @@ def scores(gold: list[str], pred: list[str]) -> dict[str, Any]:
 
 def compare(gold: list[str], methods: dict[str, list[Scored]],
             polarity: dict[str, list[float]] | None = None) -> dict[str, Any]:
-    """``polarity[name]``: the method's lean per item for the 2-way reading, where its score is not it (the model
-    scores a neutral 0, so its lean is P(positive) - P(negative)); else the sign of its score."""
+    """``polarity[name]``: the method's lean per item for the 2-way reading, where its score is not it (both score
+    a neutral 0: the model's lean is P(positive) - P(negative), the lexicon's its compound); else its score's sign."""
     polar = [i for i, g in enumerate(gold) if g != "neutral"]
     out: dict[str, Any] = {}
     for name, scored in methods.items():
@@ -170,7 +178,7 @@ def main() -> None:
         t0 = time.perf_counter()
         model = by_model(emb)
         t_model = time.perf_counter() - t0
-        out["sets"][name] = {**compare(gold, {"model": model, "lexicon": lex}, {"model": model_polarity(emb)}),
+        out["sets"][name] = {**compare(gold, {"model": model, "lexicon": lex}, {"model": model_polarity(emb), "lexicon": lexicon_polarity(texts)}),
                              "seconds": {"lexicon": round(t_lex, 3), "model_over_embeddings": round(t_model, 3)}}
     print(json.dumps(out, indent=2))
 

@@ -151,7 +151,8 @@ def insight_sentiment(s: RunState) -> tuple[SentimentInfo | None, list[sentiment
     p, usable = s.params, s.usable
     if p.sentiment_from is not None:
         metadata = _metadata(s)
-        key, declared = p.sentiment_from.key, p.sentiment_from.scale
+        # Its own scale, or the one params.score declares for the same key (ThematicParams.sentiment_scale).
+        key, declared = p.sentiment_from.key, p.sentiment_scale()
         values = [(metadata.get(str(r.id)) or {}).get(key) for r in [*usable, *(c for c, _ in s.copies)]]
         # A declared scale wins over what the values suggest (a 0-10 survey answered only 1-5 is not stars).
         scale = sentiments.rating_scale(values) if declared is None else sentiments.declared_scale(declared)
@@ -188,8 +189,21 @@ def _llm_sentiment(s: RunState) -> tuple[list[sentiments.Scored | None], dict[st
     scored = [got.get(str(n)) or fill.get(n) for n in range(len(usable))]
     if missing:
         note = f"{note + '; ' if note else ''}{len(missing)} response(s) scored by {sentiments.LEXICON_MODEL}"
+    if s.llm_disagreed:
+        note = f"{note + '; ' if note else ''}{_disagreed_note(s)}"
     model = getattr(s.client, "model_name", None) if s.client else None
     return scored, {"source": "llm", "field": None, "model": model, "scale": None, "note": note}
+
+
+def _disagreed_note(s: RunState) -> str:
+    """What the LLM said where its score did not fit its label (label and score on one scale: the label counts)."""
+    d = s.llm_disagreed
+    neutral = sum(1 for _, label, _ in d if label == "neutral")
+    parts = [f"{neutral} labelled neutral scored 0" if neutral else "",
+             f"{len(d) - neutral} on the other side of 0 from their label scored +-0.5" if len(d) > neutral else ""]
+    shown = ", ".join(f"response {s.usable[int(n)].id}: {label} at {score:+.2f}" for n, label, score in d[:3])
+    return (f"the LLM's score did not fit its label for {len(d)} response(s), so the label counts and the score "
+            f"follows it ({' and '.join(p for p in parts if p)}); the LLM said {shown}{', ...' if len(d) > 3 else ''}")
 
 
 def compare_recode(s: RunState) -> Recode:

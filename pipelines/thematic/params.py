@@ -185,6 +185,12 @@ class SentimentFrom(BaseModel):
         return self.key if self.scale is None else handler(self)
 
 
+#: The rating range a ``params.score.scale`` declares its key to be on, in ``RatingRange``'s terms: "nps" is the
+#: integers 0-10 (NPS groups, as sentiment_from "0-10" reads them), "csat" 1-5; "numeric" declares no range.
+SCORE_RANGE: Final[dict[str, RatingRange]] = {"nps": "0-10", "csat": "1-5", "0-5": "0-5", "1-5": "1-5", "1-7": "1-7",
+                                             "1-10": "1-10"}
+
+
 class ThematicParams(BaseModel):
     """Parameters of a thematic-analysis job."""
 
@@ -309,6 +315,20 @@ class ThematicParams(BaseModel):
             raise ValueError("label_language needs llm 'auto' or 'required': without an LLM, labels are "
                              "phrases taken from the responses, in their own language")
         return value
+
+    def sentiment_scale(self) -> RatingRange | None:
+        """The scale ``sentiment_from`` is read on: its own declaration, else (consist46) the range ``score`` declares
+        when it names the same key (one key, one reading: a 1-10 score's key was read by the sentiment as the
+        1-5 stars its answers happened to fit, its 5s positive where the score's scale makes them neutral); None:
+        inferred from the values. Two declarations of one key that differ are a 422 at submission
+        (validate.scale_conflict)."""
+        if self.sentiment_from is None:
+            return None
+        if self.sentiment_from.scale is not None:
+            return self.sentiment_from.scale
+        if self.score is not None and self.score.key == self.sentiment_from.key:
+            return SCORE_RANGE.get(self.score.scale)
+        return None
 
     @model_validator(mode="after")
     def _check(self) -> ThematicParams:

@@ -121,6 +121,9 @@ class RunState:
     seed_codes: list[list[SeedCode]] | None = None
     seed_summary: list[SeedThemeOut] | None = None
     llm_sentiment: tuple[dict[str, sentiments.Scored], str | None] | None = None
+    #: What the LLM said of the responses whose score did not fit its label (usable position, label, its score):
+    #: their score was moved to the label's side (sentiments.llm_scored), and the result's note says so.
+    llm_disagreed: list[tuple[str, sentiments.Label, float]] = field(default_factory=list)
     # insight
     sentiment: SentimentInfo | None = None
     scored: list[sentiments.Scored | None] | None = None
@@ -294,7 +297,7 @@ def assign_stage(ctx: PipelineContext, s: RunState) -> None:
         # Keyed by usable position; texts leave the process truncated and redacted like every LLM prompt.
         ctx.progress("assign", 0, len(s.texts), "sentiment with the LLM")
         s.llm_sentiment = sentiments.by_llm(s.client, [(str(n), s.redact(t[:1000])) for n, t in enumerate(s.texts)],
-                                            s.usage, cancelled=ctx.raise_if_cancelled)
+                                            s.usage, cancelled=ctx.raise_if_cancelled, disagreed=s.llm_disagreed)
     # Ids by the count the result shows (copies and secondary themes in): known only now (number_by_count).
     number_by_count(s)
     s.checkpoints.timings["assign"] = round(time.perf_counter() - started, 3)

@@ -10,7 +10,7 @@ from shared.sdk import EarlierResults, ValidationFailed
 
 from .baseline import baseline_of
 from .impact import problem as score_problem
-from .params import MAX_RESPONSES, MAX_TEXT_CHARS, ThematicParams
+from .params import MAX_RESPONSES, MAX_TEXT_CHARS, SCORE_RANGE, ThematicParams
 from .sentiment import LLM_MAX_RESPONSES, declared_problems, rating_scale
 
 #: Report at most this many field errors: enough to fix a file, small enough for a response.
@@ -120,6 +120,67 @@ def _compare_problems(params: ThematicParams) -> list[dict[str, str]]:
     return errors
 
 
+def scale_conflict(params: ThematicParams) -> dict[str, str] | None:
+    """The 422 entry when ``sentiment_from`` and ``score`` declare one metadata key on two different ranges (consist46).
+
+    The job reads a key on one scale: the sentiment's, the score's mean and the breakdown's groups. With ``score``
+    {"key": "r", "scale": "1-5"} and ``sentiment_from`` {"key": "r", "scale": "0-10"} the sentiment read r as NPS
+    groups (a 5 a detractor), the score as stars (a 5 the best), and the breakdown by r took the sentiment's
+    groups, with nothing saying the two disagreed. Which one the researcher meant is theirs to say. A score of
+    scale "numeric" declares no range, so it agrees with any; "nps" is the range 0-10, "csat" 1-5
+    (params.SCORE_RANGE). Checked at submission only: a queued job's stored params still run as they did."""
+    sf, score = params.sentiment_from, params.score
+    if sf is None or score is None or sf.scale is None or sf.key != score.key:
+        return None
+    theirs = SCORE_RANGE.get(score.scale)
+    if theirs is None or theirs == sf.scale:
+        return None
+    named = f"{score.scale!r} ({theirs})" if theirs != score.scale else repr(score.scale)
+    return {"field": "params.sentiment_from.scale",
+            "message": f"{sf.key!r} is declared {sf.scale!r} here and {named} by params.score.scale: one key is read "
+                       f"on one scale (the sentiment, the score and a breakdown by it); declare the same range for "
+                       f"both, or leave out sentiment_from's scale and it reads the score's"}
+
+
+def _sentiment_from_problems(params: ThematicParams, data: list[dict[str, Any]], keys: Counter[str],
+                             seen: str) -> list[dict[str, str]]:
+    """``params.sentiment_from`` against the input: its key, and its values on its scale (declared or inferred)."""
+    errors: list[dict[str, str]] = []
+    if params.sentiment_from is None:
+        return errors
+    key, declared = params.sentiment_from.key, params.sentiment_from.scale
+    # The object form names its parts (as params.score does); the plain key is the field itself.
+    field = "params.sentiment_from" if declared is None else "params.sentiment_from.key"
+    values = [(item.get("metadata") or {}).get(key) for item in data]
+    if key not in keys:
+        errors.append({"field": field, "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
+    elif declared is None and params.sentiment_scale() is not None:
+        pass  # read on the range params.score declares for this key, whose check (in prepare) names params.score
+    elif declared is None:
+        scale = rating_scale(values)
+        if isinstance(scale, str):
+            errors.append({"field": field, "message": f"{key!r}: {scale}"})
+    elif not any(v is not None and v != "" for v in values):
+        errors.append({"field": field, "message": f"{key!r}: no response has a value"})
+    else:
+        # A value that is no number is the row's fault (named there); a number outside the range says the
+        # declaration does not fit the data (params.sentiment_from.scale), with the first rows that show it.
+        problems = declared_problems(values, declared)
+        for i, _, v in [p for p in problems if p[1] == "value"][:MAX_ERRORS // 2]:
+            errors.append({"field": f"input[{i}].metadata.{key}",
+                           "message": f"not a number on the declared {declared} scale: "
+                                      f"{json.dumps(v, ensure_ascii=False)[:40]}"})
+        outside = [(i, v) for i, fault, v in problems if fault == "scale"]
+        if outside:
+            rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])
+            nps_note = "; its NPS groups take the integers 0-10 " if declared == "0-10" else " "
+            more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+            errors.append({"field": "params.sentiment_from.scale",
+                           "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale"
+                                      f"{nps_note}({rows}{more})"})
+    return errors
+
+
 def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: EarlierResults) -> Any:
     """Submission-time checks of params against the input, and the baseline of ``compare_to``.
 
@@ -138,35 +199,9 @@ def prepare(params: ThematicParams, data: list[dict[str, Any]], earlier: Earlier
             # An empty column: its breakdown would be one "(missing)" group, what the key check is there to prevent.
             errors.append({"field": f"params.breakdown_by[{i}]",
                            "message": f"{key!r}: no response has a value (every one is null or empty)"})
-    if params.sentiment_from is not None:
-        key, declared = params.sentiment_from.key, params.sentiment_from.scale
-        # The object form names its parts (as params.score does); the plain key is the field itself.
-        field = "params.sentiment_from" if declared is None else "params.sentiment_from.key"
-        values = [(item.get("metadata") or {}).get(key) for item in data]
-        if key not in keys:
-            errors.append({"field": field, "message": f"no response has the metadata key {key!r} (keys seen: {seen})"})
-        elif declared is None:
-            scale = rating_scale(values)
-            if isinstance(scale, str):
-                errors.append({"field": field, "message": f"{key!r}: {scale}"})
-        elif not any(v is not None and v != "" for v in values):
-            errors.append({"field": field, "message": f"{key!r}: no response has a value"})
-        else:
-            # A value that is no number is the row's fault (named there); a number outside the range says the
-            # declaration does not fit the data (params.sentiment_from.scale), with the first rows that show it.
-            problems = declared_problems(values, declared)
-            for i, _, v in [p for p in problems if p[1] == "value"][:MAX_ERRORS // 2]:
-                errors.append({"field": f"input[{i}].metadata.{key}",
-                               "message": f"not a number on the declared {declared} scale: "
-                                          f"{json.dumps(v, ensure_ascii=False)[:40]}"})
-            outside = [(i, v) for i, fault, v in problems if fault == "scale"]
-            if outside:
-                rows = ", ".join(f"input[{i}] has {v!r}" for i, v in outside[:5])
-                nps_note = "; its NPS groups take the integers 0-10 " if declared == "0-10" else " "
-                more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
-                errors.append({"field": "params.sentiment_from.scale",
-                               "message": f"{key!r}: {len(outside)} value(s) outside the declared {declared} scale"
-                                          f"{nps_note}({rows}{more})"})
+    if (conflict := scale_conflict(params)) is not None:
+        errors.append(conflict)
+    errors += _sentiment_from_problems(params, data, keys, seen)
     if params.score is not None:
         key = params.score.key
         if key not in keys:

@@ -174,7 +174,9 @@ def _submit_job() -> dict[str, Any]:
         "`scale` one of `nps`, `csat`, `numeric` or a rating range `0-5`, `1-5`, `1-7`, `1-10` (its mean), and "
         "`sentiment_from: {key, scale}` with `scale` one of `0-5`, `1-5`, `1-7`, `1-10` (read linearly) or "
         "`0-10` (NPS groups); a value outside the declared scale is a 422 naming `params.score.scale` or "
-        "`params.sentiment_from.scale`.",
+        "`params.sentiment_from.scale`. One key is read on one scale: `score` and `sentiment_from` naming the "
+        "same key with two different ranges (`nps` is 0-10, `csat` 1-5, `numeric` none) is a 422 naming "
+        "`params.sentiment_from.scale`, and a plain `sentiment_from` key reads the range its `score` declares.",
         "parameters": [
             _TENANT,
             {

@@ -171,3 +171,35 @@ def test_every_new_parameter_rejects_bad_input_with_a_problem_naming_the_field(a
     _problem(api, {**base, "input": five, "params": {"score": {"key": "sat", "scale": "1-5"}}}, 422,
              "params.score.scale")
     assert _jobs(api) == before
+
+
+def test_one_metadata_key_is_read_on_one_scale_by_the_sentiment_the_score_and_its_breakdown(api: Api) -> None:  # noqa: F811
+    # consist46: sentiment_from and score on one key with two declared ranges was accepted, each reading the key its
+    # own way (a 0-5 rating for the score, NPS groups for the sentiment and the breakdown): now a 422 naming
+    # params.sentiment_from.scale, nothing stored. A plain sentiment_from key reads the range the score declares:
+    # the 0-5 answers alone are a 422 (ambiguous), with the score's "0-5" they are read 0-1 / 2-3 / 4-5.
+    items = [{**it, "metadata": {**it["metadata"], "sat": n % 6}} for n, it in enumerate(_wave(10, 10, seed=4,
+                                                                                              offset=0))]
+    before = _jobs(api)
+    base = {"pipeline": "thematic", "input": items}
+    # Every answer (0-5 integers) fits both declarations: the contradiction is the only fault.
+    for sentiment, score in (("0-10", "0-5"), ("0-5", "nps")):
+        code, h, problem = api.call("POST", "/api/jobs", {**base, "params": {
+            "llm": "off", "sentiment_from": {"key": "sat", "scale": sentiment},
+            "score": {"key": "sat", "scale": score}}})
+        assert code == 422 and "application/problem+json" in h.get("Content-Type", h.get("content-type", "")), problem
+        assert [e["field"] for e in problem["errors"]] == ["params.sentiment_from.scale"], problem
+        assert "params.score.scale" in problem["errors"][0]["message"], problem
+    _problem(api, {**base, "params": {"llm": "off", "sentiment_from": "sat"}}, 422, "params.sentiment_from")
+    assert _jobs(api) == before
+    job = api.wait(api.submit("thematic", {"llm": "off", "min_theme_size": 6, "sentiment_from": "sat",
+                                           "score": {"key": "sat", "scale": "0-5"}, "breakdown_by": ["sat"],
+                                           "min_group_size": 1}, items)["id"], timeout=240)
+    assert job["status"] == "succeeded", job
+    _, doc = _result(api, job)
+    assert doc["sentiment"]["rating_range"] == "0-5" and doc["sentiment"]["scale_from"] == "declared"
+    sat = {it["id"]: it["metadata"]["sat"] for it in items}
+    got = {sat[a["response_id"]]: a["sentiment"]["label"] for a in doc["assignments"] if a.get("sentiment")}
+    assert got == {0: "negative", 1: "negative", 2: "neutral", 3: "neutral", 4: "positive", 5: "positive"}
+    assert [g["value"] for g in doc["breakdowns"][0]["groups"]] == [str(v) for v in range(6)]
+    assert doc["impact"]["scale"] == "0-5"
