@@ -183,7 +183,9 @@ def _excludes_0(row: Mapping[str, Any]) -> bool:
 def _round(x: float | None) -> float | None:
     # Finite scores can still overflow a sum (1e308 + 1e308): such a statistic is no number, and the document
     # (stored as is after a codebook edit, derive.refresh) must stay JSON, which has no Infinity or NaN.
-    return None if x is None or not math.isfinite(x) else round(x, 4)
+    # "+ 0.0" turns -0.0 into 0.0: a mean of exactly 0, computed about the overall mean, leaves a -1e-17 residue that
+    # rounds to -0.0 and read "-0.00" beside the Sentiment table's "+0.00" for the same theme (review46u).
+    return None if x is None or not math.isfinite(x) else round(x, 4) + 0.0
 
 
 def welch_interval(
