@@ -149,10 +149,7 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if levels and (choice.get("confidence_label") or choice.get("criterion") in ("fixed", "single")):
             # A count the data did not choose has no confidence (num_themes given, too few responses), but its
             # levels are the analysis's all the same (review46).
-            out.append(
-                f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
-                f"{levels.get('fine_count')} fine ({levels.get('fine')})"
-            )
+            out.append(levels_line(levels))
         if choice.get("explanation"):
             after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
@@ -512,6 +509,16 @@ def copies_note(n: int) -> str:
     return (f"The usable responses include {n} cop{'y' if n == 1 else 'ies'} of an earlier answer, each counted with "
             "that answer's themes and its own metadata, never clustered or quoted (count_duplicates=false leaves "
             "them out).")
+
+
+def levels_line(levels: dict[str, Any]) -> str:
+    """The two levels of a result in a line. Both levels the themes (up to 12 themes, no sub-themes; every compared
+    job) is one level: it read "Levels: 13 broad themes (themes), 13 fine (themes)", as if 13 groups held 13 more
+    themes (review46u)."""
+    if levels.get("broad") == "themes" and levels.get("fine") == "themes":
+        return f"Levels: one, {levels.get('fine_count')} themes (no broad themes above them, no sub-themes below)"
+    return (f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+            f"{levels.get('fine_count')} fine ({levels.get('fine')})")
 
 
 def far_note(cmp: dict[str, Any]) -> str | None:

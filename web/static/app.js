@@ -911,7 +911,10 @@ function countNote(tc, levels) {
       : "One theme: too few responses to choose a count")
     : tc.criterion === "prior" ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
-  const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";
+  // Both levels the themes is one level: it read "13 broad themes, 13 themes" (review46u; thematiq_cli levels_line).
+  const lv = !levels ? ""
+    : levels.broad === "themes" && levels.fine === "themes" ? ` · one level: ${levels.fine_count} themes, no broad themes or sub-themes`
+    : ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}`;
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
 }
 

@@ -199,9 +199,13 @@ def test_a_compared_jobs_count_is_the_codebooks_not_a_request(page: Any, host: H
     doc["run"]["theme_count"] = {**doc["run"]["theme_count"], "criterion": "fixed", "confidence": None,
                                  "confidence_label": None, "summary": summary,
                                  "explanation": f"{summary} Why: the codebook fixes the count."}
+    # A compared job has one level (as the stored one had): it read "2 broad themes, 2 themes".
+    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": 2, "fine_count": 2}
     _serve(page, job["id"], doc)
     open_ui(page, host, api, f"#/jobs/{job['id']}")
     note = page.locator(".count-confidence")
     expect(note).to_contain_text("Theme count fixed by the compared job's codebook (compare_to), not chosen by the data",
                                  timeout=30000)
     expect(note).not_to_contain_text("num_themes")
+    expect(note).to_contain_text("one level: 2 themes, no broad themes or sub-themes")
+    expect(note).not_to_contain_text("broad themes,")
