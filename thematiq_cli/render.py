@@ -531,7 +531,7 @@ def far_note(cmp: dict[str, Any]) -> str | None:
     fate = (f"those that cluster together form the {new} new theme{'s' if new > 1 else ''}" if new
             else "too few cluster together to form a new theme")
     return (f"{far} of the {n_now} answers now ({far / n_now:.1%}) are far from every earlier theme (an unchanged "
-            f"wave has 2-5 % at about 2,100 answers a wave, 7-13 % at about 200); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
+            f"wave has 2-5 % at about 2,100 answers a wave, 3-13 % at 200-350); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
 
 
 def impact_starred(row: dict[str, Any]) -> bool:

@@ -809,7 +809,7 @@ function farNote(cmp) {
   const isNew = (cmp.themes || []).filter((r) => r.status === "new").length;
   const fate = isNew ? `those that cluster together form the ${isNew} new theme${isNew > 1 ? "s" : ""}`
     : "too few cluster together to form a new theme";
-  return `${cmp.far} of the ${cmp.n_now} answers now (${(100 * cmp.far / cmp.n_now).toFixed(1)}%) are far from every earlier theme (an unchanged wave has 2-5 % at about 2,100 answers a wave, 7-13 % at about 200); ${fate}, the rest are coded to their nearest earlier theme or to no theme.`;
+  return `${cmp.far} of the ${cmp.n_now} answers now (${(100 * cmp.far / cmp.n_now).toFixed(1)}%) are far from every earlier theme (an unchanged wave has 2-5 % at about 2,100 answers a wave, 3-13 % at 200-350); ${fate}, the rest are coded to their nearest earlier theme or to no theme.`;
 }
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its

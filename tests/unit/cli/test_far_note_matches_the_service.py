@@ -40,7 +40,7 @@ def test_the_cli_says_what_the_report_says(cmp: dict[str, Any]) -> None:
 def test_the_sentence_gives_the_count_its_share_and_the_null() -> None:
     assert far_note(CASES[0]) == (
         "52 of the 2110 answers now (2.5%) are far from every earlier theme (an unchanged wave has 2-5 % at about "
-        "2,100 answers a wave, 7-13 % at about 200); too few cluster together to form a new theme, the rest are coded "
+        "2,100 answers a wave, 3-13 % at 200-350); too few cluster together to form a new theme, the rest are coded "
         "to their nearest earlier theme or to no theme.")
     assert "form the 1 new theme," in (far_note(CASES[1]) or "")
     assert "form the 2 new themes," in (far_note(CASES[2]) or "")
@@ -61,7 +61,7 @@ def test_the_null_is_given_for_a_small_wave_too() -> None:
     note = far_note({"far": 25, "n_now": 200, "n_then": 199, "themes": [ROW]}) or ""
     assert "(12.5%)" in note
     assert "an unchanged wave has 2-5 %)" not in note
-    assert "2-5 % at about 2,100 answers a wave, 7-13 % at about 200" in note
+    assert "2-5 % at about 2,100 answers a wave, 3-13 % at 200-350" in note
 
 
 def test_the_dashboard_gives_the_same_null() -> None:
