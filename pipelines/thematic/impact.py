@@ -158,12 +158,15 @@ def _mark_reflections(c: np.ndarray[Any, np.dtype[np.float64]], m: np.ndarray[An
         kept.append(row)
 
 
-#: ``impact.note`` when every scored response has at most one theme (``impact.single_label``).
+#: ``impact.note`` when every scored response has at most one theme (``impact.single_label``). The report, the dashboard
+#: and ``thematiq impact`` print it as it is, above a table that marks such a theme "(against X, Y only)": it said
+#: "names them in explained_by and is not marked as sure", a JSON field and a mark no view has (review46u).
 SINGLE_LABEL_NOTE: Final = (
     "One theme per response: a theme's impact is the overall score minus the score of all the other responses, "
     "so it is relative to the other themes together. When one theme scores far below (or above) the rest, every "
     "other theme's impact moves the other way, even for themes that score like most: a theme whose interval "
-    "excludes 0 only against such themes names them in explained_by and is not marked as sure.")
+    "excludes 0 only against such themes is shown \"(against those themes only)\" and gets no * (not bold): read "
+    "it as not shown to differ.")
 
 
 def starred(row: Mapping[str, Any]) -> bool:
