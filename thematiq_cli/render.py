@@ -149,10 +149,7 @@ def themes_table(result: dict[str, Any], quote_width: int | None = None) -> str:
         if levels and (choice.get("confidence_label") or choice.get("criterion") in ("fixed", "single")):
             # A count the data did not choose has no confidence (num_themes given, too few responses), but its
             # levels are the analysis's all the same (review46).
-            out.append(
-                f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
-                f"{levels.get('fine_count')} fine ({levels.get('fine')})"
-            )
+            out.append(levels_line(levels))
         if choice.get("explanation"):
             after = count_after_edits(result)
             out.append(textwrap.fill("Theme count: " + str(choice["explanation"]), width=min(width, 110)))
@@ -517,6 +514,16 @@ def copies_note(n: int) -> str:
             "them out).")
 
 
+def levels_line(levels: dict[str, Any]) -> str:
+    """The two levels of a result in a line. Both levels the themes (up to 12 themes, no sub-themes; every compared
+    job) is one level: it read "Levels: 13 broad themes (themes), 13 fine (themes)", as if 13 groups held 13 more
+    themes (review46u)."""
+    if levels.get("broad") == "themes" and levels.get("fine") == "themes":
+        return f"Levels: one, {levels.get('fine_count')} themes (no broad themes above them, no sub-themes below)"
+    return (f"Levels: {levels.get('broad_count')} broad themes ({levels.get('broad')}), "
+            f"{levels.get('fine_count')} fine ({levels.get('fine')})")
+
+
 def far_note(cmp: dict[str, Any]) -> str | None:
     """The inherit comparison's far answers in a sentence: the CLI's copy of ``pipelines.thematic.render.far_note``
     (the CLI must not import the service's pipelines; a unit test holds them equal)."""
@@ -527,7 +534,7 @@ def far_note(cmp: dict[str, Any]) -> str | None:
     fate = (f"those that cluster together form the {new} new theme{'s' if new > 1 else ''}" if new
             else "too few cluster together to form a new theme")
     return (f"{far} of the {n_now} answers now ({far / n_now:.1%}) are far from every earlier theme (an unchanged "
-            f"wave has 2-5 %); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
+            f"wave has 2-5 % at about 2,100 answers a wave, 3-13 % at 200-350); {fate}, the rest are coded to their nearest earlier theme or to no theme.")
 
 
 def impact_starred(row: dict[str, Any]) -> bool:

@@ -161,12 +161,15 @@ def _mark_reflections(c: np.ndarray[Any, np.dtype[np.float64]], m: np.ndarray[An
         kept.append(row)
 
 
-#: ``impact.note`` when every scored response has at most one theme (``impact.single_label``).
+#: ``impact.note`` when every scored response has at most one theme (``impact.single_label``). The report, the dashboard
+#: and ``thematiq impact`` print it as it is, above a table that marks such a theme "(against X, Y only)": it said
+#: "names them in explained_by and is not marked as sure", a JSON field and a mark no view has (review46u).
 SINGLE_LABEL_NOTE: Final = (
     "One theme per response: a theme's impact is the overall score minus the score of all the other responses, "
     "so it is relative to the other themes together. When one theme scores far below (or above) the rest, every "
     "other theme's impact moves the other way, even for themes that score like most: a theme whose interval "
-    "excludes 0 only against such themes names them in explained_by and is not marked as sure.")
+    "excludes 0 only against such themes is shown \"(against those themes only)\" and gets no * (not bold): read "
+    "it as not shown to differ.")
 
 
 def starred(row: Mapping[str, Any]) -> bool:
@@ -186,7 +189,9 @@ def _excludes_0(row: Mapping[str, Any]) -> bool:
 def _round(x: float | None) -> float | None:
     # Finite scores can still overflow a sum (1e308 + 1e308): such a statistic is no number, and the document
     # (stored as is after a codebook edit, derive.refresh) must stay JSON, which has no Infinity or NaN.
-    return None if x is None or not math.isfinite(x) else round(x, 4)
+    # "+ 0.0" turns -0.0 into 0.0: a mean of exactly 0, computed about the overall mean, leaves a -1e-17 residue that
+    # rounds to -0.0 and read "-0.00" beside the Sentiment table's "+0.00" for the same theme (review46u).
+    return None if x is None or not math.isfinite(x) else round(x, 4) + 0.0
 
 
 def welch_interval(

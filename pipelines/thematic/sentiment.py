@@ -173,7 +173,11 @@ def rating_scale(values: Sequence[Any]) -> RatingScale | str:
         return (f"{lead}, and no declared scale reads values from {_fmt_value(lo)} to {_fmt_value(hi)} (0-5, 1-5, "
                 "1-7 and 1-10 are ratings read linearly, 0-10 takes integers): rescale the field, or send it as a "
                 "score (params.score, scale numeric)")
-    return "a rating must lie in 1-5 or 0-10 (or declare its scale: {\"key\", \"scale\"})"
+    # Values below 0 or above 10 fit no scale that can be declared either (0-5, 1-5, 1-7, 1-10, 0-10): the message
+    # said "or declare its scale", and the drugs.com ratings as -1/0/+1 (review46u) had nothing to declare.
+    return (f"values from {_fmt_value(lo)} to {_fmt_value(hi)} fit no rating scale (1-5 and 0-10 are inferred; 0-5, "
+            "1-5, 1-7, 1-10 and 0-10 can be declared): rescale the field, send the words positive/neutral/negative, "
+            "or send it as a score (params.score, scale numeric)")
 
 
 def _fmt_value(n: float) -> str:

@@ -809,7 +809,7 @@ function farNote(cmp) {
   const isNew = (cmp.themes || []).filter((r) => r.status === "new").length;
   const fate = isNew ? `those that cluster together form the ${isNew} new theme${isNew > 1 ? "s" : ""}`
     : "too few cluster together to form a new theme";
-  return `${cmp.far} of the ${cmp.n_now} answers now (${(100 * cmp.far / cmp.n_now).toFixed(1)}%) are far from every earlier theme (an unchanged wave has 2-5 %); ${fate}, the rest are coded to their nearest earlier theme or to no theme.`;
+  return `${cmp.far} of the ${cmp.n_now} answers now (${(100 * cmp.far / cmp.n_now).toFixed(1)}%) are far from every earlier theme (an unchanged wave has 2-5 % at about 2,100 answers a wave, 3-13 % at 200-350); ${fate}, the rest are coded to their nearest earlier theme or to no theme.`;
 }
 
 // Issue 23: each theme's impact on the score as a diverging bar (negative: the theme costs points), with its
@@ -901,13 +901,20 @@ function countNote(tc, levels) {
   const unchosen = ["fixed", "single"].includes(tc?.criterion);
   if (!tc?.confidence_label && !(unchosen && levels)) return null;
   const alt = tc.summary ? "" : (tc.alternatives || []).map((k) => `${k}`).join(" and ");
+  // A compared job's count is the earlier codebook's (criterion fixed, explanation naming compare_to): review46u
+  // found it read "requested (num_themes)" though no num_themes was sent.
   const sure = !tc.confidence_label
-    ? (tc.criterion === "fixed" || /num_themes=/.test(tc.explanation || "")  // num_themes=1 is "single" too
+    ? (tc.criterion === "fixed" && /compare_to/.test(tc.explanation || "")
+      ? "Theme count fixed by the compared job's codebook (compare_to), not chosen by the data"
+      : tc.criterion === "fixed" || /num_themes=/.test(tc.explanation || "")  // num_themes=1 is "single" too
       ? "Theme count requested (num_themes), not chosen by the data"
       : "One theme: too few responses to choose a count")
     : tc.criterion === "prior" ? "Structure is weak: the count is a judgement"
     : `Count confidence: ${tc.confidence_label} (${Number(tc.confidence).toFixed(2)})`;
-  const lv = levels ? ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}` : "";
+  // Both levels the themes is one level: it read "13 broad themes, 13 themes" (review46u; thematiq_cli levels_line).
+  const lv = !levels ? ""
+    : levels.broad === "themes" && levels.fine === "themes" ? ` · one level: ${levels.fine_count} themes, no broad themes or sub-themes`
+    : ` · ${levels.broad_count} broad themes, ${levels.fine_count} ${levels.fine === "subthemes" ? "sub-themes" : "themes"}`;
   return h("p", { class: "note count-confidence" }, `${sure}${alt ? `; the ${alt}-theme readings fit about as well` : ""}${lv}.`);
 }
 

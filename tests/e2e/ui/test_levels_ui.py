@@ -186,3 +186,26 @@ def test_a_requested_count_states_no_confidence(page: Any, host: HostProcess, ap
     expect(note).to_contain_text("Theme count requested (num_themes), not chosen by the data", timeout=30000)
     expect(note).not_to_contain_text("Count confidence")
     expect(note).to_contain_text(f"{doc['levels']['broad_count']} broad themes")
+
+
+def test_a_compared_jobs_count_is_the_codebooks_not_a_request(page: Any, host: HostProcess, api: Api) -> None:
+    # review46u: a job with compare_to (num_themes "auto", never sent) read "Theme count requested (num_themes), not
+    # chosen by the data": its count is the earlier job's codebook (criterion fixed), as the summary above it says.
+    job = api.wait(api.submit("thematic", {"llm": "off", "num_themes": 2}, load_responses(SAMPLE)[:60])["id"],
+                   timeout=240)
+    assert job["status"] == "succeeded", job
+    _, _, doc = api.call("GET", f"/api/jobs/{job['id']}/result")
+    summary = f"2 themes: the compared job's codebook (compare_to {'a' * 28}), so both waves are counted on one instrument."
+    doc["run"]["theme_count"] = {**doc["run"]["theme_count"], "criterion": "fixed", "confidence": None,
+                                 "confidence_label": None, "summary": summary,
+                                 "explanation": f"{summary} Why: the codebook fixes the count."}
+    # A compared job has one level (as the stored one had): it read "2 broad themes, 2 themes".
+    doc["levels"] = {"broad": "themes", "fine": "themes", "broad_count": 2, "fine_count": 2}
+    _serve(page, job["id"], doc)
+    open_ui(page, host, api, f"#/jobs/{job['id']}")
+    note = page.locator(".count-confidence")
+    expect(note).to_contain_text("Theme count fixed by the compared job's codebook (compare_to), not chosen by the data",
+                                 timeout=30000)
+    expect(note).not_to_contain_text("num_themes")
+    expect(note).to_contain_text("one level: 2 themes, no broad themes or sub-themes")
+    expect(note).not_to_contain_text("broad themes,")

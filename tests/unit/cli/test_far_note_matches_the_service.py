@@ -7,11 +7,12 @@ not import the service's pipelines), so its sentence is a copy, held equal to th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipelines.thematic.render import far_note, render_md
+from pipelines.thematic.render import FAR_TYPICAL, far_note, render_md
 from thematiq_cli.render import comparison_table
 from thematiq_cli.render import far_note as cli_far_note
 
@@ -38,8 +39,9 @@ def test_the_cli_says_what_the_report_says(cmp: dict[str, Any]) -> None:
 
 def test_the_sentence_gives_the_count_its_share_and_the_null() -> None:
     assert far_note(CASES[0]) == (
-        "52 of the 2110 answers now (2.5%) are far from every earlier theme (an unchanged wave has 2-5 %); too few "
-        "cluster together to form a new theme, the rest are coded to their nearest earlier theme or to no theme.")
+        "52 of the 2110 answers now (2.5%) are far from every earlier theme (an unchanged wave has 2-5 % at about "
+        "2,100 answers a wave, 3-13 % at 200-350); too few cluster together to form a new theme, the rest are coded "
+        "to their nearest earlier theme or to no theme.")
     assert "form the 1 new theme," in (far_note(CASES[1]) or "")
     assert "form the 2 new themes," in (far_note(CASES[2]) or "")
     assert far_note(CASES[4]) is None and far_note(CASES[5]) is None and far_note(CASES[6]) is None
@@ -50,3 +52,19 @@ def test_report_and_changes_show_it() -> None:
     assert "140 of the 2250 answers now (6.2%) are far" in comparison_table(cmp)
     doc = {"themes": [], "comparison": {**cmp, "then": {}, "new": ["t9"], "gone": []}}
     assert "140 of the 2250 answers now (6.2%) are far" in render_md(doc)[1].decode()
+
+
+def test_the_null_is_given_for_a_small_wave_too() -> None:
+    # review46u: two random halves of samples/feedback.csv (~200 answers each, the same survey: an unchanged wave)
+    # had 25 of 200 far (12.5 %), and the sentence said "an unchanged wave has 2-5 %", measured at ~2,110 a wave:
+    # a researcher read a null wave as a topic emerging. The null depends on the wave's size; both are named.
+    note = far_note({"far": 25, "n_now": 200, "n_then": 199, "themes": [ROW]}) or ""
+    assert "(12.5%)" in note
+    assert "an unchanged wave has 2-5 %)" not in note
+    assert "2-5 % at about 2,100 answers a wave, 3-13 % at 200-350" in note
+
+
+def test_the_dashboard_gives_the_same_null() -> None:
+    # web/static/app.js farNote is a third copy of the sentence (the page has no access to the service's module).
+    app = (Path(__file__).resolve().parents[3] / "web" / "static" / "app.js").read_text(encoding="utf-8")
+    assert f"(an unchanged wave has {FAR_TYPICAL});" in app
