@@ -22,9 +22,9 @@ from shared.sdk import PermanentError
 
 from . import baseline as earlier_wave
 from . import codebook, derive, waves
-from .assign import recentre
 from . import describe as describing
 from . import sentiment as sentiments
+from .assign import recentre
 from .clean import REASONS
 from .embed import ClientEmbedder
 from .result import (
