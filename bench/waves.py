@@ -226,7 +226,7 @@ def far_clusters(into: list[dict[str, Any]]) -> Any:
 
     real = W.inherit
 
-    def spy(emb: Any, texts: Any, discovered: Any, earlier: Any, *, min_size: int) -> Any:
+    def spy(emb: Any, texts: Any, discovered: Any, earlier: Any, *, min_size: int, weights: Any = None) -> Any:
         far = W.far_members(emb, earlier["codes"])
         rows: dict[str, list[int]] = {}
         for i, t in enumerate(discovered):
@@ -237,7 +237,7 @@ def far_clusters(into: list[dict[str, Any]]) -> Any:
             into.append({"theme": t, "size": len(rs), "far": int(far[rs].sum()),
                          "far_texts": [texts[i] for i in rs if far[i]], "threshold": thr})
         into.sort(key=lambda c: -c["far"])
-        return real(emb, texts, discovered, earlier, min_size=min_size)
+        return real(emb, texts, discovered, earlier, min_size=min_size, weights=weights)
 
     W.inherit = spy  # type: ignore[assignment]
     try:

@@ -11,8 +11,10 @@ behaviour before issue 23, kept as an option: themes are discovered afresh; then
 members are mostly nearest one or a few earlier themes' prototypes (the mean embedding of "name: description"
 and the example texts, at least ``SEED_FLOOR`` similar) is known, and its members are coded to the nearest of
 those earlier themes (``match``); the others are new. Either way ``carry_over`` recodes the result: an
-earlier theme keeps its id, name and description, so renames and merges survive the next wave; new themes
-get fresh ids; earlier themes that no response is coded to are gone.
+earlier theme keeps its id, name and description, so renames and merges survive the next wave; its keywords
+and key phrases are this wave's, from its members' texts here (``own_words``, the describe stage's c-TF-IDF
+and key phrases against this wave's other themes); new themes get fresh ids; earlier themes that no response is
+coded to are gone.
 
 Caveat of ``discover``: "then" counts come from the earlier run's clustering, "now" counts of known themes
 from nearest-prototype coding; for loose themes a part of the change is the instrument's (issue 23 measured
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -122,6 +124,20 @@ def _number(theme_id: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+class Words(NamedTuple):
+    """What the describe stage says of one group of this wave's answers (``document.own_words``)."""
+
+    keywords: list[str]
+    key_phrases: list[str]
+    #: The describe stage's sentence: an earlier theme's only when the earlier codebook has no description.
+    description: str
+
+
+#: Per group of response ids (this wave's themes after the recoding, each its primary members), its :class:`Words`,
+#: each group scored against the others as the describe stage scores a job's themes.
+OwnWords = Callable[[list[list[str]]], list[Words]]
+
+
 class Carried(NamedTuple):
     """What :func:`carry_over` gives: the recoded result, and the earlier wave's part of its ``comparison``."""
 
@@ -133,12 +149,14 @@ class Carried(NamedTuple):
 
 def carry_over(
     result: ThematicResult, coded: Mapping[str, str | None], baseline: Mapping[str, Any], quote_of: Mapping[str, str],
-    *, then_counts: Mapping[str, int] | None = None, confidence: Mapping[str, float] | None = None,
+    *, own_words: OwnWords, then_counts: Mapping[str, int] | None = None,
+    confidence: Mapping[str, float] | None = None,
 ) -> Carried:
     """Recode the result against the earlier codebook. ``coded`` maps a response id to an earlier theme id
     (the response moves there, themed even if this run called it other), to ``""`` (no theme: other), or to
     None (it stays in its discovered theme, which is new and gets a fresh id). An earlier theme keeps its id,
-    name and description. Gives the ``comparison`` of the earlier wave too (its rows are filled by ``derive``),
+    name and description (the instrument); its keywords and key phrases are what its members say in this wave
+    (``own_words`` over the recoded themes: :func:`_own_words`). Gives the ``comparison`` of the earlier wave too (its rows are filled by ``derive``),
     with "then" counts from ``then_counts`` (the earlier instrument's) or else the earlier themes' counts.
 
     Each part is built on the model (``with_``: a field keeps its place, a new one comes last), so every theme
@@ -154,7 +172,7 @@ def carry_over(
     usable = [a for a in result.assignments if a.bucket != "unusable"]
     themes, fresh = _recoded_themes(result.themes, usable, coded, earlier, quote_of)
     assignments = [a if a.bucket == "unusable" else _recoded(a, coded, fresh, confidence) for a in result.assignments]
-    themes = _recounted(themes, assignments)
+    themes = _own_words(_recounted(themes, assignments), assignments, earlier, own_words)
     result = result.with_(
         themes=themes, assignments=assignments, parents=[], subthemes=[],
         levels=Levels(broad="themes", fine="themes", broad_count=len(themes), fine_count=len(themes)),
@@ -194,6 +212,27 @@ def _inherited_count(choice: Choice, themes: list[Theme], earlier: Mapping[str, 
                                                      f"clustering (not shown) read: {own}")
 
 
+def _own_words(themes: list[Theme], assignments: list[AssignmentOut], earlier: Mapping[str, Any],
+               own_words: OwnWords) -> list[Theme]:
+    """The earlier themes with this wave's keywords and key phrases: the describe stage's, of their members' texts
+    here, scored against this wave's other themes (the new ones too). Taken from the discovered theme most of
+    its members came from (until 2026-12-08), "Delivery way too slow" showed the ten keywords of "Prices", words
+    none of its answers held; taken from the earlier wave (a theme coded only from this run's other), words
+    perhaps none of this wave's answers hold. A new theme keeps the words its run gave it."""
+    groups: dict[str, list[str]] = {}
+    for a in assignments:
+        if a.bucket == "theme" and a.themes:
+            groups.setdefault(a.themes[0].theme_id, []).append(str(a.response_id))
+    ids = [t.id for t in themes if t.id in groups]
+    words = dict(zip(ids, own_words([groups[i] for i in ids]), strict=True))
+    out = []
+    for t in themes:
+        w = words.get(t.id, Words([], [], "")) if t.id in earlier else None
+        out.append(t if w is None else t.with_(keywords=w.keywords, key_phrases=w.key_phrases,
+                                               description=t.description or w.description))
+    return out
+
+
 def _recoded_themes(
     discovered: list[Theme], usable: list[AssignmentOut], coded: Mapping[str, str | None],
     earlier: Mapping[str, Mapping[str, Any]], quote_of: Mapping[str, str],
@@ -201,7 +240,7 @@ def _recoded_themes(
     """The earlier themes that got members (in order of their first member), then the discovered themes that
     kept some (under fresh ids); and the fresh id of each discovered theme kept."""
     old = {t.id: t for t in discovered}
-    # Which discovered theme gave each earlier theme most of its members: its keywords and phrases are kept.
+    # Which discovered theme gave each earlier theme most of its members: the fields it is built on.
     sources: dict[str, Counter[str]] = {}
     members: dict[str, list[str | int]] = {}
     for a in usable:
@@ -229,8 +268,9 @@ def _earlier_theme(
     e: Mapping[str, Any], ids: list[str | int], old: Mapping[str, Theme], votes: Counter[str] | None,
     quote_of: Mapping[str, str],
 ) -> Theme:
-    """Earlier theme ``e`` with members ``ids``: its id, name and description, the keywords and phrases of the
-    discovered theme most of them come from, and quotes (counts are filled by :func:`_recounted`)."""
+    """Earlier theme ``e`` with members ``ids``: its id, name and description on the fields of the discovered
+    theme most of them come from, and quotes (counts are filled by :func:`_recounted`, keywords and key phrases
+    by :func:`_own_words`)."""
     mine = {str(rid) for rid in ids}
 
     def quotes_after(kept: list[Quote]) -> list[Quote]:
@@ -241,14 +281,14 @@ def _earlier_theme(
         return kept + more
 
     if not votes:
-        # Coded only from this run's "other": the earlier theme's own keywords stand in for a source theme.
-        return Theme(keywords=list(e.get("keywords", [])), labelled_by="keywords", key_phrases=[],
+        # Coded only from this run's "other": no source theme; keywords and phrases come from _own_words.
+        return Theme(keywords=[], labelled_by="keywords", key_phrases=[],
                      quotes=quotes_after([]), id=e["id"], label=e["label"], description=e["description"] or "",
                      merged_from=[], subthemes=[], parent=None, count=0, share=0.0)
     src = old[votes.most_common(1)[0][0]]
     # The source theme's fields in its order, this theme's id, name and quotes in their places; its levels last.
     return src.without("subthemes", "merged_from", "parent").with_(
-        id=e["id"], label=e["label"], description=e["description"] or src.description,
+        id=e["id"], label=e["label"], description=e["description"] or "",
         quotes=quotes_after([q for q in src.quotes if str(q.response_id) in mine]),
         merged_from=[], subthemes=[], parent=None, count=0, share=0.0,
     )

@@ -24,6 +24,7 @@ from . import baseline as earlier_wave
 from . import codebook, derive, waves
 from . import describe as describing
 from . import sentiment as sentiments
+from .assign import recentre
 from .clean import REASONS
 from .embed import ClientEmbedder
 from .result import (
@@ -323,8 +324,8 @@ def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
         # ``comparison`` is only the earlier wave (job, n, then) until ``derive`` fills the rows: it is handed
         # on, not validated half-built.
         quotes = {str(u.id): u.text[: describing.QUOTE_CHARS] for u in s.usable}
-        result, comparison = earlier_wave.carry_over(result, r.coded, s.baseline, quotes, then_counts=r.then_counts,
-                                                     confidence=r.confidence)
+        result, comparison = earlier_wave.carry_over(result, r.coded, s.baseline, quotes, own_words=own_words(s),
+                                                     then_counts=r.then_counts, confidence=r.confidence)
         earlier = {"comparison": {**comparison, **r.facts}}
     d = derive.derived({**result.document(), **earlier}, _metadata(s), breakdown_by=p.breakdown_by,
                        min_group_size=p.min_group_size,
@@ -348,6 +349,27 @@ def _derive(s: RunState, result: ThematicResult) -> ThematicResult:
         inherited=r.inherited if r is not None else [], weights=copy_weights(s),
     )
     return result.with_(instrument=Instrument.model_validate(instrument))
+
+
+def own_words(s: RunState) -> earlier_wave.OwnWords:
+    """What the describe stage says of groups of this wave's answers (by response id): ``describe.describe`` over
+    them as the themes of the job, so each group's keywords and key phrases are its texts' c-TF-IDF terms and
+    contextual key phrases against the other groups, as a theme's are against the job's other themes. The recoding
+    against an earlier wave gives an earlier theme these (``baseline._own_words``)."""
+    index = {str(u.id): n for n, u in enumerate(s.usable)}
+
+    def words(groups: list[list[str]]) -> list[earlier_wave.Words]:
+        labels = np.full(len(s.texts), -1, dtype=np.int64)
+        for g, ids in enumerate(groups):
+            # A counted copy (count_duplicates) is no usable response of its own: its first copy speaks for it.
+            labels[[index[rid] for rid in ids if rid in index]] = g
+        infos = describing.describe(labels, recentre(labels, s.emb, len(groups)), s.emb, s.texts,
+                                    embed=describing.CONTEXTUAL)
+        by_group = {int(labels[th.members[0]]): th for th in infos if th.members}
+        return [earlier_wave.Words(th.keywords, th.key_phrases, th.description) if (th := by_group.get(g))
+                else earlier_wave.Words([], [], "") for g in range(len(groups))]
+
+    return words
 
 
 def _quote(s: RunState, i: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pipelines.thematic import insight
+from pipelines.thematic import keywords as K
 from pipelines.thematic import waves as W
 from pipelines.thematic.baseline import baseline_of
 from pipelines.thematic.edit import edit_result
@@ -200,3 +201,41 @@ def test_weights_from_the_pooled_counts_find_a_doubled_large_theme_that_plain_bh
     assert weighted["big"]["weight"] == pytest.approx(5.2541, abs=1e-4)
     assert weighted["big"]["q"] == pytest.approx(0.0146, abs=1e-4) and weighted["big"]["significant"]
     assert not any(r["significant"] for t, r in weighted.items() if t != "big")
+
+
+def _unsaid(doc: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per earlier theme coded in ``doc``: its keywords and key phrases that none of its members' texts holds, as
+    the describe stage reads a text (``keywords.terms`` for a keyword, ``keywords.phrases`` for a phrase's key)."""
+    text = {str(it["id"]): it["text"] for it in items}
+    members: dict[str, list[str]] = {}
+    for a in doc["assignments"]:
+        if a["themes"]:
+            members.setdefault(a["themes"][0]["theme_id"], []).append(text[str(a["response_id"])])
+    out: dict[str, list[str]] = {}
+    for t in doc["themes"]:
+        if t["id"] not in doc["comparison"]["then"]:
+            continue  # a new theme: described by its run, as any theme is
+        said = [K.terms(x) for x in members[t["id"]]]
+        keys = [K.phrases(x) for x in members[t["id"]]]
+        out[t["id"]] = [*(k for k in t["keywords"] if not any(k in s for s in said)),
+                        *(p for p in t["key_phrases"] if not any(K.phrase_key(p) in s for s in keys))]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["inherit", "discover"])
+def test_an_earlier_theme_shows_only_words_its_own_answers_in_this_wave_say(mode: str) -> None:
+    """A theme of the earlier codebook coded in this wave shows keywords and key phrases of its own members here,
+    none they do not say. Before (2026-12-08) it took those of the discovered theme most of its members came from:
+    with delivery down to 6 answers, clustered in with the price answers, "delivery" showed the price keywords."""
+    first = _wave({"delivery": 30, "price": 30, "app": 30, "staff": 30}, seed=4)
+    wave1 = _run(first[0], num_themes=4)
+    second = _wave({"delivery": 6, "price": 60, "app": 30, "staff": 30}, seed=5, offset=1000)
+    doc = _run({"responses": second[0], "baseline": baseline_of(EARLIER, wave1)}, compare_to=EARLIER,
+               compare_mode=mode)
+    unsaid = _unsaid(doc, second[0])
+    assert unsaid and all(t["keywords"] for t in doc["themes"] if t["id"] in unsaid)
+    assert not any(unsaid.values()), unsaid
+    # The name and description are the earlier codebook's: the instrument.
+    then = {t["id"]: t for t in wave1["themes"]}
+    assert all((t["label"], t["description"]) == (then[t["id"]]["label"], then[t["id"]]["description"])
+               for t in doc["themes"] if t["id"] in unsaid)

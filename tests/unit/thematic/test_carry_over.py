@@ -9,7 +9,9 @@ as it was; with and without the earlier instrument's counts, families and confid
 this test holds the refactor to the same output. Regenerated once since (2026-12-04), when a response began to count in
 each of its themes (t6, a new theme with a secondary reference following it, counts 3, was 2), and again
 (2026-12-06) when ``run.counts.themed``/``other`` began to follow the recoding (themed 7 -> 6, other 1 -> 2: they
-kept this run's own clustering's counts, which no assignment agreed with).
+kept this run's own clustering's counts, which no assignment agreed with), and again (2026-12-08) when an earlier
+theme's keywords, key phrases and missing description began to come from its own members in this wave
+(``own_words``; they were the discovered theme's most of its members came from, or the earlier wave's).
 """
 
 from __future__ import annotations
@@ -108,9 +110,15 @@ CODED: dict[str, str | None] = {"r1": "t1", "r2": "t1", "r3": "t9",  # t9: no ea
 QUOTES = {rid: f"quote {rid}" for rid in ("r1", "r2", "r3", "r4", "r5", "6", "r7", "r8")}
 
 
+def _own_words(groups: list[list[str]]) -> list[baseline.Words]:
+    """A stand-in for ``document.own_words`` that says which members (and which other groups) it was given."""
+    others = " | ".join(" ".join(g) for g in groups)
+    return [baseline.Words([f"said by {' '.join(g)}"], [f"against {others}"], f"about {' '.join(g)}") for g in groups]
+
+
 def _carry(result: ThematicResult, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The carried-over document (as stored) and its comparison's earlier-wave part."""
-    carried, comparison = baseline.carry_over(result, CODED, BASELINE, QUOTES, **kw)
+    carried, comparison = baseline.carry_over(result, CODED, BASELINE, QUOTES, own_words=_own_words, **kw)
     return carried.document(), comparison
 
 
@@ -132,7 +140,7 @@ def test_earlier_themes_keep_their_ids_and_names_new_ones_get_fresh_ids_and_unus
     themes = {t["id"]: t for t in doc["themes"]}
     assert set(themes) == {"t1", "t2", "t5", "t6"}  # t3 (Prices) got nobody: gone; d2 kept as new t6
     assert themes["t1"]["label"] == "Delivery times" and themes["t6"]["label"] == "refund"
-    assert themes["t2"]["description"] == "about delivery"  # no earlier description: its source theme's
+    assert themes["t2"]["description"] == "about r4"  # no earlier description: this wave's, of its members
     by_id = {str(a["response_id"]): a for a in doc["assignments"]}
     assert by_id["r4"]["themes"] == [{"theme_id": "t2", "confidence": 0.8}, {"theme_id": "t6", "confidence": 0.7}]
     assert by_id["r3"]["bucket"] == by_id["r7"]["bucket"] == "other" and by_id["r9"]["bucket"] == "unusable"
@@ -148,7 +156,7 @@ def test_a_wrong_value_from_the_earlier_codebook_fails_where_its_theme_is_built(
     a document rewritten as a dict and validated at the end would fail later, as a place in the whole result."""
     bad = {**BASELINE, "themes": [{**BASELINE["themes"][0], "label": None}, *BASELINE["themes"][1:]]}
     with pytest.raises(ValidationError) as err:
-        baseline.carry_over(_result(), CODED, bad, QUOTES)
+        baseline.carry_over(_result(), CODED, bad, QUOTES, own_words=_own_words)
     assert err.value.title == "Theme"
     assert [e["loc"] for e in err.value.errors()] == [("label",)]
 
@@ -158,7 +166,7 @@ def test_the_recoding_leaves_the_result_it_was_given_as_it_was() -> None:
     result the caller still holds."""
     result = _result()
     before = json.dumps(result.document())
-    baseline.carry_over(result, CODED, BASELINE, QUOTES, **CASES["inherit"])
+    baseline.carry_over(result, CODED, BASELINE, QUOTES, own_words=_own_words, **CASES["inherit"])
     assert json.dumps(result.document()) == before
 
 
@@ -178,3 +186,17 @@ def test_a_compared_job_states_the_codebook_count_not_its_own_clusterings() -> N
                             "counted on one instrument."
     assert tc["criterion"] == "fixed" and tc["confidence_label"] is None and tc["alternatives"] == []
     assert tc["explanation"].endswith("this wave's own clustering (not shown) read: " + own["summary"])
+
+
+def test_an_earlier_theme_says_what_its_own_members_say_here_and_a_new_one_keeps_its_words() -> None:
+    """Keywords and key phrases of an earlier theme are this wave's, of its own members, scored against every
+    theme of the recoded wave: before, t1 showed the keywords of the discovered theme most of its members came
+    from (words its members may not hold), t5 (coded only from this run's other) the earlier wave's."""
+    doc, _ = _carry(_result(), **CASES["inherit"])
+    themes = {t["id"]: t for t in doc["themes"]}
+    groups = "r5 6 | r1 r2 | r4 | r8"  # t6 (new), t1, t2, t5: every theme of the wave, largest first
+    assert {tid: (t["keywords"], t["key_phrases"]) for tid, t in themes.items() if tid != "t6"} == {
+        "t1": (["said by r1 r2"], [f"against {groups}"]), "t2": (["said by r4"], [f"against {groups}"]),
+        "t5": (["said by r8"], [f"against {groups}"])}
+    assert themes["t6"]["keywords"] == ["refund", "word"] and themes["t6"]["key_phrases"] == ["refund"]
+    assert themes["t1"]["description"] == "late and early couriers"  # the earlier codebook's, where it has one
