@@ -70,8 +70,10 @@ def pool(name: str) -> dict[str, list[str]]:
     """Texts per label."""
     out: dict[str, list[str]] = {}
     if name == "sample":
-        rows = list(csv.DictReader((ROOT / "samples" / "feedback.csv").open(encoding="utf-8")))
-        truth = {r["id"]: r["theme"] for r in csv.DictReader((ROOT / "samples" / "feedback_labels.csv").open())}
+        with (ROOT / "samples" / "feedback.csv").open(encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+        with (ROOT / "samples" / "feedback_labels.csv").open(encoding="utf-8", newline="") as f:
+            truth = {r["id"]: r["theme"] for r in csv.DictReader(f)}
         for r in rows:
             out.setdefault(truth[r["id"]], []).append(r["text"])
         # The 8 largest single themes (24-64 answers each): "unusable", the multi-topic rows ("a|b", one each) and

@@ -39,3 +39,13 @@ def test_the_x2_change_goes_only_to_a_label_with_three_times_the_answers() -> No
     up = d["big"][0]
     wave = w.wave2(d, d["kept"][-1] if d["kept"][-1] != up else d["kept"][0], up, 70)
     assert sum(1 for _, lab in wave if lab == up) == 140
+
+
+def test_the_sample_pool_is_its_eight_largest_single_themes_so_a_wave_has_answers() -> None:
+    # Before, the pool held "unusable" and the one-row multi-topic labels ("a|b"), so --per (the smallest label's
+    # size // 3) became 0 and wave 1 had no usable response: `--set sample` died in the clean stage.
+    w = load_bench("waves")
+    texts = w.pool("sample")
+    assert len(texts) == 8
+    assert all(k != "unusable" and "|" not in k for k in texts)
+    assert min(len(v) for v in texts.values()) // 3 >= 8
