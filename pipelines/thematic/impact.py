@@ -199,46 +199,72 @@ def welch_interval(
 ) -> tuple[np.ndarray[Any, np.dtype[np.float64]], np.ndarray[Any, np.dtype[np.float64]]]:
     """Per theme (column of the 0/1 matrix ``m``) Welch's ``level`` interval of its impact on the scores ``v``:
     ``f (a - b) ± t · f · sqrt(s_a² / n_a + s_b² / n_b)``, a and b the responses with and without the theme. NaN
-    where a side has fewer than 2 responses (no variance to estimate)."""
+    where a side has fewer than 2 responses (no variance to estimate). The sides' variances are
+    :func:`_sides`', as :func:`permutation_interval`'s are; only the critical value differs (Student's t with
+    Welch-Satterthwaite degrees of freedom)."""
     n, k = m.shape
     low, high = np.full(k, np.nan), np.full(k, np.nan)
-    if n == 0:
+    centred = _centred(v) if n >= 2 else None
+    if centred is None:
         return low, high
-    # Centred first: the variances below are sums of squares less n * mean^2, which lose every digit of the spread
-    # of scores that sit far from 0 (around 1e9 with a spread of 1, a theme's interval shrank to its point).
-    mean = float(v.mean())
-    if math.isfinite(mean):
-        v = v - mean
+    v, s, q, whole = centred
     n_a = m.sum(axis=0)
-    n_b = n - n_a
-    s_a, s_b = v @ m, v.sum() - v @ m
-    q_a, q_b = (v * v) @ m, (v * v).sum() - (v * v) @ m
-    # The variance of every score together: what a side whose scores are all equal is given instead of its 0.
-    whole = max(0.0, float((v * v).sum() - v.sum() ** 2 / n) / (n - 1)) if n > 1 else 0.0
-    for j in range(k):
-        na, nb = float(n_a[j]), float(n_b[j])
-        if na < 2 or nb < 2:
-            continue
-        ma, mb = s_a[j] / na, s_b[j] / nb
-        # Sample variances from the sums (clipped at 0: a constant side rounds to a tiny negative). Scores whose
-        # squares overflow have no variance to tell: no interval (max(0.0, nan) is 0.0, a false certainty).
-        ra, rb = (q_a[j] - na * ma * ma) / (na - 1), (q_b[j] - nb * mb * mb) / (nb - 1)
-        if not (math.isfinite(ra) and math.isfinite(rb)):
-            continue
-        # A side whose scores are all equal (ten satisfied 5s) has a sample variance of 0, and Welch's error then
-        # rests on the other side alone: on skewed scores with no effect at all, a 10-response theme of 5s was
-        # starred in 33 % of runs (nominal 5 %; bench/impact_constant_side.py). Its spread is not known to be 0, only
-        # unseen: it is given the spread of all the scores, as under no effect both sides share it.
-        # (A constant side's sum of squares less n * mean^2 is rounding, not spread: within 1e-9 of the whole's.)
-        ra, rb = (whole if ra <= whole * 1e-9 else ra), (whole if rb <= whole * 1e-9 else rb)
-        va, vb = max(0.0, ra) / na, max(0.0, rb) / nb
-        f = na / n
-        se = math.sqrt(va + vb)
+    diff, va, vb, bad = _sides(v @ m, (v * v) @ m, n_a, s, q, n, whole)
+    f = n_a / n
+    for j in np.flatnonzero(~bad):
+        na, nb, a, b = float(n_a[j]), float(n - n_a[j]), float(va[j]), float(vb[j])
         # Welch-Satterthwaite; with no variance on either side the interval is the point (df is then moot).
-        df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1)) if va + vb > 0 else na + nb - 2
-        half = t_quantile(0.5 + level / 2, df) * f * se
-        low[j], high[j] = f * (ma - mb) - half, f * (ma - mb) + half
+        df = (a + b) ** 2 / (a * a / (na - 1) + b * b / (nb - 1)) if a + b > 0 else na + nb - 2
+        half = t_quantile(0.5 + level / 2, df) * f[j] * math.sqrt(a + b)
+        low[j], high[j] = f[j] * diff[j] - half, f[j] * diff[j] + half
     return low, high
+
+
+def _centred(
+    v: np.ndarray[Any, np.dtype[np.float64]],
+) -> tuple[np.ndarray[Any, np.dtype[np.float64]], float, float, float] | None:
+    """Of two or more scores: the scores less their mean, their sum and sum of squares, and the variance of them all (``whole``: what a side
+    whose scores are all equal is given, :func:`_sides`); None when the sums are no numbers (squares that overflow).
+
+    Centred first: the variances are sums of squares less n * mean^2, which lose every digit of the spread of scores
+    that sit far from 0 (around 1e9 with a spread of 1, a theme's interval shrank to its point)."""
+    n = len(v)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(v.mean())
+        if math.isfinite(mean):
+            v = v - mean
+        s, q = float(v.sum()), float((v * v).sum())
+        whole = max(0.0, (q - s * s / n) / (n - 1))
+    if not (math.isfinite(s) and math.isfinite(q)):
+        return None
+    return v, s, q, whole
+
+
+def _sides(
+    s_a: np.ndarray[Any, Any], q_a: np.ndarray[Any, Any], n_a: np.ndarray[Any, Any], s: float, q: float, n: int,
+    whole: float,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Elementwise, from the sums ``s_a`` and sums of squares ``q_a`` of the scores with the theme (``n_a`` of them;
+    the totals ``s``, ``q`` over ``n``): the difference of the means with and without it, each side's variance of
+    its mean (``s² / n_a``, ``s² / n_b``), and where there is none (a side of fewer than 2, or sums that are no
+    numbers).
+
+    A side whose scores are all equal (ten satisfied 5s) has a sample variance of 0, and Welch's error then rests on
+    the other side alone: on skewed scores with no effect at all, a 10-response theme of 5s was starred in 33 % of
+    runs (nominal 5 %; bench/impact_constant_side.py). Its spread is not known to be 0, only unseen: it is given the
+    spread of all the scores ``whole``, as under no effect both sides share it (review46). (A constant side's sum of
+    squares less n * mean^2 is rounding, not spread: within 1e-9 of the whole's.)"""
+    n_b = n - n_a
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ma, mb = s_a / n_a, (s - s_a) / n_b
+        ra = (q_a - n_a * ma * ma) / (n_a - 1)
+        rb = ((q - q_a) - n_b * mb * mb) / (n_b - 1)
+        ra = np.where(ra <= whole * 1e-9, whole, ra)
+        rb = np.where(rb <= whole * 1e-9, whole, rb)
+        va, vb = np.maximum(ra, 0.0) / n_a, np.maximum(rb, 0.0) / n_b
+        diff = ma - mb
+        bad = (n_a < 2) | (n_b < 2) | ~np.isfinite(va + vb) | ~np.isfinite(diff)
+    return diff, va, vb, bad
 
 
 #: Permutations behind ``permutation_interval``: the critical values are the 25th smallest and 25th largest of
@@ -255,21 +281,12 @@ def _studentised(
     s_a: np.ndarray[Any, Any], q_a: np.ndarray[Any, Any], n_a: np.ndarray[Any, Any], s: float, q: float, n: int,
     whole: float,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Welch's statistic and the standard error of the difference in means, elementwise, from the sums ``s_a`` and
-    sums of squares ``q_a`` of the scores with the theme (``n_a`` of them; the totals ``s``, ``q`` over ``n``). A
-    side whose scores are all equal is given the variance of all the scores ``whole`` (review46). NaN where a side
-    has fewer than 2 responses or a sum is not finite."""
-    n_b = n - n_a
+    """Welch's statistic and the standard error of the difference in means, elementwise (:func:`_sides`' arguments).
+    NaN where a side has fewer than 2 responses or a sum is not finite."""
+    diff, va, vb, bad = _sides(s_a, q_a, n_a, s, q, n, whole)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ma, mb = s_a / n_a, (s - s_a) / n_b
-        ra = (q_a - n_a * ma * ma) / (n_a - 1)
-        rb = ((q - q_a) - n_b * mb * mb) / (n_b - 1)
-        ra = np.where(ra <= whole * 1e-9, whole, ra)
-        rb = np.where(rb <= whole * 1e-9, whole, rb)
-        se = np.sqrt(np.maximum(ra, 0.0) / n_a + np.maximum(rb, 0.0) / n_b)
-        diff = ma - mb
+        se = np.sqrt(va + vb)
         t = np.where(se > 0, diff / np.where(se > 0, se, 1.0), 0.0)
-    bad = (n_a < 2) | (n_b < 2) | ~np.isfinite(se) | ~np.isfinite(diff)
     return np.where(bad, np.nan, t), np.where(bad, np.nan, se)
 
 
@@ -295,19 +312,12 @@ def permutation_interval(
     scores)."""
     n, k = m.shape
     low, high = np.full(k, np.nan), np.full(k, np.nan)
-    if n < 2 or k == 0:
+    centred = _centred(v) if n >= 2 and k > 0 else None
+    if centred is None:
         return low, high
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean = float(v.mean())
-        if math.isfinite(mean):
-            v = v - mean
-        sq = v * v
-        s, q = float(v.sum()), float(sq.sum())
-        whole = max(0.0, (q - s * s / n) / (n - 1))
-    if not (math.isfinite(s) and math.isfinite(q)):
-        return low, high
+    v, s, q, whole = centred
     n_a = m.sum(axis=0)
-    t_obs, se = _studentised(v @ m, sq @ m, n_a, s, q, n, whole)
+    t_obs, se = _studentised(v @ m, (v * v) @ m, n_a, s, q, n, whole)
     r = math.floor((1 - level) / 2 * (permutations + 1) + 1e-9)  # 25 of 999: the tails' order statistic
     if r < 1:
         return low, high
